@@ -1,0 +1,69 @@
+/* msmonitor: the exported C API of libmsmonitor.so (spec 04-plugin.md §1.4). The CPython
+ * extension IPCMonitor_C, the native poller, mssim-train --with-plugin and the CUDA injection
+ * path all go through these functions. Return 0 on success or a negative errno-style code
+ * unless stated otherwise. Thread-safe. */
+#ifndef MSMON_MSMONITOR_H
+#define MSMON_MSMONITOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MSMON_API __attribute__((visibility("default")))
+
+/* Registration with the daemon (03-ipc.md §6.2). Returns 1 registered, 0 failed. */
+MSMON_API int msmon_init_dyno(int32_t npu_id);
+/* One poll (03-ipc.md §6.3). *len = 0: nothing. -ENOSPC: *len = bytes needed (config kept
+ * for the next call). buf is NUL-terminated when it fits. Blocks up to ~50 ms. */
+MSMON_API int msmon_poll_dyno(char *buf, size_t cap, size_t *len);
+/* Apply an npu-monitor config map (04-plugin.md §3–4). Invalid configs are logged and
+ * ignored (returns -EINVAL); a valid one returns 0 whatever the outcome of a start. */
+MSMON_API int msmon_enable_npu_monitor(const char *const *keys, const char *const *values, size_t n);
+/* Stop a running session (normal stop path, no status report). */
+MSMON_API void msmon_finalize(void);
+MSMON_API int msmon_set_cluster_config(const char *key, const char *value);
+MSMON_API int msmon_update_profiler_status(int32_t status, int32_t current_step, int32_t start_step,
+                                           int32_t stop_step);
+/* Native poller thread MsMonitorPoll (04-plugin.md §12). */
+MSMON_API int msmon_native_poll_start(void);
+MSMON_API void msmon_native_poll_stop(void);
+
+/* Standalone Monitor API (04-plugin.md §13). kinds are msPTI kind values. */
+MSMON_API int msmon_monitor_start(const int32_t *kinds, size_t n);
+MSMON_API int msmon_monitor_stop(void);
+
+/* Results of the last standalone session, borrowed until the next msmon_monitor_start.
+ * One struct for every kind; fields a kind does not have are zero/NULL. */
+struct msmon_result {
+    int32_t kind;              /* msPTI kind value */
+    const char *name;
+    uint64_t start_ns, end_ns;
+    uint32_t pid, tid;         /* API kinds, host markers */
+    uint32_t device_id, stream_id;
+    uint64_t correlation_id;
+    const char *type;          /* Kernel */
+    uint64_t count;            /* Communication */
+    const char *data_type;     /* Communication: name of the data type ("FP32") */
+    const char *comm_name, *alg_type;
+    int32_t source_kind;       /* Marker: 0 host, 1 device */
+    const char *domain;        /* Marker */
+    uint64_t id;               /* Marker id */
+};
+/* Kinds of the last start, in start order. */
+MSMON_API int msmon_monitor_kinds(int32_t *out, size_t cap, size_t *ret_n);
+MSMON_API int msmon_monitor_results(int32_t kind, const struct msmon_result **ret_arr, size_t *ret_n);
+
+/* Framework side for non-Python programs (04-plugin.md §15). */
+MSMON_API int msmon_dynamic_init(void);
+MSMON_API int msmon_dynamic_step(void);
+
+/* CUDA injection entry point (07 §3.5): returns 1. */
+MSMON_API int InitializeInjection(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

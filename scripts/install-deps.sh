@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install every build and test dependency from Debian when missing (fresh Debian 12, root).
+set -euo pipefail
+PKGS=(build-essential cmake pkg-config libevent-dev libcjson-dev libssl-dev libsqlite3-dev
+      libxlsxwriter-dev libcmocka-dev python3 python3-dev python3-pytest python3-openpyxl
+      python3-setuptools python3-pip python3-wheel sqlite3 procps iproute2 util-linux)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: missing packages: ${missing[*]} (run as root)" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+echo "install-deps: all dependencies present"

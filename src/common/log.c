@@ -1,0 +1,144 @@
+/* log: glog-format line writer with an optional file mirror and lock-free rate limiting.
+ * Kept tiny on purpose: it runs inside training processes (plugin) as well as the daemon. */
+#include "common/log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static _Atomic int g_level = LOG_LVL_INFO;
+static _Atomic int g_file_fd = -1;
+static _Atomic int g_file_stderr_min = LOG_LVL_ERROR;
+static _Atomic int g_stderr_fd = 2;
+
+void log_set_level(enum log_level min_level) { atomic_store(&g_level, (int)min_level); }
+enum log_level log_get_level(void) { return (enum log_level)atomic_load(&g_level); }
+
+int log_parse_level(const char *text, enum log_level *ret_level)
+{
+    static const struct { const char *name; enum log_level lvl; } names[] = {
+        {"DEBUG", LOG_LVL_DEBUG}, {"INFO", LOG_LVL_INFO}, {"WARNING", LOG_LVL_WARNING},
+        {"WARN", LOG_LVL_WARNING}, {"ERROR", LOG_LVL_ERROR},
+    };
+    if (!text)
+        return -EINVAL;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcasecmp(text, names[i].name) == 0) {
+            *ret_level = names[i].lvl;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+void log_set_file(int fd, enum log_level stderr_min)
+{
+    atomic_store(&g_file_stderr_min, (int)stderr_min);
+    int old = atomic_exchange(&g_file_fd, fd);
+    if (old >= 0 && old != fd)
+        close(old);
+}
+
+void log_close_file(void)
+{
+    int old = atomic_exchange(&g_file_fd, -1);
+    if (old >= 0)
+        close(old);
+}
+
+void log_set_stderr_fd(int fd) { atomic_store(&g_stderr_fd, fd < 0 ? 2 : fd); }
+
+uint64_t clock_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t clock_real_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+void log_vwrite(enum log_level lvl, const char *file, int line, const char *fmt, va_list ap)
+{
+    static const char letters[] = "DIWEF";
+    if ((int)lvl < atomic_load(&g_level))
+        return;
+    char buf[8192];
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    localtime_r(&ts.tv_sec, &tm);
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    /* glog has no debug letter; debug lines use 'I' so log parsers keep working. */
+    char letter = lvl == LOG_LVL_DEBUG ? 'I' : letters[lvl];
+    int n = snprintf(buf, sizeof(buf), "%c%02d%02d %02d:%02d:%02d.%06ld %ld %s:%d] ", letter,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000, (long)syscall(SYS_gettid), base, line);
+    if (n < 0)
+        return;
+    size_t len = (size_t)n;
+    int m = vsnprintf(buf + len, sizeof(buf) - len - 1, fmt, ap);
+    if (m < 0)
+        return;
+    len += (size_t)m;
+    if (len > sizeof(buf) - 2)
+        len = sizeof(buf) - 2; /* truncated; keep the newline */
+    buf[len++] = '\n';
+    int ffd = atomic_load(&g_file_fd);
+    if (ffd >= 0) {
+        write_all(ffd, buf, len);
+        if ((int)lvl >= atomic_load(&g_file_stderr_min))
+            write_all(atomic_load(&g_stderr_fd), buf, len);
+    } else {
+        write_all(atomic_load(&g_stderr_fd), buf, len);
+    }
+}
+
+void log_write(enum log_level lvl, const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_vwrite(lvl, file, line, fmt, ap);
+    va_end(ap);
+}
+
+int64_t log_ratelimit_take(struct log_ratelimit *rl, uint64_t interval_ms)
+{
+    uint64_t now = clock_mono_ns();
+    uint64_t next = __atomic_load_n(&rl->next_ns, __ATOMIC_ACQUIRE);
+    if (now < next) {
+        __atomic_fetch_add(&rl->suppressed, 1, __ATOMIC_RELAXED);
+        return -1;
+    }
+    if (!__atomic_compare_exchange_n(&rl->next_ns, &next, now + interval_ms * 1000000ull, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        __atomic_fetch_add(&rl->suppressed, 1, __ATOMIC_RELAXED);
+        return -1;
+    }
+    return (int64_t)__atomic_exchange_n(&rl->suppressed, 0, __ATOMIC_ACQ_REL);
+}

@@ -1,0 +1,118 @@
+/* record: the plugin's aligned, kind-tagged copy of one activity record. Backends (msPTI,
+ * CUPTI) convert raw packed records into this; the filter and every processor consume it.
+ * Strings are borrowed from the vendor library's caches, which live for the process. */
+#ifndef MSMON_PLUGIN_RECORD_H
+#define MSMON_PLUGIN_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* msPTI kind values (06-mspti-abi.md §4); 8 (external correlation) is never enabled. */
+enum mon_kind {
+    MON_KIND_MARKER = 1,
+    MON_KIND_KERNEL = 2,
+    MON_KIND_API = 3,
+    MON_KIND_HCCL = 4,
+    MON_KIND_MEMORY = 5,
+    MON_KIND_MEMSET = 6,
+    MON_KIND_MEMCPY = 7,
+    MON_KIND_COMMUNICATION = 9,
+    MON_KIND_ACL_API = 10,
+    MON_KIND_NODE_API = 11,
+    MON_KIND_RUNTIME_API = 12,
+};
+#define MON_KIND_LIMIT 13 /* kind values are < this; use for per-kind arrays */
+
+/* "Marker", "Kernel", ... for the 11 user-visible kinds; NULL otherwise. */
+const char *mon_kind_name(int kind);
+/* Exact, case-sensitive match of the 11 names; -1 if unknown. */
+int mon_kind_from_name(const char *name, size_t len);
+static inline int mon_kind_is_api(int k)
+{
+    return k == MON_KIND_API || k == MON_KIND_ACL_API || k == MON_KIND_NODE_API || k == MON_KIND_RUNTIME_API;
+}
+
+struct mon_marker {
+    int32_t flag;          /* msptiActivityFlag bits */
+    int32_t source_kind;   /* 0 host, 1 device */
+    uint64_t timestamp;
+    uint64_t id;
+    uint32_t obj0, obj1;   /* host: processId, threadId; device: deviceId, streamId */
+    const char *name, *domain;
+};
+struct mon_api {
+    uint64_t start, end;
+    uint32_t pid, tid;
+    uint64_t correlation_id;
+    const char *name;
+};
+struct mon_kernel {
+    uint64_t start, end;
+    uint32_t device_id, stream_id;
+    uint64_t correlation_id;
+    const char *type, *name;
+};
+struct mon_hccl {
+    uint64_t start, end;
+    uint32_t device_id, stream_id;
+    double bandwidth;
+    const char *name, *comm_name;
+};
+struct mon_memory {
+    int32_t op_type, memory_kind;
+    uint64_t correlation_id, start, end, address, bytes;
+    uint32_t pid, device_id, stream_id;
+};
+struct mon_memset {
+    uint32_t value;
+    uint8_t is_async;
+    uint64_t bytes, start, end;
+    uint32_t device_id, stream_id;
+    uint64_t correlation_id;
+};
+struct mon_memcpy {
+    int32_t copy_kind;
+    uint8_t is_async;
+    uint64_t bytes, start, end;
+    uint32_t device_id, stream_id;
+    uint64_t correlation_id;
+};
+struct mon_comm {
+    int32_t data_type;
+    uint64_t count;
+    uint32_t device_id, stream_id;
+    uint64_t start, end;
+    const char *alg_type, *name, *comm_name;
+    uint64_t correlation_id;
+};
+
+struct mon_record {
+    int32_t kind;  /* enum mon_kind */
+    union {
+        struct mon_marker marker;
+        struct mon_api api;        /* kinds 3, 10, 11, 12 */
+        struct mon_kernel kernel;
+        struct mon_hccl hccl;
+        struct mon_memory memory;
+        struct mon_memset memset;
+        struct mon_memcpy memcpy;
+        struct mon_comm comm;
+    } u;
+};
+
+/* Convert one packed msPTI record (pointer into a buffer, possibly unaligned fields) into
+ * *out. Returns 0, or -ENOENT for a kind the plugin does not know (skip it). */
+int mon_record_from_mspti(const void *raw, struct mon_record *out);
+
+/* Marker flag helpers */
+#define MON_MARKER_INSTANT (1 | 8)    /* INSTANTANEOUS, INSTANTANEOUS_WITH_DEVICE */
+#define MON_MARKER_START (2 | 16)     /* START, START_WITH_DEVICE */
+#define MON_MARKER_END (4 | 32)       /* END, END_WITH_DEVICE */
+#define MON_MARKER_WITH_DEVICE (8 | 16 | 32)
+
+/* Communication data type name ("FP32", ..., "INVALID_TYPE"). */
+const char *mon_comm_dtype_name(int32_t dt);
+/* MemCpy kind name ("UNKNOWN", "HTOH", "HTOD", "DTOH", "DTOD", "DEFAULT"); "UNKNOWN" if out of range. */
+const char *mon_memcpy_kind_name(int32_t k);
+
+#endif
