@@ -3,5 +3,6 @@
 list(APPEND MSMON_PLUGIN_SRCS
      ${CMAKE_CURRENT_LIST_DIR}/outfile.c
      ${CMAKE_CURRENT_LIST_DIR}/linering.c
-     ${CMAKE_CURRENT_LIST_DIR}/proc_db.c)
+     ${CMAKE_CURRENT_LIST_DIR}/proc_db.c
+     ${CMAKE_CURRENT_LIST_DIR}/proc_jsonl.c)
 list(APPEND MSMON_PLUGIN_LIBS PkgConfig::SQLITE)
