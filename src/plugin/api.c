@@ -1,0 +1,201 @@
+/* api: the exported C API of libmsmonitor.so (include/msmon/msmonitor.h). Thin: every call
+ * makes sure logging and the backend are set up (first use), then delegates to dyno,
+ * monitor or npoll. The only exported symbols of the library are defined here. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "common/log.h"
+#include "msmon/ipc_wire.h"
+#include "msmon/msmonitor.h"
+#include "plugin/dyno.h"
+#include "plugin/mconfig.h"
+#include "plugin/monitor.h"
+#include "plugin/npoll.h"
+#include "plugin/penv.h"
+
+/* Standalone results live in proc_memory.c (plugin data area). */
+int proc_memory_kinds(int32_t *out, size_t cap, size_t *ret_n);
+int proc_memory_results(int32_t kind, const struct msmon_result **arr, size_t *n);
+int proc_memory_set_requested_kinds(const int32_t *kinds, size_t n);
+#pragma weak proc_memory_kinds
+#pragma weak proc_memory_results
+#pragma weak proc_memory_set_requested_kinds
+
+static pthread_once_t api_once = PTHREAD_ONCE_INIT;
+
+static void api_atexit(void)
+{
+    npoll_stop();           /* sends the -1 statuses */
+    (void)monitor_stop();   /* flushes the final interval; no status (§5.2) */
+}
+
+static void api_do_init(void)
+{
+    monitor_first_use();
+    atexit(api_atexit);
+}
+
+static void api_init(void)
+{
+    pthread_once(&api_once, api_do_init);
+}
+
+MSMON_API int msmon_init_dyno(int32_t npu_id)
+{
+    api_init();
+    return dyno_init(npu_id);
+}
+
+MSMON_API int msmon_poll_dyno(char *buf, size_t cap, size_t *len)
+{
+    api_init();
+    return dyno_poll(buf, cap, len);
+}
+
+MSMON_API int msmon_enable_npu_monitor(const char *const *keys, const char *const *values, size_t n)
+{
+    struct mconfig *cfg;
+    int rc, status;
+
+    api_init();
+    cfg = malloc(sizeof(*cfg)); /* ~5 KiB: keep it off small framework thread stacks */
+    if (!cfg)
+        return -ENOMEM;
+    rc = mconfig_parse(keys, values, n, cfg);
+    if (rc != 0)
+        goto out; /* logged; no state change and no status report */
+    status = monitor_handle_config(cfg);
+    (void)dyno_send_monitor_status(status ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE);
+out:
+    free(cfg);
+    return rc;
+}
+
+MSMON_API void msmon_finalize(void)
+{
+    api_init();
+    (void)monitor_stop();
+}
+
+MSMON_API int msmon_set_cluster_config(const char *key, const char *value)
+{
+    api_init();
+    return monitor_set_cluster_config(key, value);
+}
+
+MSMON_API int msmon_update_profiler_status(int32_t status, int32_t current_step, int32_t start_step,
+                                           int32_t stop_step)
+{
+    int rc;
+
+    api_init();
+    monitor_set_trace_status(status);
+    rc = dyno_send_trace_status(status, current_step, start_step, stop_step);
+    if (status == IPC_STATUS_UNINITIALIZED) {
+        int rc2 = dyno_send_monitor_status(IPC_STATUS_UNINITIALIZED);
+        if (rc == 0)
+            rc = rc2;
+    }
+    return rc;
+}
+
+MSMON_API int msmon_native_poll_start(void)
+{
+    api_init();
+    return npoll_start();
+}
+
+MSMON_API void msmon_native_poll_stop(void)
+{
+    npoll_stop();
+}
+
+static bool api_standalone_kind(int32_t k)
+{
+    return k == MSPTI_ACTIVITY_KIND_API || k == MSPTI_ACTIVITY_KIND_KERNEL || k == MSPTI_ACTIVITY_KIND_MARKER ||
+           k == MSPTI_ACTIVITY_KIND_COMMUNICATION || k == MSPTI_ACTIVITY_KIND_ACL_API ||
+           k == MSPTI_ACTIVITY_KIND_NODE_API || k == MSPTI_ACTIVITY_KIND_RUNTIME_API;
+}
+
+MSMON_API int msmon_monitor_start(const int32_t *kinds, size_t n)
+{
+    struct monitor_start_args a = { .mode = PROC_STANDALONE, .standalone = true };
+    int32_t kept[MSPTI_ACTIVITY_KIND_COUNT];
+    uint32_t mask = 0;
+    size_t nk = 0;
+    int rc;
+
+    api_init();
+    for (size_t i = 0; kinds && i < n; i++) {
+        if (!api_standalone_kind(kinds[i]) || (mask & (1u << kinds[i])))
+            continue;
+        mask |= 1u << kinds[i];
+        kept[nk++] = kinds[i];
+    }
+    if (nk == 0) {
+        LOG_WARN("Invalid MsptiActivityKind");
+        return -EINVAL;
+    }
+    if (monitor_running()) {
+        LOG_WARN("MsptiMonitor already started");
+        return -EALREADY;
+    }
+    if (!proc_memory_set_requested_kinds) {
+        LOG_ERROR("MsptiMonitor start failed: the standalone processor is not available in this build");
+        return -ENOSYS;
+    }
+    rc = proc_memory_set_requested_kinds(kept, nk);
+    if (rc != 0)
+        return rc;
+    rc = monitor_start(&a);
+    if (rc == -EALREADY)
+        LOG_WARN("MsptiMonitor already started");
+    if (rc != 0)
+        return rc;
+    return monitor_replace_kinds(mask);
+}
+
+MSMON_API int msmon_monitor_stop(void)
+{
+    int rc;
+
+    api_init();
+    rc = monitor_stop();
+    if (rc == -ENOENT)
+        LOG_WARN("MsptiMonitor not started");
+    return rc;
+}
+
+MSMON_API int msmon_monitor_kinds(int32_t *out, size_t cap, size_t *ret_n)
+{
+    if (!proc_memory_kinds)
+        return -ENOSYS;
+    return proc_memory_kinds(out, cap, ret_n);
+}
+
+MSMON_API int msmon_monitor_results(int32_t kind, const struct msmon_result **ret_arr, size_t *ret_n)
+{
+    if (!proc_memory_results)
+        return -ENOSYS;
+    return proc_memory_results(kind, ret_arr, ret_n);
+}
+
+MSMON_API int InitializeInjection(void)
+{
+    api_init();
+    if ((penv_is_one(PENV_USE_DAEMON) || penv_is_one(PENV_KINETO_USE_DAEMON)) && penv_is_one(PENV_NATIVE_POLL))
+        (void)npoll_start();
+    return 1;
+}
+
+/* Load time: only when the environment asks for the native poller (C workloads, §12) do we
+ * start anything; the thread does all the work, the constructor just launches it. */
+__attribute__((constructor)) static void api_ctor(void)
+{
+    if (penv_is_one(PENV_USE_DAEMON) && penv_is_one(PENV_NATIVE_POLL)) {
+        api_init();
+        (void)npoll_start();
+    }
+}

@@ -1,0 +1,30 @@
+/* dyno: the DynoMonitor of a process (03-ipc.md §6.2–6.3, §5.3): registration with the
+ * daemon, config polling without one-poll lag, status and data sends. One per process.
+ *
+ * Recovery policy (daemon restart while the job runs): the daemon's registry is rebuilt by
+ * the next `req` anyway, but its ctxt registrations and status view are lost. Before each
+ * poll we stat <dir>/dynolog.sock; if its inode differs from the one seen at the last
+ * successful registration (new daemon) or the previous control send failed, we re-send
+ * ctxt and the last reported npuMonitorStatus. The training process never needs a restart. */
+#ifndef MSMON_PLUGIN_DYNO_H
+#define MSMON_PLUGIN_DYNO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DYNO_MAX_CONFIG 65536
+
+/* 1 registered (also on a repeated call), 0 failed. */
+int dyno_init(int32_t npu_id);
+/* See msmon_poll_dyno(). */
+int dyno_poll(char *buf, size_t cap, size_t *ret_len);
+/* npuTraceStatus / npuMonitorStatus with this pid, job 0. 0 or -errno. */
+int dyno_send_trace_status(int32_t status, int32_t cur, int32_t start, int32_t stop);
+int dyno_send_monitor_status(int32_t status);
+/* proc_send_fn: one `data` datagram to dynolog_data.sock (5 retries from 1 ms). Failures
+ * are logged once and again on recovery. */
+int dyno_send_data(void *ctx, const char *json, size_t len);
+/* Tear down the client and all state (tests; process exit). */
+void dyno_reset(void);
+
+#endif

@@ -1,0 +1,30 @@
+/* mconfig: parse and validate one npu-monitor config map (04-plugin.md §3). Pure: the
+ * caller passes the key/value arrays received from the framework; nothing is applied here. */
+#ifndef MSMON_PLUGIN_MCONFIG_H
+#define MSMON_PLUGIN_MCONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MCONFIG_MAX_LOG_FILE 4096
+#define MCONFIG_MAX_FILTER 1024
+
+struct mconfig {
+    uint32_t kinds_mask;        /* bit (1u << kind); 0 = do not change kinds */
+    uint32_t report_interval_s;
+    double duration_s;          /* negative input already clamped to 0 */
+    bool start, stop;
+    bool export_db;             /* NPU_MONITOR_EXPORT_TYPE: true DB, false Jsonl */
+    char log_file[MCONFIG_MAX_LOG_FILE + 1];
+    char filter[MCONFIG_MAX_FILTER + 1];
+    char rotate_lines[32];      /* raw JSONL_ROTATE_LOG_LINES ("" if absent or too long) */
+    char rotate_files[32];
+};
+
+/* Fill *ret from n key/value pairs. Values are trimmed of spaces/tabs; unknown keys are
+ * ignored. Missing/invalid required key → ERROR `Missing required key: <KEY>` or
+ * `Invalid value for <KEY> = '<v>' (<rule>)` and -EINVAL. */
+int mconfig_parse(const char *const *keys, const char *const *values, size_t n, struct mconfig *ret);
+
+#endif

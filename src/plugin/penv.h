@@ -1,0 +1,41 @@
+/* penv: the plugin's environment variables (04-plugin.md §11), read once from one table so
+ * the hot paths never call getenv() and a value cannot change under a running session.
+ * Tests that need other values call penv_reload() before the code under test runs. */
+#ifndef MSMON_PLUGIN_PENV_H
+#define MSMON_PLUGIN_PENV_H
+
+#include <stdbool.h>
+
+enum penv_id {
+    PENV_USE_DAEMON = 0,        /* MSMONITOR_USE_DAEMON */
+    PENV_KINETO_USE_DAEMON,     /* KINETO_USE_DAEMON (deprecated alias) */
+    PENV_LOG_PATH,              /* MSMONITOR_LOG_PATH */
+    PENV_LOG_LEVEL,             /* MSMONITOR_LOG_LEVEL */
+    PENV_BACKEND,               /* MSMONITOR_BACKEND */
+    PENV_MSPTI_LIB,             /* MSMONITOR_MSPTI_LIB */
+    PENV_ASCEND_HOME,           /* ASCEND_HOME_PATH */
+    PENV_LD_PRELOAD,            /* LD_PRELOAD */
+    PENV_JSONL_BUFFER_CAPACITY, /* MSMONITOR_JSONL_BUFFER_CAPACITY */
+    PENV_JSONL_MAX_DUMP_INTERVAL,
+    PENV_JSONL_ROTATE_LOG_LINES,
+    PENV_JSONL_ROTATE_LOG_FILES,
+    PENV_METRIC_AGGREGATES,     /* MSMONITOR_METRIC_AGGREGATES */
+    PENV_NATIVE_POLL,           /* MSMONITOR_NATIVE_POLL */
+    PENV_RANK,                  /* RANK */
+    PENV_RANK_ID,               /* RANK_ID */
+    PENV_SOCKET_DIR,            /* MSMONITOR_SOCKET_DIR (read by ipc_socket_dir too) */
+    PENV_TEST_BUFFER_SIZE,      /* MSMONITOR_TEST_BUFFER_SIZE: test knob, see bufpool.h */
+    PENV_COUNT
+};
+
+/* Value of the variable as read at first use; NULL when unset. Borrowed for the process. */
+const char *penv_get(enum penv_id id);
+/* Set and non-empty. */
+bool penv_set(enum penv_id id);
+/* "1" exactly (the boolean switches of §11). */
+bool penv_is_one(enum penv_id id);
+const char *penv_name(enum penv_id id);
+/* Re-read every variable (tests only; not thread-safe against concurrent penv_get). */
+void penv_reload(void);
+
+#endif
