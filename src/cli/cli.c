@@ -1,0 +1,371 @@
+/* cli: global flag handling, start-up output and the per-host fan-out of dyno. The request
+ * is built and validated once; up to --parallel worker threads each run one rpc_call per
+ * host; results are printed in list order after all hosts are done. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli_val.h"
+#include "cli/hosts.h"
+#include "cli/rpc_client.h"
+#include "common/strutil.h"
+
+#define ERR_MAX 2048
+#define NO_CERTS "NO_CERTS"
+#define WORKER_STACK (256u << 10)
+#define PARALLEL_MAX 1024
+
+static const struct cli_cmd *const commands[] = {
+    &cmd_gputrace, &cmd_npu_monitor, &cmd_nputrace, &cmd_status, &cmd_version,
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static const struct cli_flag global_flags[] = {
+    {"certs-dir", CLI_FLAG_VALUE, false, NO_CERTS, "NO_CERTS = plain TCP, else a mutual-TLS directory"},
+    {"hostfile", CLI_FLAG_VALUE, false, NULL, "File with more targets, one entry per line ('#' comments)"},
+    {"hostname", CLI_FLAG_VALUE, false, "localhost", "Targets: comma list, SLURM ranges node[01-04], unix:[path]"},
+    {"parallel", CLI_FLAG_VALUE, false, "32", "Max hosts contacted concurrently"},
+    {"port", CLI_FLAG_VALUE, false, "1778", "Daemon RPC port"},
+    {"timeout-s", CLI_FLAG_VALUE, false, "30", "Per-host limit for connect + request + reply, seconds"},
+    {"version", CLI_FLAG_BOOL, false, NULL, "Print dyno's own version"},
+};
+#define NGLOBAL (sizeof(global_flags) / sizeof(global_flags[0]))
+
+const char *cli_exit_str(enum cli_exit e)
+{
+    switch (e) {
+    case CLI_EXIT_OK: return "ok";
+    case CLI_EXIT_RUNTIME: return "runtime failure";
+    case CLI_EXIT_USAGE: return "usage error";
+    }
+    return "unknown";
+}
+
+const struct cli_cmd *cli_find_cmd(const char *name)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        if (strcmp(commands[i]->name, name) == 0)
+            return commands[i];
+    }
+    return NULL;
+}
+
+static void global_help(FILE *out)
+{
+    fprintf(out, "Usage: dyno [GLOBAL FLAGS] <SUBCOMMAND> [FLAGS]\n\nSubcommands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(out, "  %-12s %s\n", commands[i]->name, commands[i]->about);
+    fprintf(out, "\nGlobal flags:\n");
+    cli_flags_help(out, global_flags, NGLOBAL);
+    fprintf(out, "  %-34s %s\n", "-h, --help", "Print help (also after a subcommand)");
+}
+
+static void cmd_help(FILE *out, const struct cli_cmd *c)
+{
+    fprintf(out, "%s\n\nUsage: dyno [GLOBAL FLAGS] %s [FLAGS]\n\nFlags:\n", c->about, c->name);
+    cli_flags_help(out, c->flags, c->nflags);
+    fprintf(out, "  %-34s %s\n", "-h, --help", "Print help");
+}
+
+/* Everything the workers share; results[i] belongs to hosts.v[i]. */
+struct host_result {
+    struct cli_buf out;   /* rendered lines */
+    char err[ERR_MAX];    /* non-empty when the host failed */
+    bool failed;
+};
+
+struct fanout {
+    const struct cli_cmd *cmd;
+    const struct cmd_req *req;
+    const struct hosts *hosts;
+    uint16_t port;
+    int timeout_s;
+    atomic_size_t next;
+    struct host_result *results;
+};
+
+static void run_one(struct fanout *f, size_t i)
+{
+    struct host_result *res = &f->results[i];
+    char *reply = NULL;
+    size_t len = 0;
+    enum rpc_fail fail;
+    cJSON *json = NULL;
+    int r = rpc_call(f->hosts->v[i], f->port, NULL, f->timeout_s, cli_buf_str(&f->req->body),
+                     f->req->body.len, &reply, &len, &fail, res->err, sizeof(res->err));
+    if (r < 0) {
+        res->failed = true;
+        return;
+    }
+    json = cJSON_ParseWithLength(reply, len);
+    if (!json) {
+        res->failed = true;
+        snprintf(res->err, sizeof(res->err), "Unparsable reply from the server: %.200s", reply);
+        goto out;
+    }
+    f->cmd->render(f->req, reply, len, json, &res->out, &res->failed, res->err,
+                   sizeof(res->err));
+    if (res->out.err) {
+        res->failed = true;
+        snprintf(res->err, sizeof(res->err), "reply output too large (%zu bytes)", len);
+    }
+out:
+    cJSON_Delete(json);
+    free(reply);
+}
+
+static void *worker(void *arg)
+{
+    struct fanout *f = arg;
+    for (;;) {
+        size_t i = atomic_fetch_add(&f->next, 1);
+        if (i >= f->hosts->n)
+            break;
+        run_one(f, i);
+    }
+    return NULL;
+}
+
+/* Contact every host with up to `parallel` threads. Returns 0 or -errno (thread setup). */
+static int fan_out(struct fanout *f, int parallel)
+{
+    size_t nthreads = f->hosts->n < (size_t)parallel ? f->hosts->n : (size_t)parallel;
+    pthread_t *tids = calloc(nthreads, sizeof(*tids));
+    size_t started = 0;
+    pthread_attr_t attr;
+    int r = 0;
+    if (!tids)
+        return -ENOMEM;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, WORKER_STACK);
+    for (; started < nthreads; started++) {
+        r = -pthread_create(&tids[started], &attr, worker, f);
+        if (r < 0)
+            break;
+    }
+    /* With at least one thread running every host still gets served. */
+    if (started > 0)
+        r = 0;
+    for (size_t i = 0; i < started; i++)
+        pthread_join(tids[i], NULL);
+    pthread_attr_destroy(&attr);
+    free(tids);
+    return r;
+}
+
+/* Print each line of text with `prefix`. */
+static void print_prefixed(FILE *out, const char *prefix, const char *text, size_t len)
+{
+    size_t off = 0;
+    while (off < len) {
+        const char *nl = memchr(text + off, '\n', len - off);
+        size_t n = nl ? (size_t)(nl - (text + off)) : len - off;
+        fprintf(out, "%s%.*s\n", prefix, (int)n, text + off);
+        off += n + 1;
+    }
+}
+
+static int parse_globals(const struct cli_args *g, uint16_t *ret_port, int *ret_parallel,
+                         int *ret_timeout, char *err, size_t errcap)
+{
+    int64_t v;
+    if (cli_val_i64("port", cli_flags_get(g, "port"), 1, 65535, "Must be an integer in [1, 65535]",
+                    &v, err, errcap) < 0)
+        return -EINVAL;
+    *ret_port = (uint16_t)v;
+    if (cli_val_i64("parallel", cli_flags_get(g, "parallel"), 1, INT32_MAX,
+                    "Must be an integer >= 1", &v, err, errcap) < 0)
+        return -EINVAL;
+    *ret_parallel = v > PARALLEL_MAX ? PARALLEL_MAX : (int)v;
+    if (cli_val_i64("timeout-s", cli_flags_get(g, "timeout-s"), 1, INT32_MAX,
+                    "Must be an integer >= 1", &v, err, errcap) < 0)
+        return -EINVAL;
+    *ret_timeout = (int)v;
+    return 0;
+}
+
+static int build_hosts(const struct cli_args *g, struct hosts *h, char *err, size_t errcap)
+{
+    const char *hostfile = cli_flags_get(g, "hostfile");
+    const char *hostname = cli_flags_get(g, "hostname");
+    char reason[1024];
+    /* The default localhost is only used when neither flag was given. */
+    if (cli_flags_given(g, "hostname") || !hostfile) {
+        if (hosts_add_list(h, hostname, strlen(hostname), reason, sizeof(reason)) < 0) {
+            cli_val_err(err, errcap, "hostname", hostname, reason);
+            return -EINVAL;
+        }
+    }
+    if (hostfile && hosts_add_file(h, hostfile, err, errcap) < 0)
+        return -EINVAL;
+    if (h->n == 0) {
+        snprintf(err, errcap, "error: invalid value '%s' for '--hostfile': no hosts in the file",
+                 hostfile);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int cli_main(int argc, char **argv, FILE *out, FILE *errf)
+{
+    struct cli_args g, s;
+    struct hosts hosts;
+    struct cmd_req req;
+    struct fanout f;
+    char err[ERR_MAX] = "";
+    int next = argc, rc = CLI_EXIT_USAGE, r;
+    uint16_t port = 0;
+    int parallel = 0, timeout_s = 0;
+    const struct cli_cmd *cmd;
+    const char *certs;
+    bool any_unix = false, any_tcp = false;
+    size_t nfail = 0;
+
+    hosts_init(&hosts);
+    cmd_req_init(&req);
+    memset(&f, 0, sizeof(f));
+
+    r = cli_flags_parse(global_flags, NGLOBAL, argc, argv, 1, true, &g, &next, err, sizeof(err));
+    if (r == CLI_FLAGS_HELP) {
+        global_help(out);
+        rc = CLI_EXIT_OK;
+        goto out;
+    }
+    if (r < 0)
+        goto usage;
+    if (cli_flags_bool(&g, "version")) {
+        fprintf(out, "dyno %s\n", MSMON_VERSION);
+        rc = CLI_EXIT_OK;
+        goto out;
+    }
+    if (next >= argc) {
+        snprintf(err, sizeof(err), "error: a subcommand is required "
+                 "(status, version, npu-monitor, nputrace, gputrace); see 'dyno --help'");
+        goto usage;
+    }
+    cmd = cli_find_cmd(argv[next]);
+    if (!cmd) {
+        snprintf(err, sizeof(err), "error: unknown subcommand '%s' "
+                 "(status, version, npu-monitor, nputrace, gputrace)", argv[next]);
+        goto usage;
+    }
+    r = cli_flags_parse(cmd->flags, cmd->nflags, argc, argv, next + 1, false, &s, NULL, err,
+                        sizeof(err));
+    if (r == CLI_FLAGS_HELP) {
+        cmd_help(out, cmd);
+        rc = CLI_EXIT_OK;
+        goto out;
+    }
+    if (r < 0 || parse_globals(&g, &port, &parallel, &timeout_s, err, sizeof(err)) < 0 ||
+        build_hosts(&g, &hosts, err, sizeof(err)) < 0)
+        goto usage;
+    for (size_t i = 0; i < hosts.n; i++) {
+        if (strncmp(hosts.v[i], HOSTS_UNIX_PREFIX, 5) == 0)
+            any_unix = true;
+        else
+            any_tcp = true;
+    }
+
+    /* Start-up lines (02-cli.md §1.2). */
+    certs = cli_flags_get(&g, "certs-dir");
+    if (geteuid() == 0)
+        fprintf(out, "Security Warning: Do not run this tool as root. Running with elevated "
+                "privileges may compromise system security. Use a regular user account.\n");
+    if (strcmp(certs, NO_CERTS) == 0) {
+        fprintf(out, "Running in no-certificate mode\n");
+    } else {
+        struct stat st;
+        fprintf(out, "Running in certificate mode\n");
+        if (stat(certs, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            snprintf(err, sizeof(err), "--certs-dir must be a valid directory!");
+            goto usage;
+        }
+        if (any_unix)
+            fprintf(out, "Note: TLS is not used for local socket targets\n");
+    }
+
+    if (cmd->prepare(&s, &req, err, sizeof(err)) < 0) {
+        if (!err[0])
+            snprintf(err, sizeof(err), "error: request too large");
+        goto usage;
+    }
+    if (req.body.err || req.body.len > RPC_REQ_MAX) {
+        snprintf(err, sizeof(err), "error: request too large (%zu bytes, limit %d)",
+                 req.body.err ? (size_t)CMD_TEXT_MAX : req.body.len, RPC_REQ_MAX);
+        goto usage;
+    }
+    fputs(cli_buf_str(&req.echo), out);
+    if (strcmp(certs, NO_CERTS) != 0 && any_tcp) {
+        /* Mutual TLS (01-rpc.md §7.2) is a separate work item; refuse rather than send
+         * the request in clear text to a daemon that expects TLS. */
+        fflush(out);
+        fprintf(errf, "error: TLS (--certs-dir %s) is not supported by this build of dyno yet; "
+                "use --certs-dir NO_CERTS or a unix: target\n", certs);
+        rc = CLI_EXIT_RUNTIME;
+        goto out;
+    }
+    fflush(out);
+
+    f.cmd = cmd;
+    f.req = &req;
+    f.hosts = &hosts;
+    f.port = port;
+    f.timeout_s = timeout_s;
+    atomic_init(&f.next, 0);
+    f.results = calloc(hosts.n, sizeof(*f.results));
+    if (!f.results) {
+        fprintf(errf, "error: out of memory\n");
+        rc = CLI_EXIT_RUNTIME;
+        goto out;
+    }
+    for (size_t i = 0; i < hosts.n; i++)
+        cli_buf_init(&f.results[i].out, CMD_TEXT_MAX);
+    r = fan_out(&f, parallel);
+    if (r < 0) {
+        fprintf(errf, "error: cannot start worker threads: %s\n", errno_name(-r));
+        rc = CLI_EXIT_RUNTIME;
+        goto out_results;
+    }
+    for (size_t i = 0; i < hosts.n; i++) {
+        struct host_result *res = &f.results[i];
+        nfail += res->failed;
+        if (hosts.n == 1) {
+            fputs(cli_buf_str(&res->out), out);
+            fflush(out);
+            if (res->failed)
+                fprintf(errf, "%s\n", res->err);
+            continue;
+        }
+        char prefix[1100];
+        snprintf(prefix, sizeof(prefix), "[%s] ", hosts.v[i]);
+        print_prefixed(out, prefix, cli_buf_str(&res->out), res->out.len);
+        if (res->failed)
+            fprintf(out, "%sERROR: %s\n", prefix, res->err);
+    }
+    if (hosts.n > 1)
+        fprintf(out, "Summary: %zu hosts, %zu succeeded, %zu failed\n", hosts.n,
+                hosts.n - nfail, nfail);
+    rc = nfail ? CLI_EXIT_RUNTIME : CLI_EXIT_OK;
+out_results:
+    for (size_t i = 0; i < hosts.n; i++)
+        cli_buf_fini(&f.results[i].out);
+    free(f.results);
+    goto out;
+usage:
+    fflush(out);
+    fprintf(errf, "%s\n", err);
+    rc = CLI_EXIT_USAGE;
+out:
+    fflush(out);
+    fflush(errf);
+    cmd_req_fini(&req);
+    hosts_fini(&hosts);
+    return rc;
+}

@@ -1,0 +1,64 @@
+/* cmd: the dyno command table entry. Each subcommand lives in cmd_<name>.c and provides a
+ * flag table, `prepare` (validate flags, build config text and request body — all before
+ * any connection) and `render` (turn one host's reply into output lines). */
+#ifndef MSMON_CLI_CMD_H
+#define MSMON_CLI_CMD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli/cli_buf.h"
+#include "cli/cli_flags.h"
+
+#define CMD_TEXT_MAX (8u << 20)   /* cap for config/body/echo buffers (argv is bounded too) */
+
+struct cmd_req {
+    struct cli_buf config;   /* key=value text (empty for status/version) */
+    struct cli_buf body;     /* the RPC request body */
+    struct cli_buf echo;     /* printed once before contacting hosts (warnings, config echo) */
+    /* Inputs to render (borrowed from argv). */
+    const char *log_file;
+    bool profile_memory;
+    bool fail_on_no_process;
+};
+
+struct cli_cmd {
+    const char *name;
+    const char *about;
+    const struct cli_flag *flags;   /* sorted by name */
+    size_t nflags;
+    /* 0, or -EINVAL with the one-line usage error in err (exit 2). req is initialised
+     * by the caller with cmd_req_init(). */
+    int (*prepare)(const struct cli_args *a, struct cmd_req *req, char *err, size_t errcap);
+    /* Lines for one reply (each ending in '\n'). `json` is the parsed reply. Sets
+     * *ret_failed (and err) when the command counts the host as failed. */
+    void (*render)(const struct cmd_req *req, const char *reply, size_t len, const cJSON *json,
+                   struct cli_buf *out, bool *ret_failed, char *err, size_t errcap);
+};
+
+extern const struct cli_cmd cmd_status;
+extern const struct cli_cmd cmd_version;
+extern const struct cli_cmd cmd_npu_monitor;
+extern const struct cli_cmd cmd_nputrace;
+extern const struct cli_cmd cmd_gputrace;
+
+/* Storage is caller-provided; release with cmd_req_fini(). */
+void cmd_req_init(struct cmd_req *req);
+void cmd_req_fini(struct cmd_req *req);
+
+/* Body of 02-cli.md §3 for setKinetOnDemandRequest from req->config. */
+void cmd_build_kineto_body(struct cmd_req *req, long long job_id, const char *pids,
+                           unsigned long long process_limit);
+/* Render helpers shared by the commands. */
+void cmd_render_reply_line(const char *reply, struct cli_buf *out);
+void cmd_render_note(const cJSON *json, struct cli_buf *out);
+/* processesMatched lines; `kineto` selects gputrace's path naming. Returns the number of
+ * matched pids (-1 when the key is absent). */
+int cmd_render_matched(const cJSON *json, const char *log_file, bool kineto,
+                       bool profile_memory, struct cli_buf *out);
+/* Output path for pid (nputrace: every ".json" -> "_<pid>.json"; kineto: see §4.5). */
+void cmd_trace_path(const char *log_file, long long pid, bool kineto, struct cli_buf *out);
+
+#endif

@@ -1,0 +1,99 @@
+/* cmd_common: pieces shared by the subcommands — the setKinetOnDemandRequest body layout
+ * kept from upstream, the Note line and the processesMatched block (02-cli.md §3, §4). */
+#include "cli/cmd.h"
+
+#include <string.h>
+
+void cmd_req_init(struct cmd_req *req)
+{
+    memset(req, 0, sizeof(*req));
+    cli_buf_init(&req->config, CMD_TEXT_MAX);
+    cli_buf_init(&req->body, CMD_TEXT_MAX);
+    cli_buf_init(&req->echo, CMD_TEXT_MAX);
+}
+
+void cmd_req_fini(struct cmd_req *req)
+{
+    cli_buf_fini(&req->config);
+    cli_buf_fini(&req->body);
+    cli_buf_fini(&req->echo);
+}
+
+void cmd_build_kineto_body(struct cmd_req *req, long long job_id, const char *pids,
+                           unsigned long long process_limit)
+{
+    struct cli_buf *b = &req->body;
+    cli_buf_puts(b, "\n{\n    \"fn\": \"setKinetOnDemandRequest\",\n    \"config\": \"");
+    cli_buf_json_str(b, cli_buf_str(&req->config), req->config.len);
+    cli_buf_printf(b, "\",\n    \"job_id\": %lld,\n    \"pids\": [%s],\n    \"process_limit\": %llu\n}",
+                   job_id, pids, process_limit);
+}
+
+void cmd_render_reply_line(const char *reply, struct cli_buf *out)
+{
+    cli_buf_printf(out, "response = %s\n", reply);
+}
+
+void cmd_render_note(const cJSON *json, struct cli_buf *out)
+{
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(json, "commandStatus");
+    if (!cJSON_IsString(st))
+        return;
+    if (strcmp(st->valuestring, "ineffective") == 0 || strcmp(st->valuestring, "unknown") == 0)
+        cli_buf_printf(out, "Note: command not applied (%s); npu-monitor and nputrace cannot run "
+                       "at the same time and a training process must be registered - see "
+                       "'dyno status'\n", st->valuestring);
+}
+
+void cmd_trace_path(const char *log_file, long long pid, bool kineto, struct cli_buf *out)
+{
+    static const char pt[] = ".pt.trace.json";
+    size_t n = strlen(log_file);
+    if (kineto) {
+        if (n >= sizeof(pt) - 1 && strcmp(log_file + n - (sizeof(pt) - 1), pt) == 0) {
+            cli_buf_append(out, log_file, n - (sizeof(pt) - 1));
+            cli_buf_printf(out, "_%lld%s", pid, pt);
+            return;
+        }
+        const char *j = strstr(log_file, ".json");
+        if (!j) {
+            cli_buf_append(out, log_file, n);
+            return;
+        }
+        cli_buf_append(out, log_file, (size_t)(j - log_file));
+        cli_buf_printf(out, "_%lld.json%s", pid, j + 5);
+        return;
+    }
+    const char *p = log_file;
+    for (const char *j; (j = strstr(p, ".json")) != NULL; p = j + 5) {
+        cli_buf_append(out, p, (size_t)(j - p));
+        cli_buf_printf(out, "_%lld.json", pid);
+    }
+    cli_buf_puts(out, p);
+}
+
+int cmd_render_matched(const cJSON *json, const char *log_file, bool kineto,
+                       bool profile_memory, struct cli_buf *out)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(json, "processesMatched");
+    if (!cJSON_IsArray(m))
+        return -1;
+    int n = cJSON_GetArraySize(m);
+    if (n == 0) {
+        cli_buf_puts(out, "No processes were matched, please check --job-id or --pids flags\n");
+        return 0;
+    }
+    cli_buf_printf(out, "Matched %d processes\n", n);
+    cli_buf_puts(out, "Trace output files will be written to:\n");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, m)
+    {
+        long long pid = cJSON_IsNumber(e) ? (long long)e->valuedouble : 0;
+        cli_buf_puts(out, "    ");
+        cmd_trace_path(log_file, pid, kineto, out);
+        cli_buf_puts(out, "\n");
+        if (profile_memory)
+            cli_buf_printf(out, "      Or /tmp/memory_snapshot_%lld.pickle\n", pid);
+    }
+    return n;
+}

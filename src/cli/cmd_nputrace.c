@@ -1,0 +1,159 @@
+/* cmd_nputrace: `dyno nputrace` — one-shot torch_npu/MindSpore profiler trace on the
+ * registered processes, always iteration-triggered (02-cli.md §4.4). */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "cli/cli_val.h"
+#include "cli/cmd.h"
+
+static const char *const activities[] = {"CPU,NPU", "NPU,CPU", "CPU", "NPU", NULL};
+static const char *const levels[] = {"Level0", "Level1", "Level2", "Level_none", NULL};
+static const char *const aic_metrics[] = {"AiCoreNone", "PipeUtilization", "ArithmeticUtilization",
+                                          "Memory", "MemoryL0", "ResourceConflictRatio",
+                                          "MemoryUB", "L2Cache", "MemoryAccess", NULL};
+static const char *const bools[] = {"true", "false", NULL};
+static const char *const export_types[] = {"Text", "Db", NULL};
+
+static const struct cli_flag nputrace_flags[] = {
+    {"activities", CLI_FLAG_VALUE, false, "CPU,NPU", "CPU,NPU | NPU,CPU | CPU | NPU"},
+    {"aic-metrics", CLI_FLAG_VALUE, false, "AiCoreNone", "AI Core metrics group"},
+    {"analyse", CLI_FLAG_BOOL, false, NULL, "Analyse the trace online"},
+    {"async-mode", CLI_FLAG_BOOL, false, NULL, "Analyse in a child process (PyTorch only, with --analyse)"},
+    {"data-simplification", CLI_FLAG_VALUE, false, "true", "true | false"},
+    {"duration-ms", CLI_FLAG_VALUE, false, "500", "Duration trigger (not used: --iterations is required)"},
+    {"export-type", CLI_FLAG_VALUE, false, "Text", "Text | Db"},
+    {"gc-detect-threshold", CLI_FLAG_VALUE, false, NULL, "GC detection threshold in ms"},
+    {"host-sys", CLI_FLAG_VALUE, false, "None", "None or comma list of cpu,mem,disk,network,osrt"},
+    {"iterations", CLI_FLAG_VALUE, true, NULL, "Number of steps to trace (> 0)"},
+    {"job-id", CLI_FLAG_VALUE, false, "0", "Job id of the target processes"},
+    {"l2-cache", CLI_FLAG_BOOL, false, NULL, "Collect L2 cache data"},
+    {"log-file", CLI_FLAG_VALUE, true, NULL, "Output directory on the node"},
+    {"msprof-tx", CLI_FLAG_BOOL, false, NULL, "Collect mstx/msprof-tx markers"},
+    {"mstx-domain-exclude", CLI_FLAG_VALUE, false, NULL, "mstx domains to exclude"},
+    {"mstx-domain-include", CLI_FLAG_VALUE, false, NULL, "mstx domains to include"},
+    {"op-attr", CLI_FLAG_BOOL, false, NULL, "Collect operator attributes"},
+    {"pids", CLI_FLAG_VALUE, false, "0", "Comma list of pids (0 = all)"},
+    {"process-limit", CLI_FLAG_VALUE, false, "3", "Max processes to trace"},
+    {"profile-memory", CLI_FLAG_BOOL, false, NULL, "Profile memory"},
+    {"profile-start-time", CLI_FLAG_VALUE, false, "0", "Duration trigger start (not used)"},
+    {"profiler-level", CLI_FLAG_VALUE, false, "Level0", "Level0 | Level1 | Level2 | Level_none"},
+    {"rank-list", CLI_FLAG_VALUE, false, NULL, "Comma list of ranks to trace"},
+    {"record-shapes", CLI_FLAG_BOOL, false, NULL, "Record input shapes"},
+    {"start-step", CLI_FLAG_VALUE, true, NULL, "First step to trace; -1 = next step"},
+    {"sys-interconnection", CLI_FLAG_BOOL, false, NULL, "Collect interconnection data"},
+    {"sys-io", CLI_FLAG_BOOL, false, NULL, "Collect I/O data"},
+    {"with-flops", CLI_FLAG_BOOL, false, NULL, "Estimate FLOPs"},
+    {"with-modules", CLI_FLAG_BOOL, false, NULL, "Record module hierarchy"},
+    {"with-stack", CLI_FLAG_BOOL, false, NULL, "Record call stacks"},
+};
+
+static const char *b(const struct cli_args *a, const char *name)
+{
+    return cli_flags_bool(a, name) ? "true" : "false";
+}
+
+static int nputrace_prepare(const struct cli_args *a, struct cmd_req *req, char *err,
+                            size_t errcap)
+{
+    const char *log_file = cli_flags_get(a, "log-file");
+    const char *gc = cli_flags_get(a, "gc-detect-threshold");
+    const char *inc = cli_flags_get(a, "mstx-domain-include");
+    const char *exc = cli_flags_get(a, "mstx-domain-exclude");
+    const char *ranks = cli_flags_get(a, "rank-list");
+    int64_t job_id, iterations, start_step, v;
+    uint64_t u, limit;
+    char gc_text[CLI_VAL_F32_LEN] = "None";
+    struct cli_buf pids, host_sys, rank_list;
+    int r = -EINVAL;
+
+    cli_buf_init(&pids, CMD_TEXT_MAX);
+    cli_buf_init(&host_sys, CMD_TEXT_MAX);
+    cli_buf_init(&rank_list, CMD_TEXT_MAX);
+    if (cli_val_i64("job-id", cli_flags_get(a, "job-id"), 0, INT64_MAX,
+                    "Must be an integer in [0, 9223372036854775807]", &job_id, err, errcap) < 0 ||
+        cli_val_int_list("pids", cli_flags_get(a, "pids"), 0, INT32_MAX, &pids, err, errcap) < 0 ||
+        cli_val_u64("duration-ms", cli_flags_get(a, "duration-ms"), "Must be a non-negative integer",
+                    &u, err, errcap) < 0 ||
+        cli_val_i64("iterations", cli_flags_get(a, "iterations"), 1, INT64_MAX,
+                    "Must be a positive integer", &iterations, err, errcap) < 0 ||
+        cli_val_log_dir("log-file", log_file, true, err, errcap) < 0 ||
+        cli_val_u64("profile-start-time", cli_flags_get(a, "profile-start-time"),
+                    "Must be a non-negative integer", &u, err, errcap) < 0 ||
+        cli_val_i64("start-step", cli_flags_get(a, "start-step"), -1, INT64_MAX,
+                    "Must be non-negative integer or -1", &start_step, err, errcap) < 0 ||
+        cli_val_i64("process-limit", cli_flags_get(a, "process-limit"), 0, UINT32_MAX,
+                    "Must be an integer in [0, 4294967295]", &v, err, errcap) < 0 ||
+        cli_val_enum("activities", cli_flags_get(a, "activities"), activities, err, errcap) < 0 ||
+        cli_val_enum("profiler-level", cli_flags_get(a, "profiler-level"), levels, err, errcap) < 0 ||
+        cli_val_enum("aic-metrics", cli_flags_get(a, "aic-metrics"), aic_metrics, err, errcap) < 0 ||
+        (gc && cli_val_nonneg_f32("gc-detect-threshold", gc, gc_text, sizeof(gc_text), err,
+                                  errcap) < 0) ||
+        cli_val_enum("data-simplification", cli_flags_get(a, "data-simplification"), bools, err,
+                     errcap) < 0 ||
+        cli_val_enum("export-type", cli_flags_get(a, "export-type"), export_types, err, errcap) < 0 ||
+        cli_val_host_sys("host-sys", cli_flags_get(a, "host-sys"), &host_sys, err, errcap) < 0 ||
+        (inc && cli_val_config_str("mstx-domain-include", inc, CLI_VAL_STR_MAX, err, errcap) < 0) ||
+        (exc && cli_val_config_str("mstx-domain-exclude", exc, CLI_VAL_STR_MAX, err, errcap) < 0) ||
+        (ranks && cli_val_int_list("rank-list", ranks, INT64_MIN, INT64_MAX, &rank_list, err,
+                                   errcap) < 0))
+        goto out;
+    limit = (uint64_t)v;
+
+    cli_buf_printf(&req->config,
+                   "ACTIVITIES_LOG_FILE=%s\nPROFILE_START_ITERATION=0\nPROFILE_START_STEP=%" PRId64
+                   "\nACTIVITIES_ITERATIONS=%" PRId64 "\n",
+                   log_file, start_step, iterations);
+    cli_buf_printf(&req->config,
+                   "PROFILE_RECORD_SHAPES=%s\nPROFILE_PROFILE_MEMORY=%s\nPROFILE_WITH_STACK=%s\n"
+                   "PROFILE_WITH_FLOPS=%s\nPROFILE_WITH_MODULES=%s\nPROFILE_ACTIVITIES=%s\n"
+                   "PROFILE_ANALYSE=%s\nPROFILE_ASYNC_MODE=%s\nPROFILE_PROFILER_LEVEL=%s\n"
+                   "PROFILE_AIC_METRICS=%s\nPROFILE_L2_CACHE=%s\nPROFILE_OP_ATTR=%s\n"
+                   "PROFILE_MSPROF_TX=%s\nPROFILE_GC_DETECT_THRESHOLD=%s\n",
+                   b(a, "record-shapes"), b(a, "profile-memory"), b(a, "with-stack"),
+                   b(a, "with-flops"), b(a, "with-modules"), cli_flags_get(a, "activities"),
+                   b(a, "analyse"), b(a, "async-mode"), cli_flags_get(a, "profiler-level"),
+                   cli_flags_get(a, "aic-metrics"), b(a, "l2-cache"), b(a, "op-attr"),
+                   b(a, "msprof-tx"), gc_text);
+    cli_buf_printf(&req->config,
+                   "PROFILE_DATA_SIMPLIFICATION=%s\nPROFILE_EXPORT_TYPE=%s\nPROFILE_HOST_SYS=%s\n"
+                   "PROFILE_SYS_IO=%s\nPROFILE_SYS_INTERCONNECTION=%s\n"
+                   "PROFILE_MSTX_DOMAIN_INCLUDE=%s\nPROFILE_MSTX_DOMAIN_EXCLUDE=%s\n"
+                   "PROFILE_IS_RANK=%s\nPROFILE_RANK_LIST=%s",
+                   cli_flags_get(a, "data-simplification"), cli_flags_get(a, "export-type"),
+                   cli_buf_str(&host_sys), b(a, "sys-io"), b(a, "sys-interconnection"),
+                   inc ? inc : "None", exc ? exc : "None", ranks ? "true" : "false",
+                   ranks ? cli_buf_str(&rank_list) : "None");
+    cmd_build_kineto_body(req, (long long)job_id, cli_buf_str(&pids), (unsigned long long)limit);
+    cli_val_path_warnings(log_file, &req->echo);
+    cli_buf_printf(&req->echo, "NpuTrace config = \n%s\n", cli_buf_str(&req->config));
+    req->log_file = log_file;
+    r = req->config.err ? req->config.err : req->body.err;
+out:
+    cli_buf_fini(&pids);
+    cli_buf_fini(&host_sys);
+    cli_buf_fini(&rank_list);
+    return r;
+}
+
+static void nputrace_render(const struct cmd_req *req, const char *reply, size_t len,
+                            const cJSON *json, struct cli_buf *out, bool *ret_failed, char *err,
+                            size_t errcap)
+{
+    (void)len;
+    (void)ret_failed;
+    (void)err;
+    (void)errcap;
+    cmd_render_reply_line(reply, out);
+    cmd_render_matched(json, req->log_file, false, false, out);
+    cmd_render_note(json, out);
+}
+
+const struct cli_cmd cmd_nputrace = {
+    .name = "nputrace",
+    .about = "Trace the registered processes with the Ascend profiler for some steps",
+    .flags = nputrace_flags,
+    .nflags = sizeof(nputrace_flags) / sizeof(nputrace_flags[0]),
+    .prepare = nputrace_prepare,
+    .render = nputrace_render,
+};
