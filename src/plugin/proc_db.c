@@ -150,6 +150,7 @@ struct proc {
     sqlite3_stmt *ins[T_INCR_COUNT];
     bool created[T_INCR_COUNT];
     bool stopped;
+    uint64_t fail_streak; /* consecutive failed batches */
 };
 
 /* FNV-1a: fast enough for names of a few dozen bytes and well spread for open addressing. */
@@ -469,8 +470,12 @@ static int add_record(struct proc *p, const struct mon_record *rec)
 
 typedef int (*bind_fn)(sqlite3_stmt *st, const void *ctx, size_t i);
 
+/* The first failure of a streak is logged at ERROR, repeats every 100 batches, and the
+ * recovery once (a full disk would otherwise log every table every interval). */
 static void db_log_error(struct proc *p, const char *what, const char *table, int rc)
 {
+    if (p->fail_streak++ % 100 != 0)
+        return;
     LOG_ERROR("db: %s %s in %s failed: %s (%s); batch discarded, monitoring continues", what, table, p->path,
               p->db ? sqlite3_errmsg(p->db) : "no database", sqlite3_errstr(rc));
 }
@@ -587,6 +592,11 @@ static int write_batch(struct proc *p, const char *table, const char *cols, int 
         *cached = st;
     else
         sqlite3_finalize(st);
+    if (p->fail_streak) {
+        LOG_INFO("db: writes to %s succeed again after %llu failed batches", p->path,
+                 (unsigned long long)p->fail_streak);
+        p->fail_streak = 0;
+    }
     return 0;
 fail:
     db_log_error(p, what, table, rc);
@@ -699,8 +709,7 @@ static int write_session_tables(struct proc *p, const char *parallel_group_info)
     int rc = 0;
     char host_uid[32] = "", host_name[256] = "";
 
-    if (p->pool.n > 0 &&
-        write_batch(p, "STRING_IDS", "id INTEGER, value TEXT", 2, NULL, bind_string_id, &p->pool, p->pool.n) < 0)
+    if (write_batch(p, "STRING_IDS", "id INTEGER, value TEXT", 2, NULL, bind_string_id, &p->pool, p->pool.n) < 0)
         rc = -EIO;
     if (write_enum(p, "ENUM_HCCL_DATA_TYPE", enum_hccl_dtype, NELEM(enum_hccl_dtype)) < 0 ||
         write_enum(p, "ENUM_MSTX_EVENT_TYPE", enum_mstx_type, NELEM(enum_mstx_type)) < 0 ||
