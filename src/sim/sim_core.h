@@ -1,0 +1,46 @@
+/* sim_core: process-wide state of the simulated msPTI runtime — subscription, enabled kinds,
+ * callback domains, the consumer buffer path (lazy request, 80 % rotation, drops, NULL
+ * completions), the ActivityManager thread and FlushAll (spec 06 §7, §9.2). */
+#ifndef MSMON_SIM_CORE_H
+#define MSMON_SIM_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "msmon/mspti.h"
+#include "msmon/mssim.h"
+#include "sim/sim_env.h"
+
+#define SIM_EXPORT __attribute__((visibility("default")))
+
+/* Idempotent; every exported entry point calls it first. */
+void sim_core_init(void);
+/* Knobs of the current load (stable between mssim_reset calls). */
+const struct sim_knobs *sim_knobs(void);
+
+bool sim_subscribed(void);
+bool sim_kind_enabled(int kind);
+void sim_kind_set(int kind, bool on);
+/* Hccl/Memory/MemSet/MemCpy in profiles < 26.0 produce records only with LD_PRELOAD or the
+ * check disabled (06 §9.4). */
+bool sim_kind_produces(int kind);
+
+/* Callback domain/cbid enablement and delivery (§9.3.4). */
+int sim_callback_enable(bool on, msptiSubscriberHandle h, int domain, int cbid); /* msptiResult */
+void sim_callback(int domain, uint32_t cbid, int site, const char *function_name);
+
+/* Append one record through the buffer path (no-op when unsubscribed). */
+void sim_append(const void *rec, size_t size);
+/* Bulk append for benchmarks: n records cycling over ntmpl templates. Returns appended. */
+uint64_t sim_append_bulk(const void *const *tmpls, const size_t *sizes, size_t ntmpl, uint64_t n);
+
+void sim_stats_add_suppressed(void);
+void sim_core_get_stats(struct mssim_stats *out);
+/* mssim_reset's part for this module (see mssim.h). */
+void sim_core_reset(void);
+
+/* Blocks every signal in the calling thread; used by all simulator threads. */
+void sim_block_signals(void);
+
+#endif

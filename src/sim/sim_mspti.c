@@ -1,0 +1,234 @@
+/* sim_mspti: msPTI entry points that do not touch the buffer path: kind enabling with the
+ * profile and LD_PRELOAD rules, GetNextRecord with its thread-local cursor quirk, per-thread
+ * external-correlation stacks, marker domains, callback enabling and result strings. */
+#include "sim/sim_mspti.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim_core.h"
+#include "sim/sim_intern.h"
+
+#define EXT_KINDS 5
+#define EXT_DEPTH 256
+#define DOMAIN_NAME_MAX 255
+
+SIM_EXPORT msptiResult msptiActivityEnable(msptiActivityKind kind)
+{
+    sim_core_init();
+    const struct sim_knobs *k = sim_knobs();
+    if (!sim_kind_in_profile(k, (int)kind))
+        return MSPTI_ERROR_INVALID_PARAMETER;
+    if (kind >= MSPTI_ACTIVITY_KIND_HCCL && kind <= MSPTI_ACTIVITY_KIND_MEMCPY && k->profile >= SIM_P260 &&
+        k->check_preload && !k->preload_ok)
+        return MSPTI_ERROR_WITHOUT_LD_PRELOAD;
+    sim_kind_set((int)kind, true);
+    return MSPTI_SUCCESS;
+}
+
+SIM_EXPORT msptiResult msptiActivityDisable(msptiActivityKind kind)
+{
+    sim_core_init();
+    if (!sim_kind_in_profile(sim_knobs(), (int)kind))
+        return MSPTI_ERROR_INVALID_PARAMETER;
+    sim_kind_set((int)kind, false);
+    return MSPTI_SUCCESS;
+}
+
+SIM_EXPORT bool msptiActivityIsEnabled(msptiActivityKind kind)
+{
+    sim_core_init();
+    /* Only 26.1 answers meaningfully; older profiles have no such function. */
+    if (sim_knobs()->profile < SIM_P261)
+        return false;
+    return sim_kind_in_profile(sim_knobs(), (int)kind) && sim_kind_enabled((int)kind);
+}
+
+size_t sim_kind_stride(int32_t kind)
+{
+    static const size_t strides[] = {0, 56, 56, 48, 56, 64, 56, 56, 24, 72, 48, 48, 48};
+    if (!sim_kind_in_profile(sim_knobs(), kind))
+        return 0;
+    return strides[kind];
+}
+
+static __thread size_t t_cursor;
+
+SIM_EXPORT msptiResult msptiActivityGetNextRecord(uint8_t *buffer, size_t validBufferSizeBytes, msptiActivity **record)
+{
+    size_t off;
+    int32_t kind;
+    sim_core_init();
+    if (!buffer || !record)
+        return MSPTI_ERROR_INVALID_PARAMETER;
+    if (sim_knobs()->getnext_cursor) {
+        /* The real quirk: *record is ignored; a thread-local cursor is reset only when the
+         * end is reported (06 §7.10). */
+        if (t_cursor >= validBufferSizeBytes) {
+            t_cursor = 0;
+            return MSPTI_ERROR_MAX_LIMIT_REACHED;
+        }
+        off = t_cursor;
+    } else if (!*record) {
+        off = 0;
+    } else {
+        uint8_t *prev = (uint8_t *)*record;
+        if (prev < buffer || prev >= buffer + validBufferSizeBytes)
+            return MSPTI_ERROR_INVALID_PARAMETER;
+        memcpy(&kind, prev, sizeof(kind));
+        size_t stride = sim_kind_stride(kind);
+        if (!stride)
+            return MSPTI_ERROR_INNER;
+        off = (size_t)(prev - buffer) + stride;
+    }
+    if (off >= validBufferSizeBytes || validBufferSizeBytes - off < sizeof(int32_t))
+        goto end;
+    memcpy(&kind, buffer + off, sizeof(kind));
+    size_t stride = sim_kind_stride(kind);
+    if (!stride)
+        return MSPTI_ERROR_INNER;
+    if (stride > validBufferSizeBytes - off)
+        goto end;
+    *record = (msptiActivity *)(buffer + off);
+    if (sim_knobs()->getnext_cursor)
+        t_cursor = off + stride;
+    return MSPTI_SUCCESS;
+end:
+    if (sim_knobs()->getnext_cursor)
+        t_cursor = 0;
+    return MSPTI_ERROR_MAX_LIMIT_REACHED;
+}
+
+/* ---- external correlation: per-thread stacks per kind ---- */
+
+struct ext_stacks {
+    uint32_t depth[EXT_KINDS];
+    uint64_t ids[EXT_KINDS][EXT_DEPTH];
+};
+static pthread_key_t g_ext_key;
+static pthread_once_t g_ext_once = PTHREAD_ONCE_INIT;
+static __thread struct ext_stacks *t_ext;
+
+static void ext_key_init(void) { pthread_key_create(&g_ext_key, free); }
+
+static struct ext_stacks *ext_get(bool create)
+{
+    if (t_ext || !create)
+        return t_ext;
+    pthread_once(&g_ext_once, ext_key_init);
+    t_ext = calloc(1, sizeof(*t_ext));
+    if (t_ext)
+        pthread_setspecific(g_ext_key, t_ext);
+    return t_ext;
+}
+
+static bool ext_kind_ok(int kind)
+{
+    return kind > MSPTI_EXTERNAL_CORRELATION_KIND_INVALID && kind < MSPTI_EXTERNAL_CORRELATION_KIND_SIZE;
+}
+
+SIM_EXPORT msptiResult msptiActivityPushExternalCorrelationId(msptiExternalCorrelationKind kind, uint64_t id)
+{
+    sim_core_init();
+    if (!ext_kind_ok((int)kind))
+        return MSPTI_ERROR_INVALID_PARAMETER;
+    struct ext_stacks *s = ext_get(true);
+    if (!s)
+        return MSPTI_ERROR_INNER;
+    if (s->depth[kind] == EXT_DEPTH)
+        return MSPTI_ERROR_MAX_LIMIT_REACHED;
+    s->ids[kind][s->depth[kind]++] = id;
+    return MSPTI_SUCCESS;
+}
+
+SIM_EXPORT msptiResult msptiActivityPopExternalCorrelationId(msptiExternalCorrelationKind kind, uint64_t *lastId)
+{
+    sim_core_init();
+    if (!ext_kind_ok((int)kind))
+        return MSPTI_ERROR_INVALID_PARAMETER;
+    struct ext_stacks *s = ext_get(false);
+    if (!s || s->depth[kind] == 0)
+        return MSPTI_ERROR_QUEUE_EMPTY;
+    uint64_t id = s->ids[kind][--s->depth[kind]];
+    if (lastId)
+        *lastId = id;
+    return MSPTI_SUCCESS;
+}
+
+void sim_ext_emit(uint64_t correlation_id)
+{
+    struct ext_stacks *s = t_ext;
+    if (!s || !sim_kind_enabled(MSPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION))
+        return;
+    for (int k = 1; k < EXT_KINDS; k++) {
+        if (s->depth[k] == 0)
+            continue;
+        msptiActivityExternalCorrelation r = {.kind = MSPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+                                              .externalKind = k,
+                                              .externalId = s->ids[k][s->depth[k] - 1],
+                                              .correlationId = correlation_id};
+        sim_append(&r, sizeof(r));
+    }
+}
+
+void sim_ext_reset_thread(void)
+{
+    if (t_ext)
+        memset(t_ext->depth, 0, sizeof(t_ext->depth));
+}
+
+/* ---- marker domains ---- */
+
+static msptiResult domain_set(const char *name, bool disabled)
+{
+    sim_core_init();
+    if (!name || strnlen(name, DOMAIN_NAME_MAX) >= DOMAIN_NAME_MAX)
+        return MSPTI_ERROR_INVALID_PARAMETER;
+    struct sim_domain *dom = sim_domain_get(name);
+    if (!dom)
+        return MSPTI_ERROR_INNER;
+    atomic_store(&dom->disabled, disabled);
+    return MSPTI_SUCCESS;
+}
+
+SIM_EXPORT msptiResult msptiActivityEnableMarkerDomain(const char *name) { return domain_set(name, false); }
+SIM_EXPORT msptiResult msptiActivityDisableMarkerDomain(const char *name) { return domain_set(name, true); }
+
+/* ---- callbacks ---- */
+
+SIM_EXPORT msptiResult msptiEnableCallback(uint32_t enable, msptiSubscriberHandle subscriber,
+                                           msptiCallbackDomain domain, msptiCallbackId cbid)
+{
+    sim_core_init();
+    if (cbid > 63)
+        return MSPTI_ERROR_INVALID_PARAMETER;
+    return (msptiResult)sim_callback_enable(enable != 0, subscriber, (int)domain, (int)cbid);
+}
+
+SIM_EXPORT msptiResult msptiEnableDomain(uint32_t enable, msptiSubscriberHandle subscriber, msptiCallbackDomain domain)
+{
+    sim_core_init();
+    return (msptiResult)sim_callback_enable(enable != 0, subscriber, (int)domain, -1);
+}
+
+SIM_EXPORT msptiResult msptiGetResultString(msptiResult result, const char **str)
+{
+    static const char *const texts[] = {
+        "Success.", "One or more of the parameters is invalid.", "Multiple subscribers are not supported.",
+        "The maximum limit is reached.", "The device is offline.", "The queue is empty.",
+        "The operation requires LD_PRELOAD injection.", "MSPTI is not initialized.", "The kind is invalid.",
+        "The parameter size is not sufficient.",
+    };
+    sim_core_init();
+    if (!str)
+        return MSPTI_ERROR_INVALID_PARAMETER;
+    if (result == MSPTI_ERROR_INNER) {
+        *str = "An unknown internal error has occurred.";
+        return MSPTI_SUCCESS;
+    }
+    if ((int)result < 0 || (int)result > 9)
+        return MSPTI_ERROR_INVALID_PARAMETER;
+    *str = texts[result];
+    return MSPTI_SUCCESS;
+}
