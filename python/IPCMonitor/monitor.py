@@ -1,0 +1,54 @@
+"""Monitor: the standalone activity monitor (04-plugin.md §13). No daemon needed; records
+are kept in memory until the next start, so use it for short captures."""
+from ._ipcmonitor_C import IPCMonitor_C
+from .file_manager import is_valid_path
+
+_mon = IPCMonitor_C.monitor if IPCMonitor_C is not None else None
+ActivityKind = _mon.ActivityKind if _mon is not None else None
+
+_GETTERS = {
+    "API": "get_api_data",
+    "AclAPI": "get_acl_api_data",
+    "NodeAPI": "get_node_api_data",
+    "RuntimeAPI": "get_runtime_api_data",
+    "Kernel": "get_kernel_data",
+    "Communication": "get_communication_data",
+    "Marker": "get_marker_data",
+}
+
+
+class Monitor:
+    def start(self, kinds):
+        if _mon is None:
+            return
+        if not isinstance(kinds, list) or not kinds or \
+                not all(isinstance(k, ActivityKind) for k in kinds):
+            print("[ERROR] Invalid activity kind list")
+            return
+        _mon.start_monitor(kinds)
+
+    def stop(self):
+        if _mon is None:
+            return
+        _mon.stop_monitor()
+
+    def get_result(self) -> dict:
+        """{ActivityKind: [record, ...]} for the kinds of the last start; call after stop()."""
+        kinds = _mon.get_kinds() if _mon is not None else []
+        if not kinds:
+            print("[WARNING] No valid activity kind")
+            return {}
+        return {k: getattr(_mon, _GETTERS[k.name])() for k in kinds}
+
+    def save(self, path):
+        """Write the last session as an xlsx workbook (05-outputs.md §5)."""
+        if not is_valid_path(path):
+            print("[ERROR] Invalid file path")
+            return
+        if _mon is None:
+            print("[WARNING] No valid activity data")
+            return
+        try:
+            _mon.save_xlsx(path)
+        except Exception as err:  # noqa: BLE001 (the contract: report, never raise)
+            print(f"[ERROR] Failed to save file: {path}, error: {err}")
