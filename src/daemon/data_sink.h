@@ -1,0 +1,33 @@
+/* data_sink: the daemon side of `data` datagrams (05-outputs.md §2.1): validation, device
+ * normalisation (D7), OpStats expansion, and fan-out to the configured sinks. */
+#ifndef MSMON_DAEMON_DATA_SINK_H
+#define MSMON_DAEMON_DATA_SINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/sink.h"
+
+#define DATA_MAX_SINKS 4
+
+struct data_router {
+    struct sink sinks[DATA_MAX_SINKS];
+    size_t nsinks;
+    uint64_t accepted;   /* messages that passed validation */
+    uint64_t rejected;
+};
+
+/* Storage provided by the caller; no sinks. */
+void data_router_init(struct data_router *dr);
+/* Takes ownership of s (destroyed by data_router_fini). -ENOSPC beyond DATA_MAX_SINKS. */
+int data_router_add(struct data_router *dr, struct sink s);
+void data_router_fini(struct data_router *dr);
+
+/* One `data` payload received at wall time now_ns. Returns the number of records written
+ * (0 or more), or -EINVAL when the payload is refused (logged "Error parsing message"). */
+int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_t now_ns);
+
+/* Normalise a deviceId text: "-1", "4294967295", "18446744073709551615", "host" -> "host". */
+const char *data_norm_device(const char *text);
+
+#endif

@@ -1,0 +1,363 @@
+/* ipc_server: receive loop + dispatch for the IPC endpoints. Every datagram is dequeued
+ * with MSG_TRUNC into a 40+4096 buffer, validated by ipc_msg_parse, peer-checked and
+ * dispatched on its exact type; drops are logged at most once a second per reason. */
+#include "daemon/ipc_server.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/strutil.h"
+#include "daemon/sock_file.h"
+#include "ipc/ipc_msg.h"
+
+struct ipc_server {
+    struct ipc_server_cfg cfg;
+    struct sock_file ctl;      /* dynolog.sock */
+    struct sock_file data;     /* dynolog_data.sock */
+    int kineto_fd;
+    struct sock_file kineto_file;   /* dir mode only */
+    char kineto_dir[108];
+    int stop_fd;               /* eventfd: wakes both threads for shutdown */
+    pthread_t ctl_thread, data_thread;
+    bool ctl_started, data_started;
+    struct log_ratelimit rl_drop[5];
+    struct log_ratelimit rl_send;
+    struct log_ratelimit rl_peer;
+    struct log_ratelimit rl_type;
+    struct log_ratelimit rl_size;
+};
+
+static int open_kineto(struct ipc_server *s)
+{
+    struct sockaddr_un addr;
+    socklen_t alen;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    if (s->kineto_dir[0]) {
+        char path[128];
+        int n = snprintf(path, sizeof(path), "%s/dynolog", s->kineto_dir);
+        if (n < 0 || n > 107 || ipc_addr_path(&addr, &alen, path) != 0) {
+            LOG_ERROR("Kineto socket path %s/dynolog is too long", s->kineto_dir);
+            close(fd);
+            return -ENAMETOOLONG;
+        }
+        unlink(path);
+        if (bind(fd, (struct sockaddr *)&addr, alen) != 0 || chmod(path, 0666) != 0) {
+            int e = errno;
+            LOG_ERROR("Kineto endpoint %s: bind failed: %s (%s)", path, errno_name(e), strerror(e));
+            close(fd);
+            return -e;
+        }
+        struct stat st;
+        if (stat(path, &st) == 0) {
+            snprintf(s->kineto_file.path, sizeof(s->kineto_file.path), "%s", path);
+            s->kineto_file.dev = st.st_dev;
+            s->kineto_file.ino = st.st_ino;
+            s->kineto_file.fd = -1;
+        }
+    } else {
+        ipc_addr_abstract(&addr, &alen, "dynolog", true);   /* addrlen 11, trailing NUL */
+        if (bind(fd, (struct sockaddr *)&addr, alen) != 0) {
+            int e = errno;
+            LOG_ERROR("Kineto endpoint @dynolog@: bind failed: %s (%s)", errno_name(e), strerror(e));
+            close(fd);
+            return -e;
+        }
+    }
+    return fd;
+}
+
+struct ipc_server *ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret_live_conflict)
+{
+    struct ipc_server *s = calloc(1, sizeof(*s));
+    *ret_live_conflict = false;
+    if (!s)
+        return NULL;
+    s->cfg = *cfg;
+    s->ctl.fd = s->data.fd = s->kineto_fd = -1;
+    s->kineto_file.fd = -1;
+    s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (s->stop_fd < 0) {
+        free(s);
+        return NULL;
+    }
+    if (cfg->kineto_dir && *cfg->kineto_dir)
+        snprintf(s->kineto_dir, sizeof(s->kineto_dir), "%s", cfg->kineto_dir);
+    int rc = sock_file_create(&s->ctl, cfg->sock_dir, "dynolog.sock", SOCK_DGRAM, cfg->mode);
+    if (rc == -EADDRINUSE)
+        *ret_live_conflict = true;
+    sock_file_create(&s->data, cfg->sock_dir, "dynolog_data.sock", SOCK_DGRAM, cfg->mode);
+    s->kineto_fd = open_kineto(s);
+    return s;
+}
+
+static void send_reply(struct ipc_server *s, int fd, const char *type, const void *payload,
+                       size_t len, const struct sockaddr_un *peer, socklen_t peer_len)
+{
+    uint8_t buf[IPC_HDR_SIZE + 16];
+    struct ipc_metadata md;
+    char name[160];
+    if (peer_len <= sizeof(sa_family_t)) {
+        LOG_WARN("unnamed sender: %s reply skipped", type);
+        return;
+    }
+    memset(&md, 0, sizeof(md));
+    md.size = len;
+    memcpy(md.type, type, strlen(type));
+    memcpy(buf, &md, sizeof(md));
+    struct iovec iov[2] = { { buf, IPC_HDR_SIZE }, { (void *)payload, len } };
+    struct msghdr mh = { .msg_name = (void *)peer, .msg_namelen = peer_len, .msg_iov = iov,
+                         .msg_iovlen = len ? 2 : 1 };
+    /* at most 3 attempts (now, +1 ms, +2 ms), only on EAGAIN: the loop never stalls */
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
+            return;
+        if (errno == EINTR) {
+            attempt--;
+            continue;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            break;
+        if (attempt < 2) {
+            struct timespec ts = { 0, (attempt + 1) * 1000000L };
+            nanosleep(&ts, NULL);
+        }
+    }
+    int e = errno;
+    ipc_addr_str(peer, peer_len, name, sizeof(name));
+    LOG_RL(&s->rl_send, 1000, LOG_LVL_ERROR, "Failed to send %s reply to %s: %s (%s)", type, name,
+           errno_name(e), strerror(e));
+}
+
+static bool peer_ok(const struct ipc_server *s, bool kineto, bool data,
+                    const struct sockaddr_un *peer, socklen_t len)
+{
+    if (data)
+        return true;
+    if (len <= sizeof(sa_family_t))
+        return true;              /* unnamed */
+    if (peer->sun_path[0] == '\0')
+        return !kineto || !s->kineto_dir[0];   /* abstract names (not in dir mode) */
+    if (kineto && s->kineto_dir[0]) {
+        size_t dl = strlen(s->kineto_dir);
+        return strncmp(peer->sun_path, s->kineto_dir, dl) == 0 && peer->sun_path[dl] == '/';
+    }
+    return false;
+}
+
+static void handle_ctxt(struct ipc_server *s, int fd, const struct ipc_view *v,
+                        const struct sockaddr_un *peer, socklen_t plen)
+{
+    struct ipc_ctxt c;
+    if (ipc_parse_ctxt(v, &c) != 0) {
+        LOG_RL(&s->rl_size, 1000, LOG_LVL_ERROR, "ctxt receive message size is invalid: %zu", v->len);
+        return;
+    }
+    int count = registry_ctxt(s->cfg.reg, c.job_id, c.npu, c.pid);
+    if (count < 0)
+        return;
+    int32_t n = count;
+    send_reply(s, fd, IPC_TYPE_CTXT, &n, sizeof(n), peer, plen);
+}
+
+static void handle_req(struct ipc_server *s, int fd, bool kineto, const struct ipc_view *v,
+                       const struct sockaddr_un *peer, socklen_t plen)
+{
+    struct ipc_req hdr;
+    int32_t pids[IPC_REQ_MAX_PIDS];
+    int n = 0;
+    if (v->len >= sizeof(hdr)) {
+        memcpy(&hdr, v->payload, sizeof(hdr));
+        if (hdr.n <= 0) {
+            LOG_RL(&s->rl_size, 1000, LOG_LVL_ERROR, "Missing pids parameter for type %d", hdr.type);
+            return;
+        }
+    }
+    if (ipc_parse_req(v, &hdr, pids, &n) != 0) {
+        LOG_RL(&s->rl_size, 1000, LOG_LVL_ERROR, "req receive message size is invalid: %zu", v->len);
+        return;
+    }
+    char *cfg = NULL;
+    size_t cfg_len = 0;
+    int rc = registry_poll(s->cfg.reg, hdr.job_id, pids, n, hdr.type,
+                           kineto ? REG_ORIGIN_KINETO : REG_ORIGIN_MSMON, clock_mono_ns(), &cfg,
+                           &cfg_len);
+    if (rc && rc != -ENOSPC)
+        return;
+    send_reply(s, fd, IPC_TYPE_REQ, cfg ? cfg : "", cfg_len, peer, plen);
+    free(cfg);
+}
+
+static void handle_status(struct ipc_server *s, const struct ipc_view *v, enum status_dim dim)
+{
+    struct ipc_status st;
+    if (ipc_parse_status(v, &st) != 0) {
+        LOG_RL(&s->rl_size, 1000, LOG_LVL_ERROR, "%s receive message size is invalid: %zu",
+               v->type_str, v->len);
+        return;
+    }
+    status_update(s->cfg.st, dim, &st, clock_mono_ns());
+    registry_mark_msmon(s->cfg.reg, st.pid);
+}
+
+void ipc_server_dispatch(struct ipc_server *s, int fd, bool kineto, bool data,
+                         const uint8_t *buf, size_t got, size_t real_len,
+                         const struct sockaddr_un *peer, socklen_t peer_len)
+{
+    struct ipc_view v;
+    enum ipc_drop d = ipc_msg_parse(buf, got, real_len, IPC_MAX_DATAGRAM, &v);
+    if (d != IPC_OK) {
+        LOG_RL(&s->rl_drop[d], 1000, LOG_LVL_ERROR, "dropped datagram of %zu bytes: %s", real_len,
+               ipc_drop_reason_str(d));
+        return;
+    }
+    if (!peer_ok(s, kineto, data, peer, peer_len)) {
+        char name[160];
+        ipc_addr_str(peer, peer_len, name, sizeof(name));
+        LOG_RL(&s->rl_peer, 1000, LOG_LVL_WARNING, "unexpected peer address %s", name);
+        return;
+    }
+    if (data) {
+        if (v.type != IPC_T_DATA) {
+            LOG_RL(&s->rl_type, 1000, LOG_LVL_ERROR, "TYPE UNKOWN: %s", v.type_str);
+            return;
+        }
+        if (v.len < 1) {
+            LOG_RL(&s->rl_size, 1000, LOG_LVL_ERROR, "data receive message size is invalid: %zu", v.len);
+            return;
+        }
+        if (s->cfg.data)
+            data_handle(s->cfg.data, (const char *)v.payload, v.len, clock_real_ns());
+        return;
+    }
+    switch (v.type) {
+    case IPC_T_CTXT: handle_ctxt(s, fd, &v, peer, peer_len); break;
+    case IPC_T_REQ: handle_req(s, fd, kineto, &v, peer, peer_len); break;
+    case IPC_T_TRACE_STATUS: handle_status(s, &v, STATUS_TRACE); break;
+    case IPC_T_MONITOR_STATUS: handle_status(s, &v, STATUS_MONITOR); break;
+    default:
+        LOG_RL(&s->rl_type, 1000, LOG_LVL_ERROR, "TYPE UNKOWN: %s", v.type_str);
+        break;
+    }
+}
+
+/* Drain one socket until EAGAIN. */
+static void drain(struct ipc_server *s, int fd, bool kineto, bool data)
+{
+    /* aligned so that payload structs could be read in place; we copy anyway */
+    static _Thread_local uint8_t buf[IPC_MAX_DATAGRAM] __attribute__((aligned(8)));
+    for (;;) {
+        struct sockaddr_un peer;
+        struct iovec iov = { buf, sizeof(buf) };
+        struct msghdr mh = { .msg_name = &peer, .msg_namelen = sizeof(peer), .msg_iov = &iov,
+                             .msg_iovlen = 1 };
+        memset(&peer, 0, sizeof(peer));
+        ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_TRUNC);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        size_t got = (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf);
+        ipc_server_dispatch(s, fd, kineto, data, buf, got, (size_t)n, &peer, mh.msg_namelen);
+    }
+}
+
+static void *ctl_main(void *arg)
+{
+    struct ipc_server *s = arg;
+    pthread_setname_np(pthread_self(), "ipcControl");
+    for (;;) {
+        struct pollfd p[3] = { { s->stop_fd, POLLIN, 0 }, { s->ctl.fd, POLLIN, 0 },
+                               { s->kineto_fd, POLLIN, 0 } };
+        if (poll(p, 3, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (p[0].revents)
+            break;
+        if (p[1].revents)
+            drain(s, s->ctl.fd, false, false);
+        if (p[2].revents)
+            drain(s, s->kineto_fd, true, false);
+    }
+    return NULL;
+}
+
+static void *data_main(void *arg)
+{
+    struct ipc_server *s = arg;
+    pthread_setname_np(pthread_self(), "ipcData");
+    for (;;) {
+        struct pollfd p[2] = { { s->stop_fd, POLLIN, 0 }, { s->data.fd, POLLIN, 0 } };
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (p[0].revents)
+            break;
+        if (p[1].revents)
+            drain(s, s->data.fd, false, true);
+    }
+    return NULL;
+}
+
+int ipc_server_start(struct ipc_server *s)
+{
+    int rc;
+    if (s->ctl.fd >= 0 || s->kineto_fd >= 0) {
+        rc = pthread_create(&s->ctl_thread, NULL, ctl_main, s);
+        if (rc)
+            return -rc;
+        s->ctl_started = true;
+    }
+    if (s->data.fd >= 0) {
+        rc = pthread_create(&s->data_thread, NULL, data_main, s);
+        if (rc)
+            return -rc;
+        s->data_started = true;
+    }
+    return 0;
+}
+
+void ipc_server_stop(struct ipc_server *s)
+{
+    uint64_t one = 1;
+    if (!s)
+        return;
+    if (write(s->stop_fd, &one, sizeof(one)) < 0)
+        LOG_ERROR("cannot wake IPC threads: %s", errno_name(errno));
+    if (s->ctl_started)
+        pthread_join(s->ctl_thread, NULL);
+    if (s->data_started)
+        pthread_join(s->data_thread, NULL);
+    s->ctl_started = s->data_started = false;
+}
+
+void ipc_server_destroy(struct ipc_server *s)
+{
+    if (!s)
+        return;
+    ipc_server_stop(s);
+    sock_file_close(&s->ctl);
+    sock_file_close(&s->data);
+    if (s->kineto_fd >= 0)
+        close(s->kineto_fd);
+    sock_file_close(&s->kineto_file);
+    close(s->stop_fd);
+    free(s);
+}

@@ -1,0 +1,45 @@
+/* ipc_server: the daemon's datagram endpoints (03-ipc.md §1, §3): msMonitor control
+ * (dynolog.sock), data (dynolog_data.sock) and the Kineto control endpoint (abstract
+ * "dynolog" or $KINETO_IPC_SOCKET_DIR/dynolog). A control thread and a data thread each
+ * block in poll(); replies leave through the receiving socket without ever blocking. */
+#ifndef MSMON_DAEMON_IPC_SERVER_H
+#define MSMON_DAEMON_IPC_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/un.h>
+
+#include "daemon/data_sink.h"
+#include "daemon/registry.h"
+#include "daemon/status.h"
+
+struct ipc_server_cfg {
+    const char *sock_dir;        /* directory of dynolog.sock / dynolog_data.sock */
+    mode_t mode;                 /* file mode of the socket files */
+    const char *kineto_dir;      /* NULL/empty = abstract "dynolog" */
+    struct registry *reg;        /* borrowed */
+    struct status_table *st;     /* borrowed */
+    struct data_router *data;    /* borrowed; used only by the data thread */
+};
+
+struct ipc_server;
+
+/* Create the endpoints (failures logged, endpoint skipped). Returns NULL on allocation
+ * failure; *ret_live_conflict is set when dynolog.sock is served by another live daemon.
+ * Caller owns; free with ipc_server_destroy() (unlinks the files it created). */
+struct ipc_server *ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret_live_conflict);
+/* Start the "ipcControl" and "ipcData" threads. */
+int ipc_server_start(struct ipc_server *s);
+void ipc_server_stop(struct ipc_server *s);
+void ipc_server_destroy(struct ipc_server *s);
+
+/* Handle one received datagram as the control or data thread would (exposed for tests and
+ * the fuzzer). `kineto` selects the Kineto endpoint's peer rules and origin. Any reply is
+ * sent through fd to peer. */
+void ipc_server_dispatch(struct ipc_server *s, int fd, bool kineto, bool data,
+                         const uint8_t *buf, size_t got, size_t real_len,
+                         const struct sockaddr_un *peer, socklen_t peer_len);
+
+#endif

@@ -1,0 +1,427 @@
+/* registry: a sorted array of processes keyed by (job, sorted pid set). Sorting gives the
+ * upstream std::map<std::set<int>> iteration order for free and O(log n) lookup on the poll
+ * hot path; inserts memmove at most 4096 pointers. */
+#include "daemon/registry.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+
+struct reg_proc {
+    int64_t job;
+    int nset;
+    int32_t set[REGISTRY_MAX_PIDS];    /* sorted, unique: the key */
+    int npids;
+    int32_t pids[REGISTRY_MAX_PIDS];   /* as received, leaf first */
+    enum reg_origin origin;
+    char *pending;                     /* wrapped config, NULL = empty mailbox */
+    size_t pending_len;
+    uint64_t last_ns;
+};
+
+struct reg_ctxt {
+    int64_t job;
+    int32_t npu;
+    int32_t pid;
+};
+
+struct registry {
+    pthread_mutex_t mu;
+    char hostname[256];
+    struct reg_proc **procs;           /* sorted by proc_cmp, REGISTRY_MAX_PROCS slots */
+    size_t nprocs;
+    struct reg_ctxt ctxt[REGISTRY_MAX_CTXT];
+    int nctxt;
+};
+
+struct registry *registry_create(const char *hostname)
+{
+    struct registry *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    r->procs = calloc(REGISTRY_MAX_PROCS, sizeof(*r->procs));
+    if (!r->procs) {
+        free(r);
+        return NULL;
+    }
+    snprintf(r->hostname, sizeof(r->hostname), "%s", hostname ? hostname : "");
+    pthread_mutex_init(&r->mu, NULL);
+    return r;
+}
+
+void registry_destroy(struct registry *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->nprocs; i++) {
+        free(r->procs[i]->pending);
+        free(r->procs[i]);
+    }
+    free(r->procs);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+uint64_t registry_fnv1a64(const char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+char *registry_wrap_config(const char *hostname, int32_t leaf, int64_t secs, const char *cfg,
+                           size_t cfg_len, size_t *ret_len)
+{
+    char key[320];
+    int kn = snprintf(key, sizeof(key), "%s:%d:%lld", hostname, leaf, (long long)secs);
+    if (kn < 0 || (size_t)kn >= sizeof(key))
+        kn = (int)strlen(key);
+    uint64_t id = registry_fnv1a64(key, (size_t)kn);
+    static const char pad[] = "            "; /* 12 spaces */
+    size_t cap = cfg_len + 2 * 12 + 64;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    out[o++] = '\n';
+    memcpy(out + o, pad, 12);
+    o += 12;
+    memcpy(out + o, cfg, cfg_len);
+    o += cfg_len;
+    out[o++] = '\n';
+    memcpy(out + o, pad, 12);
+    o += 12;
+    int n = snprintf(out + o, cap - o, "REQUEST_TRACE_ID=%llu", (unsigned long long)id);
+    o += (size_t)n;
+    *ret_len = o;
+    return out;
+}
+
+/* Key order: job, then the sorted sets lexicographically (a proper prefix first). */
+static int key_cmp(int64_t job, const int32_t *set, int nset, const struct reg_proc *p)
+{
+    if (job != p->job)
+        return job < p->job ? -1 : 1;
+    for (int i = 0; i < nset && i < p->nset; i++)
+        if (set[i] != p->set[i])
+            return set[i] < p->set[i] ? -1 : 1;
+    return nset < p->nset ? -1 : nset > p->nset;
+}
+
+/* Index of the first process not less than the key; *found when equal. */
+static size_t find(const struct registry *r, int64_t job, const int32_t *set, int nset, bool *found)
+{
+    size_t lo = 0, hi = r->nprocs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (key_cmp(job, set, nset, r->procs[mid]) > 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = lo < r->nprocs && key_cmp(job, set, nset, r->procs[lo]) == 0;
+    return lo;
+}
+
+static int make_set(const int32_t *pids, int n, int32_t *set)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        int j = k;
+        while (j > 0 && set[j - 1] > pids[i])
+            j--;
+        if (j > 0 && set[j - 1] == pids[i])
+            continue;
+        memmove(set + j + 1, set + j, (size_t)(k - j) * sizeof(*set));
+        set[j] = pids[i];
+        k++;
+    }
+    return k;
+}
+
+static void join_pids(const int32_t *pids, int n, char *out, size_t cap)
+{
+    size_t o = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n && o < cap; i++) {
+        int w = snprintf(out + o, cap - o, i ? ", %d" : "%d", pids[i]);
+        if (w < 0)
+            break;
+        o += (size_t)w;
+    }
+}
+
+int registry_poll(struct registry *r, int64_t job, const int32_t *pids, int n, int32_t type,
+                  enum reg_origin origin, uint64_t now_ns, char **ret_cfg, size_t *ret_len)
+{
+    int32_t set[REGISTRY_MAX_PIDS];
+    char txt[REGISTRY_MAX_PIDS * 13];
+    int rc = 0;
+    bool found;
+    *ret_cfg = NULL;
+    *ret_len = 0;
+    if (n <= 0)
+        return -EINVAL;
+    if (n > REGISTRY_MAX_PIDS)
+        n = REGISTRY_MAX_PIDS;
+    int nset = make_set(pids, n, set);
+    pthread_mutex_lock(&r->mu);
+    size_t at = find(r, job, set, nset, &found);
+    struct reg_proc *p;
+    if (found) {
+        p = r->procs[at];
+    } else {
+        join_pids(pids, n, txt, sizeof(txt));
+        if (r->nprocs >= REGISTRY_MAX_PROCS) {
+            LOG_ERROR("Process registry full (%d processes), not registering process (%s) for job %lld",
+                      REGISTRY_MAX_PROCS, txt, (long long)job);
+            rc = -ENOSPC;
+            goto out_unlock;
+        }
+        p = calloc(1, sizeof(*p));
+        if (!p) {
+            rc = -ENOMEM;
+            goto out_unlock;
+        }
+        p->job = job;
+        p->nset = nset;
+        memcpy(p->set, set, (size_t)nset * sizeof(*set));
+        p->npids = n;
+        memcpy(p->pids, pids, (size_t)n * sizeof(*pids));
+        p->origin = origin;
+        memmove(r->procs + at + 1, r->procs + at, (r->nprocs - at) * sizeof(*r->procs));
+        r->procs[at] = p;
+        r->nprocs++;
+        LOG_INFO("Registered process (%s) for job %lld.", txt, (long long)job);
+    }
+    if ((type & 2) && p->pending) {
+        /* one-shot mailbox: hand the text over with its trailing newline */
+        char *cfg = realloc(p->pending, p->pending_len + 2);
+        if (!cfg) {
+            rc = -ENOMEM;
+            goto out_unlock;
+        }
+        cfg[p->pending_len] = '\n';
+        cfg[p->pending_len + 1] = '\0';
+        *ret_cfg = cfg;
+        *ret_len = p->pending_len + 1;
+        p->pending = NULL;
+        p->pending_len = 0;
+        join_pids(p->pids, p->npids, txt, sizeof(txt));
+        LOG_INFO("Returning activity profiler config for process (%s) in job %lld", txt, (long long)job);
+    }
+    p->last_ns = now_ns;
+    LOG_DEBUG("req from %d (job %lld, type %d)", pids[0], (long long)job, type);
+out_unlock:
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int registry_ctxt(struct registry *r, int64_t job, int32_t npu, int32_t pid)
+{
+    int rc = 0, count = 0;
+    bool exists = false;
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->nctxt; i++)
+        if (r->ctxt[i].job == job && r->ctxt[i].npu == npu && r->ctxt[i].pid == pid)
+            exists = true;
+    if (!exists) {
+        if (r->nctxt >= REGISTRY_MAX_CTXT) {
+            LOG_ERROR("Max register count reached, can not register more libkineto contexts.");
+            rc = -ENOSPC;
+            goto out_unlock;
+        }
+        r->ctxt[r->nctxt++] = (struct reg_ctxt){ job, npu, pid };
+    }
+    for (int i = 0; i < r->nctxt; i++)
+        if (r->ctxt[i].job == job && r->ctxt[i].npu == npu)
+            count++;
+    rc = count;
+    LOG_INFO("Registered process (%d) for job %lld.", pid, (long long)job);
+out_unlock:
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+void registry_mark_msmon(struct registry *r, int32_t pid)
+{
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nprocs; i++)
+        if (r->procs[i]->pids[0] == pid)
+            r->procs[i]->origin = REG_ORIGIN_MSMON;
+    pthread_mutex_unlock(&r->mu);
+}
+
+void reg_set_result_fini(struct reg_set_result *res)
+{
+    free(res->matched);
+    free(res->triggered);
+    memset(res, 0, sizeof(*res));
+}
+
+static bool requested(const struct reg_proc *p, const int32_t *pids, size_t npids)
+{
+    for (int i = 0; i < p->nset; i++)
+        for (size_t j = 0; j < npids; j++)
+            if (p->set[i] == pids[j])
+                return true;
+    return false;
+}
+
+int registry_set_config(struct registry *r, int64_t job, const int32_t *pids, size_t npids,
+                        const char *config, size_t config_len, int64_t limit,
+                        reg_eligible_fn eligible, void *arg, struct reg_set_result *res)
+{
+    int rc = 0;
+    bool trace_all = npids == 0 || (npids == 1 && pids[0] == 0);
+    char txt[256];
+    size_t o = 0;
+    int64_t secs = (int64_t)time(NULL);
+    memset(res, 0, sizeof(*res));
+    txt[0] = '\0';
+    for (size_t i = 0; i < npids && o < sizeof(txt); i++) {
+        int w = snprintf(txt + o, sizeof(txt) - o, i ? ", %d" : "%d", pids[i]);
+        if (w < 0)
+            break;
+        o += (size_t)w;
+    }
+    LOG_INFO("Initiating on-demand GPU profiling for job ID %lld, pids [%s]", (long long)job, txt);
+    pthread_mutex_lock(&r->mu);
+    res->matched = malloc((r->nprocs + 1) * sizeof(int32_t));
+    res->triggered = malloc((r->nprocs + 1) * sizeof(int32_t));
+    if (!res->matched || !res->triggered) {
+        rc = -ENOMEM;
+        goto out_unlock;
+    }
+    for (size_t i = 0; i < r->nprocs; i++) {
+        struct reg_proc *p = r->procs[i];
+        if (p->job != job)
+            continue;
+        if (!trace_all && !requested(p, pids, npids))
+            continue;
+        if (eligible && !eligible(p->origin, arg))
+            continue;
+        res->matched[res->n_matched++] = p->pids[0];
+        if ((int64_t)res->n_triggered + res->busy >= limit)
+            continue;
+        if (p->pending) {
+            res->busy++;
+            continue;
+        }
+        p->pending = registry_wrap_config(r->hostname, p->pids[0], secs, config, config_len,
+                                          &p->pending_len);
+        if (!p->pending) {
+            rc = -ENOMEM;
+            goto out_unlock;
+        }
+        res->triggered[res->n_triggered++] = p->pids[0];
+        char key[320];
+        int kn = snprintf(key, sizeof(key), "%s:%d:%lld", r->hostname, p->pids[0], (long long)secs);
+        LOG_INFO(" PID: %d, Trace Id: %llu", p->pids[0],
+                 (unsigned long long)registry_fnv1a64(key, (size_t)kn));
+    }
+    LOG_INFO("On-demand request: %zu matching processes", res->n_matched);
+    LOG_INFO("Installed activity profiler config for %zu process(es) (%d busy)", res->n_triggered,
+             res->busy);
+out_unlock:
+    pthread_mutex_unlock(&r->mu);
+    if (rc)
+        reg_set_result_fini(res);
+    return rc;
+}
+
+static bool job_live(const struct registry *r, int64_t job)
+{
+    for (size_t i = 0; i < r->nprocs; i++)
+        if (r->procs[i]->job == job)
+            return true;
+    return false;
+}
+
+int registry_gc(struct registry *r, uint64_t now_ns, uint64_t age_ns)
+{
+    int removed = 0;
+    char txt[REGISTRY_MAX_PIDS * 13];
+    int64_t gone_jobs[64];
+    int ngone = 0;
+    pthread_mutex_lock(&r->mu);
+    size_t w = 0;
+    for (size_t i = 0; i < r->nprocs; i++) {
+        struct reg_proc *p = r->procs[i];
+        if (!(now_ns > p->last_ns && now_ns - p->last_ns > age_ns)) {
+            r->procs[w++] = p;
+            continue;
+        }
+        join_pids(p->pids, p->npids, txt, sizeof(txt));
+        LOG_INFO("Stopped tracking process (%s) from job %lld", txt, (long long)p->job);
+        /* ctxt registrations of this leaf go with it (A7) */
+        for (int c = 0; c < r->nctxt;) {
+            if (r->ctxt[c].job == p->job && r->ctxt[c].pid == p->pids[0])
+                r->ctxt[c] = r->ctxt[--r->nctxt];
+            else
+                c++;
+        }
+        if (ngone == 0 || gone_jobs[ngone - 1] != p->job) {
+            if (ngone < (int)(sizeof(gone_jobs) / sizeof(gone_jobs[0])))
+                gone_jobs[ngone++] = p->job;
+        }
+        free(p->pending);
+        free(p);
+        removed++;
+    }
+    r->nprocs = w;
+    for (int g = 0; g < ngone; g++) {
+        if (job_live(r, gone_jobs[g]))
+            continue;
+        LOG_INFO("Stopped tracking job %lld", (long long)gone_jobs[g]);
+        for (int c = 0; c < r->nctxt;) {
+            if (r->ctxt[c].job == gone_jobs[g])
+                r->ctxt[c] = r->ctxt[--r->nctxt];
+            else
+                c++;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    return removed;
+}
+
+int registry_leaves(struct registry *r, struct reg_leaf **ret, size_t *ret_n)
+{
+    int rc = 0;
+    pthread_mutex_lock(&r->mu);
+    *ret = malloc((r->nprocs + 1) * sizeof(**ret));
+    *ret_n = 0;
+    if (!*ret) {
+        rc = -ENOMEM;
+        goto out_unlock;
+    }
+    for (size_t i = 0; i < r->nprocs; i++)
+        (*ret)[(*ret_n)++] = (struct reg_leaf){ r->procs[i]->pids[0], r->procs[i]->job };
+out_unlock:
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+size_t registry_count(struct registry *r)
+{
+    pthread_mutex_lock(&r->mu);
+    size_t n = r->nprocs;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+int registry_ctxt_count(struct registry *r)
+{
+    pthread_mutex_lock(&r->mu);
+    int n = r->nctxt;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}

@@ -1,0 +1,72 @@
+/* registry: processes that poll for on-demand configs (03-ipc.md §4): job -> pid set ->
+ * process with a one-shot config mailbox, plus Kineto ctxt registrations. Thread-safe (one
+ * internal mutex); the IPC control thread, the RPC handlers and the GC thread share it. */
+#ifndef MSMON_DAEMON_REGISTRY_H
+#define MSMON_DAEMON_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define REGISTRY_MAX_PROCS 4096
+#define REGISTRY_MAX_CTXT 50
+#define REGISTRY_MAX_PIDS 16
+
+enum reg_origin { REG_ORIGIN_MSMON = 0, REG_ORIGIN_KINETO = 1 };
+enum reg_kind { REG_KIND_TRACE = 0, REG_KIND_NPU_MONITOR = 1 };
+
+struct registry;
+
+/* hostname feeds REQUEST_TRACE_ID. Caller owns; free with registry_destroy(). */
+struct registry *registry_create(const char *hostname);
+void registry_destroy(struct registry *r);
+
+/* `req` (§4.2): registers (job, set(pids)) if new, refreshes its last request time and, when
+ * type has the ACTIVITIES bit, moves the pending config (+ "\n") out of the mailbox.
+ * *ret_cfg: NULL (nothing pending) or a string the caller owns (free()). Returns 0, or
+ * -ENOSPC when the process is unknown and the 4096 cap is reached (not registered). */
+int registry_poll(struct registry *r, int64_t job, const int32_t *pids, int n, int32_t type,
+                  enum reg_origin origin, uint64_t now_ns, char **ret_cfg, size_t *ret_len);
+
+/* `ctxt` (§4.4): returns the registration count of (job, npu) (>= 1) or -ENOSPC at the cap. */
+int registry_ctxt(struct registry *r, int64_t job, int32_t npu, int32_t pid);
+
+/* An NPU status from `pid`: processes whose leaf is pid become MSMON (§4.1). */
+void registry_mark_msmon(struct registry *r, int32_t pid);
+
+/* Decides per process whether it may receive the config (01-rpc.md §5.3). */
+typedef bool (*reg_eligible_fn)(enum reg_origin origin, void *arg);
+
+struct reg_set_result {
+    int32_t *matched;        /* leaf pids, iteration order; caller owns (reg_set_result_fini) */
+    size_t n_matched;
+    int32_t *triggered;
+    size_t n_triggered;
+    int busy;
+};
+/* setOnDemandConfig (§4.3). The stored text is the wrapped config with REQUEST_TRACE_ID. */
+int registry_set_config(struct registry *r, int64_t job, const int32_t *pids, size_t npids,
+                        const char *config, size_t config_len, int64_t limit,
+                        reg_eligible_fn eligible, void *arg, struct reg_set_result *ret);
+void reg_set_result_fini(struct reg_set_result *res);
+
+/* GC pass (§4.6): forget processes idle for more than age_ns, and then empty jobs with their
+ * ctxt registrations. Returns the number of processes removed. */
+int registry_gc(struct registry *r, uint64_t now_ns, uint64_t age_ns);
+
+struct reg_leaf {
+    int32_t pid;
+    int64_t job;
+};
+/* Leaf pids of all live processes (getStatus). Caller owns *ret (free()). */
+int registry_leaves(struct registry *r, struct reg_leaf **ret, size_t *ret_n);
+size_t registry_count(struct registry *r);
+int registry_ctxt_count(struct registry *r);
+
+/* Wrapped config (§4.5) into a new string: "\n" + 12 spaces + cfg + "\n" + 12 spaces +
+ * "REQUEST_TRACE_ID=<fnv1a64("<host>:<leaf>:<secs>")>". Caller owns. */
+char *registry_wrap_config(const char *hostname, int32_t leaf, int64_t secs, const char *cfg,
+                           size_t cfg_len, size_t *ret_len);
+uint64_t registry_fnv1a64(const char *s, size_t n);
+
+#endif

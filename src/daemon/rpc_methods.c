@@ -1,0 +1,339 @@
+/* rpc_methods: request validation (no reply for anything malformed, with upstream's log
+ * texts), nlohmann-compatible field errors, and the method handlers. Replies are written
+ * with jw in sorted key order, byte-identical to upstream's dump(). */
+#include "daemon/rpc_methods.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/jw.h"
+#include "common/log.h"
+#include "daemon/djson.h"
+
+#define REPLY_MAX (1u << 20)
+
+typedef int (*rpc_handler_fn)(const struct rpc_ctx *ctx, const struct dj *req, struct jw *w);
+
+static int m_get_status(const struct rpc_ctx *ctx, const struct dj *req, struct jw *w);
+static int m_get_version(const struct rpc_ctx *ctx, const struct dj *req, struct jw *w);
+static int m_set_ondemand(const struct rpc_ctx *ctx, const struct dj *req, struct jw *w);
+
+static const struct {
+    const char *name;
+    rpc_handler_fn fn;
+} methods[] = {
+    { "getStatus", m_get_status },
+    { "getVersion", m_get_version },
+    { "setKinetOnDemandRequest", m_set_ondemand },
+};
+
+const char *rpc_gate(enum reg_kind kind, int32_t trace, int32_t monitor)
+{
+    if (kind == REG_KIND_NPU_MONITOR) {
+        if (trace == 1 || monitor == -1)
+            return "ineffective";
+        if (trace == 0 || trace == 2)
+            return "effective";
+        return "unknown";
+    }
+    if (monitor == 1 || trace == -1)
+        return "ineffective";
+    if (monitor == 0)
+        return "effective";
+    return "unknown";
+}
+
+/* start_step/stop_step are present only while a trace is Running or Ready (§4). */
+static bool has_steps(int32_t trace) { return trace == 1 || trace == 2; }
+
+static int m_get_status(const struct rpc_ctx *ctx, const struct dj *req, struct jw *w)
+{
+    struct status_last last;
+    struct status_entry *ents = NULL;
+    struct reg_leaf *leaves = NULL;
+    size_t ne = 0, nl = 0;
+    int rc;
+    (void)req;
+    status_get_last(ctx->st, &last);
+    rc = status_list(ctx->st, &ents, &ne);
+    if (rc)
+        goto out;
+    rc = registry_leaves(ctx->reg, &leaves, &nl);
+    if (rc)
+        goto out_ents;
+    /* leaves: sort by (pid, job) so the union is a merge */
+    for (size_t i = 1; i < nl; i++) {
+        struct reg_leaf x = leaves[i];
+        size_t j = i;
+        while (j > 0 && (leaves[j - 1].pid > x.pid ||
+                         (leaves[j - 1].pid == x.pid && leaves[j - 1].job > x.job))) {
+            leaves[j] = leaves[j - 1];
+            j--;
+        }
+        leaves[j] = x;
+    }
+    jw_obj_begin(w);
+    jw_key(w, "current_step");
+    jw_int(w, last.trace.current_step);
+    jw_key(w, "npumonitor");
+    jw_str(w, status_name(last.monitor.status));
+    jw_key(w, "nputrace");
+    jw_str(w, status_name(last.trace.status));
+    jw_key(w, "processes");
+    jw_arr_begin(w);
+    size_t a = 0, b = 0;
+    while (a < ne || b < nl) {
+        struct status_entry e = { .trace = -1, .monitor = -1, .current_step = -1 };
+        bool polling = false;
+        int cmp;
+        if (a >= ne)
+            cmp = 1;
+        else if (b >= nl)
+            cmp = -1;
+        else if (ents[a].pid != leaves[b].pid)
+            cmp = ents[a].pid < leaves[b].pid ? -1 : 1;
+        else
+            cmp = ents[a].job < leaves[b].job ? -1 : ents[a].job > leaves[b].job;
+        if (cmp <= 0)
+            e = ents[a++];
+        if (cmp >= 0) {
+            e.pid = leaves[b].pid;
+            e.job = leaves[b].job;
+            polling = true;
+            /* the same leaf may poll with several ancestor sets: list it once */
+            while (b < nl && leaves[b].pid == e.pid && leaves[b].job == e.job)
+                b++;
+        }
+        jw_obj_begin(w);
+        jw_key(w, "current_step");
+        jw_int(w, e.current_step);
+        jw_key(w, "job_id");
+        jw_int(w, e.job);
+        jw_key(w, "npumonitor");
+        jw_str(w, status_name(e.monitor));
+        jw_key(w, "nputrace");
+        jw_str(w, status_name(e.trace));
+        jw_key(w, "pid");
+        jw_int(w, e.pid);
+        jw_key(w, "polling");
+        jw_bool(w, polling);
+        if (has_steps(e.trace)) {
+            jw_key(w, "start_step");
+            jw_int(w, e.start_step);
+            jw_key(w, "stop_step");
+            jw_int(w, e.stop_step);
+        }
+        jw_obj_end(w);
+    }
+    jw_arr_end(w);
+    if (has_steps(last.trace.status)) {
+        jw_key(w, "start_step");
+        jw_int(w, last.trace.start_step);
+        jw_key(w, "stop_step");
+        jw_int(w, last.trace.stop_step);
+    }
+    jw_obj_end(w);
+    free(leaves);
+out_ents:
+    free(ents);
+out:
+    return rc;
+}
+
+static int m_get_version(const struct rpc_ctx *ctx, const struct dj *req, struct jw *w)
+{
+    (void)req;
+    jw_obj_begin(w);
+    jw_key(w, "version");
+    jw_str(w, ctx->version);
+    jw_obj_end(w);
+    return 0;
+}
+
+static void write_status_only(struct jw *w, const char *status)
+{
+    jw_obj_begin(w);
+    jw_key(w, "status");
+    jw_str(w, status);
+    jw_obj_end(w);
+}
+
+static void write_command_only(struct jw *w, const char *cmd)
+{
+    jw_obj_begin(w);
+    jw_key(w, "commandStatus");
+    jw_str(w, cmd);
+    jw_obj_end(w);
+}
+
+static bool eligible(enum reg_origin origin, void *arg)
+{
+    const int *a = arg;   /* [0] = kind, [1] = gate is effective */
+    if (origin == REG_ORIGIN_KINETO)
+        return a[0] == REG_KIND_TRACE;
+    return a[1] != 0;
+}
+
+static void write_int_array(struct jw *w, const int32_t *v, size_t n)
+{
+    jw_arr_begin(w);
+    for (size_t i = 0; i < n; i++)
+        jw_int(w, v[i]);
+    jw_arr_end(w);
+}
+
+static void write_full(struct jw *w, int busy, const int32_t *trig, size_t ntrig,
+                       const char *cmd, const int32_t *matched, size_t nmatched)
+{
+    jw_obj_begin(w);
+    jw_key(w, "activityProfilersBusy");
+    jw_int(w, busy);
+    jw_key(w, "activityProfilersTriggered");
+    write_int_array(w, trig, ntrig);
+    jw_key(w, "commandStatus");
+    jw_str(w, cmd);
+    jw_key(w, "eventProfilersBusy");
+    jw_int(w, 0);
+    jw_key(w, "eventProfilersTriggered");
+    jw_arr_begin(w);
+    jw_arr_end(w);
+    jw_key(w, "processesMatched");
+    write_int_array(w, matched, nmatched);
+    jw_obj_end(w);
+}
+
+/* Field type error in nlohmann's words; logged and returned as the failed status. */
+static void type_error(struct jw *w, const char *expected, const struct dj *actual)
+{
+    char msg[160];
+    snprintf(msg, sizeof(msg),
+             "failed with exception = [json.exception.type_error.302] type must be %s, but is %s",
+             expected, dj_type_name(actual));
+    LOG_ERROR("setKinetOnDemandRequest: parsing exception = %s", msg + strlen("failed with exception = "));
+    write_status_only(w, msg);
+}
+
+static int m_set_ondemand(const struct rpc_ctx *ctx, const struct dj *req, struct jw *w)
+{
+    const struct dj *config = dj_get(req, "config");
+    const struct dj *pids = dj_get(req, "pids");
+    const struct dj *job = dj_get(req, "job_id");
+    const struct dj *limit_v = dj_get(req, "process_limit");
+    int32_t *pidv = NULL;
+    size_t npids = 0;
+    int64_t job_id = 0, limit = 1000;
+    int rc = 0;
+    if (!config || !pids) {
+        write_status_only(w, "failed");
+        return 0;
+    }
+    if (config->type != DJ_STRING) {
+        type_error(w, "string", config);
+        return 0;
+    }
+    if (pids->type != DJ_ARRAY) {
+        type_error(w, "array", pids);
+        return 0;
+    }
+    pidv = malloc((pids->len + 1) * sizeof(*pidv));
+    if (!pidv)
+        return -ENOMEM;
+    for (const struct dj *c = pids->child; c; c = c->next) {
+        int64_t x;
+        if (dj_to_i64(c, INT32_MIN, INT32_MAX, &x) != 0) {
+            type_error(w, "number", c);
+            goto out_pids;
+        }
+        /* nlohmann reads pids into a std::set<int>: duplicates collapse */
+        bool dup = false;
+        for (size_t k = 0; k < npids; k++)
+            dup = dup || pidv[k] == (int32_t)x;
+        if (!dup)
+            pidv[npids++] = (int32_t)x;
+    }
+    if (job && dj_to_i64(job, INT64_MIN, INT64_MAX, &job_id) != 0) {
+        type_error(w, "number", job);
+        goto out_pids;
+    }
+    if (limit_v && dj_to_i64(limit_v, INT64_MIN, INT64_MAX, &limit) != 0) {
+        type_error(w, "number", limit_v);
+        goto out_pids;
+    }
+    enum reg_kind kind = (config->len >= 17 && memcmp(config->str, "NPU_MONITOR_START", 17) == 0)
+                             ? REG_KIND_NPU_MONITOR : REG_KIND_TRACE;
+    struct status_last last;
+    status_get_last(ctx->st, &last);
+    const char *gate = rpc_gate(kind, last.trace.status, last.monitor.status);
+    int elig[2] = { kind, strcmp(gate, "effective") == 0 };
+    struct reg_set_result res;
+    rc = registry_set_config(ctx->reg, job_id, pidv, npids, config->str, config->len, limit,
+                             eligible, elig, &res);
+    if (rc)
+        goto out_pids;
+    if (res.n_matched > 0) {
+        write_full(w, res.busy, res.triggered, res.n_triggered, "effective", res.matched,
+                   res.n_matched);
+    } else {
+        const char *cmd = elig[1] ? "ineffective" : gate;
+        if (kind == REG_KIND_TRACE && !last.any_received)
+            write_full(w, 0, NULL, 0, cmd, NULL, 0);   /* Kineto's dyno needs the keys */
+        else
+            write_command_only(w, cmd);
+    }
+    reg_set_result_fini(&res);
+out_pids:
+    free(pidv);
+    return rc;
+}
+
+int rpc_handle(const struct rpc_ctx *ctx, const char *body, size_t len, char **ret_reply,
+               size_t *ret_len)
+{
+    struct dj *req = NULL;
+    struct jw w;
+    int rc = 0;
+    *ret_reply = NULL;
+    *ret_len = 0;
+    LOG_INFO("RPC message received = %.*s", (int)len, body);
+    if (dj_parse(body, len, RPC_MAX_DEPTH, &req) != 0) {
+        LOG_ERROR("Error parsing message = %.*s", (int)len, body);
+        return 0;
+    }
+    if (req->type != DJ_OBJECT || req->len == 0) {
+        LOG_ERROR("Request message should not be empty and should be json object.");
+        goto out_req;
+    }
+    jw_init_dyn(&w, REPLY_MAX);
+    const struct dj *fn = dj_get(req, "fn");
+    if (!fn) {
+        dj_write(&w, req);
+        LOG_ERROR("Request must contain a 'fn' field for the RPC call request json = %s",
+                  w.err ? "" : w.buf);
+        goto out_w;
+    }
+    rpc_handler_fn handler = NULL;
+    for (size_t i = 0; fn->type == DJ_STRING && i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (strlen(methods[i].name) == fn->len && memcmp(methods[i].name, fn->str, fn->len) == 0)
+            handler = methods[i].fn;
+    if (!handler) {
+        dj_write(&w, fn);
+        LOG_ERROR("Unknown RPC call = %s", w.err ? "" : w.buf);
+        goto out_w;
+    }
+    rc = handler(ctx, req, &w);
+    if (rc == 0 && w.err)
+        rc = w.err;
+    if (rc == 0) {
+        *ret_reply = w.buf;
+        *ret_len = w.len;
+        w.buf = NULL;
+    }
+out_w:
+    jw_fini(&w);
+out_req:
+    dj_free(req);
+    return rc;
+}

@@ -1,0 +1,29 @@
+/* rpc_methods: validation of one RPC request body and the three methods (01-rpc.md §2-6):
+ * getStatus, getVersion, setKinetOnDemandRequest, as a static {name, handler} table.
+ * Transport-free: the server hands in the body and writes back whatever reply comes out. */
+#ifndef MSMON_DAEMON_RPC_METHODS_H
+#define MSMON_DAEMON_RPC_METHODS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/registry.h"
+#include "daemon/status.h"
+
+#define RPC_MAX_DEPTH 10
+
+struct rpc_ctx {
+    struct registry *reg;     /* borrowed */
+    struct status_table *st;  /* borrowed */
+    const char *version;      /* getVersion answer */
+};
+
+/* Handle one request body (raw bytes as received). On 0, *ret_reply is the reply JSON the
+ * caller owns (free()), or NULL when the request gets no reply (logged). -ENOMEM otherwise. */
+int rpc_handle(const struct rpc_ctx *ctx, const char *body, size_t len, char **ret_reply,
+               size_t *ret_len);
+
+/* The status gate of 01-rpc.md §5.3: "effective", "ineffective" or "unknown". */
+const char *rpc_gate(enum reg_kind kind, int32_t trace, int32_t monitor);
+
+#endif

@@ -1,0 +1,40 @@
+/* sink: where the daemon's metric records go (JSON logger now; TensorBoard and Prometheus
+ * later). A record is a flat key -> value set; sinks are {write, flush, destroy} vtables. */
+#ifndef MSMON_DAEMON_SINK_H
+#define MSMON_DAEMON_SINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum sink_vtype { SINK_INT, SINK_UINT, SINK_DOUBLE, SINK_STR };
+
+struct sink_kv {
+    const char *key;
+    enum sink_vtype type;
+    int64_t i;
+    uint64_t u;
+    double d;          /* written as a "%.3f" string by the JSON logger (upstream quirk) */
+    const char *s;     /* borrowed */
+    size_t slen;
+};
+
+struct sink_record {
+    uint64_t time_ns;          /* wall clock of receipt / sample */
+    const char *device;        /* normalised device ("0", "host"), NULL for host metrics */
+    const struct sink_kv *kv;  /* borrowed for the duration of write() */
+    size_t n;
+};
+
+struct sink_ops {
+    const char *name;
+    int (*write)(void *self, const struct sink_record *rec);
+    void (*flush)(void *self);
+    void (*destroy)(void *self);
+};
+
+struct sink {
+    const struct sink_ops *ops;
+    void *self;
+};
+
+#endif

@@ -1,0 +1,158 @@
+/* status: last-reporter records plus a small per-process table (linear scans: at most 1024
+ * entries, updated a few times per second per rank). */
+#include "daemon/status.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct status_table {
+    pthread_mutex_t mu;
+    struct status_last last;
+    struct status_entry *e;
+    size_t n;
+};
+
+static void init_record(struct ipc_status *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->status = -1;
+    s->current_step = -1;
+    s->start_step = -1;
+    s->stop_step = -1;
+}
+
+struct status_table *status_create(void)
+{
+    struct status_table *st = calloc(1, sizeof(*st));
+    if (!st)
+        return NULL;
+    st->e = calloc(STATUS_MAX_ENTRIES, sizeof(*st->e));
+    if (!st->e) {
+        free(st);
+        return NULL;
+    }
+    init_record(&st->last.trace);
+    init_record(&st->last.monitor);
+    pthread_mutex_init(&st->mu, NULL);
+    return st;
+}
+
+void status_destroy(struct status_table *st)
+{
+    if (!st)
+        return;
+    pthread_mutex_destroy(&st->mu);
+    free(st->e);
+    free(st);
+}
+
+const char *status_name(int32_t s)
+{
+    switch (s) {
+    case -1: return "Uninitialized";
+    case 0: return "Idle";
+    case 1: return "Running";
+    case 2: return "Ready";
+    }
+    return "unknown";
+}
+
+void status_update(struct status_table *st, enum status_dim dim, const struct ipc_status *s,
+                   uint64_t now_ns)
+{
+    pthread_mutex_lock(&st->mu);
+    st->last.any_received = true;
+    if (dim == STATUS_TRACE)
+        st->last.trace = *s;
+    else
+        st->last.monitor = *s;
+    size_t i;
+    for (i = 0; i < st->n; i++)
+        if (st->e[i].pid == s->pid && st->e[i].job == s->job_id)
+            break;
+    if (i == st->n) {
+        if (st->n == STATUS_MAX_ENTRIES) {
+            /* evict the least recently updated entry */
+            size_t old = 0;
+            for (size_t k = 1; k < st->n; k++)
+                if (st->e[k].updated_ns < st->e[old].updated_ns)
+                    old = k;
+            st->e[old] = st->e[--st->n];
+            i = st->n;
+        }
+        st->e[i] = (struct status_entry){ .job = s->job_id, .pid = s->pid, .trace = -1,
+                                          .monitor = -1, .current_step = -1, .start_step = -1,
+                                          .stop_step = -1 };
+        st->n++;
+    }
+    struct status_entry *e = &st->e[i];
+    if (dim == STATUS_TRACE) {
+        e->trace = s->status;
+        e->current_step = s->current_step;
+        e->start_step = s->start_step;
+        e->stop_step = s->stop_step;
+    } else {
+        e->monitor = s->status;
+    }
+    e->updated_ns = now_ns;
+    if (e->trace == -1 && e->monitor == -1)
+        st->e[i] = st->e[--st->n];   /* the poller's exit report */
+    pthread_mutex_unlock(&st->mu);
+}
+
+void status_get_last(struct status_table *st, struct status_last *ret)
+{
+    pthread_mutex_lock(&st->mu);
+    *ret = st->last;
+    pthread_mutex_unlock(&st->mu);
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+    const struct status_entry *x = a, *y = b;
+    if (x->pid != y->pid)
+        return x->pid < y->pid ? -1 : 1;
+    if (x->job != y->job)
+        return x->job < y->job ? -1 : 1;
+    return 0;
+}
+
+int status_list(struct status_table *st, struct status_entry **ret, size_t *ret_n)
+{
+    int rc = 0;
+    pthread_mutex_lock(&st->mu);
+    *ret = malloc((st->n + 1) * sizeof(**ret));
+    *ret_n = 0;
+    if (!*ret) {
+        rc = -ENOMEM;
+        goto out_unlock;
+    }
+    memcpy(*ret, st->e, st->n * sizeof(**ret));
+    *ret_n = st->n;
+out_unlock:
+    pthread_mutex_unlock(&st->mu);
+    if (rc == 0)
+        qsort(*ret, *ret_n, sizeof(**ret), entry_cmp);
+    return rc;
+}
+
+int status_gc(struct status_table *st, uint64_t now_ns, uint64_t age_ns)
+{
+    int removed = 0;
+    pthread_mutex_lock(&st->mu);
+    for (size_t i = 0; i < st->n;) {
+        struct status_entry *e = &st->e[i];
+        if (now_ns > e->updated_ns && now_ns - e->updated_ns > age_ns && e->pid > 0 &&
+            kill(e->pid, 0) != 0 && errno == ESRCH) {
+            st->e[i] = st->e[--st->n];
+            removed++;
+            continue;
+        }
+        i++;
+    }
+    pthread_mutex_unlock(&st->mu);
+    return removed;
+}

@@ -1,0 +1,52 @@
+/* status: NPU status reports (03-ipc.md §5): the two upstream last-reporter records that
+ * drive getStatus and the npu-monitor/nputrace gate, and our per-process table (D10).
+ * Thread-safe (one internal mutex). */
+#ifndef MSMON_DAEMON_STATUS_H
+#define MSMON_DAEMON_STATUS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "msmon/ipc_wire.h"
+
+#define STATUS_MAX_ENTRIES 1024
+
+enum status_dim { STATUS_TRACE = 0, STATUS_MONITOR = 1 };
+
+struct status_entry {
+    int64_t job;
+    int32_t pid;
+    int32_t trace;          /* -1 until reported */
+    int32_t monitor;
+    int32_t current_step;   /* from the latest trace report */
+    int32_t start_step;
+    int32_t stop_step;
+    uint64_t updated_ns;
+};
+
+struct status_last {
+    struct ipc_status trace;    /* last npuTraceStatus (status/steps -1 initially) */
+    struct ipc_status monitor;  /* last npuMonitorStatus */
+    bool any_received;          /* an NPU status arrived since start (Kineto-only test) */
+};
+
+struct status_table;
+
+/* Caller owns; free with status_destroy(). */
+struct status_table *status_create(void);
+void status_destroy(struct status_table *st);
+
+/* Apply one report of the given dimension. */
+void status_update(struct status_table *st, enum status_dim dim, const struct ipc_status *s,
+                   uint64_t now_ns);
+void status_get_last(struct status_table *st, struct status_last *ret);
+/* Copy of the per-process table sorted by (pid, job). Caller owns *ret (free()). */
+int status_list(struct status_table *st, struct status_entry **ret, size_t *ret_n);
+/* GC (§5.2): drop entries older than age_ns whose pid no longer exists. Returns removed. */
+int status_gc(struct status_table *st, uint64_t now_ns, uint64_t age_ns);
+
+/* "Uninitialized", "Idle", "Running", "Ready" or "unknown". */
+const char *status_name(int32_t s);
+
+#endif
