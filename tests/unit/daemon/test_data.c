@@ -1,0 +1,144 @@
+/* Unit tests of data-message validation, device normalisation, OpStats expansion and the
+ * JSON logger line format, with a capture sink in place of the real loggers. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "common/log.h"
+#include "daemon/data_sink.h"
+#include "daemon/json_logger.h"
+
+struct capture {
+    char lines[8][512];
+    int n;
+};
+
+/* Keeps the JSON-logger rendering of each record, minus the time prefix. */
+static int cap_write(void *self, const struct sink_record *rec)
+{
+    struct capture *c = self;
+    char line[1024];
+    long n = json_logger_format(rec, line, sizeof(line));
+    assert_true(n > 0);
+    const char *data = strstr(line, " data = ");
+    assert_non_null(data);
+    if (c->n < 8)
+        snprintf(c->lines[c->n++], sizeof(c->lines[0]), "%s", data + 8);
+    return 0;
+}
+
+static const struct sink_ops cap_ops = { "capture", cap_write, NULL, NULL };
+
+static int handle(struct capture *c, const char *text)
+{
+    struct data_router dr;
+    data_router_init(&dr);
+    data_router_add(&dr, (struct sink){ &cap_ops, c });
+    int rc = data_handle(&dr, text, strlen(text), 0);
+    data_router_fini(&dr);
+    return rc;
+}
+
+static void test_validation(void **state)
+{
+    struct capture c = { .n = 0 };
+    (void)state;
+    static const char *const bad[] = {
+        "", "[]", "{}", "nope",
+        "{\"kind\":1,\"duration\":1,\"timestamp\":1,\"deviceId\":0}",
+        "{\"kind\":\"K\",\"duration\":-1,\"timestamp\":1,\"deviceId\":0}",
+        "{\"kind\":\"K\",\"duration\":1.5,\"timestamp\":1,\"deviceId\":0}",
+        "{\"kind\":\"K\",\"duration\":1,\"timestamp\":\"1\",\"deviceId\":0}",
+        "{\"kind\":\"K\",\"duration\":1,\"timestamp\":1}",
+        "{\"kind\":\"K\",\"duration\":1,\"timestamp\":1,\"deviceId\":null}",
+        "{\"kind\":\"K\",\"duration\":1,\"timestamp\":1,\"deviceId\":0.5}",
+        "{\"kind\":\"K\",\"duration\":1,\"timestamp\":1,\"deviceId\":0,\"x\":[[[[[[[[[[1]]]]]]]]]]}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(handle(&c, bad[i]), -EINVAL);
+    assert_int_equal(c.n, 0);
+    assert_int_equal(handle(&c, "{\"kind\":\"K\",\"duration\":1,\"timestamp\":1,\"deviceId\":0,"
+                                "\"x\":[[[[[[[[1]]]]]]]]}"), 1);
+}
+
+static void test_devices(void **state)
+{
+    (void)state;
+    static const struct { const char *dev, *want; } cases[] = {
+        { "-1", "host" }, { "4294967295", "host" }, { "18446744073709551615", "host" },
+        { "\"-1\"", "host" }, { "\"host\"", "host" }, { "0", "0" }, { "7", "7" },
+        { "\"3\"", "3" }, { "4294967294", "4294967294" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct capture c = { .n = 0 };
+        char msg[256], want[256];
+        snprintf(msg, sizeof(msg), "{\"timestamp\":1749889801120000000,\"kind\":\"Kernel\","
+                                   "\"duration\":81234567,\"deviceId\":%s}", cases[i].dev);
+        assert_int_equal(handle(&c, msg), 1);
+        snprintf(want, sizeof(want), "{\"deviceId\":\"%s\",\"duration\":81234567,\"kind\":\"Kernel\","
+                                     "\"timestamp\":1749889801120000000}", cases[i].want);
+        assert_string_equal(c.lines[0], want);
+    }
+}
+
+static void test_marker_and_opstats(void **state)
+{
+    struct capture c = { .n = 0 };
+    (void)state;
+    assert_int_equal(handle(&c, "{\"deviceId\":4294967295,\"domain\":\"default\",\"duration\":5,"
+                                "\"kind\":\"Marker\",\"name\":\"step 1\",\"timestamp\":9,\"extra\":1}"), 1);
+    assert_string_equal(c.lines[0], "{\"deviceId\":\"host\",\"domain\":\"default\",\"duration\":5,"
+                                    "\"kind\":\"Marker\",\"name\":\"step 1\",\"timestamp\":9}");
+    c.n = 0;
+    assert_int_equal(handle(&c, "{\"activity\":\"MemCpy\",\"deviceId\":1,\"duration\":30,\"interval_ns\":7,"
+                                "\"kind\":\"OpStats\",\"timestamp\":11,\"ops\":["
+                                "{\"avg\":10,\"bytes\":64,\"count\":2,\"max\":15,\"min\":5,\"name\":\"HTOD\",\"total\":20},"
+                                "{\"avg\":10,\"count\":1,\"domain\":\"d\",\"max\":10,\"min\":10,\"name\":\"X\",\"total\":10}]}"), 2);
+    assert_string_equal(c.lines[0], "{\"activity\":\"MemCpy\",\"avg\":10,\"bytes\":64,\"count\":2,"
+                                    "\"deviceId\":\"1\",\"kind\":\"OpStats\",\"max\":15,\"min\":5,"
+                                    "\"name\":\"HTOD\",\"timestamp\":11,\"total\":20}");
+    assert_string_equal(c.lines[1], "{\"activity\":\"MemCpy\",\"avg\":10,\"count\":1,\"deviceId\":\"1\","
+                                    "\"domain\":\"d\",\"kind\":\"OpStats\",\"max\":10,\"min\":10,"
+                                    "\"name\":\"X\",\"timestamp\":11,\"total\":10}");
+}
+
+static void test_logger_line(void **state)
+{
+    (void)state;
+    struct sink_kv kv[] = {
+        { .key = "uptime", .type = SINK_UINT, .u = 12345 },
+        { .key = "cpu_util", .type = SINK_DOUBLE, .d = 28.6584 },
+        { .key = "cpu_i", .type = SINK_DOUBLE, .d = 71.342 },
+        { .key = "rx_bytes.eth0", .type = SINK_INT, .i = 123456 },
+    };
+    /* 2025-06-14 08:31:00.002 local time */
+    struct tm tm = { .tm_year = 125, .tm_mon = 5, .tm_mday = 14, .tm_hour = 8, .tm_min = 31,
+                     .tm_isdst = -1 };
+    uint64_t ns = (uint64_t)mktime(&tm) * 1000000000ull + 2000000ull;
+    struct sink_record rec = { ns, NULL, kv, 4 };
+    char line[512];
+    long n = json_logger_format(&rec, line, sizeof(line));
+    assert_string_equal(line, "time = 2025-06-14T08:31:00.002Z data = {\"cpu_i\":\"71.342\","
+                              "\"cpu_util\":\"28.658\",\"rx_bytes.eth0\":123456,\"uptime\":12345}");
+    assert_int_equal(n, strlen(line));
+    assert_int_equal(json_logger_format(&rec, line, 20), -ENOSPC);
+}
+
+int main(void)
+{
+    log_set_level(LOG_LVL_FATAL);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_validation),
+        cmocka_unit_test(test_devices),
+        cmocka_unit_test(test_marker_and_opstats),
+        cmocka_unit_test(test_logger_line),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

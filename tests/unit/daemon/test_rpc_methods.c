@@ -1,0 +1,282 @@
+/* Unit tests of RPC request validation, method replies (byte-exact), nlohmann type_error
+ * texts and the status gate, over a real registry and status table. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/log.h"
+#include "daemon/djson.h"
+#include "daemon/rpc_methods.h"
+
+struct fx {
+    struct registry *reg;
+    struct status_table *st;
+    struct rpc_ctx ctx;
+};
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    f->reg = registry_create("host");
+    f->st = status_create();
+    f->ctx = (struct rpc_ctx){ f->reg, f->st, "0.3.2" };
+    log_set_level(LOG_LVL_ERROR);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    registry_destroy(f->reg);
+    status_destroy(f->st);
+    free(f);
+    return 0;
+}
+
+/* Reply text, or "" for no reply (caller frees). */
+static char *call(struct fx *f, const char *body)
+{
+    char *rep = NULL;
+    size_t len = 0;
+    assert_int_equal(rpc_handle(&f->ctx, body, strlen(body), &rep, &len), 0);
+    if (!rep)
+        return strdup("");
+    assert_int_equal(strlen(rep), len);
+    return rep;
+}
+
+#define EXPECT(f, body, want)                  \
+    do {                                       \
+        char *r_ = call((f), (body));          \
+        assert_string_equal(r_, (want));       \
+        free(r_);                              \
+    } while (0)
+
+static void test_no_reply_cases(void **state)
+{
+    struct fx *f = *state;
+    EXPECT(f, "not json", "");
+    EXPECT(f, "[[[[[[[[[[[]]]]]]]]]]]", "");
+    EXPECT(f, "{\"fn\":\"getStatus\"} x", "");
+    EXPECT(f, "[1]", "");
+    EXPECT(f, "{}", "");
+    EXPECT(f, "\"getStatus\"", "");
+    EXPECT(f, "{\"a\":1}", "");
+    EXPECT(f, "{\"fn\":\"GetStatus\"}", "");
+    EXPECT(f, "{\"fn\":5}", "");
+    EXPECT(f, "{\"fn\":\"getStatus\\u0000\"}", "");
+    EXPECT(f, "{\"fn\":\"getVersion\",\"x\":\"\xff\"}", "");    /* invalid UTF-8 */
+}
+
+static void test_basic_methods(void **state)
+{
+    struct fx *f = *state;
+    EXPECT(f, "{\"fn\":\"getVersion\"}", "{\"version\":\"0.3.2\"}");
+    EXPECT(f, " {\"fn\" : \"getVersion\", \"a\":[[[[[[[[[]]]]]]]]]} ", "{\"version\":\"0.3.2\"}");
+    EXPECT(f, "{\"fn\":\"x\",\"fn\":\"getVersion\"}", "{\"version\":\"0.3.2\"}");
+    EXPECT(f, "{\"fn\":\"getStatus\"}",
+           "{\"current_step\":-1,\"npumonitor\":\"Uninitialized\",\"nputrace\":\"Uninitialized\",\"processes\":[]}");
+}
+
+static void test_status_example(void **state)
+{
+    struct fx *f = *state;
+    char *cfg;
+    size_t len;
+    int32_t pids[] = { 4242 };
+    assert_int_equal(registry_poll(f->reg, 0, pids, 1, 3, REG_ORIGIN_MSMON, 1, &cfg, &len), 0);
+    struct ipc_status s = { 0, -1, -1, -1, 4242, 0, 0 };
+    status_update(f->st, STATUS_TRACE, &s, 1);
+    status_update(f->st, STATUS_MONITOR, &s, 1);
+    s = (struct ipc_status){ 1, 120, -1, -1, 4250, 0, 0 };
+    status_update(f->st, STATUS_MONITOR, &s, 2);
+    s = (struct ipc_status){ 0, 120, -1, -1, 4250, 0, 0 };
+    status_update(f->st, STATUS_TRACE, &s, 2);
+    s = (struct ipc_status){ 1, -1, -1, -1, 4251, 0, 0 };
+    status_update(f->st, STATUS_MONITOR, &s, 3);
+    EXPECT(f, "{\"fn\":\"getStatus\"}",
+           "{\"current_step\":120,\"npumonitor\":\"Running\",\"nputrace\":\"Idle\",\"processes\":["
+           "{\"current_step\":-1,\"job_id\":0,\"npumonitor\":\"Idle\",\"nputrace\":\"Idle\",\"pid\":4242,\"polling\":true},"
+           "{\"current_step\":120,\"job_id\":0,\"npumonitor\":\"Running\",\"nputrace\":\"Idle\",\"pid\":4250,\"polling\":false},"
+           "{\"current_step\":-1,\"job_id\":0,\"npumonitor\":\"Running\",\"nputrace\":\"Uninitialized\",\"pid\":4251,\"polling\":false}]}");
+    /* trace Ready: step keys at both levels */
+    s = (struct ipc_status){ 2, 7, 10, 20, 4250, 0, 0 };
+    status_update(f->st, STATUS_TRACE, &s, 4);
+    char *r = call(f, "{\"fn\":\"getStatus\"}");
+    assert_non_null(strstr(r, "\"pid\":4250,\"polling\":false,\"start_step\":10,\"stop_step\":20}"));
+    assert_non_null(strstr(r, "],\"start_step\":10,\"stop_step\":20}"));
+    free(r);
+}
+
+static void test_field_errors(void **state)
+{
+    struct fx *f = *state;
+    const char *pre = "{\"status\":\"failed with exception = [json.exception.type_error.302] type must be ";
+    char want[256];
+    EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"pids\":[0]}", "{\"status\":\"failed\"}");
+    EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"x\"}", "{\"status\":\"failed\"}");
+    static const struct { const char *body, *tail; } cases[] = {
+        { "\"config\":null,\"pids\":[]", "string, but is null" },
+        { "\"config\":true,\"pids\":[]", "string, but is boolean" },
+        { "\"config\":[],\"pids\":[]", "string, but is array" },
+        { "\"config\":\"a\",\"pids\":3", "array, but is number" },
+        { "\"config\":\"a\",\"pids\":\"1\"", "array, but is string" },
+        { "\"config\":\"a\",\"pids\":[1,{}]", "number, but is object" },
+        { "\"config\":\"a\",\"pids\":[2147483648]", "number, but is number" },
+        { "\"config\":\"a\",\"pids\":[],\"job_id\":\"x\"", "number, but is string" },
+        { "\"config\":\"a\",\"pids\":[],\"job_id\":null", "number, but is null" },
+        { "\"config\":\"a\",\"pids\":[],\"process_limit\":[1]", "number, but is array" },
+        { "\"config\":1,\"pids\":\"x\"", "string, but is number" },   /* config read first */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char body[256];
+        snprintf(body, sizeof(body), "{\"fn\":\"setKinetOnDemandRequest\",%s}", cases[i].body);
+        snprintf(want, sizeof(want), "%s%s\"}", pre, cases[i].tail);
+        EXPECT(f, body, want);
+    }
+    /* fractions truncate, booleans convert (nlohmann get<int>) */
+    EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"NPU_MONITOR_START\",\"pids\":[1.9,true],\"job_id\":-0.5}",
+           "{\"commandStatus\":\"ineffective\"}");
+}
+
+static void test_gate_matrix(void **state)
+{
+    (void)state;
+    /* rows: trace -1..2; columns: monitor -1..2 */
+    static const char *const npu[4][4] = {
+        { "ineffective", "effective", "effective", "effective" },       /* trace -1: unknown unless monitor -1 */
+        { "ineffective", "effective", "effective", "effective" },       /* trace 0 */
+        { "ineffective", "ineffective", "ineffective", "ineffective" }, /* trace 1 */
+        { "ineffective", "effective", "effective", "effective" },       /* trace 2 */
+    };
+    static const char *const trace[4][4] = {
+        { "ineffective", "ineffective", "ineffective", "ineffective" }, /* trace -1 */
+        { "unknown", "effective", "ineffective", "unknown" },           /* trace 0 */
+        { "unknown", "effective", "ineffective", "unknown" },
+        { "unknown", "effective", "ineffective", "unknown" },
+    };
+    for (int t = -1; t <= 2; t++) {
+        for (int m = -1; m <= 2; m++) {
+            const char *want_npu = npu[t + 1][m + 1];
+            if (t == -1 && m != -1)
+                want_npu = "unknown";
+            assert_string_equal(rpc_gate(REG_KIND_NPU_MONITOR, t, m), want_npu);
+            assert_string_equal(rpc_gate(REG_KIND_TRACE, t, m), trace[t + 1][m + 1]);
+        }
+    }
+}
+
+/* The gate through the whole handler: one MSMON process, every status combination. */
+static void test_gate_through_handler(void **state)
+{
+    struct fx *f = *state;
+    int32_t pids[] = { 77 };
+    for (int kind = 0; kind < 2; kind++) {
+        for (int t = -1; t <= 2; t++) {
+            for (int m = -1; m <= 2; m++) {
+                char *cfg;
+                size_t len;
+                registry_poll(f->reg, 0, pids, 1, 3, REG_ORIGIN_MSMON, 1, &cfg, &len);
+                free(cfg);   /* empty the mailbox */
+                struct ipc_status s = { t, -1, -1, -1, 99, 0, 0 };
+                status_update(f->st, STATUS_TRACE, &s, 1);
+                s.status = m;
+                status_update(f->st, STATUS_MONITOR, &s, 1);
+                const char *gate = rpc_gate(kind ? REG_KIND_NPU_MONITOR : REG_KIND_TRACE, t, m);
+                char *r = call(f, kind ? "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"NPU_MONITOR_START=true\",\"pids\":[0]}"
+                                       : "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"PROFILE_X=1\",\"pids\":[]}");
+                if (strcmp(gate, "effective") == 0) {
+                    assert_string_equal(r, "{\"activityProfilersBusy\":0,\"activityProfilersTriggered\":[77],"
+                                           "\"commandStatus\":\"effective\",\"eventProfilersBusy\":0,"
+                                           "\"eventProfilersTriggered\":[],\"processesMatched\":[77]}");
+                } else {
+                    char want[64];
+                    snprintf(want, sizeof(want), "{\"commandStatus\":\"%s\"}", gate);
+                    assert_string_equal(r, want);
+                }
+                free(r);
+            }
+        }
+    }
+}
+
+static void test_origin_rule(void **state)
+{
+    struct fx *f = *state;
+    int32_t kin[] = { 500 }, ms[] = { 600 };
+    char *cfg;
+    size_t len;
+    registry_poll(f->reg, 0, kin, 1, 3, REG_ORIGIN_KINETO, 1, &cfg, &len);
+    registry_poll(f->reg, 0, ms, 1, 3, REG_ORIGIN_MSMON, 1, &cfg, &len);
+    struct ipc_status s = { 0, -1, -1, -1, 600, 0, 0 };
+    status_update(f->st, STATUS_TRACE, &s, 1);
+    s.status = 1;
+    status_update(f->st, STATUS_MONITOR, &s, 1);
+    /* npu-monitor Running on msMonitor: gputrace still reaches Kineto */
+    EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"ACTIVITIES=1\",\"pids\":[0]}",
+           "{\"activityProfilersBusy\":0,\"activityProfilersTriggered\":[500],\"commandStatus\":\"effective\","
+           "\"eventProfilersBusy\":0,\"eventProfilersTriggered\":[],\"processesMatched\":[500]}");
+    s.status = 0;
+    status_update(f->st, STATUS_MONITOR, &s, 1);
+    EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"NPU_MONITOR_START=1\",\"pids\":[0]}",
+           "{\"activityProfilersBusy\":0,\"activityProfilersTriggered\":[600],\"commandStatus\":\"effective\","
+           "\"eventProfilersBusy\":0,\"eventProfilersTriggered\":[],\"processesMatched\":[600]}");
+    /* a status from the Kineto leaf turns it into an msMonitor process */
+    registry_mark_msmon(f->reg, 500);
+    free(call(f, "{\"fn\":\"getVersion\"}"));
+    char *r = call(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"NPU_MONITOR_START=1\",\"pids\":[500]}");
+    assert_non_null(strstr(r, "\"processesMatched\":[500]"));
+    free(r);
+}
+
+static void test_djson_roundtrip(void **state)
+{
+    (void)state;
+    static const struct { const char *in, *out; } cases[] = {
+        { "{\"b\":1,\"a\":[true,false,null],\"a\":2}", "{\"a\":2,\"b\":1}" },
+        { "\"\\u0001\\u001f\\b\\f\\n\\r\\t\\\"\\\\\\/\"", "\"\\u0001\\u001f\\b\\f\\n\\r\\t\\\"\\\\/\"" },
+        { "\"\\u00e9\\ud83d\\ude00\x7f\"", "\"\xc3\xa9\xf0\x9f\x98\x80\x7f\"" },
+        { "[18446744073709551615,-9223372036854775808,1749889801120000000,1.5,25e-1]",
+          "[18446744073709551615,-9223372036854775808,1749889801120000000,1.5,2.5]" },
+        { "{\"\\u00ff\":1,\"z\":2,\"A\":3}", "{\"A\":3,\"z\":2,\"\xc3\xbf\":1}" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct dj *v = NULL;
+        char buf[256];
+        struct jw w;
+        assert_int_equal(dj_parse(cases[i].in, strlen(cases[i].in), 10, &v), 0);
+        jw_init(&w, buf, sizeof(buf));
+        dj_write(&w, v);
+        assert_int_equal(w.err, 0);
+        assert_string_equal(buf, cases[i].out);
+        dj_free(v);
+    }
+    static const char *const bad[] = { "", "01", "1.", "[1,]", "{\"a\"}", "\"\\ud800\"", "tru",
+                                       "\"a\x01\"", "\"\xc0\xaf\"", "{\"a\":1,}", "-" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct dj *v = NULL;
+        assert_int_equal(dj_parse(bad[i], strlen(bad[i]), 10, &v), -EINVAL);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_no_reply_cases, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_basic_methods, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_example, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_field_errors, setup, teardown),
+        cmocka_unit_test(test_gate_matrix),
+        cmocka_unit_test_setup_teardown(test_gate_through_handler, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_origin_rule, setup, teardown),
+        cmocka_unit_test(test_djson_roundtrip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
