@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Summarise the npu-monitor DB files of the demo (05-outputs.md §3): top kernels by total
+device time, per-step host/device time from the `step <N>` markers, communication totals.
+Usage: demo_summary.py DIR [--top N]. Reads every msmonitor_*.db under DIR with sqlite3."""
+import argparse
+import glob
+import os
+import re
+import sqlite3
+import sys
+
+MARKER_CONN_BASE = 4000000000
+
+
+def _strings(db):
+    return dict(db.execute("SELECT id, value FROM STRING_IDS"))
+
+
+def _has(db, table):
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone()
+
+
+def _rank_of(path):
+    m = re.search(r"_(-?\d+)\.db$", path)
+    return int(m.group(1)) if m else -1
+
+
+def summarise(paths, top):
+    kernels = {}        # name -> [count, total_ns]
+    steps = {}          # (rank, step) -> [host_ns, device_ns]
+    comm = {}           # name -> [count, total_ns, elements]
+    for path in paths:
+        rank = _rank_of(path)
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            if not _has(db, "STRING_IDS"):
+                continue   # session still running: the pool is written at stop
+            s = _strings(db)
+            if _has(db, "TASK") and _has(db, "COMPUTE_TASK_INFO"):
+                for name, n, total in db.execute(
+                        "SELECT c.name, COUNT(*), SUM(t.endNs - t.startNs) FROM TASK t "
+                        "JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId GROUP BY c.name"):
+                    k = kernels.setdefault(s.get(name, str(name)), [0, 0])
+                    k[0] += n
+                    k[1] += total or 0
+            device = {}
+            if _has(db, "TASK"):
+                mstx = [i for i, v in s.items() if v == "MsTx"]
+                if mstx:
+                    for conn, st, en in db.execute(
+                            "SELECT connectionId, startNs, endNs FROM TASK WHERE taskType = ?", (mstx[0],)):
+                        device[conn] = en - st
+            if _has(db, "MSTX_EVENTS"):
+                for msg, st, en, conn in db.execute(
+                        "SELECT message, startNs, endNs, connectionId FROM MSTX_EVENTS WHERE eventType = 2"):
+                    text = s.get(msg, "")
+                    m = re.fullmatch(r"step (\d+)", text)
+                    if m:
+                        steps[(rank, int(m.group(1)))] = [en - st, device.get(conn)]
+            if _has(db, "COMMUNICATION_OP"):
+                for op, n, total, count in db.execute(
+                        "SELECT opType, COUNT(*), SUM(endNs - startNs), SUM(count) FROM COMMUNICATION_OP "
+                        "GROUP BY opType"):
+                    c = comm.setdefault(s.get(op, str(op)), [0, 0, 0])
+                    c[0] += n
+                    c[1] += total or 0
+                    c[2] += int(count or 0)
+        finally:
+            db.close()
+
+    print(f"== msMonitor demo summary ({len(paths)} DB file(s)) ==")
+    print(f"-- top {top} kernels by total device time --")
+    print(f"{'kernel':<32}{'calls':>8}{'total ms':>12}{'avg us':>10}")
+    for name, (n, total) in sorted(kernels.items(), key=lambda kv: -kv[1][1])[:top]:
+        print(f"{name:<32}{n:>8}{total / 1e6:>12.3f}{total / n / 1e3:>10.1f}")
+    print("-- per-step time (step <N> markers) --")
+    print(f"{'rank':>4}{'step':>6}{'host ms':>10}{'device ms':>11}")
+    for (rank, step), (host, dev) in sorted(steps.items()):
+        dev_s = f"{dev / 1e6:>11.3f}" if dev is not None else f"{'-':>11}"
+        print(f"{rank:>4}{step:>6}{host / 1e6:>10.3f}{dev_s}")
+    print("-- communication --")
+    print(f"{'op':<24}{'calls':>8}{'total ms':>12}{'elements':>14}")
+    for name, (n, total, count) in sorted(comm.items()):
+        print(f"{name:<24}{n:>8}{total / 1e6:>12.3f}{count:>14}")
+    return 0 if kernels or steps or comm else 1
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dir")
+    ap.add_argument("--top", type=int, default=10)
+    args = ap.parse_args(argv)
+    paths = sorted(glob.glob(os.path.join(args.dir, "**", "msmonitor_*.db"), recursive=True))
+    if not paths:
+        print(f"demo_summary: no msmonitor_*.db under {args.dir}", file=sys.stderr)
+        return 1
+    rc = summarise(paths, max(args.top, 1))
+    if rc:
+        print("demo_summary: the DB files hold no kernels, steps or communication", file=sys.stderr)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
