@@ -239,8 +239,8 @@ static int expand_item(struct hosts *h, const char *s, size_t n, char *err, size
         name.len = 0;
         name.err = 0;
         for (size_t g = 0; g < ng; g++) {
-            uint64_t v;
-            int width;
+            uint64_t v = 0;
+            int width = 0;
             group_value(&groups[g], idx[g], &v, &width);
             cli_buf_append(&name, s + groups[g].lit_off, groups[g].lit_len);
             cli_buf_printf(&name, "%0*llu", width, (unsigned long long)v);
