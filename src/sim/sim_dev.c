@@ -33,6 +33,7 @@ static struct {
     uint64_t seq;
     uint64_t pending[SIM_MAX_DEVICES];
     uint64_t total;       /* queued or being appended */
+    bool appending;       /* the device thread holds a popped record outside the lock */
     struct tl *tls;
     size_t tl_cap, tl_used;
 } d = {
@@ -144,9 +145,15 @@ static void *device_main(void *arg)
         }
         struct pend p;
         heap_pop_locked(&p);
+        d.appending = true;
         pthread_mutex_unlock(&d.lock);
-        sim_append(p.rec, p.size);
+        int32_t kind;
+        memcpy(&kind, p.rec, sizeof(kind));
+        /* Disable flushed this kind already; a launch that raced with it is not recorded. */
+        if (sim_kind_enabled(kind))
+            sim_append(p.rec, p.size);
         pthread_mutex_lock(&d.lock);
+        d.appending = false;
         /* A reset may have zeroed the counter while we appended. */
         if (d.pending[p.device] > 0) {
             d.pending[p.device]--;
@@ -236,6 +243,54 @@ void sim_dev_synchronize(int32_t device)
                               .tv_nsec = (long)((until - now) % 1000000000ull)};
         nanosleep(&ts, NULL);
     }
+}
+
+static int cmp_pend(const void *a, const void *b)
+{
+    return before(a, b) ? -1 : before(b, a) ? 1 : 0;
+}
+
+void sim_dev_flush_kind(int32_t kind)
+{
+    struct pend *out = NULL;
+    size_t nout = 0;
+    pthread_mutex_lock(&d.lock);
+    /* A record popped just before this call must land before the caller's next FlushAll. */
+    while (d.appending)
+        pthread_cond_wait(&d.cv_sync, &d.lock);
+    if (d.n > 0)
+        out = malloc(d.n * sizeof(*out));
+    if (out) {
+        size_t keep = 0;
+        for (size_t i = 0; i < d.n; i++) {
+            int32_t k;
+            memcpy(&k, d.heap[i].rec, sizeof(k));
+            if (k == kind)
+                out[nout++] = d.heap[i];
+            else
+                d.heap[keep++] = d.heap[i];
+        }
+        d.n = keep;
+        /* keep the heap property: a sorted array is a valid min-heap */
+        qsort(d.heap, d.n, sizeof(*d.heap), cmp_pend);
+    }
+    pthread_mutex_unlock(&d.lock);
+    if (!out)
+        return;
+    qsort(out, nout, sizeof(*out), cmp_pend);
+    for (size_t i = 0; i < nout; i++)
+        sim_append(out[i].rec, out[i].size);
+    pthread_mutex_lock(&d.lock);
+    for (size_t i = 0; i < nout; i++) {
+        if (d.pending[out[i].device] > 0) {
+            d.pending[out[i].device]--;
+            d.total--;
+        }
+    }
+    pthread_cond_broadcast(&d.cv_sync);
+    pthread_cond_signal(&d.cv_work);
+    pthread_mutex_unlock(&d.lock);
+    free(out);
 }
 
 void sim_dev_reset(void)

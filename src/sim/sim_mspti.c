@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sim/sim_core.h"
+#include "sim/sim_dev.h"
 #include "sim/sim_intern.h"
 
 #define EXT_KINDS 5
@@ -32,6 +33,11 @@ SIM_EXPORT msptiResult msptiActivityDisable(msptiActivityKind kind)
     sim_core_init();
     if (!sim_kind_in_profile(sim_knobs(), (int)kind))
         return MSPTI_ERROR_INVALID_PARAMETER;
+    /* Device kinds drain their in-flight device records first (06 §7.3). */
+    if (kind == MSPTI_ACTIVITY_KIND_MARKER || kind == MSPTI_ACTIVITY_KIND_KERNEL ||
+        kind == MSPTI_ACTIVITY_KIND_HCCL || kind == MSPTI_ACTIVITY_KIND_COMMUNICATION ||
+        kind == MSPTI_ACTIVITY_KIND_MEMCPY || kind == MSPTI_ACTIVITY_KIND_MEMSET)
+        sim_dev_flush_kind((int32_t)kind);
     sim_kind_set((int)kind, false);
     return MSPTI_SUCCESS;
 }
