@@ -49,6 +49,14 @@ const char *rpc_gate(enum reg_kind kind, int32_t trace, int32_t monitor)
 /* start_step/stop_step are present only while a trace is Running or Ready (§4). */
 static bool has_steps(int32_t trace) { return trace == 1 || trace == 2; }
 
+static int leaf_cmp(const void *a, const void *b)
+{
+    const struct reg_leaf *x = a, *y = b;
+    if (x->pid != y->pid)
+        return x->pid < y->pid ? -1 : 1;
+    return x->job < y->job ? -1 : x->job > y->job;
+}
+
 static int m_get_status(const struct rpc_ctx *ctx, const struct dj *req, struct jw *w)
 {
     struct status_last last;
@@ -64,17 +72,8 @@ static int m_get_status(const struct rpc_ctx *ctx, const struct dj *req, struct 
     rc = registry_leaves(ctx->reg, &leaves, &nl);
     if (rc)
         goto out_ents;
-    /* leaves: sort by (pid, job) so the union is a merge */
-    for (size_t i = 1; i < nl; i++) {
-        struct reg_leaf x = leaves[i];
-        size_t j = i;
-        while (j > 0 && (leaves[j - 1].pid > x.pid ||
-                         (leaves[j - 1].pid == x.pid && leaves[j - 1].job > x.job))) {
-            leaves[j] = leaves[j - 1];
-            j--;
-        }
-        leaves[j] = x;
-    }
+    /* leaves: sort by (pid, job) so the union with the status table is a merge */
+    qsort(leaves, nl, sizeof(*leaves), leaf_cmp);
     jw_obj_begin(w);
     jw_key(w, "current_step");
     jw_int(w, last.trace.current_step);

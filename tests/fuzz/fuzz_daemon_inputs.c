@@ -1,0 +1,67 @@
+/* fuzz_daemon_inputs: the daemon's parsers of outside bytes: RPC request bodies (through
+ * rpc_handle with a real registry/status), data datagrams (data_handle) and the djson
+ * parser/writer round trip. The first byte selects the target. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "common/jw.h"
+#include "common/log.h"
+#include "daemon/data_sink.h"
+#include "daemon/djson.h"
+#include "daemon/json_logger.h"
+#include "daemon/rpc_methods.h"
+
+const char *const fuzz_seeds[] = {
+    "R{\"fn\":\"getStatus\"}",
+    "R{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"NPU_MONITOR_START=true\",\"pids\":[0],\"job_id\":0,\"process_limit\":3}",
+    "R{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"A=1\",\"pids\":[1.5,true,-3],\"job_id\":\"x\"}",
+    "D{\"deviceId\":-1,\"duration\":5,\"kind\":\"Kernel\",\"timestamp\":1749889801120000000}",
+    "D{\"activity\":\"Kernel\",\"deviceId\":0,\"duration\":3,\"kind\":\"OpStats\",\"ops\":[{\"avg\":1,\"count\":3,\"name\":\"a\\u00e9\",\"total\":3}],\"timestamp\":1}",
+    "J[1,-2,3.5e10,\"\\ud83d\\ude00\",{\"b\":null,\"a\":[true,false]}]",
+};
+const size_t fuzz_nseeds = sizeof(fuzz_seeds) / sizeof(fuzz_seeds[0]);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static struct registry *reg;
+    static struct status_table *st;
+    if (!reg) {
+        log_set_level(LOG_LVL_FATAL);
+        reg = registry_create("fuzz");
+        st = status_create();
+    }
+    if (size < 1)
+        return 0;
+    const char *text = (const char *)data + 1;
+    size_t len = size - 1;
+    if (data[0] == 'R') {
+        struct rpc_ctx ctx = { reg, st, "0.3.2" };
+        char *reply = NULL;
+        size_t rlen = 0;
+        rpc_handle(&ctx, text, len, &reply, &rlen);
+        free(reply);
+        registry_gc(reg, UINT64_MAX, 0);
+    } else if (data[0] == 'D') {
+        struct data_router dr;
+        data_router_init(&dr);
+        data_router_add(&dr, json_logger_sink());
+        data_handle(&dr, text, len, 0);
+        data_router_fini(&dr);
+    } else {
+        struct dj *v = NULL;
+        if (dj_parse(text, len, 10, &v) == 0) {
+            struct jw w;
+            jw_init_dyn(&w, 1 << 20);
+            dj_write(&w, v);
+            /* a dump must parse again */
+            struct dj *again = NULL;
+            if (!w.err && dj_parse(w.buf, w.len, 10, &again) != 0)
+                abort();
+            dj_free(again);
+            jw_fini(&w);
+            dj_free(v);
+        }
+    }
+    return 0;
+}
