@@ -3,14 +3,14 @@ killed jobs (never one a live process uses)."""
 import argparse
 import sys
 
-from .dynamic_profile import SHM_DIR, cleanup_stale_shm
+from .dynamic_profile import cleanup_stale_shm
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m msmonitor")
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("cleanup-shm", help="remove stale /dev/shm/DynamicProfileNpuShm* files")
-    c.add_argument("--dir", default=SHM_DIR, help=argparse.SUPPRESS)
+    c.add_argument("--dir", default=None, help="directory to clean (default: MSMONITOR_SHM_DIR or /dev/shm)")
     args = ap.parse_args(argv)
     if args.cmd == "cleanup-shm":
         removed = cleanup_stale_shm(args.dir)

@@ -42,14 +42,36 @@ def _log(level, msg):
     print(f"[{level}] [msmonitor.dynamic_profile {os.getpid()}] {msg}", file=sys.stderr, flush=True)
 
 
+def _shm_dir():
+    """MSMONITOR_SHM_DIR (ours): where the segment lives; default /dev/shm. Lets parallel
+    test jobs on one node stay apart."""
+    return os.environ.get("MSMONITOR_SHM_DIR") or SHM_DIR
+
+
+def _stale_seconds():
+    """MSMONITOR_SHM_STALE_S (ours, tests): the stale-rule threshold; default 60."""
+    raw = os.environ.get("MSMONITOR_SHM_STALE_S")
+    if raw is None:
+        return STALE_SECONDS
+    try:
+        value = int(raw)
+        if value >= 0:
+            return value
+    except ValueError:
+        pass
+    _log("WARNING", f"MSMONITOR_SHM_STALE_S={raw!r} invalid (integer >= 0), using {STALE_SECONDS}")
+    return STALE_SECONDS
+
+
 def shm_name(now=None):
     """DynamicProfileNpuShm + UTC %Y%m%d%H."""
     return SHM_PREFIX + time.strftime("%Y%m%d%H", time.gmtime(now))
 
 
 def stale_message(path):
+    d = os.path.dirname(path) or "."
     return (f"There may exist shared memory before this task. If no job is using it, run "
-            f"`rm -f {SHM_DIR}/{SHM_PREFIX}*` (see `ls -la {SHM_DIR}/{SHM_PREFIX}*`). "
+            f"`rm -f {d}/{SHM_PREFIX}*` (see `ls -la {d}/{SHM_PREFIX}*`). "
             f"Please remove: {path}")
 
 
@@ -108,7 +130,7 @@ def attach_or_create(path):
             try:
                 st = os.fstat(fd)
                 proc_ctime = os.stat(f"/proc/{os.getpid()}").st_ctime
-                if proc_ctime - st.st_ctime > STALE_SECONDS:
+                if proc_ctime - st.st_ctime > _stale_seconds():
                     raise StaleShmError(stale_message(path))
                 if st.st_size != SHM_SIZE:
                     raise OSError(f"{path}: size {st.st_size}, expected {SHM_SIZE}")
@@ -239,7 +261,7 @@ class _DynamicProfile:
             return False
         rank = get_rank_id()
         self.rank = rank if rank >= 0 else 0
-        self.path = os.path.join(SHM_DIR, shm_name())
+        self.path = os.path.join(_shm_dir(), shm_name())
         try:
             self.fd, self.creator = attach_or_create(self.path)
             self.mm = mmap.mmap(self.fd, SHM_SIZE)
@@ -465,9 +487,10 @@ def _segment_in_use(path):
     return False
 
 
-def cleanup_stale_shm(shm_dir=SHM_DIR):
+def cleanup_stale_shm(shm_dir=None):
     """Remove DynamicProfileNpuShm* files that no live process uses; prints and returns
     the removed paths."""
+    shm_dir = shm_dir or _shm_dir()
     removed = []
     try:
         names = sorted(os.listdir(shm_dir))
