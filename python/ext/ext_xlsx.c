@@ -63,7 +63,8 @@ static struct cell N(double v)
 static size_t row_cells(int32_t kind, const struct msmon_result *m, struct cell *c)
 {
     double st = (double)m->start_ns / 1000.0, en = (double)m->end_ns / 1000.0;
-    double dur = ((double)m->end_ns - (double)m->start_ns) / 1000.0;
+    /* Subtract in integers: ns since the epoch do not fit a double's 53 bits exactly. */
+    double dur = (double)(int64_t)(m->end_ns - m->start_ns) / 1000.0;
     size_t i = 0;
     switch (kind) {
     case 2:
