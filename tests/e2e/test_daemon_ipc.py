@@ -7,6 +7,7 @@ import stat
 import struct
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -32,9 +33,22 @@ def client(d):
     c.close()
 
 
-def idle_status(c):
+def wait_status(port, trace=None, monitor=None):
+    """Status datagrams get no reply: wait until getStatus shows them applied."""
+    deadline = time.monotonic() + 5
+    while True:
+        st = rpc_json(port, {"fn": "getStatus"})
+        if (trace is None or st["nputrace"] == trace) and \
+                (monitor is None or st["npumonitor"] == monitor):
+            return st
+        assert time.monotonic() < deadline, st
+        time.sleep(0.01)
+
+
+def idle_status(c, port):
     c.status("trace", "Idle")
     c.status("monitor", "Idle")
+    wait_status(port, "Idle", "Idle")
 
 
 def test_socket_modes(d):
@@ -54,7 +68,7 @@ def test_req_with_no_pids_gets_no_reply(d, client):
 
 def test_one_shot_delivery_exact_text(d, client):
     assert client.poll() == ""
-    idle_status(client)
+    idle_status(client, d.port)
     rep = set_config(d.port, NPU_CFG)
     assert rep == {"activityProfilersBusy": 0, "activityProfilersTriggered": [client.pid],
                    "commandStatus": "effective", "eventProfilersBusy": 0,
@@ -73,7 +87,7 @@ def test_one_shot_delivery_exact_text(d, client):
 
 def test_type_zero_keepalive_leaves_config(d, client):
     client.poll()
-    idle_status(client)
+    idle_status(client, d.port)
     set_config(d.port, NPU_CFG)
     assert client.poll(type=0) == ""
     assert NPU_CFG in client.poll(type=2)
@@ -83,7 +97,7 @@ def test_limit_and_iteration_order(d, client):
     # three fake processes (pid sets) polling through one socket
     for p in (700003, 700001, 700002):
         assert client.poll(pids=[p]) == ""
-    idle_status(client)
+    idle_status(client, d.port)
     rep = set_config(d.port, NPU_CFG, limit=2)
     assert rep["processesMatched"] == [700001, 700002, 700003]
     assert rep["activityProfilersTriggered"] == [700001, 700002]
@@ -94,7 +108,7 @@ def test_ancestor_match_and_job_id(d, client):
     client.poll(pids=[800010, 800000])
     client.poll(pids=[800020, 800001])
     client.poll(pids=[800030, 800000], job=7)
-    idle_status(client)
+    idle_status(client, d.port)
     rep = set_config(d.port, NPU_CFG, pids=[800000])
     assert rep["processesMatched"] == [800010]
     rep = set_config(d.port, NPU_CFG, pids=[], job_id=7)
@@ -107,20 +121,24 @@ def test_gate_mutual_exclusion(d, client):
     client.poll()
     client.status("monitor", "Idle")
     client.status("trace", "Running", current_step=5, start_step=3, stop_step=9)
+    wait_status(d.port, "Running", "Idle")
     assert set_config(d.port, NPU_CFG) == {"commandStatus": "ineffective"}
     st = rpc_json(d.port, {"fn": "getStatus"})
     assert st["nputrace"] == "Running" and st["start_step"] == 3 and st["stop_step"] == 9
     assert st["current_step"] == 5
     client.status("trace", "Idle")
     client.status("monitor", "Running")
+    wait_status(d.port, "Idle", "Running")
     assert set_config(d.port, TRACE_CFG) == {"commandStatus": "ineffective"}
     client.status("monitor", "Idle")
+    wait_status(d.port, "Idle", "Idle")
     assert set_config(d.port, TRACE_CFG)["processesMatched"] == [client.pid]
 
 
 def test_get_status_processes(d, client):
     client.poll()
     client.status("monitor", "Running", pid=4250)
+    wait_status(d.port, monitor="Running")
     st = rpc(d.port, '{"fn":"getStatus"}').decode()
     procs = sorted([(4250, '{"current_step":-1,"job_id":0,"npumonitor":"Running",'
                            '"nputrace":"Uninitialized","pid":4250,"polling":false}'),
@@ -244,10 +262,12 @@ def test_kineto_dir_endpoint_origin_rule(tmp_path):
             m.poll(pids=[910002])
             m.status("trace", "Idle", pid=910002)
             m.status("monitor", "Running", pid=910002)
+            wait_status(d.port, "Idle", "Running")
             # gputrace reaches the Kineto process while npu-monitor runs on msMonitor's
             rep = set_config(d.port, "ACTIVITIES_DURATION_MSECS=100")
             assert rep["processesMatched"] == [910001]
             m.status("monitor", "Idle", pid=910002)
+            wait_status(d.port, "Idle", "Idle")
             # npu-monitor never reaches a Kineto process
             rep = set_config(d.port, NPU_CFG)
             assert rep["processesMatched"] == [910002]
