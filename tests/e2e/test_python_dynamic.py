@@ -1,0 +1,190 @@
+"""msmonitor.dynamic_profile with `python -m mssim.train` (04-plugin.md §15, 03-ipc.md §7):
+two ranks, one creator + poller, the shm handoff of an npu-monitor config to both ranks,
+step markers in each rank's DB, clean-up at exit; the stale-file rule; cleanup-shm; a
+missing daemon."""
+import glob
+import json
+import os
+import signal
+import sqlite3
+import struct
+import time
+
+import pytest
+
+from conftest import Proc, run_dyno
+from python_util import PYTHON, py_env, require_packages, run_py, wait_polling
+
+SHM_SIZE = 1 << 20
+
+
+@pytest.fixture(autouse=True)
+def _built():
+    require_packages()
+
+
+def shm_files(d):
+    return sorted(glob.glob(os.path.join(d, "DynamicProfileNpuShm*")))
+
+
+def procs_mentioning(text):
+    """Live processes whose command line contains `text` (the poller carries the shm path)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if text.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def wait_until(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timeout waiting for {what}")
+        time.sleep(0.05)
+
+
+def db_done(path):
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return bool(db.execute("SELECT 1 FROM sqlite_master WHERE name='STRING_IDS'").fetchone())
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return False
+
+
+def test_two_ranks_shm_handoff(make_daemon, tmp_path):
+    daemon = make_daemon()
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    out = tmp_path / "out"
+    env = py_env(daemon.client_env(), MSMONITOR_USE_DAEMON=1, MSMONITOR_POLL_INTERVAL_S=0.3,
+                 MSMONITOR_SHM_DIR=shm)
+    job = Proc([PYTHON, "-m", "mssim.train", "--ranks", "2", "--steps", "0", "--rate", "10"], env=env,
+               logname="train", tmpdir=str(tmp_path))
+    try:
+        log = job.wait_log("started: device", count=2, timeout=30)
+        job.wait_log("Init dynolog success !", timeout=30)
+        assert log.count("as creator") <= 1
+        files = shm_files(shm)
+        assert len(files) == 1 and os.path.getsize(files[0]) == SHM_SIZE
+        assert os.path.basename(files[0]) == "DynamicProfileNpuShm" + time.strftime("%Y%m%d%H", time.gmtime()) \
+            or len(files) == 1   # hour may have turned since the job started
+        assert len(procs_mentioning(files[0])) == 1   # exactly one poller per node
+        wait_polling(daemon, run_dyno)
+        r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Marker,Kernel",
+                     "--report-interval-s", "1", "--duration", "2", "--log-file", str(out))
+        assert '"commandStatus":"effective"' in r.stdout, r.stdout + r.stderr
+        job.wait_log("config published", timeout=15)
+        with open(files[0], "rb") as f:
+            raw = f.read()
+        assert len(raw) == SHM_SIZE
+        assert struct.unpack("<I", raw[:4])[0] > 0
+        cfg = json.loads(raw[4:].rstrip(b" "))
+        assert cfg["is_valid"] is True and cfg["NPU_MONITOR_START"] == "true"
+        assert cfg["MSPTI_ACTIVITY_KIND"] == "Marker,Kernel"
+        # Both ranks started their own session and wrote their own DB at the duration expiry.
+        wait_until(lambda: len(glob.glob(str(out / "*.db"))) == 2 and all(map(db_done, glob.glob(str(out / "*.db")))),
+                   30, "two finished DB files")
+        dbs = sorted(glob.glob(str(out / "*.db")))
+        assert [p.rsplit("_", 1)[1] for p in dbs] == ["0.db", "1.db"]
+        for p in dbs:
+            db = sqlite3.connect(p)
+            steps = [v for (v,) in db.execute(
+                "SELECT s.value FROM MSTX_EVENTS m JOIN STRING_IDS s ON s.id = m.message")]
+            kernels = db.execute("SELECT COUNT(*) FROM COMPUTE_TASK_INFO").fetchone()[0]
+            db.close()
+            assert steps and all(v.startswith("step ") for v in steps)
+            assert kernels > 0
+        # The creator rank reports its step to the daemon (at most once per second).
+        st = wait_polling(daemon, run_dyno)
+        assert any(p["current_step"] > 1 and p["nputrace"] == "Idle" for p in st["processes"]), st
+    finally:
+        job.stop(signal.SIGTERM, timeout=30)
+    files = shm_files(shm)
+    assert files == []                      # the creator unlinked the segment
+    wait_until(lambda: not procs_mentioning(str(shm)), 10, "the poller to exit")
+    assert "finished" in job.log()
+
+
+def test_stale_segment_disables_dyno_mode(tmp_path):
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    nosock = tmp_path / "nosock"
+    nosock.mkdir()
+    path = shm / ("DynamicProfileNpuShm" + time.strftime("%Y%m%d%H", time.gmtime()))
+    path.write_bytes(b"\0" * SHM_SIZE)
+    env = py_env(MSMONITOR_USE_DAEMON=1, MSMONITOR_SHM_DIR=shm, MSMONITOR_SHM_STALE_S=0,
+                 MSMONITOR_SOCKET_DIR=nosock)
+    r = run_py("import sys; from mssim.train import main; sys.exit(main(['--ranks', '1', '--steps', '3', "
+               "'--rate', '0']))", env=env, cwd=str(tmp_path))
+    text = r.stdout + r.stderr
+    assert r.returncode == 0, text
+    assert "There may exist shared memory before this task" in text
+    assert f"Please remove: {path}" in text
+    assert "rm -f" in text
+    assert "dyno mode off" in text
+    assert path.exists()                    # never removed by a rank
+
+
+def test_daemon_absent_job_runs_and_cleans_up(tmp_path):
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    nosock = tmp_path / "nosock"
+    nosock.mkdir()
+    env = py_env(MSMONITOR_USE_DAEMON=1, MSMONITOR_SHM_DIR=shm, MSMONITOR_SOCKET_DIR=nosock)
+    r = run_py("import sys; from mssim.train import main; sys.exit(main(['--ranks', '2', '--steps', '5', "
+               "'--rate', '0']))", env=env, cwd=str(tmp_path), timeout=120)
+    text = r.stdout + r.stderr
+    assert r.returncode == 0, text
+    # The poller may or may not have got as far as "Init dynolog failed !" before the
+    # creator finished; either way nothing hangs and nothing is left behind.
+    assert text.count("finished 5 steps") == 2
+    assert shm_files(shm) == []
+    assert not procs_mentioning(str(shm))
+
+
+def test_use_daemon_parsing(tmp_path):
+    r = run_py("""
+import json
+from msmonitor.dynamic_profile import use_daemon_enabled as f
+print(json.dumps([f({}), f({"MSMONITOR_USE_DAEMON": "1"}), f({"MSMONITOR_USE_DAEMON": " 1 "}),
+                  f({"MSMONITOR_USE_DAEMON": "2"}), f({"MSMONITOR_USE_DAEMON": "yes"}),
+                  f({"KINETO_USE_DAEMON": "1"})]))""", cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == [False, True, True, False, False, True]
+    assert "MSMONITOR_USE_DAEMON='yes' value not valid, will be set to 0 !" in r.stderr
+    assert "KINETO_USE_DAEMON is deprecated" in r.stderr
+
+
+def test_cleanup_shm_removes_only_dead_segments(tmp_path):
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    dead = shm / "DynamicProfileNpuShm2020010100"
+    live = shm / "DynamicProfileNpuShm2020010101"
+    other = shm / "unrelated"
+    for p in (dead, live, other):
+        p.write_bytes(b" " * 16)
+    holder = Proc([PYTHON, "-c", "import fcntl, os, sys, time\n"
+                   f"fd = os.open({str(live)!r}, os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_SH)\n"
+                   "print('held', flush=True); time.sleep(600)"], logname="holder", tmpdir=str(tmp_path))
+    try:
+        holder.wait_log("held")
+        r = run_py(f"import sys; from msmonitor.__main__ import main; sys.exit(main(['cleanup-shm', '--dir', {str(shm)!r}]))",
+                   cwd=str(tmp_path))
+        assert r.returncode == 0, r.stderr
+        assert f"removed {dead}" in r.stdout
+        assert not dead.exists() and live.exists() and other.exists()
+    finally:
+        holder.stop()
+    r = run_py(f"import msmonitor, json; print(json.dumps(msmonitor.cleanup_stale_shm({str(shm)!r})))",
+               cwd=str(tmp_path))
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == [str(live)]
