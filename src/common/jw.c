@@ -3,6 +3,7 @@
 #include "common/jw.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,25 +270,60 @@ void jw_null(struct jw *w)
     put(w, "null", 4);
 }
 
+/* nlohmann's dtoa output: shortest round-trip digits, then fixed notation when the decimal
+ * exponent n (value = 0.d1d2..dk x 10^n) satisfies -4 < n <= 15, else d.ddde+XX. */
 int jw_fmt_double(char *dst, size_t cap, double v)
 {
     if (!isfinite(v))
         return snprintf(dst, cap, "null");
-    int n = 0;
-    for (int prec = 1; prec <= 17; prec++) {
-        n = snprintf(dst, cap, "%.*g", prec, v);
-        if (n < 0 || (size_t)n >= cap)
-            return -ENOSPC;
-        if (strtod(dst, NULL) == v)
+    char sci[40];
+    int prec;
+    for (prec = 1; prec <= 17; prec++) {
+        snprintf(sci, sizeof(sci), "%.*e", prec - 1, v);
+        if (strtod(sci, NULL) == v)
             break;
     }
-    /* nlohmann prints integral doubles with ".0" */
-    if (!strpbrk(dst, ".eEn") && (size_t)n + 2 < cap) {
-        dst[n++] = '.';
-        dst[n++] = '0';
-        dst[n] = '\0';
+    /* split "-d.ddde[+-]XX" into sign, digits and exponent */
+    const char *p = sci;
+    bool neg = false;
+    if (*p == '-') {
+        neg = true;
+        p++;
     }
-    return n;
+    char digits[24];
+    int k = 0;
+    for (; *p && *p != 'e'; p++)
+        if (*p >= '0' && *p <= '9' && k < 20)
+            digits[k++] = *p;
+    int e10 = *p == 'e' ? (int)strtol(p + 1, NULL, 10) : 0;
+    while (k > 1 && digits[k - 1] == '0')
+        k--;
+    digits[k] = '\0';
+    int n = e10 + 1; /* position of the decimal point relative to the digits */
+    char out[64];
+    int o = 0;
+    if (neg)
+        out[o++] = '-';
+    if (v == 0) {
+        o += snprintf(out + o, sizeof(out) - (size_t)o, "0.0");
+    } else if (k <= n && n <= 15) {
+        o += snprintf(out + o, sizeof(out) - (size_t)o, "%s%.*s.0", digits, n - k, "000000000000000");
+    } else if (0 < n && n <= 15) {
+        o += snprintf(out + o, sizeof(out) - (size_t)o, "%.*s.%s", n, digits, digits + n);
+    } else if (-4 < n && n <= 0) {
+        o += snprintf(out + o, sizeof(out) - (size_t)o, "0.%.*s%s", -n, "0000", digits);
+    } else {
+        int ex = n - 1;
+        if (k == 1)
+            o += snprintf(out + o, sizeof(out) - (size_t)o, "%ce%c%02d", digits[0], ex < 0 ? '-' : '+', ex < 0 ? -ex : ex);
+        else
+            o += snprintf(out + o, sizeof(out) - (size_t)o, "%c.%se%c%02d", digits[0], digits + 1, ex < 0 ? '-' : '+',
+                          ex < 0 ? -ex : ex);
+    }
+    if ((size_t)o >= cap)
+        return -ENOSPC;
+    memcpy(dst, out, (size_t)o + 1);
+    return o;
 }
 
 void jw_double(struct jw *w, double v)

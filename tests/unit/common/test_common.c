@@ -74,6 +74,24 @@ static void test_jw_double(void **state)
     assert_string_equal(b, "2.0");
     jw_fmt_double(b, sizeof(b), 1.5e300);
     assert_string_equal(b, "1.5e+300");
+    jw_fmt_double(b, sizeof(b), 100.0);
+    assert_string_equal(b, "100.0");
+    jw_fmt_double(b, sizeof(b), 1e14);
+    assert_string_equal(b, "100000000000000.0");
+    jw_fmt_double(b, sizeof(b), 1e15);
+    assert_string_equal(b, "1e+15");
+    jw_fmt_double(b, sizeof(b), 0.001);
+    assert_string_equal(b, "0.001");
+    jw_fmt_double(b, sizeof(b), 0.0001);
+    assert_string_equal(b, "0.0001");
+    jw_fmt_double(b, sizeof(b), 0.00001);
+    assert_string_equal(b, "1e-05");
+    jw_fmt_double(b, sizeof(b), -12.5);
+    assert_string_equal(b, "-12.5");
+    jw_fmt_double(b, sizeof(b), 0.0);
+    assert_string_equal(b, "0.0");
+    jw_fmt_double(b, sizeof(b), 123456.789);
+    assert_string_equal(b, "123456.789");
 }
 
 static void test_strutil(void **state)
