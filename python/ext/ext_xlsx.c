@@ -32,8 +32,9 @@ static const char *const hdr_kernel[] = {"Name", "Start(us)", "End(us)", "Device
 static const char *const hdr_comm[] = {"Name", "Start(us)", "End(us)", "Device ID", "Stream ID", "Count",
                                        "DataType", "CommName", "AlgType", "Correlation ID",
                                        "Duration(us)", NULL};
-static const char *const hdr_marker[] = {"Name", "SourceKind", "Domain", "ID", "Start(us)", "End(us)", "Pid", "Tid", "Device ID",
-                                         "Stream ID", "Duration(us)", NULL};
+static const char *const hdr_marker[] = {"Name", "SourceKind", "Domain", "ID", "Start(us)",
+                                         "End(us)", "Pid", "Tid", "Device ID", "Stream ID",
+                                         "Duration(us)", NULL};
 
 static const char *const *headers_of(int32_t kind)
 {
