@@ -1,7 +1,8 @@
 /* bench_export: throughput of the file exporters. A producer thread feeds synthetic kernel
  * records straight into consume() in batches (faster than any sink); the DB figure is rows
  * written per second through tick()/stop(), the JSONL figure lines per second through the
- * queue and the writer thread (drops reported). Prints figures; no thresholds. */
+ * queue and the writer thread (drops reported). Prints each run, then best and median;
+ * no thresholds. Usage: bench_export [records per run] [runs] [all|db|jsonl]. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +65,7 @@ static double bench_db(uint64_t total)
     printf("db: %llu kernel records (%llu rows) in %.3f s: %.0f rows/s, %.0f records/s\n",
            (unsigned long long)total, (unsigned long long)total * 2, secs, 2.0 * (double)total / secs,
            (double)total / secs);
-    return secs;
+    return 2.0 * (double)total / secs;
 }
 
 struct prod { struct proc *p; uint64_t n; };
@@ -80,14 +81,14 @@ static void *producer(void *a)
     return NULL;
 }
 
-static void bench_jsonl(uint64_t total)
+static double bench_jsonl(uint64_t total)
 {
     char *dir = mkdir_tmp();
     struct proc_config cfg = {.mode = PROC_JSONL, .log_dir = dir, .rank = 0, .session_start_ns = 1,
                               .jsonl_rotate_lines = "500000"};
     struct proc *p;
     if (proc_jsonl_ops.create(&cfg, &p) < 0)
-        return;
+        return 0;
     proc_jsonl_ops.start(p);
     struct prod pr = {p, total};
     pthread_t th;
@@ -113,14 +114,44 @@ static void bench_jsonl(uint64_t total)
            (unsigned long long)(total + 1 > lines ? total + 1 - lines : 0)); /* +1: rank_device_map */
     rm_dir(dir);
     free(dir);
+    return (double)lines / secs;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void summary(const char *what, const char *unit, double *v, int n)
+{
+    if (n == 0)
+        return;
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    double median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    printf("%s over %d runs: best %.0f %s, median %.0f %s\n", what, n, v[n - 1], unit, median, unit);
 }
 
 int main(int argc, char **argv)
 {
+    /* bench_export [records per run] [runs] [all|db|jsonl] */
     uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 2000000;
+    int runs = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 3;
+    const char *which = argc > 3 ? argv[3] : "all";
+    double db[64], js[64];
+    if (runs < 1 || runs > 64)
+        runs = 3;
     n = (n + BATCH - 1) / BATCH * BATCH; /* whole batches */
     log_set_level(LOG_LVL_ERROR);
-    bench_db(n);
-    bench_jsonl(n);
+    for (int i = 0; i < runs; i++) {
+        if (strcmp(which, "jsonl") != 0)
+            db[i] = bench_db(n);
+        if (strcmp(which, "db") != 0)
+            js[i] = bench_jsonl(n);
+    }
+    if (strcmp(which, "jsonl") != 0)
+        summary("db", "rows/s", db, runs);
+    if (strcmp(which, "db") != 0)
+        summary("jsonl", "lines/s", js, runs);
     return 0;
 }

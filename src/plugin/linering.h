@@ -1,6 +1,8 @@
-/* linering: bounded lock-free multi-producer / single-consumer queue of heap-allocated lines
- * (Vyukov's bounded queue), feeding the JSONL writer thread from the msPTI completion threads.
- * Pushes never block: a full queue refuses the line and counts the drop (05-outputs.md §4.3). */
+/* linering: bounded lock-free multi-producer / single-consumer queue of line blocks (Vyukov's
+ * bounded queue), feeding the JSONL writer thread from the msPTI completion threads. A block
+ * carries many '\n'-terminated lines, so one queue operation moves a whole consume() batch;
+ * the capacity still counts lines. Pushes never block: lines that do not fit are refused and
+ * counted as drops (05-outputs.md §4.3). */
 #ifndef MSMON_PLUGIN_LINERING_H
 #define MSMON_PLUGIN_LINERING_H
 
@@ -8,10 +10,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A block of whole lines: text[0..len) holds nlines lines, each ending with '\n'. */
+struct lineblock {
+    size_t len;
+    size_t cap;    /* bytes allocated for text */
+    size_t nlines;
+    char text[];
+};
+
+/* An empty block with room for cap bytes. Caller owns; free with free(). NULL on ENOMEM. */
+struct lineblock *lineblock_create(size_t cap);
+
 struct linering_cell {
     _Atomic size_t seq;
-    char *line;
-    size_t len;
+    struct lineblock *block;
 };
 
 struct linering {
@@ -19,21 +31,25 @@ struct linering {
     size_t mask;                       /* capacity - 1; capacity is a power of two */
     _Alignas(64) _Atomic size_t head;  /* next push position (producers) */
     _Alignas(64) _Atomic size_t tail;  /* next pop position (the consumer) */
+    _Alignas(64) _Atomic size_t lines; /* lines queued (reserved by producers first) */
     _Alignas(64) _Atomic uint64_t dropped;
 };
 
-/* capacity: power of two >= 2; the queue holds at most capacity - 1 lines (upstream's ring
- * buffer semantics). 0, -EINVAL or -ENOMEM. Free with linering_fini(). */
+/* capacity: power of two >= 2, counted in lines; the queue holds at most capacity - 1 lines
+ * (upstream's ring buffer semantics). 0, -EINVAL or -ENOMEM. Free with linering_fini(). */
 int linering_init(struct linering *r, size_t capacity);
-/* Frees the storage and any lines still queued. */
+/* Frees the storage and any blocks still queued. */
 void linering_fini(struct linering *r);
-/* Takes ownership of line (malloc'd) on success (0). Full → -ENOSPC, the caller keeps the
- * line, and the drop counter is incremented. Safe from any number of threads. */
-int linering_push(struct linering *r, char *line, size_t len);
-/* Single consumer: 0 and the line (caller owns; free()) or -EAGAIN when empty. */
-int linering_pop(struct linering *r, char **ret_line, size_t *ret_len);
+/* Queue block b (nlines >= 1). When only k < nlines lines fit, b is cut after its first k
+ * lines and the rest are counted as drops. Returns 0 when the queue took b (ownership passes
+ * to the consumer), or -ENOSPC when not one line fitted (all counted as drops; the caller keeps
+ * b and may reuse it), -EINVAL for an empty block. Safe from any number of threads. */
+int linering_push(struct linering *r, struct lineblock *b);
+/* Single consumer: 0 and the oldest block (caller owns; free()) or -EAGAIN when empty. */
+int linering_pop(struct linering *r, struct lineblock **ret_block);
 /* Approximate number of queued lines (exact when producers are quiet). */
 size_t linering_size(const struct linering *r);
+/* Lines refused because the queue was full. */
 uint64_t linering_dropped(const struct linering *r);
 
 #endif

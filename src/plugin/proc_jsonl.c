@@ -1,7 +1,9 @@
 /* proc_jsonl: the JSONL exporter (--export-type Jsonl, 05-outputs.md §4). Completion threads
- * serialise each record into one sorted-key JSON line and push it into a bounded lock-free
- * queue (never blocking; drops are counted); a dedicated writer thread batches lines into
- * rotating files. Marker pairing and the devices-seen set come from markpair. */
+ * format each record into one sorted-key JSON line, appended to a line block of their
+ * consume() batch (no allocation per line); whole blocks go through a bounded lock-free queue
+ * whose capacity counts lines (never blocking; drops are counted). A dedicated writer thread
+ * gathers blocks into large writev() calls on rotating files. Marker pairing and the
+ * devices-seen set come from markpair. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,7 +28,10 @@
 #include "plugin/proc_jsonl.h"
 
 #define JSONL_LINE_MAX (1024 * 1024) /* longest line we serialise (names are bounded by msPTI) */
-#define JSONL_OUTBUF (1024 * 1024)
+#define JSONL_OUTBUF (1024 * 1024)  /* pending bytes that trigger a write */
+#define JSONL_IOV 64                 /* pending pieces that trigger a write (< IOV_MAX) */
+#define JSONL_BLOCK_MAX (64 * 1024)  /* producer block size for large batches */
+#define JSONL_LINE_FIXED 640         /* bound of a line's keys, numbers and punctuation */
 #define JSONL_MAX_TRACKED 4096       /* files of this session remembered for maxFiles */
 
 /* ---- settings ---- */
@@ -105,8 +111,11 @@ struct proc {
     int fd;
     char path[OUTFILE_PATH_MAX + 128];
     uint64_t file_lines;
-    char *out;
-    size_t outlen;
+    struct iovec iov[JSONL_IOV];   /* text not yet written, in order */
+    int niov;
+    size_t iov_bytes;
+    struct lineblock *hold[JSONL_IOV]; /* blocks whose text the iovecs may point into */
+    int nhold;
     uint64_t last_write_ns;
     char *files[JSONL_MAX_TRACKED]; /* this session's files, oldest first (maxFiles > 0) */
     size_t nfiles;
@@ -114,181 +123,357 @@ struct proc {
     bool stopped;
 };
 
-/* ---- line formatting (no I/O) ---- */
+/* ---- line formatting (no I/O): straight into the caller's buffer, whose room the caller
+ * guarantees (JSONL_LINE_FIXED + 6 bytes per string byte + 2 quotes per string) ---- */
 
-static void key_u(struct jw *w, const char *k, uint64_t v)
-{
-    jw_key(w, k);
-    jw_uint(w, v);
-}
-static void key_s(struct jw *w, const char *k, const char *v)
-{
-    jw_key(w, k);
-    jw_str(w, v ? v : "");
-}
+#define LIT(o, s) (memcpy((o), (s), sizeof(s) - 1), (o) + sizeof(s) - 1)
 
-static void fmt_marker_line(struct jw *w, const struct mp_line *l)
+static const char digits2[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                 "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                 "8081828384858687888990919293949596979899";
+
+static char *put_u64(char *o, uint64_t v)
 {
-    jw_obj_begin(w);
-    if (l->source_kind == 0) {
-        key_s(w, "domain", l->domain);
-        key_u(w, "endNs", l->end);
-        key_u(w, "id", l->id);
-        key_s(w, "kind", "Marker");
-        key_s(w, "name", l->name);
-        key_u(w, "processId", l->pid);
-        key_s(w, "sourceKind", "Host");
-        key_u(w, "startNs", l->start);
-        key_u(w, "threadId", l->tid);
-    } else {
-        key_u(w, "deviceId", l->device_id);
-        key_s(w, "domain", l->domain);
-        key_u(w, "endNs", l->end);
-        key_u(w, "id", l->id);
-        key_s(w, "kind", "Marker");
-        key_s(w, "name", l->name);
-        key_s(w, "sourceKind", "Device");
-        key_u(w, "startNs", l->start);
-        key_u(w, "streamId", l->stream_id);
+    char tmp[20];
+    size_t i = sizeof(tmp);
+    while (v >= 100) {
+        size_t d = (size_t)(v % 100) * 2;
+        v /= 100;
+        tmp[--i] = digits2[d + 1];
+        tmp[--i] = digits2[d];
     }
-    jw_obj_end(w);
+    if (v >= 10) {
+        tmp[--i] = digits2[v * 2 + 1];
+        tmp[--i] = digits2[v * 2];
+    } else {
+        tmp[--i] = (char)('0' + v);
+    }
+    memcpy(o, tmp + i, sizeof(tmp) - i);
+    return o + sizeof(tmp) - i;
 }
 
-/* Serialise a non-marker record; false if the kind has no line. */
-static bool fmt_record(struct jw *w, const struct mon_record *r)
+/* A JSON string of s[0..n) with jw's escaping (nlohmann-compatible); NULL writes "". */
+static char *put_str(char *o, const char *s, size_t n)
 {
-    jw_obj_begin(w);
+    *o++ = '"';
+    if (n) {
+        long r = jw_escape(o, n * 6, s, n);
+        if (r > 0)
+            o += r;
+    }
+    *o++ = '"';
+    return o;
+}
+
+static size_t slen(const char *s)
+{
+    return s ? strlen(s) : 0;
+}
+
+/* Bound of one line: fixed part plus the worst-case escaped strings. */
+static size_t line_bound(size_t str_bytes)
+{
+    return JSONL_LINE_FIXED + str_bytes * 6;
+}
+
+static char *fmt_marker_line(char *o, const struct mp_line *l, size_t nlen, size_t dlen)
+{
+    if (l->source_kind == 0) {
+        o = LIT(o, "{\"domain\":");
+        o = put_str(o, l->domain, dlen);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, l->end);
+        o = LIT(o, ",\"id\":");
+        o = put_u64(o, l->id);
+        o = LIT(o, ",\"kind\":\"Marker\",\"name\":");
+        o = put_str(o, l->name, nlen);
+        o = LIT(o, ",\"processId\":");
+        o = put_u64(o, l->pid);
+        o = LIT(o, ",\"sourceKind\":\"Host\",\"startNs\":");
+        o = put_u64(o, l->start);
+        o = LIT(o, ",\"threadId\":");
+        o = put_u64(o, l->tid);
+    } else {
+        o = LIT(o, "{\"deviceId\":");
+        o = put_u64(o, l->device_id);
+        o = LIT(o, ",\"domain\":");
+        o = put_str(o, l->domain, dlen);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, l->end);
+        o = LIT(o, ",\"id\":");
+        o = put_u64(o, l->id);
+        o = LIT(o, ",\"kind\":\"Marker\",\"name\":");
+        o = put_str(o, l->name, nlen);
+        o = LIT(o, ",\"sourceKind\":\"Device\",\"startNs\":");
+        o = put_u64(o, l->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, l->stream_id);
+    }
+    *o++ = '}';
+    return o;
+}
+
+/* Strings of a non-marker record, in the order fmt_record writes them (at most 3 + kind). */
+struct rec_strs {
+    const char *s[4];
+    size_t n[4];
+    size_t total;
+};
+
+static size_t rec_strings(const struct mon_record *r, struct rec_strs *ret)
+{
+    size_t k = 0;
+    const char **s = ret->s;
+    if (mon_kind_is_api(r->kind)) {
+        s[k++] = mon_kind_name(r->kind);
+        s[k++] = r->u.api.name;
+    } else if (r->kind == MON_KIND_KERNEL) {
+        s[k++] = r->u.kernel.name;
+        s[k++] = r->u.kernel.type;
+    } else if (r->kind == MON_KIND_COMMUNICATION) {
+        s[k++] = r->u.comm.alg_type;
+        s[k++] = r->u.comm.comm_name;
+        s[k++] = r->u.comm.name;
+    } else if (r->kind == MON_KIND_HCCL) {
+        s[k++] = r->u.hccl.comm_name;
+        s[k++] = r->u.hccl.name;
+    }
+    ret->total = 0;
+    for (size_t i = 0; i < k; i++) {
+        ret->n[i] = slen(s[i]);
+        ret->total += ret->n[i];
+    }
+    return k;
+}
+
+/* Serialise a non-marker record whose strings st holds; NULL if the kind has no line. */
+static char *fmt_record(char *o, const struct mon_record *r, const struct rec_strs *st)
+{
     if (mon_kind_is_api(r->kind)) {
         const struct mon_api *a = &r->u.api;
-        key_u(w, "correlationId", a->correlation_id);
-        key_u(w, "endNs", a->end);
-        key_s(w, "kind", mon_kind_name(r->kind));
-        key_s(w, "name", a->name);
-        key_u(w, "processId", a->pid);
-        key_u(w, "startNs", a->start);
-        key_u(w, "threadId", a->tid);
+        o = LIT(o, "{\"correlationId\":");
+        o = put_u64(o, a->correlation_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, a->end);
+        o = LIT(o, ",\"kind\":");
+        o = put_str(o, st->s[0], st->n[0]);
+        o = LIT(o, ",\"name\":");
+        o = put_str(o, st->s[1], st->n[1]);
+        o = LIT(o, ",\"processId\":");
+        o = put_u64(o, a->pid);
+        o = LIT(o, ",\"startNs\":");
+        o = put_u64(o, a->start);
+        o = LIT(o, ",\"threadId\":");
+        o = put_u64(o, a->tid);
     } else if (r->kind == MON_KIND_KERNEL) {
         const struct mon_kernel *k = &r->u.kernel;
-        key_u(w, "correlationId", k->correlation_id);
-        key_u(w, "deviceId", k->device_id);
-        key_u(w, "endNs", k->end);
-        key_s(w, "kind", "Kernel");
-        key_s(w, "name", k->name);
-        key_u(w, "startNs", k->start);
-        key_u(w, "streamId", k->stream_id);
-        key_s(w, "type", k->type);
+        o = LIT(o, "{\"correlationId\":");
+        o = put_u64(o, k->correlation_id);
+        o = LIT(o, ",\"deviceId\":");
+        o = put_u64(o, k->device_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, k->end);
+        o = LIT(o, ",\"kind\":\"Kernel\",\"name\":");
+        o = put_str(o, st->s[0], st->n[0]);
+        o = LIT(o, ",\"startNs\":");
+        o = put_u64(o, k->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, k->stream_id);
+        o = LIT(o, ",\"type\":");
+        o = put_str(o, st->s[1], st->n[1]);
     } else if (r->kind == MON_KIND_COMMUNICATION) {
         const struct mon_comm *c = &r->u.comm;
-        key_s(w, "algType", c->alg_type);
-        key_s(w, "commName", c->comm_name);
-        key_u(w, "correlationId", c->correlation_id);
-        key_u(w, "count", c->count);
-        key_s(w, "dataType", mon_comm_dtype_name(c->data_type));
-        key_u(w, "deviceId", c->device_id);
-        key_u(w, "endNs", c->end);
-        key_s(w, "kind", "Communication");
-        key_s(w, "name", c->name);
-        key_u(w, "startNs", c->start);
-        key_u(w, "streamId", c->stream_id);
+        const char *dt = mon_comm_dtype_name(c->data_type);
+        o = LIT(o, "{\"algType\":");
+        o = put_str(o, st->s[0], st->n[0]);
+        o = LIT(o, ",\"commName\":");
+        o = put_str(o, st->s[1], st->n[1]);
+        o = LIT(o, ",\"correlationId\":");
+        o = put_u64(o, c->correlation_id);
+        o = LIT(o, ",\"count\":");
+        o = put_u64(o, c->count);
+        o = LIT(o, ",\"dataType\":");
+        o = put_str(o, dt, slen(dt));
+        o = LIT(o, ",\"deviceId\":");
+        o = put_u64(o, c->device_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, c->end);
+        o = LIT(o, ",\"kind\":\"Communication\",\"name\":");
+        o = put_str(o, st->s[2], st->n[2]);
+        o = LIT(o, ",\"startNs\":");
+        o = put_u64(o, c->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, c->stream_id);
     } else if (r->kind == MON_KIND_HCCL) {
         const struct mon_hccl *h = &r->u.hccl;
-        jw_key(w, "bandWidth");
-        jw_double(w, h->bandwidth);
-        key_s(w, "commName", h->comm_name);
-        key_u(w, "deviceId", h->device_id);
-        key_u(w, "endNs", h->end);
-        key_s(w, "kind", "Hccl");
-        key_s(w, "name", h->name);
-        key_u(w, "startNs", h->start);
-        key_u(w, "streamId", h->stream_id);
+        o = LIT(o, "{\"bandWidth\":");
+        int n = jw_fmt_double(o, 40, h->bandwidth);
+        if (n > 0)
+            o += n;
+        o = LIT(o, ",\"commName\":");
+        o = put_str(o, st->s[0], st->n[0]);
+        o = LIT(o, ",\"deviceId\":");
+        o = put_u64(o, h->device_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, h->end);
+        o = LIT(o, ",\"kind\":\"Hccl\",\"name\":");
+        o = put_str(o, st->s[1], st->n[1]);
+        o = LIT(o, ",\"startNs\":");
+        o = put_u64(o, h->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, h->stream_id);
     } else if (r->kind == MON_KIND_MEMORY) {
         const struct mon_memory *m = &r->u.memory;
-        key_u(w, "address", m->address);
-        key_u(w, "bytes", m->bytes);
-        key_u(w, "correlationId", m->correlation_id);
-        key_u(w, "deviceId", m->device_id);
-        key_u(w, "endNs", m->end);
-        key_s(w, "kind", "Memory");
-        key_s(w, "memoryKind", m->memory_kind == 1 ? "DEVICE" : "UNKNOWN");
-        key_s(w, "operationType", m->op_type == 1 ? "RELEASE" : "ALLOCATION");
-        key_u(w, "processId", m->pid);
-        key_u(w, "startNs", m->start);
-        key_u(w, "streamId", m->stream_id);
+        o = LIT(o, "{\"address\":");
+        o = put_u64(o, m->address);
+        o = LIT(o, ",\"bytes\":");
+        o = put_u64(o, m->bytes);
+        o = LIT(o, ",\"correlationId\":");
+        o = put_u64(o, m->correlation_id);
+        o = LIT(o, ",\"deviceId\":");
+        o = put_u64(o, m->device_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, m->end);
+        o = LIT(o, ",\"kind\":\"Memory\",\"memoryKind\":");
+        o = m->memory_kind == 1 ? LIT(o, "\"DEVICE\"") : LIT(o, "\"UNKNOWN\"");
+        o = LIT(o, ",\"operationType\":");
+        o = m->op_type == 1 ? LIT(o, "\"RELEASE\"") : LIT(o, "\"ALLOCATION\"");
+        o = LIT(o, ",\"processId\":");
+        o = put_u64(o, m->pid);
+        o = LIT(o, ",\"startNs\":");
+        o = put_u64(o, m->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, m->stream_id);
     } else if (r->kind == MON_KIND_MEMSET) {
         const struct mon_memset *m = &r->u.memset;
-        key_u(w, "bytes", m->bytes);
-        key_u(w, "correlationId", m->correlation_id);
-        key_u(w, "deviceId", m->device_id);
-        key_u(w, "endNs", m->end);
-        jw_key(w, "isAsync");
-        jw_bool(w, m->is_async != 0);
-        key_s(w, "kind", "MemSet");
-        key_u(w, "startNs", m->start);
-        key_u(w, "streamId", m->stream_id);
-        key_u(w, "value", m->value);
+        o = LIT(o, "{\"bytes\":");
+        o = put_u64(o, m->bytes);
+        o = LIT(o, ",\"correlationId\":");
+        o = put_u64(o, m->correlation_id);
+        o = LIT(o, ",\"deviceId\":");
+        o = put_u64(o, m->device_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, m->end);
+        o = m->is_async ? LIT(o, ",\"isAsync\":true") : LIT(o, ",\"isAsync\":false");
+        o = LIT(o, ",\"kind\":\"MemSet\",\"startNs\":");
+        o = put_u64(o, m->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, m->stream_id);
+        o = LIT(o, ",\"value\":");
+        o = put_u64(o, m->value);
     } else if (r->kind == MON_KIND_MEMCPY) {
         const struct mon_memcpy *m = &r->u.memcpy;
-        key_u(w, "bytes", m->bytes);
-        key_s(w, "copyKind", mon_memcpy_kind_name(m->copy_kind));
-        key_u(w, "correlationId", m->correlation_id);
-        key_u(w, "deviceId", m->device_id);
-        key_u(w, "endNs", m->end);
-        jw_key(w, "isAsync");
-        jw_bool(w, m->is_async != 0);
-        key_s(w, "kind", "MemCpy");
-        key_u(w, "startNs", m->start);
-        key_u(w, "streamId", m->stream_id);
+        const char *ck = mon_memcpy_kind_name(m->copy_kind);
+        o = LIT(o, "{\"bytes\":");
+        o = put_u64(o, m->bytes);
+        o = LIT(o, ",\"copyKind\":");
+        o = put_str(o, ck, slen(ck));
+        o = LIT(o, ",\"correlationId\":");
+        o = put_u64(o, m->correlation_id);
+        o = LIT(o, ",\"deviceId\":");
+        o = put_u64(o, m->device_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, m->end);
+        o = m->is_async ? LIT(o, ",\"isAsync\":true") : LIT(o, ",\"isAsync\":false");
+        o = LIT(o, ",\"kind\":\"MemCpy\",\"startNs\":");
+        o = put_u64(o, m->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, m->stream_id);
     } else {
-        return false;
+        return NULL;
     }
-    jw_obj_end(w);
-    return true;
+    *o++ = '}';
+    return o;
 }
 
-/* Push the writer's text plus '\n' as one heap line; drops are counted by the ring. */
-static void push_jw(struct proc *p, const struct jw *w)
+/* ---- producer side: line blocks ---- */
+
+/* The block a consume() call is filling; queued when full and at the end of the call. */
+struct lbuild {
+    struct proc *p;
+    struct lineblock *b;
+    size_t block_cap; /* size of the blocks this call allocates */
+};
+
+/* The builder of the consume() running on this thread: markpair calls on_marker_line from
+ * inside markpair_feed, on the consuming thread, so marker lines join the same block. */
+static _Thread_local struct lbuild *tls_build;
+
+static void lb_init(struct lbuild *lb, struct proc *p, size_t nrec)
 {
-    if (w->err || w->len == 0)
-        return;
-    char *line = malloc(w->len + 1);
-    if (!line)
-        return;
-    memcpy(line, w->buf, w->len);
-    line[w->len] = '\n';
-    if (linering_push(&p->ring, line, w->len + 1) < 0)
-        free(line);
+    size_t cap = nrec * 256 + 1024;
+    lb->p = p;
+    lb->b = NULL;
+    lb->block_cap = cap < JSONL_BLOCK_MAX ? cap : JSONL_BLOCK_MAX;
 }
 
-static void fmt_and_push(struct proc *p, bool (*fmt)(struct jw *, const void *), const void *obj)
+/* Queue the current block; a refused block (queue full, drops counted) is kept for reuse. */
+static void lb_flush(struct lbuild *lb)
 {
-    char stack[2048];
-    struct jw w;
-    jw_init(&w, stack, sizeof(stack));
-    if (!fmt(&w, obj))
+    if (!lb->b || lb->b->nlines == 0)
         return;
-    if (w.err == -ENOSPC) {
-        jw_init_dyn(&w, JSONL_LINE_MAX);
-        if (fmt(&w, obj))
-            push_jw(p, &w);
-        jw_fini(&w);
-        return;
+    if (linering_push(&lb->p->ring, lb->b) == 0) {
+        lb->b = NULL;
+    } else {
+        lb->b->len = 0;
+        lb->b->nlines = 0;
     }
-    push_jw(p, &w);
 }
 
-static bool fmt_record_v(struct jw *w, const void *obj)
+static void lb_finish(struct lbuild *lb)
 {
-    return fmt_record(w, obj);
+    lb_flush(lb);
+    free(lb->b);
+    lb->b = NULL;
 }
-static bool fmt_marker_v(struct jw *w, const void *obj)
+
+/* Room for `need` more bytes (a line bound plus its '\n'); NULL on ENOMEM (line dropped). */
+static char *lb_room(struct lbuild *lb, size_t need)
 {
-    fmt_marker_line(w, obj);
-    return true;
+    if (lb->b && lb->b->cap - lb->b->len >= need)
+        return lb->b->text + lb->b->len;
+    lb_flush(lb);
+    if (lb->b && lb->b->cap < need) {
+        free(lb->b);
+        lb->b = NULL;
+    }
+    if (!lb->b && !(lb->b = lineblock_create(need > lb->block_cap ? need : lb->block_cap)))
+        return NULL;
+    return lb->b->text;
+}
+
+/* Close the line that ends at `end` (exclusive) inside the current block. Lines longer than
+ * JSONL_LINE_MAX are not written (as the jw-based writer refused them). */
+static void lb_commit(struct lbuild *lb, char *end)
+{
+    char *start = lb->b->text + lb->b->len;
+    if ((size_t)(end - start) >= JSONL_LINE_MAX)
+        return;
+    *end++ = '\n';
+    lb->b->len = (size_t)(end - lb->b->text);
+    lb->b->nlines++;
+}
+
+static void emit_marker(struct lbuild *lb, const struct mp_line *line)
+{
+    size_t nlen = slen(line->name), dlen = slen(line->domain);
+    if (nlen + dlen >= JSONL_LINE_MAX)
+        return;
+    char *o = lb_room(lb, line_bound(nlen + dlen) + 1);
+    if (o)
+        lb_commit(lb, fmt_marker_line(o, line, nlen, dlen));
 }
 
 static void on_marker_line(void *ctx, const struct mp_line *line)
 {
-    fmt_and_push(ctx, fmt_marker_v, line);
+    struct lbuild *lb = tls_build, own;
+    if (lb && lb->p == ctx) {
+        emit_marker(lb, line);
+        return;
+    }
+    lb_init(&own, ctx, 1);
+    emit_marker(&own, line);
+    lb_finish(&own);
 }
 
 static uint64_t record_end(const struct mon_record *r)
@@ -307,6 +492,9 @@ static uint64_t record_end(const struct mon_record *r)
 
 static void jsonl_consume(struct proc *p, const struct mon_record *recs, size_t n)
 {
+    struct lbuild lb, *saved = tls_build;
+    lb_init(&lb, p, n);
+    tls_build = &lb;
     for (size_t i = 0; i < n; i++) {
         const struct mon_record *r = &recs[i];
         if (record_end(r) < p->session_start_ns)
@@ -319,28 +507,61 @@ static void jsonl_consume(struct proc *p, const struct mon_record *recs, size_t 
             markpair_add_device(p->mp, r->u.kernel.device_id);
         else if (r->kind == MON_KIND_COMMUNICATION)
             markpair_add_device(p->mp, r->u.comm.device_id);
-        fmt_and_push(p, fmt_record_v, r);
+        struct rec_strs st;
+        rec_strings(r, &st);
+        if (st.total >= JSONL_LINE_MAX)
+            continue;
+        char *o = lb_room(&lb, line_bound(st.total) + 1);
+        char *end = o ? fmt_record(o, r, &st) : NULL;
+        if (end)
+            lb_commit(&lb, end);
     }
+    tls_build = saved;
+    lb_finish(&lb);
 }
 
 /* ---- writer ---- */
 
+/* Write the pending pieces in order, then release the blocks they pointed into. */
 static void out_flush(struct proc *p)
 {
-    size_t off = 0;
-    while (off < p->outlen && p->fd >= 0) {
-        ssize_t w = write(p->fd, p->out + off, p->outlen - off);
+    struct iovec *v = p->iov;
+    int n = p->niov;
+    size_t left = p->iov_bytes;
+    while (n > 0 && p->fd >= 0) {
+        ssize_t w = writev(p->fd, v, n > JSONL_IOV ? JSONL_IOV : n);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
             int err = w < 0 ? errno : ENOSPC;
             LOG_RL(&p->err_rl, 10000, LOG_LVL_ERROR, "jsonl: write to %s failed: %s; %zu bytes dropped", p->path,
-                   strerror(err), p->outlen - off);
+                   strerror(err), left);
             break;
         }
-        off += (size_t)w;
+        left -= (size_t)w;
+        while (n > 0 && (size_t)w >= v->iov_len) {
+            w -= (ssize_t)v->iov_len;
+            v++;
+            n--;
+        }
+        if (n > 0) {
+            v->iov_base = (char *)v->iov_base + w;
+            v->iov_len -= (size_t)w;
+        }
     }
-    p->outlen = 0;
+    p->niov = 0;
+    p->iov_bytes = 0;
+    for (int i = 0; i < p->nhold; i++)
+        free(p->hold[i]);
+    p->nhold = 0;
+}
+
+static void out_add(struct proc *p, const char *text, size_t len)
+{
+    if (p->niov == JSONL_IOV)
+        out_flush(p);
+    p->iov[p->niov++] = (struct iovec){(void *)text, len};
+    p->iov_bytes += len;
 }
 
 static void file_close(struct proc *p)
@@ -418,38 +639,51 @@ static int file_open(struct proc *p)
     return 0;
 }
 
-static void write_line(struct proc *p, const char *line, size_t len)
+/* Byte length of the first k lines of text (k <= the lines it holds). */
+static size_t lines_prefix(const char *text, size_t len, size_t k)
 {
-    if (len == 0)
-        return;
-    if (p->fd >= 0 && p->file_lines >= p->set.max_lines)
-        file_close(p);
-    if (p->fd < 0 && file_open(p) < 0)
-        return;
-    if (p->outlen + len > JSONL_OUTBUF)
-        out_flush(p);
-    if (len > JSONL_OUTBUF) {
-        /* A line longer than the buffer goes out on its own (the buffer is empty now). */
-        char *saved = p->out;
-        p->out = (char *)line;
-        p->outlen = len;
-        out_flush(p);
-        p->out = saved;
-    } else {
-        memcpy(p->out + p->outlen, line, len);
-        p->outlen += len;
-    }
-    p->file_lines++;
+    const char *s = text, *end = text + len;
+    for (size_t i = 0; i < k; i++)
+        s = (const char *)memchr(s, '\n', (size_t)(end - s)) + 1;
+    return (size_t)(s - text);
 }
 
-static size_t write_queued(struct proc *p, size_t max)
+/* Append a block's lines to the output files, rotating after maxLines lines; takes
+ * ownership of b. Lines that find no open file are dropped (the failure is logged). */
+static void write_block(struct proc *p, struct lineblock *b)
+{
+    const char *s = b->text;
+    size_t len = b->len, nl = b->nlines;
+    while (nl > 0) {
+        if (p->fd >= 0 && p->file_lines >= p->set.max_lines)
+            file_close(p);
+        if (p->fd < 0 && file_open(p) < 0)
+            break;
+        size_t take = nl, bytes = len;
+        if (nl > p->set.max_lines - p->file_lines) {
+            take = p->set.max_lines - p->file_lines;
+            bytes = lines_prefix(s, len, take);
+        }
+        out_add(p, s, bytes);
+        p->file_lines += take;
+        s += bytes;
+        len -= bytes;
+        nl -= take;
+    }
+    if (p->nhold == JSONL_IOV)
+        out_flush(p);
+    p->hold[p->nhold++] = b;
+    if (p->iov_bytes >= JSONL_OUTBUF)
+        out_flush(p);
+}
+
+/* Write up to max_blocks queued blocks; returns how many. */
+static size_t write_queued(struct proc *p, size_t max_blocks)
 {
     size_t done = 0;
-    char *line;
-    size_t len;
-    while (done < max && linering_pop(&p->ring, &line, &len) == 0) {
-        write_line(p, line, len);
-        free(line);
+    struct lineblock *b;
+    while (done < max_blocks && linering_pop(&p->ring, &b) == 0) {
+        write_block(p, b);
         done++;
     }
     return done;
@@ -463,7 +697,7 @@ static void *writer_main(void *arg)
     p->last_write_ns = clock_mono_ns();
     while (!atomic_load(&p->stop_req)) {
         if (linering_size(&p->ring) > JSONL_BATCH_LINES) {
-            write_queued(p, JSONL_BATCH_LINES);
+            write_queued(p, JSONL_IOV);
             p->last_write_ns = clock_mono_ns();
         } else if (clock_mono_ns() - p->last_write_ns >= interval_ns) {
             write_queued(p, SIZE_MAX);
@@ -488,11 +722,11 @@ static void jsonl_destroy(struct proc *p)
     }
     if (p->fd >= 0)
         file_close(p);
+    out_flush(p); /* releases held blocks when no file is open */
     linering_fini(&p->ring);
     markpair_destroy(p->mp);
     for (size_t i = 0; i < p->nfiles; i++)
         free(p->files[i]);
-    free(p->out);
     free(p->log_dir);
     free(p);
 }
@@ -510,8 +744,7 @@ static int jsonl_create(const struct proc_config *cfg, struct proc **ret)
                            penv_get(PENV_JSONL_ROTATE_LOG_LINES), penv_get(PENV_JSONL_ROTATE_LOG_FILES),
                            penv_get(PENV_JSONL_BUFFER_CAPACITY), penv_get(PENV_JSONL_MAX_DUMP_INTERVAL), &p->set);
     p->log_dir = strdup(cfg->log_dir);
-    p->out = malloc(JSONL_OUTBUF);
-    if (!p->log_dir || !p->out)
+    if (!p->log_dir)
         goto fail;
     p->rank = cfg->rank;
     p->session_start_ns = cfg->session_start_ns;
@@ -557,6 +790,19 @@ static void jsonl_set_kinds(struct proc *p, uint32_t mask)
     (void)mask;
 }
 
+/* One line (text without '\n') as a block through the normal write path. */
+static void write_text_line(struct proc *p, const char *text, size_t len)
+{
+    struct lineblock *b = lineblock_create(len + 1);
+    if (!b)
+        return;
+    memcpy(b->text, text, len);
+    b->text[len] = '\n';
+    b->len = len + 1;
+    b->nlines = 1;
+    write_block(p, b);
+}
+
 static void write_session_end(struct proc *p, const char *parallel_group_info)
 {
     char stack[4096];
@@ -564,16 +810,13 @@ static void write_session_end(struct proc *p, const char *parallel_group_info)
     if (parallel_group_info && *parallel_group_info) {
         jw_init_dyn(&w, JSONL_LINE_MAX);
         jw_obj_begin(&w);
-        key_s(&w, "kind", "parallel_group_info");
-        key_s(&w, "value", parallel_group_info);
+        jw_key(&w, "kind");
+        jw_str(&w, "parallel_group_info");
+        jw_key(&w, "value");
+        jw_str(&w, parallel_group_info);
         jw_obj_end(&w);
-        char *line = w.err ? NULL : malloc(w.len + 1);
-        if (line) {
-            memcpy(line, w.buf, w.len);
-            line[w.len] = '\n';
-            write_line(p, line, w.len + 1);
-            free(line);
-        }
+        if (!w.err)
+            write_text_line(p, w.buf, w.len);
         jw_fini(&w);
     }
     uint32_t devs[256];
@@ -589,14 +832,13 @@ static void write_session_end(struct proc *p, const char *parallel_group_info)
         for (size_t i = 0; i < ndev; i++)
             jw_uint(&w, devs[i]);
         jw_arr_end(&w);
-        key_s(&w, "kind", "rank_device_map");
+        jw_key(&w, "kind");
+        jw_str(&w, "rank_device_map");
         jw_key(&w, "rank");
         jw_int(&w, p->rank);
         jw_obj_end(&w);
-        if (!w.err && w.len + 1 < sizeof(stack)) {
-            stack[w.len] = '\n';
-            write_line(p, stack, w.len + 1);
-        }
+        if (!w.err)
+            write_text_line(p, w.buf, w.len);
     }
 }
 
