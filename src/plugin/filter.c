@@ -306,11 +306,8 @@ static bool marker_keep(struct filter_state *fs, struct fsnap *s, const struct m
     return !dropped;
 }
 
-bool filter_state_keep(struct filter_state *fs, const struct mon_record *r)
+static bool snap_keep(struct filter_state *fs, struct fsnap *s, const struct mon_record *r)
 {
-    struct fsnap *s = snap_get(fs);
-    if (!s->active)
-        return true;
     int k = r->kind;
     if (k == MON_KIND_MEMORY || k == MON_KIND_MEMSET || k == MON_KIND_MEMCPY)
         return true;
@@ -327,6 +324,28 @@ bool filter_state_keep(struct filter_state *fs, const struct mon_record *r)
     case MON_KIND_MARKER: return marker_keep(fs, s, &r->u.marker);
     default: return false;
     }
+}
+
+bool filter_state_keep(struct filter_state *fs, const struct mon_record *r)
+{
+    struct fsnap *s = snap_get(fs);
+    return !s->active || snap_keep(fs, s, r);
+}
+
+size_t filter_state_apply(struct filter_state *fs, struct mon_record *recs, size_t n)
+{
+    struct fsnap *s = snap_get(fs);
+    if (!s->active)
+        return n;
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!snap_keep(fs, s, &recs[i]))
+            continue;
+        if (kept != i)
+            recs[kept] = recs[i];
+        kept++;
+    }
+    return kept;
 }
 
 size_t filter_state_kind_names(struct filter_state *fs, int kind)

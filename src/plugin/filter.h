@@ -26,6 +26,10 @@ int filter_state_set(struct filter_state *fs, const char *text);
  * set). Record names must stay valid and unchanged for the life of the process (msPTI
  * interns them): match results are cached per name pointer. */
 bool filter_state_keep(struct filter_state *fs, const struct mon_record *r);
+/* Batch form of filter_state_keep for the completion path: compacts recs[0..n) in place to
+ * the kept records (order preserved) and returns their number. The filter snapshot is read
+ * once per call, and with no filter active the call returns n without touching a record. */
+size_t filter_state_apply(struct filter_state *fs, struct mon_record *recs, size_t n);
 
 /* Introspection for tests and logs: number of names configured for kind (0 if none) and
  * whether any filter is active. */

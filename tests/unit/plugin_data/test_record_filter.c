@@ -355,6 +355,35 @@ static void *race_reader(void *arg)
     return NULL;
 }
 
+/* filter_state_apply compacts a batch to exactly what filter_state_keep keeps, in order,
+ * including marker companions that depend on an earlier record of the same batch. */
+static void test_filter_apply_batch(void **state)
+{
+    (void)state;
+    struct filter_state *fs;
+    assert_int_equal(filter_state_create(&fs), 0);
+    struct mon_record b[12];
+    size_t n = 0;
+    for (size_t i = 0; i < NWORK; i++)
+        b[n++] = kernel(workload[i]);
+    b[n++] = marker(16, 0, 7, "other");    /* dropped range start ... */
+    b[n++] = marker(16, 1, 7, "");         /* ... and its device companion */
+    b[n++] = (struct mon_record){ .kind = MON_KIND_MEMCPY };
+    /* no filter: everything, untouched */
+    assert_int_equal(filter_state_apply(fs, b, n), n);
+    assert_string_equal(b[1].u.kernel.name, "BatchMatMul");
+
+    assert_int_equal(filter_state_set(fs, "Kernel:Conv2D,Softmax;Marker:step"), 0);
+    size_t kept = filter_state_apply(fs, b, n);
+    assert_int_equal(kept, 4);
+    assert_string_equal(b[0].u.kernel.name, "Conv2D");
+    assert_string_equal(b[1].u.kernel.name, "Conv2DBackpropFilter");
+    assert_string_equal(b[2].u.kernel.name, "Softmax");
+    assert_int_equal(b[3].kind, MON_KIND_MEMCPY);
+    assert_int_equal(filter_state_apply(fs, b, 0), 0);
+    filter_state_destroy(fs);
+}
+
 static void test_filter_concurrent_replace(void **state)
 {
     (void)state;
@@ -434,6 +463,7 @@ int main(void)
         cmocka_unit_test(test_filter_parse),
         cmocka_unit_test(test_filter_whitelist_hccl_empty),
         cmocka_unit_test(test_filter_marker_companions),
+        cmocka_unit_test(test_filter_apply_batch),
         cmocka_unit_test(test_filter_concurrent_replace),
         cmocka_unit_test(test_idmap),
     };
