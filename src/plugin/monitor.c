@@ -129,36 +129,41 @@ static void mon_request_cb(uint8_t **buf, size_t *size, size_t *max_records)
     *buf = bufpool_get(mon.pool, size);
 }
 
+#pragma weak filter_state_apply
+
+/* Filter and consume one batch: the filter reads its snapshot once per batch. */
+static void mon_flush_batch(struct filter_state *fs, struct mon_record *batch, size_t n)
+{
+    if (fs)
+        n = filter_state_apply(fs, batch, n);
+    if (n)
+        mon.ops->consume(mon.proc, batch, n);
+}
+
 static void mon_consume_buffer(const struct backend *be, uint8_t *buf, size_t valid)
 {
     struct mon_record batch[MON_BATCH];
-    struct filter_state *fs = filter_state_keep ? mon.filter : NULL;
+    __typeof__(msptiActivityGetNextRecord) *next = be->get_next_record;
+    struct filter_state *fs = filter_state_apply ? mon.filter : NULL;
     msptiActivity *rec = NULL;
+    msptiResult r;
     size_t n = 0;
 
-    for (;;) {
-        msptiResult r = be->get_next_record(buf, valid, &rec);
-        if (r == MSPTI_SUCCESS) {
-            if (mon_record_from_mspti(rec, &batch[n]) != 0)
-                continue; /* unknown kind: skipped */
-            if (fs && !filter_state_keep(fs, &batch[n]))
-                continue;
-            if (++n == MON_BATCH) {
-                mon.ops->consume(mon.proc, batch, n);
-                n = 0;
-            }
-        } else if (r == MSPTI_ERROR_MAX_LIMIT_REACHED) {
-            break;
-        } else {
-            LOG_RL(&mon.next_rl, 10000, LOG_LVL_ERROR, "MsptiMonitor GetNextRecord failed: %s (%d)",
-                   backend_result_name(be, r), (int)r);
-            rec = NULL;
-            (void)be->get_next_record(buf, 0, &rec); /* resets msPTI's thread-local cursor */
-            break;
+    while ((r = next(buf, valid, &rec)) == MSPTI_SUCCESS) {
+        if (mon_record_from_mspti(rec, &batch[n]) != 0)
+            continue; /* unknown kind: skipped */
+        if (++n == MON_BATCH) {
+            mon_flush_batch(fs, batch, n);
+            n = 0;
         }
     }
-    if (n)
-        mon.ops->consume(mon.proc, batch, n);
+    if (r != MSPTI_ERROR_MAX_LIMIT_REACHED) {
+        LOG_RL(&mon.next_rl, 10000, LOG_LVL_ERROR, "MsptiMonitor GetNextRecord failed: %s (%d)",
+               backend_result_name(be, r), (int)r);
+        rec = NULL;
+        (void)next(buf, 0, &rec); /* resets msPTI's thread-local cursor */
+    }
+    mon_flush_batch(fs, batch, n);
 }
 
 static void mon_complete_cb(uint8_t *buf, size_t size, size_t valid)
