@@ -86,3 +86,93 @@ def thread_names(pid):
         except OSError:
             pass
     return names
+
+
+# A Python workload driving the simulator's bulk producer (`mssim_bench_fill`): bursts of
+# records of the kinds in `mask` (only those currently enabled are produced), so tests can
+# flood the plugin's buffers or pair the plugin with another simulator library. On SIGTERM it
+# stops the poller, finalizes the plugin and prints the simulator's statistics as one line
+# `STATS {...}`.
+_FILL_SCRIPT = r"""
+import ctypes, json, os, signal, sys, time
+sys.path.insert(0, os.environ["MSMON_E2E_PYPATH"])
+import mssim
+sim = mssim.load(os.environ["MSMON_E2E_SIM"])
+plugin = ctypes.CDLL(os.environ["MSMON_E2E_PLUGIN"], mode=ctypes.RTLD_GLOBAL)
+stop = []
+signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+mask, burst, pause = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+open(sys.argv[4], "w").close()
+while not stop:
+    sim.bench_fill(mask, burst)
+    time.sleep(pause)
+plugin.msmon_native_poll_stop()
+plugin.msmon_finalize()
+print("STATS " + json.dumps(sim.stats()), flush=True)
+"""
+
+
+class FillWorkload(Proc):
+    """/usr/bin/python3 running _FILL_SCRIPT with libmsmonitor.so and the simulator library
+    `sim_lib` (default libmspti.so; the plugin is pinned to the same file)."""
+
+    def __init__(self, daemon, tmpdir, mask, burst, pause_s, sim_lib=None, extra_env=None):
+        from conftest import SOURCE
+        self.ready = os.path.join(tmpdir, "ready")
+        sim_lib = sim_lib or binpath("libmspti.so")
+        env = daemon.client_env() if daemon is not None else dict(os.environ)
+        env.update({
+            "MSMONITOR_USE_DAEMON": "1",
+            "MSMONITOR_NATIVE_POLL": "1",
+            "MSMONITOR_MSPTI_LIB": sim_lib,
+            "MSMONITOR_LOG_PATH": tmpdir,
+            "MSMON_E2E_PYPATH": os.path.join(SOURCE, "python"),
+            "MSMON_E2E_SIM": sim_lib,
+            "MSMON_E2E_PLUGIN": binpath("libmsmonitor.so"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        })
+        if extra_env:
+            env.update(extra_env)
+        argv = ["/usr/bin/python3", "-c", _FILL_SCRIPT, str(mask), str(burst), str(pause_s), self.ready]
+        super().__init__(argv, env=env, logname="fill", tmpdir=tmpdir)
+        deadline = time.monotonic() + 20
+        while not os.path.exists(self.ready):
+            if self.p.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError("fill workload not ready:\n" + self.log())
+            time.sleep(0.02)
+
+    plugin_log = Workload.plugin_log
+    wait_plugin_log = Workload.wait_plugin_log
+
+    def finish(self):
+        """SIGTERM, wait, return the simulator statistics it printed."""
+        self.stop()
+        for line in self.log().splitlines():
+            if line.startswith("STATS "):
+                return json.loads(line[6:])
+        raise AssertionError("no STATS line:\n" + self.log()[-4000:])
+
+
+def op_ticks(daemon, activity=None):
+    """OpStats per report tick: [(timestamp, activity, {name: count})], merged over devices
+    and datagrams of one tick (they share the aggregation timestamp)."""
+    ticks = {}
+    for d in data_lines(daemon):
+        if d.get("kind") != "OpStats" or (activity and d.get("activity") != activity):
+            continue
+        key = (int(d["timestamp"]), d["activity"])
+        names = ticks.setdefault(key, {})
+        for op in d["ops"]:
+            names[op["name"]] = names.get(op["name"], 0) + int(op["count"])
+    return sorted((ts, act, names) for (ts, act), names in ticks.items())
+
+
+def kinds_after(daemon, t_ns):
+    """Report timestamps (sorted) and the kinds reported in each, for ticks after t_ns."""
+    out = {}
+    for d in data_lines(daemon):
+        ts = int(d["timestamp"])
+        if d.get("kind") in ("OpStats", "Marker") or ts <= t_ns:
+            continue
+        out.setdefault(ts, set()).add(d["kind"])
+    return sorted(out.items())
