@@ -1,7 +1,8 @@
 /* proc_db: the SQLite exporter (--export-type DB, 05-outputs.md §3). consume() only appends
  * record copies under a short lock; tick()/stop() run on the monitor thread, turn the records
  * into rows in arrival order (so string ids are numbered like upstream, §3.5), and write each
- * table's batch in one prepared-statement transaction. A failed batch is rolled back, logged
+ * table's batch in one transaction through a cached 64-row INSERT that rebinds only changed
+ * parameters (SQLite's per-execution cost dominated one-row inserts). A failed batch is rolled back, logged
  * with the file and SQLite's message, and dropped; the session and the training go on. */
 #include <errno.h>
 #include <limits.h>
@@ -24,6 +25,7 @@
 #define DB_MAX_STRINGS (16u * 1024 * 1024)
 #define DB_INVALID_U32 4294967295LL
 #define DB_MARKER_CONN_OFFSET 4000000000ULL
+#define DB_MULTI_ROWS 64                  /* rows per INSERT execution (<= 999 / 15 params) */
 
 /* ---- table definitions ---- */
 enum db_table_id {
@@ -118,6 +120,13 @@ struct rows {
     size_t n, cap; /* rows */
 };
 
+/* A cached INSERT of an incremental table and the values its parameters hold. */
+struct ins_stmt {
+    sqlite3_stmt *st;
+    int64_t *shadow; /* rows * ncols values last bound; valid when shadow_ok */
+    bool shadow_ok;
+};
+
 struct dev_marker { uint64_t ts; int64_t task_id; };
 struct host_marker { uint64_t ts; int64_t name_id, domain_id, gtid; };
 
@@ -147,7 +156,7 @@ struct proc {
     /* SQLite */
     char path[OUTFILE_PATH_MAX + 128];
     sqlite3 *db;
-    sqlite3_stmt *ins[T_INCR_COUNT];
+    struct ins_stmt ins[T_INCR_COUNT][2]; /* [0] one row, [1] DB_MULTI_ROWS rows */
     bool created[T_INCR_COUNT];
     bool stopped;
     uint64_t fail_streak; /* consecutive failed batches */
@@ -488,8 +497,11 @@ static int db_exec(struct proc *p, const char *sql)
 static void db_close(struct proc *p)
 {
     for (int t = 0; t < T_INCR_COUNT; t++) {
-        sqlite3_finalize(p->ins[t]);
-        p->ins[t] = NULL;
+        for (int k = 0; k < 2; k++) {
+            sqlite3_finalize(p->ins[t][k].st);
+            free(p->ins[t][k].shadow);
+            p->ins[t][k] = (struct ins_stmt){NULL, NULL, false};
+        }
         p->created[t] = false;
     }
     if (p->db) {
@@ -548,69 +560,159 @@ static int table_exists(struct proc *p, const char *name, bool *ret)
     return rc;
 }
 
-/* One table batch: BEGIN, CREATE TABLE IF NOT EXISTS, prepared INSERT per row, COMMIT.
- * *cached (may be NULL) keeps the INSERT statement across ticks. Any failure → ROLLBACK. */
-static int write_batch(struct proc *p, const char *table, const char *cols, int ncols, sqlite3_stmt **cached,
-                       bind_fn bind, const void *ctx, size_t n)
+/* Statement "INSERT INTO table VALUES (?,...),(?,...)..." of nrows rows. */
+static int prepare_insert(struct proc *p, const char *table, int ncols, int nrows, sqlite3_stmt **ret)
+{
+    size_t cap = 64 + strlen(table) + (size_t)nrows * ((size_t)ncols * 2 + 3);
+    char *sql = malloc(cap);
+    if (!sql)
+        return SQLITE_NOMEM;
+    size_t w = (size_t)snprintf(sql, cap, "INSERT INTO %s VALUES ", table);
+    for (int r = 0; r < nrows; r++) {
+        sql[w++] = r ? ',' : '(';
+        if (r)
+            sql[w++] = '(';
+        for (int i = 0; i < ncols; i++) {
+            if (i)
+                sql[w++] = ',';
+            sql[w++] = '?';
+        }
+        sql[w++] = ')';
+    }
+    sql[w] = '\0';
+    int rc = sqlite3_prepare_v3(p->db, sql, (int)w, SQLITE_PREPARE_PERSISTENT, ret, NULL);
+    free(sql);
+    return rc;
+}
+
+/* BEGIN and CREATE TABLE IF NOT EXISTS of one table batch; *ret_what names a failing step. */
+static int batch_begin(struct proc *p, const char *table, const char *cols, const char **ret_what)
 {
     char sql[1024];
-    sqlite3_stmt *st = cached ? *cached : NULL;
-    const char *what = "create table";
     int rc = db_exec(p, "BEGIN");
     if (rc != SQLITE_OK) {
-        what = "begin transaction for";
-        goto fail;
+        *ret_what = "begin transaction for";
+        return rc;
     }
+    *ret_what = "create table";
     snprintf(sql, sizeof(sql), "CREATE TABLE IF NOT EXISTS %s (%s)", table, cols);
-    rc = db_exec(p, sql);
-    if (rc != SQLITE_OK)
-        goto fail;
-    if (!st) {
-        int w = snprintf(sql, sizeof(sql), "INSERT INTO %s VALUES (", table);
-        for (int i = 0; i < ncols; i++)
-            w += snprintf(sql + w, sizeof(sql) - (size_t)w, i ? ",?" : "?");
-        snprintf(sql + w, sizeof(sql) - (size_t)w, ")");
-        what = "prepare insert into";
-        rc = sqlite3_prepare_v2(p->db, sql, -1, &st, NULL);
-        if (rc != SQLITE_OK)
-            goto fail;
+    return db_exec(p, sql);
+}
+
+/* COMMIT when every step succeeded (rc == SQLITE_OK), else log and ROLLBACK. 0 or -EIO. */
+static int batch_end(struct proc *p, const char *table, int rc, const char *what)
+{
+    if (rc == SQLITE_OK) {
+        what = "commit of";
+        rc = db_exec(p, "COMMIT");
     }
-    what = "insert into";
-    for (size_t i = 0; i < n; i++) {
-        rc = bind(st, ctx, i);
-        if (rc == SQLITE_OK)
-            rc = sqlite3_step(st);
-        sqlite3_reset(st);
-        if (rc != SQLITE_DONE && rc != SQLITE_OK)
-            goto fail;
+    if (rc != SQLITE_OK) {
+        db_log_error(p, what, table, rc);
+        if (!sqlite3_get_autocommit(p->db))
+            db_exec(p, "ROLLBACK");
+        return -EIO;
     }
-    what = "commit of";
-    rc = db_exec(p, "COMMIT");
-    if (rc != SQLITE_OK)
-        goto fail;
-    if (cached)
-        *cached = st;
-    else
-        sqlite3_finalize(st);
     if (p->fail_streak) {
         LOG_INFO("db: writes to %s succeed again after %llu failed batches", p->path,
                  (unsigned long long)p->fail_streak);
         p->fail_streak = 0;
     }
     return 0;
-fail:
-    db_log_error(p, what, table, rc);
-    if (!sqlite3_get_autocommit(p->db))
-        db_exec(p, "ROLLBACK");
+}
+
+/* One table batch: BEGIN, CREATE TABLE IF NOT EXISTS, prepared INSERT per row, COMMIT.
+ * Used for the small end-of-session tables. Any failure → ROLLBACK. */
+static int write_batch(struct proc *p, const char *table, const char *cols, int ncols, bind_fn bind,
+                       const void *ctx, size_t n)
+{
+    sqlite3_stmt *st = NULL;
+    const char *what;
+    int rc = batch_begin(p, table, cols, &what);
+    if (rc == SQLITE_OK) {
+        what = "prepare insert into";
+        rc = prepare_insert(p, table, ncols, 1, &st);
+    }
+    if (rc == SQLITE_OK)
+        what = "insert into";
+    for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
+        rc = bind(st, ctx, i);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        if (rc == SQLITE_DONE)
+            rc = SQLITE_OK;
+    }
     sqlite3_finalize(st);
-    if (cached)
-        *cached = NULL;
-    return -EIO;
+    return batch_end(p, table, rc, what);
+}
+
+/* Bind rows [first, first + nrows) of an incremental table to statement s, skipping
+ * parameters that already hold the value (bindings survive sqlite3_reset): constant columns
+ * (N/A ids, invalid markers, the pid) are bound once per statement, not once per row. */
+static int bind_rows(struct ins_stmt *s, const struct db_table *d, const int64_t *v, size_t nrows)
+{
+    size_t nval = nrows * (size_t)d->ncols;
+    for (size_t k = 0; k < nval; k++) {
+        if (s->shadow_ok && s->shadow[k] == v[k])
+            continue;
+        int rc;
+        int col = (int)(k % (size_t)d->ncols);
+        if (col == d->real_col) {
+            double x;
+            memcpy(&x, &v[k], sizeof(x));
+            rc = sqlite3_bind_double(s->st, (int)k + 1, x);
+        } else {
+            rc = sqlite3_bind_int64(s->st, (int)k + 1, v[k]);
+        }
+        if (rc != SQLITE_OK) {
+            s->shadow_ok = false;
+            return rc;
+        }
+        s->shadow[k] = v[k];
+    }
+    s->shadow_ok = true;
+    return SQLITE_OK;
+}
+
+static int step_rows(struct proc *p, struct ins_stmt *s, const struct db_table *d, int nrows, const int64_t *v)
+{
+    int rc = SQLITE_OK;
+    if (!s->st) {
+        if (!s->shadow && !(s->shadow = malloc(sizeof(int64_t) * (size_t)nrows * (size_t)d->ncols)))
+            return SQLITE_NOMEM;
+        rc = prepare_insert(p, d->name, d->ncols, nrows, &s->st);
+        s->shadow_ok = false;
+    }
+    if (rc == SQLITE_OK)
+        rc = bind_rows(s, d, v, (size_t)nrows);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(s->st);
+    sqlite3_reset(s->st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* One incremental table batch: rows go DB_MULTI_ROWS at a time through a cached multi-row
+ * INSERT (one statement execution per DB_MULTI_ROWS rows), the tail one row at a time. */
+static int write_rows(struct proc *p, int t)
+{
+    const struct db_table *d = &incr_tables[t];
+    const struct rows *r = &p->rows[t];
+    struct ins_stmt *multi = &p->ins[t][1], *one = &p->ins[t][0];
+    const char *what;
+    size_t i = 0;
+    int rc = batch_begin(p, d->name, d->cols, &what);
+    if (rc == SQLITE_OK)
+        what = "insert into";
+    for (; rc == SQLITE_OK && i + DB_MULTI_ROWS <= r->n; i += DB_MULTI_ROWS)
+        rc = step_rows(p, multi, d, DB_MULTI_ROWS, &r->v[i * (size_t)d->ncols]);
+    for (; rc == SQLITE_OK && i < r->n; i++)
+        rc = step_rows(p, one, d, 1, &r->v[i * (size_t)d->ncols]);
+    return batch_end(p, d->name, rc, what);
 }
 
 struct int_rows_ctx {
     const int64_t *v;
-    int ncols, real_col;
+    int ncols;
 };
 
 static int bind_int_row(sqlite3_stmt *st, const void *ctx, size_t i)
@@ -618,15 +720,8 @@ static int bind_int_row(sqlite3_stmt *st, const void *ctx, size_t i)
     const struct int_rows_ctx *c = ctx;
     const int64_t *r = &c->v[i * (size_t)c->ncols];
     int rc = SQLITE_OK;
-    for (int col = 0; col < c->ncols && rc == SQLITE_OK; col++) {
-        if (col == c->real_col) {
-            double d;
-            memcpy(&d, &r[col], sizeof(d));
-            rc = sqlite3_bind_double(st, col + 1, d);
-        } else {
-            rc = sqlite3_bind_int64(st, col + 1, r[col]);
-        }
-    }
+    for (int col = 0; col < c->ncols && rc == SQLITE_OK; col++)
+        rc = sqlite3_bind_int64(st, col + 1, r[col]);
     return rc;
 }
 
@@ -654,7 +749,7 @@ static int bind_text_pair(sqlite3_stmt *st, const void *ctx, size_t i)
 
 static int write_enum(struct proc *p, const char *table, const struct enum_row *rows, size_t n)
 {
-    return write_batch(p, table, "id INTEGER PRIMARY KEY, name TEXT", 2, NULL, bind_enum_row, rows, n);
+    return write_batch(p, table, "id INTEGER PRIMARY KEY, name TEXT", 2, bind_enum_row, rows, n);
 }
 
 /* Turn the pending records into rows and append every non-empty table. */
@@ -692,9 +787,7 @@ static int db_append(struct proc *p)
     for (int t = 0; t < T_INCR_COUNT && p->db; t++) {
         if (p->rows[t].n == 0)
             continue;
-        const struct db_table *d = &incr_tables[t];
-        struct int_rows_ctx ctx = {p->rows[t].v, d->ncols, d->real_col};
-        if (write_batch(p, d->name, d->cols, d->ncols, &p->ins[t], bind_int_row, &ctx, p->rows[t].n) == 0)
+        if (write_rows(p, t) == 0)
             p->append_ok = true;
         else
             rc = -EIO;
@@ -709,7 +802,7 @@ static int write_session_tables(struct proc *p, const char *parallel_group_info)
     int rc = 0;
     char host_uid[32] = "", host_name[256] = "";
 
-    if (write_batch(p, "STRING_IDS", "id INTEGER, value TEXT", 2, NULL, bind_string_id, &p->pool, p->pool.n) < 0)
+    if (write_batch(p, "STRING_IDS", "id INTEGER, value TEXT", 2, bind_string_id, &p->pool, p->pool.n) < 0)
         rc = -EIO;
     if (write_enum(p, "ENUM_HCCL_DATA_TYPE", enum_hccl_dtype, NELEM(enum_hccl_dtype)) < 0 ||
         write_enum(p, "ENUM_MSTX_EVENT_TYPE", enum_mstx_type, NELEM(enum_mstx_type)) < 0 ||
@@ -725,19 +818,19 @@ static int write_session_tables(struct proc *p, const char *parallel_group_info)
                                 {"SCHEMA_VERSION_MAJOR", "0"}, {"SCHEMA_VERSION", "1.2.0"},
                                 {"parallel_group_info", parallel_group_info}};
     size_t nmeta = parallel_group_info && *parallel_group_info ? 5 : 4;
-    if (write_batch(p, "META_DATA", "name TEXT, value TEXT", 2, NULL, bind_text_pair, meta, nmeta) < 0)
+    if (write_batch(p, "META_DATA", "name TEXT, value TEXT", 2, bind_text_pair, meta, nmeta) < 0)
         rc = -EIO;
 
     outfile_host_uid(host_uid, sizeof(host_uid));
     if (gethostname(host_name, sizeof(host_name) - 1) != 0)
         host_name[0] = '\0';
     struct text_pair host = {host_uid, host_name};
-    if (write_batch(p, "HOST_INFO", "hostUid TEXT, hostName TEXT", 2, NULL, bind_text_pair, &host, 1) < 0)
+    if (write_batch(p, "HOST_INFO", "hostUid TEXT, hostName TEXT", 2, bind_text_pair, &host, 1) < 0)
         rc = -EIO;
 
     int64_t times[2] = {(int64_t)p->session_start_ns, (int64_t)clock_real_ns()};
-    struct int_rows_ctx tctx = {times, 2, -1};
-    if (write_batch(p, "SESSION_TIME_INFO", "startTimeNs INTEGER, endTimeNs INTEGER", 2, NULL, bind_int_row, &tctx,
+    struct int_rows_ctx tctx = {times, 2};
+    if (write_batch(p, "SESSION_TIME_INFO", "startTimeNs INTEGER, endTimeNs INTEGER", 2, bind_int_row, &tctx,
                     1) < 0)
         rc = -EIO;
 
@@ -757,14 +850,14 @@ static int write_session_tables(struct proc *p, const char *parallel_group_info)
     }
     bool exists = false;
     if (table_exists(p, "RANK_DEVICE_MAP", &exists) == SQLITE_OK && !exists) {
-        struct int_rows_ctx mctx = {map, 2, -1};
-        if (write_batch(p, "RANK_DEVICE_MAP", "rankId INTEGER, deviceId INTEGER", 2, NULL, bind_int_row, &mctx,
+        struct int_rows_ctx mctx = {map, 2};
+        if (write_batch(p, "RANK_DEVICE_MAP", "rankId INTEGER, deviceId INTEGER", 2, bind_int_row, &mctx,
                         ndev) < 0)
             rc = -EIO;
     }
     exists = false;
     if (table_exists(p, "NPU_INFO", &exists) == SQLITE_OK && !exists &&
-        write_batch(p, "NPU_INFO", "id INTEGER, name TEXT", 2, NULL, bind_enum_row, npu, ndev) < 0)
+        write_batch(p, "NPU_INFO", "id INTEGER, name TEXT", 2, bind_enum_row, npu, ndev) < 0)
         rc = -EIO;
 out:
     free(map);

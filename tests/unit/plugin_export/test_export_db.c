@@ -1,6 +1,7 @@
 /* Unit tests of the DB exporter (05-outputs.md §3): schema of every table against the spec,
- * string-id numbering, opName composition, marker pairing, lazy creation, file mode,
- * rollback on a size-limited file and durability of committed batches across SIGKILL. */
+ * string-id numbering, multi-row insert values, opName composition, marker pairing, lazy
+ * creation, file mode, rollback on a size-limited file and durability of committed batches
+ * across SIGKILL. */
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -235,6 +236,56 @@ static void test_string_ids_and_rows(void **state)
     free(dir);
 }
 
+/* Rows go through multi-row INSERTs whose parameters are only rebound when they change:
+ * every value of every row must still land, across statement reuse over ticks and with
+ * tails shorter than one statement (150 = 2 x 64 + 22, then 70 = 64 + 6). */
+static void test_multirow_values(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_make();
+    struct proc *p = session(dir, 0);
+    const char *names[2] = {"h0", "h1"};
+    int counts[2] = {150, 70}, i = 0;
+    for (int tick = 0; tick < 2; tick++) {
+        struct mon_record r[150];
+        for (int k = 0; k < counts[tick]; k++, i++) {
+            uint64_t t = T0 + (uint64_t)i * 10;
+            if (i % 2)
+                r[k] = r_hccl(t, t + 5, (uint32_t)(i % 3), (uint32_t)(i / 7 % 2), i * 0.25, names[i / 5 % 2], "g");
+            else
+                r[k] = r_kernel(t, t + 5, (uint32_t)(i % 3), (uint32_t)(i / 7 % 2), (uint64_t)i, "AI_CORE",
+                                names[i / 5 % 2]);
+        }
+        proc_db_ops.consume(p, r, (size_t)counts[tick]);
+        assert_int_equal(proc_db_ops.tick(p), 0);
+    }
+    assert_int_equal(proc_db_ops.stop(p, NULL), 0);
+    proc_db_ops.destroy(p);
+
+    sqlite3 *db = open_only_db(dir);
+    char sql[1024];
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*), count(DISTINCT startNs) FROM (SELECT *, (startNs - %llu) / 10 AS i FROM MSMONITOR_HCCL) "
+             "WHERE i %% 2 = 1 AND endNs = startNs + 5 AND deviceId = i %% 3 AND streamId = i / 7 %% 2 "
+             "AND typeof(bandWidth) = 'real' AND bandWidth = i * 0.25 AND globalPid = %d "
+             "AND name = (SELECT id FROM STRING_IDS WHERE value = 'h' || (i / 5 %% 2)) "
+             "AND commName = (SELECT id FROM STRING_IDS WHERE value = 'g')",
+             T0, (int)getpid());
+    assert_q(db, sql, "110|110\n");
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*), count(DISTINCT t.startNs) FROM (SELECT *, (startNs - %llu) / 10 AS i FROM TASK) t "
+             "JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId "
+             "WHERE i %% 2 = 0 AND t.endNs = t.startNs + 5 AND t.deviceId = i %% 3 AND t.streamId = i / 7 %% 2 "
+             "AND t.connectionId = i AND t.globalTaskId = i / 2 AND t.contextId = 4294967295 "
+             "AND c.name = (SELECT id FROM STRING_IDS WHERE value = 'h' || (i / 5 %% 2)) "
+             "AND c.opType = (SELECT id FROM STRING_IDS WHERE value = 'N/A') AND c.blockNum = 4294967295",
+             T0);
+    assert_q(db, sql, "110|110\n");
+    sqlite3_close(db);
+    rm_rf(dir);
+    free(dir);
+}
+
 static void test_opname_composition(void **state)
 {
     (void)state;
@@ -460,6 +511,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schema_every_table),
         cmocka_unit_test(test_string_ids_and_rows),
+        cmocka_unit_test(test_multirow_values),
         cmocka_unit_test(test_opname_composition),
         cmocka_unit_test(test_marker_pairing_and_session_filter),
         cmocka_unit_test(test_lazy_creation_and_mode),
