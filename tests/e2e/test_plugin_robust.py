@@ -1,0 +1,278 @@
+"""libmsmonitor.so under adverse conditions, end to end: kind replacement while running, a
+daemon restart while monitoring, invalid configs, buffer pool exhaustion, msPTI errors and
+missing/minimal msPTI libraries. Real dynolog (--use_JSON), real dyno, the simulator (the
+mssim-train workload or a Python driver of its bulk producer) with the native poller."""
+import collections
+import os
+import signal
+import tempfile
+import time
+
+from conftest import binpath, run_dyno
+from daemon_util import set_config
+from plugin_util import (FillWorkload, Workload, data_lines, kinds_after, thread_names,
+                         wait_registered)
+
+KERNEL_MASK = 1 << 2
+EXHAUSTED = "Buffer allocation exhausted, allocCnt: 32"
+
+
+# The result is named by msptiGetResultString when the library has it, else by our table.
+ENABLE_FAILED = "MsptiMonitor enableActivity failed, kind: {} ({})"
+PRELOAD_HINT = "; this kind needs libmspti.so in LD_PRELOAD (CANN < 9.0.0, see FAQ)"
+
+
+def _wait_any(w, lines, timeout=20.0):
+    """Wait until one of the exact `lines` is in the plugin log."""
+    deadline = time.monotonic() + timeout
+    while not any(line in w.plugin_log() for line in lines):
+        assert time.monotonic() < deadline, (lines, w.plugin_log()[-4000:])
+        time.sleep(0.05)
+
+
+def _start(daemon, kinds, *extra, interval="1"):
+    r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--report-interval-s", interval,
+                 "--mspti-activity-kind", kinds, *extra)
+    assert r.returncode == 0, r.stderr + r.stdout
+
+
+def _stop(daemon):
+    r = run_dyno(daemon, "npu-monitor", "--npu-monitor-stop")
+    assert r.returncode == 0, r.stderr + r.stdout
+
+
+def _monitor_status(daemon):
+    st = run_dyno(daemon, "status")
+    assert st.returncode == 0, st.stderr
+    return st.stdout
+
+
+def _kernel_count(daemon):
+    return sum(int(op["count"]) for d in data_lines(daemon)
+               if d.get("kind") == "OpStats" and d.get("activity") == "Kernel" for op in d["ops"])
+
+
+def _config(**over):
+    """Raw npu-monitor config text as dyno would send it, with fields overridden (None drops)."""
+    cfg = collections.OrderedDict([
+        ("NPU_MONITOR_START", "true"), ("NPU_MONITOR_STOP", "false"), ("REPORT_INTERVAL_S", "1"),
+        ("DURATION", "0"), ("MSPTI_ACTIVITY_KIND", "Kernel"), ("NPU_MONITOR_LOG_FILE", ""),
+        ("NPU_MONITOR_EXPORT_TYPE", "DB"), ("NPU_MONITOR_FILTER", ""),
+    ])
+    for k, v in over.items():
+        if v is None:
+            cfg.pop(k)
+        else:
+            cfg[k] = v
+    return "".join(f"{k}={v}\n" for k, v in cfg.items())
+
+
+def test_kind_replacement_while_running(daemon):
+    """A new command's kind list replaces the enabled set: after the change only the new kinds
+    are reported; the MsptiMonitor thread lives exactly while the session runs."""
+    tmp = tempfile.mkdtemp(prefix="mmw")
+    w = Workload(daemon, tmp)
+    try:
+        wait_registered(daemon, w.p.pid)
+        assert "MsptiMonitor" not in thread_names(w.p.pid)
+        _start(daemon, "Kernel")
+        w.wait_plugin_log("MsptiMonitor start successfully")
+        assert "MsptiMonitor" in thread_names(w.p.pid)
+        daemon.wait_log('"kind":"Kernel"', timeout=20)
+        _start(daemon, "AclAPI,Communication")
+        w.wait_plugin_log("Received NPU configuration successfully", count=2)
+        t_change = time.time_ns()
+        deadline = time.monotonic() + 20
+        while len(kinds_after(daemon, t_change)) < 3:
+            assert time.monotonic() < deadline, daemon.log()[-4000:]
+            time.sleep(0.1)
+        assert w.plugin_log().count("MsptiMonitor start successfully") == 1  # same session
+        _stop(daemon)
+        w.wait_plugin_log("MsptiMonitor stop successfully")
+        assert "MsptiMonitor" not in thread_names(w.p.pid)
+        assert w.p.poll() is None
+    finally:
+        w.stop()
+    after = kinds_after(daemon, t_change)
+    # the report in flight at the change still carries the Kernel records collected before it
+    for ts, kinds in after[1:]:
+        assert kinds == {"AclAPI", "Communication"}, (ts, kinds)
+
+
+def test_daemon_restart_while_monitoring(make_daemon):
+    """Kill dynolog while a session runs; a new dynolog on the same socket directory and port
+    gets the registration, the Running status and the data, without restarting the job."""
+    d1 = make_daemon(extra=["--use_JSON"])
+    tmp = tempfile.mkdtemp(prefix="mmw")
+    w = Workload(d1, tmp)
+    try:
+        wait_registered(d1, w.p.pid)
+        _start(d1, "Kernel")
+        w.wait_plugin_log("MsptiMonitor start successfully")
+        d1.wait_log('"kind":"Kernel"', timeout=20)
+        d1.stop(sig=signal.SIGKILL)
+        d2 = make_daemon(extra=["--use_JSON"], sockdir=d1.sockdir, port=d1.port)
+        wait_registered(d2, w.p.pid)
+        w.wait_plugin_log("registering again")
+        d2.wait_log('"kind":"Kernel"', timeout=20)
+        deadline = time.monotonic() + 10
+        while '"npumonitor":"Running"' not in _monitor_status(d2):
+            assert time.monotonic() < deadline, _monitor_status(d2)
+            time.sleep(0.2)
+        assert w.p.poll() is None
+        _stop(d2)
+        w.wait_plugin_log("MsptiMonitor stop successfully")
+        assert w.plugin_log().count("MsptiMonitor start successfully") == 1
+    finally:
+        w.stop()
+    assert w.p.returncode == 0, w.log()
+
+
+def test_invalid_raw_configs_rejected(daemon):
+    """Configs dyno would never send, delivered raw through the daemon: each is rejected with
+    the §3 log line, nothing starts, no status is reported, the process keeps running."""
+    cases = [
+        (_config(REPORT_INTERVAL_S=None), "Missing required key: REPORT_INTERVAL_S"),
+        (_config(MSPTI_ACTIVITY_KIND="Kernel,kernel"),
+         "Invalid value for MSPTI_ACTIVITY_KIND = 'Kernel,kernel' (comma list of Marker, Kernel, API, "
+         "Hccl, Memory, MemSet, MemCpy, Communication, AclAPI, NodeAPI, RuntimeAPI)"),
+        (_config(REPORT_INTERVAL_S="4294967296"),
+         "Invalid value for REPORT_INTERVAL_S = '4294967296' (digits only, at most 4294967295)"),
+        (_config(DURATION="1e3"), "Invalid value for DURATION = '1e3' (decimal number of seconds)"),
+        (_config(NPU_MONITOR_FILTER="Kernel:" + "M" * 1020),
+         "Invalid value for NPU_MONITOR_FILTER = 'Kernel:MMM"),
+    ]
+    tmp = tempfile.mkdtemp(prefix="mmw")
+    w = Workload(daemon, tmp)
+    try:
+        wait_registered(daemon, w.p.pid)
+        for cfg, line in cases:
+            rep = set_config(daemon.port, cfg, pids=[0])
+            assert rep is not None
+            w.wait_plugin_log(line)
+            assert w.p.poll() is None
+        assert "MsptiMonitor start successfully" not in w.plugin_log()
+        assert '"npumonitor":"Idle"' in _monitor_status(daemon)
+        # still serviceable
+        set_config(daemon.port, _config(), pids=[0])
+        w.wait_plugin_log("MsptiMonitor start successfully")
+        daemon.wait_log('"kind":"Kernel"', timeout=20)
+    finally:
+        w.stop()
+    assert w.p.returncode == 0, w.log()
+
+
+def test_invalid_flags_rejected_by_dyno_before_the_node(daemon):
+    """dyno refuses what the plugin would reject (bad kind, over-long filter): nothing reaches
+    the node, whose session keeps running undisturbed."""
+    tmp = tempfile.mkdtemp(prefix="mmw")
+    w = Workload(daemon, tmp)
+    try:
+        wait_registered(daemon, w.p.pid)
+        _start(daemon, "Kernel")
+        w.wait_plugin_log("MsptiMonitor start successfully")
+        for args in (["--mspti-activity-kind", "kernel"], ["--filter", "Kernel:" + "x" * 1100]):
+            r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", *args)
+            assert r.returncode != 0, r.stdout
+        n = _kernel_count(daemon)
+        deadline = time.monotonic() + 20
+        while _kernel_count(daemon) <= n:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert w.plugin_log().count("Received NPU configuration successfully") == 1
+        assert w.p.poll() is None
+    finally:
+        w.stop()
+
+
+def test_buffer_exhaustion_drops_without_crash(daemon):
+    """4 KiB buffers and bursts of 50000 records: all 32 buffers are outstanding before the
+    simulator completes any, requests are declined with the FAQ line, the simulator counts the
+    drops, and every record that was appended is still reported."""
+    tmp = tempfile.mkdtemp(prefix="mmw")
+    w = FillWorkload(daemon, tmp, KERNEL_MASK, 50000, 0.05,
+                     extra_env={"MSMONITOR_TEST_BUFFER_SIZE": "4096"})
+    try:
+        wait_registered(daemon, w.p.pid)
+        _start(daemon, "Kernel")
+        w.wait_plugin_log("MsptiMonitor start successfully")
+        w.wait_plugin_log(EXHAUSTED)
+        n = len(data_lines(daemon))
+        daemon.wait_log('"kind":"Kernel"', timeout=20,
+                        count=daemon.log().count('"kind":"Kernel"') + 2)  # monitoring continues
+        assert len(data_lines(daemon)) > n
+        assert w.p.poll() is None
+    finally:
+        stats = w.finish()
+    assert w.p.returncode == 0, w.log()
+    assert stats["records_dropped_declined"] > 0 and stats["buffers_declined"] > 0, stats
+    assert stats["records_appended"] > 0
+    assert _kernel_count(daemon) == stats["records_appended"]
+    assert "MsptiMonitor stop successfully" in w.plugin_log()
+
+
+def test_enable_error_profile_8_0_hccl(daemon):
+    """msPTI 8.0 knows no Hccl kind (invalid parameter): the exact enableActivity error, the
+    other kinds of the command are still enabled."""
+    tmp = tempfile.mkdtemp(prefix="mmw")
+    w = Workload(daemon, tmp, extra_env={"MSSIM_PROFILE": "8.0"})
+    try:
+        wait_registered(daemon, w.p.pid)
+        _start(daemon, "Kernel,Hccl")
+        _wait_any(w, [ENABLE_FAILED.format("Hccl", r) for r in
+                      ("MSPTI_ERROR_INVALID_PARAMETER", "One or more of the parameters is invalid.")])
+        daemon.wait_log('"kind":"Kernel"', timeout=20)
+        assert '"npumonitor":"Running"' in _monitor_status(daemon)
+    finally:
+        w.stop()
+    assert not [d for d in data_lines(daemon) if d.get("kind") == "Hccl"]
+
+
+def test_enable_error_26_0_without_preload(daemon):
+    tmp = tempfile.mkdtemp(prefix="mmw")
+    w = Workload(daemon, tmp, extra_env={"MSSIM_PROFILE": "26.0"})
+    try:
+        wait_registered(daemon, w.p.pid)
+        _start(daemon, "Memory,Kernel")
+        _wait_any(w, [ENABLE_FAILED.format("Memory", r) + PRELOAD_HINT for r in
+                      ("MSPTI_ERROR_WITHOUT_LD_PRELOAD", "The operation requires LD_PRELOAD injection.")])
+        daemon.wait_log('"kind":"Kernel"', timeout=20)
+    finally:
+        w.stop()
+    assert not [d for d in data_lines(daemon) if d.get("kind") == "Memory"]
+
+
+def test_mspti_lib_missing(daemon):
+    """MSMONITOR_MSPTI_LIB is authoritative: a missing file means no backend, the start is
+    refused with the §9 line, the status stays Idle and the job runs on."""
+    tmp = tempfile.mkdtemp(prefix="mmw")
+    w = Workload(daemon, tmp, extra_env={"MSMONITOR_MSPTI_LIB": os.path.join(tmp, "nope", "libmspti.so")})
+    try:
+        wait_registered(daemon, w.p.pid)
+        _start(daemon, "Kernel")
+        w.wait_plugin_log("msPTI library not found, mspti monitor start failed")
+        assert "MsptiMonitor start successfully" not in w.plugin_log()
+        assert "MsptiMonitor" not in thread_names(w.p.pid)
+        assert '"npumonitor":"Idle"' in _monitor_status(daemon)
+        assert w.p.poll() is None
+    finally:
+        w.stop()
+    assert w.p.returncode == 0, w.log()
+
+
+def test_mspti_minimal_library(daemon):
+    """libmspti_minimal.so (only the mandatory symbols): the session works, every record the
+    simulator appended is reported."""
+    tmp = tempfile.mkdtemp(prefix="mmw")
+    w = FillWorkload(daemon, tmp, KERNEL_MASK, 2000, 0.05, sim_lib=binpath("libmspti_minimal.so"))
+    try:
+        wait_registered(daemon, w.p.pid)
+        _start(daemon, "Kernel")
+        w.wait_plugin_log("MsptiMonitor start successfully")
+        assert "libmspti_minimal.so" in w.plugin_log()
+        daemon.wait_log('"kind":"Kernel"', timeout=20, count=2)
+    finally:
+        stats = w.finish()
+    assert w.p.returncode == 0, w.log()
+    assert stats["records_appended"] > 0
+    assert _kernel_count(daemon) == stats["records_appended"]
