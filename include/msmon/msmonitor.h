@@ -56,7 +56,10 @@ struct msmon_result {
 MSMON_API int msmon_monitor_kinds(int32_t *out, size_t cap, size_t *ret_n);
 MSMON_API int msmon_monitor_results(int32_t kind, const struct msmon_result **ret_arr, size_t *ret_n);
 
-/* Framework side for non-Python programs (04-plugin.md §15). */
+/* Framework side for non-Python programs (04-plugin.md §15), interoperable with
+ * msmonitor.dynamic_profile. init: 0 active, -ENOTSUP when MSMONITOR_USE_DAEMON is not 1,
+ * -ESTALE stale segment (logged with the `rm -f` hint), else -errno. step: call once per
+ * iteration; 0 (a no-op when inactive). */
 MSMON_API int msmon_dynamic_init(void);
 MSMON_API int msmon_dynamic_step(void);
 

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "msmon/ipc_wire.h"
 #include "msmon/msmonitor.h"
+#include "plugin/dynamic.h"
 #include "plugin/dyno.h"
 #include "plugin/mconfig.h"
 #include "plugin/monitor.h"
@@ -110,6 +111,17 @@ MSMON_API int msmon_native_poll_start(void)
 MSMON_API void msmon_native_poll_stop(void)
 {
     npoll_stop();
+}
+
+MSMON_API int msmon_dynamic_init(void)
+{
+    api_init(); /* first, so dynamic's atexit clean-up runs before api_atexit */
+    return dyn_init();
+}
+
+MSMON_API int msmon_dynamic_step(void)
+{
+    return dyn_step();
 }
 
 static bool api_standalone_kind(int32_t k)

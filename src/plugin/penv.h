@@ -25,6 +25,9 @@ enum penv_id {
     PENV_RANK_ID,               /* RANK_ID */
     PENV_SOCKET_DIR,            /* MSMONITOR_SOCKET_DIR (read by ipc_socket_dir too) */
     PENV_TEST_BUFFER_SIZE,      /* MSMONITOR_TEST_BUFFER_SIZE: test knob, see bufpool.h */
+    PENV_SHM_DIR,               /* MSMONITOR_SHM_DIR: dyno-mode segment directory (dynamic.h) */
+    PENV_POLL_INTERVAL_S,       /* MSMONITOR_POLL_INTERVAL_S: dyno-mode poll period */
+    PENV_SHM_STALE_S,           /* MSMONITOR_SHM_STALE_S: stale-rule threshold (tests) */
     PENV_COUNT
 };
 

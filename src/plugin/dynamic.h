@@ -1,0 +1,92 @@
+/* dynamic: the framework side of dyno mode for non-Python programs (04-plugin.md §15,
+ * 03-ipc.md §7): msmon_dynamic_init()/msmon_dynamic_step() behind the C API. Byte-compatible
+ * with python/msmonitor/dynamic_profile.py so C and Python ranks share one segment per node:
+ * same name, layout, creator election, stale rule and error text. The creator's poller is a
+ * thread (signals blocked) instead of a process; ranks never fork it. */
+#ifndef MSMON_PLUGIN_DYNAMIC_H
+#define MSMON_PLUGIN_DYNAMIC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#define DYN_SHM_PREFIX "DynamicProfileNpuShm"
+#define DYN_SHM_DIR "/dev/shm"
+#define DYN_SHM_SIZE (1u << 20)
+#define DYN_STALE_S 60
+#define DYN_ATTACH_TRIES 10
+#define DYN_MAX_KEYS 256            /* cap on the keys of one config (shm or poll text) */
+#define DYN_DEFAULT_POLL_S 2.0
+
+/* One config: NUL-terminated views into `store` (or static strings). */
+struct dyn_kv {
+    char *store;                    /* owned; free with dyn_kv_fini() */
+    const char *keys[DYN_MAX_KEYS];
+    const char *values[DYN_MAX_KEYS];
+    size_t n;
+    bool is_valid;                  /* the "is_valid" member (JSON) / always true (poll text) */
+};
+void dyn_kv_fini(struct dyn_kv *kv);
+
+/* "DynamicProfileNpuShm" + UTC %Y%m%d%H of `now`. 0 or -ENOSPC. */
+int dyn_shm_name(time_t now, char *buf, size_t cap);
+/* The stale-rule error text with the `rm -f` command (exactly Python's stale_message). */
+int dyn_stale_message(const char *path, char *buf, size_t cap);
+/* MSMONITOR_USE_DAEMON, else the deprecated KINETO_USE_DAEMON (warns), as an integer after
+ * trimming whitespace; only 1 enables. Bad values warn "... value not valid, will be set to 0 !". */
+bool dyn_use_daemon(const char *msmon, const char *kineto);
+/* MSMONITOR_POLL_INTERVAL_S in [0.1, 50] (default 2) and MSMONITOR_SHM_STALE_S >= 0 (default
+ * 60); NULL means unset; invalid values warn and give the default. */
+double dyn_poll_interval(const char *raw);
+long dyn_stale_seconds(const char *raw);
+
+/* The poller's line parsing (03-ipc.md §7.3): keep a line only if it splits on '=' into
+ * exactly two parts, strip both; a repeated key keeps its last value. Then "is_valid" is
+ * added (true). Fills kv (caller calls dyn_kv_fini). 0, -ENOMEM, -E2BIG (> DYN_MAX_KEYS). */
+int dyn_parse_config_text(const char *text, size_t len, struct dyn_kv *kv);
+/* Compact JSON of kv with byte-wise sorted keys. Caller owns *ret; free(). -E2BIG if the
+ * text does not fit the segment. */
+int dyn_config_json(const struct dyn_kv *kv, char **ret, size_t *ret_len);
+/* Strict parse of one flat JSON object (string, true/false or number members; duplicates:
+ * last wins) as found in the segment after trailing spaces/NULs are cut. Values are
+ * converted like Python's str(): true -> "True", numbers verbatim. "is_valid" is not kept
+ * as a key; its truthiness goes to kv->is_valid. 0 or -EINVAL/-ENOMEM/-E2BIG. */
+int dyn_parse_json(const char *text, size_t len, struct dyn_kv *kv);
+
+/* Segment I/O over a mapped DYN_SHM_SIZE buffer. The timestamp (uint32 LE unix seconds) is
+ * written last with release order so a reader that sees it sees the whole text. */
+int dyn_shm_write(uint8_t *shm, const char *json, size_t len, uint32_t now);
+uint32_t dyn_shm_time(const uint8_t *shm);
+int dyn_shm_read(const uint8_t *shm, struct dyn_kv *kv);
+
+/* Open `path` or create it (one creator wins via link(2)), stale rule against this process's
+ * /proc ctime. *ret_fd holds a shared flock. -ESTALE (err holds the stale message), -EINVAL
+ * wrong size, -errno. err (may be NULL) gets a one-line reason. */
+int dyn_attach_or_create(const char *path, long stale_s, int *ret_fd, bool *ret_creator,
+                         char *err, size_t errcap);
+
+/* nputrace window of one rank (03-ipc.md §7.4): Ready until start, Running in [start, stop),
+ * then Idle. States as the daemon encodes them: 0 Idle, 1 Running, 2 Ready. */
+enum { DYN_TRACE_IDLE = 0, DYN_TRACE_RUNNING = 1, DYN_TRACE_READY = 2 };
+struct dyn_trace {
+    int32_t state, start, stop;
+};
+/* Apply an nputrace config seen at step `step` by rank `rank` (PROFILE_IS_RANK /
+ * PROFILE_RANK_LIST select ranks; PROFILE_START_STEP -1 or not after `step` = next step;
+ * ACTIVITIES_ITERATIONS >= 1). Returns 1 armed (Ready), 0 not for this rank, -EINVAL. */
+int dyn_trace_config(struct dyn_trace *t, const struct dyn_kv *kv, int32_t rank, int32_t step);
+/* Advance at step `step`; returns true if the state changed. */
+bool dyn_trace_advance(struct dyn_trace *t, int32_t step);
+
+/* msmon_dynamic_init(): 0 active (also when already active), -ENOTSUP dyno mode not asked
+ * for by the environment, -ESTALE stale segment (logged with the `rm -f` hint), -errno. */
+int dyn_init(void);
+/* msmon_dynamic_step(): 0 (a no-op when inactive). */
+int dyn_step(void);
+/* Tear down (also the atexit handler): end the step range, stop the session, stop the
+ * poller, unmap, unlink the segment if we created it. Idempotent. */
+void dyn_finalize(void);
+
+#endif
