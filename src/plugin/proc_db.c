@@ -2,8 +2,9 @@
  * record copies under a short lock; tick()/stop() run on the monitor thread, turn the records
  * into rows in arrival order (so string ids are numbered like upstream, §3.5), and write each
  * table's batch in one transaction through a cached 64-row INSERT that rebinds only changed
- * parameters (SQLite's per-execution cost dominated one-row inserts). A failed batch is rolled back, logged
- * with the file and SQLite's message, and dropped; the session and the training go on. */
+ * parameters (SQLite's per-execution cost dominated one-row inserts). A failed batch is
+ * rolled back, logged with the file and SQLite's message, and dropped; the session and the
+ * training go on. */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>

@@ -407,11 +407,20 @@ static void lb_init(struct lbuild *lb, struct proc *p, size_t nrec)
     lb->block_cap = cap < JSONL_BLOCK_MAX ? cap : JSONL_BLOCK_MAX;
 }
 
-/* Queue the current block; a refused block (queue full, drops counted) is kept for reuse. */
+/* Queue the current block; a refused block (queue full, drops counted) is kept for reuse.
+ * A mostly empty block (small consume() batches) is shrunk first, so a full queue holds
+ * about the bytes of its lines, not of their worst-case bounds. */
 static void lb_flush(struct lbuild *lb)
 {
     if (!lb->b || lb->b->nlines == 0)
         return;
+    if (lb->b->len < lb->b->cap / 2) {
+        struct lineblock *small = realloc(lb->b, sizeof(*small) + lb->b->len);
+        if (small) {
+            small->cap = small->len;
+            lb->b = small;
+        }
+    }
     if (linering_push(&lb->p->ring, lb->b) == 0) {
         lb->b = NULL;
     } else {

@@ -128,6 +128,56 @@ static void test_rotation(void **state)
     free(dir);
 }
 
+/* One consume() of 2500 records fills several line blocks; rotation at 1000 lines cuts
+ * blocks between lines. Every line arrives once, in order, whole; a name needing escapes and
+ * longer than a default block still makes one line. */
+static void test_rotation_large_batches(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_make();
+    struct proc *p = session(dir, "1000", NULL, 1);
+    char *big = malloc(70001);
+    for (int i = 0; i < 70000; i++)
+        big[i] = i % 100 == 99 ? '"' : 'x';
+    big[70000] = '\0';
+    struct mon_record *r = calloc(2500, sizeof(*r));
+    for (int i = 0; i < 2500; i++)
+        r[i] = r_api(MON_KIND_API, T0 + (uint64_t)i, T0 + (uint64_t)i + 1, 1, 1, (uint64_t)i, i == 1234 ? big : "a");
+    proc_jsonl_ops.consume(p, r, 2500);
+    assert_int_equal(proc_jsonl_ops.stop(p, NULL), 0);
+    proc_jsonl_ops.destroy(p);
+    char *files[8];
+    size_t n = list_files(dir, ".jsonl", files, 8);
+    assert_int_equal(n, 3);
+    int next = 0;
+    for (size_t f = 0; f < n; f++) {
+        char *t = read_all(files[f]);
+        int lines = 0;
+        for (char *line = t; *line; lines++) {
+            char *nl = strchr(line, '\n');
+            assert_non_null(nl);
+            int id = -1;
+            assert_int_equal(sscanf(line, "{\"correlationId\":%d,", &id), 1);
+            assert_int_equal(id, next++);
+            assert_true(nl[-1] == '}');
+            if (id == 1234) {
+                /* the 118 bytes of the line with an empty name, plus 70000 + 700 escapes */
+                assert_int_equal(nl - line, 118 + 70700);
+                assert_memory_equal(line + 65 + 97, "xx\\\"xx", 6); /* name at 65: 99 x, \" */
+            }
+            line = nl + 1;
+        }
+        assert_int_equal(lines, f < 2 ? 1000 : 500);
+        free(t);
+    }
+    assert_int_equal(next, 2500);
+    free_list(files, n);
+    free(r);
+    free(big);
+    rm_rf(dir);
+    free(dir);
+}
+
 static size_t count_files_lines(const char *dir, size_t *ret_files)
 {
     char *files[64];
@@ -436,6 +486,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_line_shapes),
         cmocka_unit_test(test_rotation),
+        cmocka_unit_test(test_rotation_large_batches),
         cmocka_unit_test(test_flag_env_precedence),
         cmocka_unit_test(test_settings_rules),
         cmocka_unit_test(test_ring_overflow_count),
