@@ -21,8 +21,8 @@ struct dyno_state {
     struct ipc_client *client;       /* created at first use */
     bool registered;
     int32_t npu;
-    ino_t reg_inode;                 /* inode of dynolog.sock at registration */
-    bool ctrl_failed;                /* last control send failed */
+    uint64_t reg_stamp;              /* identity of dynolog.sock at registration */
+    bool ctrl_failed;                /* last control send failed: repeats are not logged */
     int32_t last_monitor_status;
     int32_t pids[IPC_PLUGIN_MAX_PIDS];
     int npids;
@@ -83,13 +83,26 @@ static void dyno_compute_pids(void)
     }
 }
 
+/* Control sends run every 2 s from the poller; while the daemon is away only the first
+ * failure is logged at ERROR (collectd-style), and the recovery once at INFO. */
 static int dyno_send_ctrl(struct ipc_client *c, const char *tag, const void *payload, size_t len)
 {
+    bool was_failing = dyno.ctrl_failed;
     int rc = ipc_client_send(c, IPC_CLIENT_CTRL, tag, payload, len, IPC_CLIENT_CTRL_RETRIES,
-                             IPC_CLIENT_CTRL_FIRST_SLEEP_NS, 0);
+                             IPC_CLIENT_CTRL_FIRST_SLEEP_NS, was_failing ? IPC_CLIENT_QUIET : 0);
     dyno.ctrl_failed = rc != 0;
+    if (rc == 0 && was_failing)
+        LOG_INFO("dyno: the daemon is reachable again");
     return rc;
 }
+
+#define DYNO_LOG_FAILURE(was_failing, ...)                                                           \
+    do {                                                                                            \
+        if (was_failing)                                                                            \
+            LOG_DEBUG(__VA_ARGS__);                                                                 \
+        else                                                                                        \
+            LOG_ERROR(__VA_ARGS__);                                                                 \
+    } while (0)
 
 static int dyno_send_status_locked(struct ipc_client *c, const char *tag, int32_t status, int32_t cur,
                                    int32_t start, int32_t stop)
@@ -107,12 +120,13 @@ static int dyno_send_status_locked(struct ipc_client *c, const char *tag, int32_
 static int dyno_register_locked(struct ipc_client *c)
 {
     struct ipc_ctxt ctxt = { .npu = dyno.npu, .pid = (int32_t)getpid(), .job_id = 0 };
+    bool was_failing = dyno.ctrl_failed;
     int rc;
 
-    dyno.reg_inode = ipc_client_dest_inode(c, IPC_CLIENT_CTRL);
+    dyno.reg_stamp = ipc_client_dest_stamp(c, IPC_CLIENT_CTRL);
     rc = dyno_send_ctrl(c, IPC_TYPE_CTXT, &ctxt, sizeof(ctxt));
     if (rc != 0) {
-        LOG_ERROR("Failed to send register ctxt for pid %d with dyno", (int)getpid());
+        DYNO_LOG_FAILURE(was_failing, "Failed to send register ctxt for pid %d with dyno", (int)getpid());
         return rc;
     }
     LOG_INFO("Resigter pid %d for dynolog success!", (int)getpid());
@@ -192,15 +206,15 @@ static bool dyno_handle(const struct ipc_client_msg *m)
     }
 }
 
-/* Daemon restarted (new socket inode) or the last control send failed: register again. */
+/* Daemon restarted (new socket file) or the last control send failed: register again. */
 static void dyno_recover_locked(struct ipc_client *c)
 {
-    ino_t ino;
+    uint64_t stamp;
 
     if (!dyno.registered)
         return;
-    ino = ipc_client_dest_inode(c, IPC_CLIENT_CTRL);
-    if (ino == 0 || (ino == dyno.reg_inode && !dyno.ctrl_failed))
+    stamp = ipc_client_dest_stamp(c, IPC_CLIENT_CTRL);
+    if (stamp == 0 || (stamp == dyno.reg_stamp && !dyno.ctrl_failed))
         return;
     LOG_INFO("dyno: daemon socket changed or was unreachable, registering again");
     if (dyno_register_locked(c) == 0)
@@ -230,6 +244,7 @@ int dyno_poll(char *buf, size_t cap, size_t *ret_len)
     struct ipc_client_msg m;
     struct ipc_client *c;
     uint64_t deadline;
+    bool was_failing;
     int rc;
 
     if (!buf || !ret_len)
@@ -252,8 +267,9 @@ int dyno_poll(char *buf, size_t cap, size_t *ret_len)
     req.job_id = 0;
     memcpy(reqbuf, &req, sizeof(req));
     memcpy(reqbuf + sizeof(req), dyno.pids, (size_t)dyno.npids * sizeof(int32_t));
+    was_failing = dyno.ctrl_failed;
     if (dyno_send_ctrl(c, IPC_TYPE_REQ, reqbuf, sizeof(req) + (size_t)dyno.npids * sizeof(int32_t)) != 0) {
-        LOG_ERROR("Failed to send config to dyno server");
+        DYNO_LOG_FAILURE(was_failing, "Failed to send config to dyno server");
         rc = dyno_take(buf, cap, ret_len);
         goto out;
     }
@@ -332,7 +348,7 @@ void dyno_reset(void)
     dyno.client = NULL;
     dyno.registered = false;
     dyno.ctrl_failed = false;
-    dyno.reg_inode = 0;
+    dyno.reg_stamp = 0;
     dyno.npids = 0;
     dyno.last_monitor_status = IPC_STATUS_IDLE;
     free(dyno.pending);

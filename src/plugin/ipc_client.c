@@ -238,12 +238,15 @@ int ipc_client_recv(struct ipc_client *c, int timeout_ms, struct ipc_client_msg 
     }
 }
 
-ino_t ipc_client_dest_inode(struct ipc_client *c, const char *dest)
+uint64_t ipc_client_dest_stamp(struct ipc_client *c, const char *dest)
 {
     char path[IPC_SOCK_PATH_MAX + 2];
     struct stat st;
+    uint64_t stamp;
 
     if (ipc_socket_path(c->dir, dest, path, sizeof(path)) != 0 || stat(path, &st) != 0)
         return 0;
-    return st.st_ino;
+    stamp = (uint64_t)st.st_ino * 0x9E3779B97F4A7C15ull;
+    stamp ^= (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec;
+    return stamp ? stamp : 1;
 }

@@ -48,7 +48,9 @@ struct ipc_client_msg {
  * nothing arrived in time, or -errno. One receiver at a time (callers serialise). */
 int ipc_client_recv(struct ipc_client *c, int timeout_ms, struct ipc_client_msg *ret);
 
-/* inode of <dir>/<dest>.sock, 0 if absent (daemon restart detection). */
-ino_t ipc_client_dest_inode(struct ipc_client *c, const char *dest);
+/* Identity of the file <dir>/<dest>: inode and change time folded into one non-zero value,
+ * 0 if absent (daemon restart detection). A restarted daemon's new socket file often gets
+ * the inode number the old one freed, so the inode alone cannot tell them apart. */
+uint64_t ipc_client_dest_stamp(struct ipc_client *c, const char *dest);
 
 #endif

@@ -276,3 +276,32 @@ def test_mspti_minimal_library(daemon):
     assert w.p.returncode == 0, w.log()
     assert stats["records_appended"] > 0
     assert _kernel_count(daemon) == stats["records_appended"]
+
+
+def test_daemon_absent_logged_once(make_daemon):
+    """While no daemon listens the poller retries every 2 s; only the first failure is an
+    ERROR (and reaches the job's stderr), repeats are DEBUG, the recovery is logged once."""
+    sockdir = tempfile.mkdtemp(prefix="mmd", dir="/tmp")
+    tmp = tempfile.mkdtemp(prefix="mmw")
+
+    class _Env:
+        def client_env(self):
+            env = dict(os.environ)
+            env.update({"MSMONITOR_SOCKET_DIR": sockdir, "HOME": sockdir})
+            return env
+
+    w = Workload(_Env(), tmp, extra_env={"MSMONITOR_LOG_LEVEL": "DEBUG"})
+    try:
+        w.wait_plugin_log("Failed to send register ctxt", count=3)
+        log = w.plugin_log().splitlines()
+        errors = [line for line in log if line.startswith("E")]
+        assert len([e for e in errors if "Failed to send register ctxt" in e]) == 1, errors
+        assert len([e for e in errors if "not exist or not writable" in e]) == 1, errors
+        assert w.log().count("Failed to send register ctxt") == 1
+        d = make_daemon(extra=["--use_JSON"], sockdir=sockdir)
+        wait_registered(d, w.p.pid)
+        w.wait_plugin_log("dyno: the daemon is reachable again")
+        _start(d, "Kernel")
+        w.wait_plugin_log("MsptiMonitor start successfully")
+    finally:
+        w.stop()
