@@ -3,11 +3,14 @@
  * them on its own threads, and the real libmsmonitor completion path (mon_complete_cb:
  * GetNextRecord -> convert -> filter -> metric aggregate) consumes them. The backend table is
  * the simulator's functions, with RegisterCallbacks wrapped so each completion is timed in
- * thread CPU time: the figure is records per second of ONE consuming core, independent of the
- * producer sharing the machine. Prints figures, asserts nothing.
+ * thread CPU time: the figure is records per second of ONE consuming core. Completions wait
+ * until the producer has filled the current chunk and then run one at a time, so the producer
+ * and other consumers never compete with the one measured. Prints figures, asserts nothing.
  *
  * usage: bench_plugin_sim [million_records_per_run] [runs] */
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +32,17 @@ static const char FILTER10[] = "Kernel:MatMul,Conv2D,Softmax,Gelu,Cast,Foo,Bar,B
 
 static msptiBuffersCallbackCompleteFunc real_complete;
 static _Atomic uint64_t cpu_ns;
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER; /* held by the one measured consumer */
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static bool producing;
+
+static void set_producing(bool on)
+{
+    pthread_mutex_lock(&gate_mu);
+    producing = on;
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_mu);
+}
 
 static uint64_t thread_cpu_ns(void)
 {
@@ -39,9 +53,13 @@ static uint64_t thread_cpu_ns(void)
 
 static void timed_complete(uint8_t *buf, size_t size, size_t valid)
 {
+    pthread_mutex_lock(&gate_mu);
+    while (producing)
+        pthread_cond_wait(&gate_cv, &gate_mu);
     uint64_t t0 = thread_cpu_ns();
     real_complete(buf, size, valid);
     atomic_fetch_add(&cpu_ns, thread_cpu_ns() - t0);
+    pthread_mutex_unlock(&gate_mu);
 }
 
 static msptiResult wrap_register(msptiBuffersCallbackRequestFunc req, msptiBuffersCallbackCompleteFunc done)
@@ -60,17 +78,22 @@ static void walk_request(uint8_t **buf, size_t *size, size_t *max_records)
 
 static volatile uint64_t walk_sink;
 
-static void walk_complete(uint8_t *buf, size_t size, size_t valid)
+static void walk_buffer(uint8_t *buf, size_t size, size_t valid)
 {
     (void)size;
-    if (!buf)
-        return;
-    uint64_t t0 = thread_cpu_ns(), n = 0;
+    uint64_t n = 0;
     msptiActivity *r = NULL;
     while (msptiActivityGetNextRecord(buf, valid, &r) == MSPTI_SUCCESS)
         n++;
     walk_sink += n;
-    atomic_fetch_add(&cpu_ns, thread_cpu_ns() - t0);
+}
+
+static void walk_complete(uint8_t *buf, size_t size, size_t valid)
+{
+    if (!buf)
+        return;
+    real_complete = walk_buffer;
+    timed_complete(buf, size, valid);
     free(buf);
 }
 
@@ -94,9 +117,12 @@ static double fill_and_time(uint64_t total, uint64_t *ret_dropped)
     uint64_t a0 = appended(), d0 = dropped();
     atomic_store(&cpu_ns, 0);
     for (uint64_t done = 0; done < total; done += CHUNK) {
-        if (mssim_bench_fill(KINDS, total - done < CHUNK ? total - done : CHUNK) < 0)
-            return 0;
+        set_producing(true);
+        int64_t rc = mssim_bench_fill(KINDS, total - done < CHUNK ? total - done : CHUNK);
+        set_producing(false);
         msptiActivityFlushAll(1);
+        if (rc < 0)
+            return 0;
     }
     uint64_t n = appended() - a0;
     *ret_dropped = dropped() - d0;

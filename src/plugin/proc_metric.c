@@ -110,7 +110,8 @@ static int ttab_grow(struct ttab *t)
     return 0;
 }
 
-static void ttab_add(struct ttab *t, int32_t kind, int64_t dev, const char *name, const char *domain,
+/* Out of line: inlined into the consume loop it spilled the loop's registers. */
+__attribute__((noinline)) static void ttab_add(struct ttab *t, int32_t kind, int64_t dev, const char *name, const char *domain,
                      uint64_t dur, uint64_t bytes)
 {
     if (!name)
@@ -150,6 +151,26 @@ static void ttab_add(struct ttab *t, int32_t kind, int64_t dev, const char *name
         if ((t->n >= TTAB_MAX_ENTRIES * 2) || ttab_grow(t) < 0)
             return; /* out of memory: the record is lost from the aggregates */
     }
+}
+
+/* The hot path: one inlined probe of the record's home slot, which is where an entry lands
+ * unless it collided when it was inserted; everything else (probing on, inserting, growing)
+ * is the out-of-line ttab_add. */
+static inline void ttab_add_fast(struct ttab *t, int32_t kind, int64_t dev, const char *name, uint64_t dur,
+                                 uint64_t bytes)
+{
+    if (__builtin_expect(t->cap != 0 && name != NULL, 1)) {
+        struct agg *a = &t->slots[agg_hash(name, kind, dev) & (t->cap - 1)];
+        if (a->name == name && a->kind == kind && a->dev == dev && a->domain == NULL) {
+            a->count++;
+            a->total += dur;
+            a->bytes += bytes;
+            a->min = dur < a->min ? dur : a->min;
+            a->max = dur > a->max ? dur : a->max;
+            return;
+        }
+    }
+    ttab_add(t, kind, dev, name, NULL, dur, bytes);
 }
 
 static struct ttab *my_table(struct proc *p)
@@ -200,7 +221,7 @@ static void marker_complete(struct proc *p, const struct mrange *r, bool has_dev
                                           r->name ? r->name : EMPTY_NAME, r->domain };
 }
 
-static void marker_feed(struct proc *p, const struct mon_marker *m)
+__attribute__((noinline)) static void marker_feed(struct proc *p, const struct mon_marker *m)
 {
     pthread_mutex_lock(&p->mk_mu);
     struct mrange *r = idmap_get(p->pending, m->id);
@@ -265,6 +286,7 @@ static const char *memory_op_name(int32_t op)
     return op == 0 ? "ALLOCATION" : op == 1 ? "RELEASE" : "UNKNOWN";
 }
 
+/* Per record: pick (device, name, duration, bytes) by kind, then one inlined table probe. */
 static void metric_consume(struct proc *p, const struct mon_record *recs, size_t n)
 {
     struct ttab *t = my_table(p);
@@ -273,43 +295,58 @@ static void metric_consume(struct proc *p, const struct mon_record *recs, size_t
     pthread_mutex_lock(&t->mu);
     for (size_t i = 0; i < n; i++) {
         const struct mon_record *r = &recs[i];
+        int64_t dev;
+        const char *name;
+        uint64_t dur, bytes = 0;
         switch (r->kind) {
         case MON_KIND_KERNEL:
-            ttab_add(t, r->kind, r->u.kernel.device_id, r->u.kernel.name, NULL,
-                     dur_of(r->u.kernel.start, r->u.kernel.end), 0);
+            dev = r->u.kernel.device_id;
+            name = r->u.kernel.name;
+            dur = dur_of(r->u.kernel.start, r->u.kernel.end);
             break;
         case MON_KIND_API:
         case MON_KIND_ACL_API:
         case MON_KIND_NODE_API:
         case MON_KIND_RUNTIME_API:
-            ttab_add(t, r->kind, -1, r->u.api.name, NULL, dur_of(r->u.api.start, r->u.api.end), 0);
+            dev = -1;
+            name = r->u.api.name;
+            dur = dur_of(r->u.api.start, r->u.api.end);
             break;
         case MON_KIND_COMMUNICATION:
-            ttab_add(t, r->kind, r->u.comm.device_id, r->u.comm.name, NULL,
-                     dur_of(r->u.comm.start, r->u.comm.end), 0);
+            dev = r->u.comm.device_id;
+            name = r->u.comm.name;
+            dur = dur_of(r->u.comm.start, r->u.comm.end);
             break;
         case MON_KIND_HCCL:
-            ttab_add(t, r->kind, r->u.hccl.device_id, r->u.hccl.name, NULL,
-                     dur_of(r->u.hccl.start, r->u.hccl.end), 0);
+            dev = r->u.hccl.device_id;
+            name = r->u.hccl.name;
+            dur = dur_of(r->u.hccl.start, r->u.hccl.end);
             break;
         case MON_KIND_MEMORY:
-            ttab_add(t, r->kind, r->u.memory.device_id, memory_op_name(r->u.memory.op_type), NULL,
-                     dur_of(r->u.memory.start, r->u.memory.end), r->u.memory.bytes);
+            dev = r->u.memory.device_id;
+            name = memory_op_name(r->u.memory.op_type);
+            dur = dur_of(r->u.memory.start, r->u.memory.end);
+            bytes = r->u.memory.bytes;
             break;
         case MON_KIND_MEMSET:
-            ttab_add(t, r->kind, r->u.memset.device_id, "MemSet", NULL,
-                     dur_of(r->u.memset.start, r->u.memset.end), r->u.memset.bytes);
+            dev = r->u.memset.device_id;
+            name = "MemSet";
+            dur = dur_of(r->u.memset.start, r->u.memset.end);
+            bytes = r->u.memset.bytes;
             break;
         case MON_KIND_MEMCPY:
-            ttab_add(t, r->kind, r->u.memcpy.device_id, mon_memcpy_kind_name(r->u.memcpy.copy_kind), NULL,
-                     dur_of(r->u.memcpy.start, r->u.memcpy.end), r->u.memcpy.bytes);
+            dev = r->u.memcpy.device_id;
+            name = mon_memcpy_kind_name(r->u.memcpy.copy_kind);
+            dur = dur_of(r->u.memcpy.start, r->u.memcpy.end);
+            bytes = r->u.memcpy.bytes;
             break;
         case MON_KIND_MARKER:
             marker_feed(p, &r->u.marker);
-            break;
+            continue;
         default:
-            break;
+            continue;
         }
+        ttab_add_fast(t, r->kind, dev, name, dur, bytes);
     }
     pthread_mutex_unlock(&t->mu);
 }

@@ -407,6 +407,67 @@ static void test_metric_many_long_names(void **state)
     free(names);
 }
 
+/* The per-thread table's inlined probe keys on (kind, device, name pointer): one name pointer
+ * under two devices and under an API kind stays three entries, also across the table growing
+ * (300 names > the first 256 slots) and across batches of the consume call. */
+static void test_metric_table_keys(void **state)
+{
+    (void)state;
+    static struct cap c;
+    struct proc *p = metric_new(&c, (1u << MON_KIND_KERNEL) | (1u << MON_KIND_API));
+    enum { N = 300, ROUNDS = 4 };
+    static char names[N][16];
+    static struct mon_record b[3 * N];
+    for (int i = 0; i < N; i++)
+        snprintf(names[i], sizeof(names[i]), "op%03d", i);
+    for (int r = 0; r < ROUNDS; r++) {
+        size_t n = 0;
+        for (int i = 0; i < N; i++) {
+            b[n++] = kern(0, names[i], 0, (uint64_t)(i + 1 + r));
+            b[n++] = kern(1, names[i], 0, 2 * (uint64_t)(i + 1));
+            b[n] = (struct mon_record){ .kind = MON_KIND_API };
+            b[n++].u.api = (struct mon_api){ .start = 3, .end = 10, .name = names[i] };
+        }
+        for (size_t off = 0; off < n; off += 256)
+            proc_metric_ops.consume(p, b + off, n - off < 256 ? n - off : 256);
+    }
+    assert_int_equal(proc_metric_ops.tick(p), 0);
+    size_t seen[3] = { 0 };
+    for (size_t m = 0; m < c.n; m++) {
+        const cJSON *o = c.msgs[m];
+        if (strcmp(str(o, "kind"), "OpStats"))
+            continue;
+        bool api = strcmp(str(o, "activity"), "API") == 0;
+        int64_t dev = num(o, "deviceId");
+        const cJSON *ops = cJSON_GetObjectItemCaseSensitive(o, "ops");
+        for (int j = 0; j < cJSON_GetArraySize(ops); j++) {
+            const cJSON *e = cJSON_GetArrayItem(ops, j);
+            int i = atoi(str(e, "name") + 2);
+            assert_int_equal(num(e, "count"), ROUNDS);
+            if (api) {
+                assert_int_equal(dev, -1);
+                assert_int_equal(num(e, "total"), 7 * ROUNDS);
+                seen[2]++;
+            } else if (dev == 0) {
+                assert_int_equal(num(e, "min"), i + 1);
+                assert_int_equal(num(e, "max"), i + ROUNDS);
+                assert_int_equal(num(e, "total"), ROUNDS * (i + 1) + ROUNDS * (ROUNDS - 1) / 2);
+                seen[0]++;
+            } else {
+                assert_int_equal(dev, 1);
+                assert_int_equal(num(e, "min"), 2 * (i + 1));
+                assert_int_equal(num(e, "max"), 2 * (i + 1));
+                seen[1]++;
+            }
+        }
+    }
+    assert_int_equal(seen[0], N);
+    assert_int_equal(seen[1], N);
+    assert_int_equal(seen[2], N);
+    cap_free(&c);
+    proc_metric_ops.destroy(p);
+}
+
 static void test_metric_aggregates_off(void **state)
 {
     (void)state;
@@ -518,6 +579,7 @@ int main(void)
         cmocka_unit_test(test_metric_kind_mask),
         cmocka_unit_test(test_metric_markers),
         cmocka_unit_test(test_metric_many_long_names),
+        cmocka_unit_test(test_metric_table_keys),
         cmocka_unit_test(test_metric_aggregates_off),
         cmocka_unit_test(test_standalone),
     };
