@@ -1,0 +1,181 @@
+"""The dyno-mode C API (msmon_dynamic_init/step, 04-plugin.md §15, 03-ipc.md §7) end to end:
+two C ranks (tests/unit/plugin_dynamic/dyn_rank over the simulator) and a real dynolog; one
+creator with the poller thread, the shm handoff of an npu-monitor config so each rank writes
+its own JSONL files with kernels and `step <N>` markers, the creator's step status, clean-up at
+exit; the stale-file rule with its exact text; a missing daemon."""
+import glob
+import json
+import os
+import signal
+import struct
+import time
+
+from conftest import BUILD, Proc, binpath, run_dyno
+from python_util import wait_polling
+
+SHM_SIZE = 1 << 20
+PREFIX = "DynamicProfileNpuShm"
+
+
+def dyn_rank():
+    path = os.path.join(BUILD, "tests", "unit", "plugin_dynamic", "dyn_rank")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"dyn_rank not built under {BUILD}")
+    return path
+
+
+def shm_files(d):
+    return sorted(glob.glob(os.path.join(str(d), PREFIX + "*")))
+
+
+def wait_until(pred, timeout, what, diag=None):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timeout waiting for {what}" + (f":\n{diag()}" if diag else ""))
+        time.sleep(0.05)
+
+
+def plugin_log(d):
+    out = ""
+    for f in sorted(glob.glob(os.path.join(str(d), "msmonitor_log", "*.log"))):
+        with open(f, "rb") as fh:
+            out += fh.read().decode("utf-8", "replace")
+    return out
+
+
+def rank_env(base, shm, logdir, rank, **extra):
+    env = dict(base)
+    env.update({"MSMONITOR_USE_DAEMON": "1", "MSMONITOR_SHM_DIR": str(shm), "MSMONITOR_POLL_INTERVAL_S": "0.3",
+                "MSMONITOR_MSPTI_LIB": binpath("libmspti.so"), "MSMONITOR_LOG_PATH": str(logdir),
+                "RANK": str(rank), "MSSIM_WL_STEPS": "0", "MSSIM_WL_RATE": "20"})
+    env.pop("MSMONITOR_NATIVE_POLL", None)
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def jsonl_lines(out, pid):
+    lines = []
+    for f in sorted(glob.glob(os.path.join(str(out), f"msmonitor_{pid}_*.jsonl"))):
+        with open(f) as fh:
+            for line in fh:
+                if line.endswith("\n"):
+                    lines.append(json.loads(line))
+    return lines
+
+
+def test_two_c_ranks_shm_handoff(make_daemon, tmp_path):
+    daemon = make_daemon()
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    out = tmp_path / "out"
+    ranks = []
+    try:
+        for r in (0, 1):
+            logdir = tmp_path / f"rank{r}"
+            logdir.mkdir()
+            ranks.append((Proc([dyn_rank()], env=rank_env(daemon.client_env(), shm, logdir, r),
+                               logname=f"rank{r}", tmpdir=str(logdir)), logdir))
+        for p, _ in ranks:
+            p.wait_log("init 0", timeout=30)
+        # A rank acts on a segment time strictly greater than its init time in whole seconds
+        # (03-ipc.md §7.4): a config published within the second of init is ignored by design.
+        t_init = int(time.time())
+        creators = [p for p, d in ranks if "as creator" in plugin_log(d)]
+        assert len(creators) == 1, [plugin_log(d) for _, d in ranks]
+        creator, creator_dir = [(p, d) for p, d in ranks if p is creators[0]][0]
+        files = shm_files(shm)
+        assert len(files) == 1 and os.path.getsize(files[0]) == SHM_SIZE
+        assert os.path.basename(files[0]).startswith(PREFIX) and len(os.path.basename(files[0])) == len(PREFIX) + 10
+        assert glob.glob(str(shm / "*.tmp")) == []
+
+        st = wait_polling(daemon, run_dyno)
+        # Only the creator's poller thread registers and polls.
+        assert [p["pid"] for p in st["processes"] if p.get("polling")] == [creator.p.pid], st
+        wait_until(lambda: int(time.time()) > t_init, 2, "the next second")
+        r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Kernel,Marker",
+                     "--report-interval-s", "1", "--log-file", str(out), "--export-type", "Jsonl")
+        assert '"commandStatus":"effective"' in r.stdout, r.stdout + r.stderr
+        wait_until(lambda: "config published" in plugin_log(creator_dir), 15, "the poller to publish")
+        with open(files[0], "rb") as f:
+            raw = f.read()
+        assert len(raw) == SHM_SIZE
+        assert struct.unpack("<I", raw[:4])[0] >= int(time.time()) - 60
+        cfg = json.loads(raw[4:].rstrip(b" "))
+        assert cfg["is_valid"] is True and cfg["NPU_MONITOR_START"] == "true"
+        assert cfg["MSPTI_ACTIVITY_KIND"] == "Kernel,Marker"
+        assert list(cfg) == sorted(cfg)
+
+        # Each rank runs its own session and writes its own files (pid in the name).
+        def both_have_kernels_and_steps():
+            for p, _ in ranks:
+                lines = jsonl_lines(out, p.p.pid)
+                if not any(d.get("kind") == "Kernel" for d in lines):
+                    return False
+                if not any(d.get("kind") == "Marker" and str(d.get("name", "")).startswith("step ") for d in lines):
+                    return False
+            return True
+        def diag():
+            return "\n".join(f"--- rank pid {p.p.pid} files {glob.glob(str(out / f'*{p.p.pid}*'))}\n"
+                             f"{plugin_log(d)[-3000:]}\n{p.log()[-1000:]}" for p, d in ranks)
+        wait_until(both_have_kernels_and_steps, 30, "kernel and step-marker lines from both ranks", diag)
+        for p, d in ranks:
+            assert "MsptiMonitor start successfully" in plugin_log(d)
+
+        # The creator reports its step (at most once per second) with nputrace Idle.
+        def creator_status():
+            o = run_dyno(daemon, "status").stdout
+            s = json.loads(o[o.index("{"):]) if "{" in o else {}
+            return [p for p in s.get("processes", []) if p["pid"] == creator.p.pid and p["current_step"] > 1]
+        wait_until(creator_status, 15, "the creator's step status")
+        assert creator_status()[0]["nputrace"] == "Idle"
+    finally:
+        rcs = [p.stop(signal.SIGTERM, timeout=30) for p, _ in ranks]
+    assert rcs == [0, 0], [p.log() for p, _ in ranks]
+    for p, _ in ranks:
+        assert "dyn_rank: finished" in p.log()
+    assert shm_files(shm) == []                  # the creator unlinked the segment
+    assert os.listdir(shm) == []
+
+
+def test_stale_segment_disables_dyno_mode(tmp_path):
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    nosock = tmp_path / "nosock"
+    nosock.mkdir()
+    path = shm / (PREFIX + time.strftime("%Y%m%d%H", time.gmtime()))
+    path.write_bytes(b"\0" * SHM_SIZE)
+    env = rank_env(os.environ, shm, tmp_path, 0, MSMONITOR_SHM_STALE_S=0, MSMONITOR_SOCKET_DIR=nosock,
+                   MSSIM_WL_STEPS=3, MSSIM_WL_RATE=0)
+    p = Proc([dyn_rank()], env=env, logname="stale", tmpdir=str(tmp_path))
+    assert p.p.wait(60) == 0, p.log()
+    p.stop()
+    text = p.log()
+    want = (f"There may exist shared memory before this task. If no job is using it, run "
+            f"`rm -f {shm}/{PREFIX}*` (see `ls -la {shm}/{PREFIX}*`). Please remove: {path}")
+    assert want in text                          # ERROR lines also go to stderr
+    assert "init -116" in text                   # -ESTALE: dyno mode off, the job runs on
+    assert "finished 3 steps" in text
+    assert path.exists() and os.path.getsize(path) == SHM_SIZE   # never removed by a rank
+
+
+def test_daemon_absent_job_runs_and_cleans_up(tmp_path):
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    nosock = tmp_path / "nosock"
+    nosock.mkdir()
+    procs = []
+    try:
+        for r in (0, 1):
+            env = rank_env(os.environ, shm, tmp_path, r, MSMONITOR_SOCKET_DIR=nosock, MSSIM_WL_STEPS=20,
+                           MSSIM_WL_RATE=50)
+            procs.append(Proc([dyn_rank()], env=env, logname=f"absent{r}", tmpdir=str(tmp_path)))
+        rcs = [p.p.wait(60) for p in procs]
+    finally:
+        for p in procs:
+            p.stop()
+    assert rcs == [0, 0], [p.log() for p in procs]
+    for p in procs:
+        assert "init 0" in p.log() and "finished 20 steps" in p.log()
+    assert "Init dynolog failed !" in plugin_log(tmp_path)
+    assert shm_files(shm) == []
