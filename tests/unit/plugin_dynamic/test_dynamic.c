@@ -75,6 +75,11 @@ static const char *kv_get(const struct dyn_kv *kv, const char *key)
     return NULL;
 }
 
+static void kv_from(struct dyn_kv *kv, const char *text)
+{
+    assert_int_equal(dyn_parse_config_text(text, strlen(text), kv), 0);
+}
+
 static void test_shm_name(void **state)
 {
     char buf[64];
@@ -163,7 +168,7 @@ static void test_config_text(void **state)
     dyn_kv_fini(&kv);
 
     /* A text "is_valid" is overridden (Python sets cfg["is_valid"] = True after parsing). */
-    assert_int_equal(dyn_parse_config_text("is_valid=no\nzz=\"q\"\nA=1", 26, &kv), 0);
+    kv_from(&kv, "is_valid=no\nzz=\"q\"\nA=1");
     assert_int_equal(dyn_config_json(&kv, &json, &len), 0);
     assert_string_equal(json, "{\"A\":\"1\",\"is_valid\":true,\"zz\":\"\\\"q\\\"\"}");
     free(json);
@@ -456,11 +461,6 @@ static void test_creator_election(void **state)
     assert_int_equal(attached, N - 1);
     assert_int_equal(count_tmp_files(), 0);
     unlink(path);
-}
-
-static void kv_from(struct dyn_kv *kv, const char *text)
-{
-    assert_int_equal(dyn_parse_config_text(text, strlen(text), kv), 0);
 }
 
 static void test_trace_window(void **state)
