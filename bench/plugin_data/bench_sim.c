@@ -9,6 +9,7 @@
  *
  * usage: bench_plugin_sim [million_records_per_run] [runs] */
 #include <pthread.h>
+#include <ftw.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -158,6 +159,14 @@ static double run_monitor(const char *filter, uint64_t total, uint64_t *ret_drop
     return r;
 }
 
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
 static int cmp_dbl(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -214,6 +223,6 @@ int main(int argc, char **argv)
     for (int i = 0; i < runs; i++, drops += d)
         v[i] = run_monitor(FILTER10, total, &d);
     report("mon_complete_cb, 10-item filter", v, runs, drops);
-    rmdir(logdir);
+    nftw(logdir, rm_entry, 8, FTW_DEPTH | FTW_PHYS); /* the plugin log written there */
     return 0;
 }
