@@ -162,11 +162,9 @@ const char *backend_result_name(const struct backend *be, int result)
         "MSPTI_ERROR_WITHOUT_LD_PRELOAD", "MSPTI_ERROR_NOT_INITIALIZED", "MSPTI_ERROR_INVALID_KIND",
         "MSPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT",
     };
-    const char *s = NULL;
-
-    if (be && be->get_result_string && be->get_result_string((msptiResult)result, &s) == MSPTI_SUCCESS && s &&
-        s[0])
-        return s;
+    /* Logs name the result symbolically (stable for greps across CANN versions); the optional
+     * msptiGetResultString text is a sentence that differs between releases. */
+    (void)be;
     if (result >= 0 && (size_t)result < sizeof(names) / sizeof(names[0]))
         return names[result];
     if (result == MSPTI_ERROR_INNER)

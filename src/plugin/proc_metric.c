@@ -34,10 +34,9 @@ struct agg {
     uint64_t count, total, min, max, bytes;
 };
 
-/* Per-thread table: only its thread and the tick touch it. */
+/* Aggregation table: held by one consume() call at a time, drained by the tick. */
 struct ttab {
     pthread_mutex_t mu;
-    pthread_t owner;
     struct agg *slots;
     size_t cap, n;
     struct ttab *next;
@@ -59,7 +58,6 @@ struct mdone {
 };
 
 struct proc {
-    uint64_t uid;                /* unique across processors: validates thread caches */
     proc_send_fn send;
     void *send_ctx;
     bool aggregates;
@@ -74,11 +72,6 @@ struct proc {
     uint64_t done_dropped;
 };
 
-static _Atomic uint64_t proc_uid_next = 1;
-static _Thread_local struct {
-    uint64_t uid;
-    struct ttab *t;
-} mtls;
 
 /* ---------- per-thread tables ---------- */
 
@@ -173,29 +166,24 @@ static inline void ttab_add_fast(struct ttab *t, int32_t kind, int64_t dev, cons
     ttab_add(t, kind, dev, name, NULL, dur, bytes);
 }
 
-static struct ttab *my_table(struct proc *p)
+/* Returns a table locked for the caller. msPTI completes each buffer on a new short-lived
+ * thread, so tables are pooled rather than owned per thread: the pool only grows to the peak
+ * number of concurrent consume() calls, however long the session runs. Tables are only ever
+ * prepended and are freed at destroy, so walking the list without tabs_mu is safe. */
+static struct ttab *acquire_table(struct proc *p)
 {
-    if (mtls.uid == p->uid)
-        return mtls.t;
-    pthread_t self = pthread_self();
+    for (struct ttab *t = __atomic_load_n(&p->tabs, __ATOMIC_ACQUIRE); t; t = t->next)
+        if (pthread_mutex_trylock(&t->mu) == 0)
+            return t;
+    struct ttab *t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_mutex_lock(&t->mu);
     pthread_mutex_lock(&p->tabs_mu);
-    struct ttab *t = p->tabs;
-    while (t && !pthread_equal(t->owner, self))
-        t = t->next;
-    if (!t) {
-        t = calloc(1, sizeof(*t));
-        if (t) {
-            pthread_mutex_init(&t->mu, NULL);
-            t->owner = self;
-            t->next = p->tabs;
-            p->tabs = t;
-        }
-    }
+    t->next = p->tabs;
+    __atomic_store_n(&p->tabs, t, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&p->tabs_mu);
-    if (t) {
-        mtls.uid = p->uid;
-        mtls.t = t;
-    }
     return t;
 }
 
@@ -289,10 +277,9 @@ static const char *memory_op_name(int32_t op)
 /* Per record: pick (device, name, duration, bytes) by kind, then one inlined table probe. */
 static void metric_consume(struct proc *p, const struct mon_record *recs, size_t n)
 {
-    struct ttab *t = my_table(p);
+    struct ttab *t = acquire_table(p);
     if (!t)
         return;
-    pthread_mutex_lock(&t->mu);
     for (size_t i = 0; i < n; i++) {
         const struct mon_record *r = &recs[i];
         int64_t dev;
@@ -826,7 +813,6 @@ static int metric_create(const struct proc_config *cfg, struct proc **ret)
         free(p);
         return rc;
     }
-    p->uid = atomic_fetch_add(&proc_uid_next, 1);
     p->send = cfg->send;
     p->send_ctx = cfg->send_ctx;
     const char *agg = penv_get(PENV_METRIC_AGGREGATES);
