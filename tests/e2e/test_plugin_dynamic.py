@@ -10,8 +10,8 @@ import signal
 import struct
 import time
 
-from conftest import BUILD, Proc, binpath, run_dyno
-from python_util import wait_polling
+from conftest import BUILD, SOURCE, Proc, binpath, run_dyno
+from python_util import PYTHON, wait_polling
 
 SHM_SIZE = 1 << 20
 PREFIX = "DynamicProfileNpuShm"
@@ -145,6 +145,9 @@ def test_stale_segment_disables_dyno_mode(tmp_path):
     nosock.mkdir()
     path = shm / (PREFIX + time.strftime("%Y%m%d%H", time.gmtime()))
     path.write_bytes(b"\0" * SHM_SIZE)
+    # Inode times are coarse (one tick): make the file clearly older than the rank's /proc
+    # entry, which a concurrent /proc scan may instantiate right after the fork.
+    wait_until(lambda: time.time() - os.stat(path).st_ctime > 0.05, 2, "the file to age")
     env = rank_env(os.environ, shm, tmp_path, 0, MSMONITOR_SHM_STALE_S=0, MSMONITOR_SOCKET_DIR=nosock,
                    MSSIM_WL_STEPS=3, MSSIM_WL_RATE=0)
     p = Proc([dyn_rank()], env=env, logname="stale", tmpdir=str(tmp_path))
@@ -179,3 +182,53 @@ def test_daemon_absent_job_runs_and_cleans_up(tmp_path):
         assert "init 0" in p.log() and "finished 20 steps" in p.log()
     assert "Init dynolog failed !" in plugin_log(tmp_path)
     assert shm_files(shm) == []
+
+
+HOLDER = """
+import mmap, os, sys, time
+sys.path.insert(0, sys.argv[1])
+from msmonitor.dynamic_profile import SHM_SIZE, attach_or_create, write_config
+path, flag, out = sys.argv[2:5]
+fd, creator = attach_or_create(path)
+mm = mmap.mmap(fd, SHM_SIZE)
+print("held creator" if creator else "held", flush=True)
+while not os.path.exists(flag):
+    time.sleep(0.02)
+write_config(mm, {"NPU_MONITOR_START": "true", "NPU_MONITOR_STOP": "false", "DURATION": "-1",
+                  "MSPTI_ACTIVITY_KIND": "Kernel", "REPORT_INTERVAL_S": "1",
+                  "NPU_MONITOR_EXPORT_TYPE": "Jsonl", "NPU_MONITOR_LOG_FILE": out, "is_valid": True})
+print("written", flush=True)
+time.sleep(600)
+"""
+
+
+def test_python_written_segment_drives_c_rank(tmp_path):
+    """Interop: the segment created and written by msmonitor.dynamic_profile's own functions
+    (json.dumps form) is attached and applied by a C rank."""
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    nosock = tmp_path / "nosock"
+    nosock.mkdir()
+    out = tmp_path / "out"
+    path = shm / (PREFIX + time.strftime("%Y%m%d%H", time.gmtime()))
+    flag = tmp_path / "flag"
+    holder = Proc([PYTHON, "-c", HOLDER, os.path.join(SOURCE, "python"), str(path), str(flag), str(out)],
+                  logname="holder", tmpdir=str(tmp_path))
+    rank = None
+    try:
+        holder.wait_log("held creator", timeout=30)
+        rank = Proc([dyn_rank()], env=rank_env(os.environ, shm, tmp_path, 3, MSMONITOR_SOCKET_DIR=nosock),
+                    logname="crank", tmpdir=str(tmp_path))
+        rank.wait_log("init 0", timeout=30)
+        t_init = int(time.time())
+        assert "as creator" not in plugin_log(tmp_path)
+        wait_until(lambda: int(time.time()) > t_init, 2, "the next second")
+        flag.write_text("go")
+        holder.wait_log("written", timeout=10)
+        wait_until(lambda: any(d.get("kind") == "Kernel" for d in jsonl_lines(out, rank.p.pid)), 30,
+                   "kernel lines from the C rank", lambda: plugin_log(tmp_path)[-3000:])
+    finally:
+        rc = rank.stop(signal.SIGTERM, timeout=30) if rank else 0
+        holder.stop()
+    assert rc == 0, rank.log()
+    assert path.exists()                         # the C rank was not the creator: not removed
