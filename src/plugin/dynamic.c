@@ -732,6 +732,7 @@ bool dyn_trace_advance(struct dyn_trace *t, int32_t step)
 static struct {
     pthread_mutex_t lock;
     bool enabled, creator, atexit_done;
+    pid_t pid; /* the process that joined: a fork()ed child inherits nothing of it */
     char path[PATH_MAX];
     int fd;
     uint8_t *shm;
@@ -899,8 +900,8 @@ static void dyn_poller_stop(void)
 void dyn_finalize(void)
 {
     pthread_mutex_lock(&dyn.lock);
-    if (!dyn.enabled)
-        goto out;
+    if (!dyn.enabled || dyn.pid != getpid())
+        goto out; /* a child must not join the parent's poller nor unlink its segment */
     __atomic_store_n(&dyn.enabled, false, __ATOMIC_RELAXED);
     dyn_mstx_end(dyn.range_id);
     dyn.range_id = 0;
@@ -923,8 +924,12 @@ int dyn_init(void)
     int rc = 0;
 
     pthread_mutex_lock(&dyn.lock);
-    if (dyn.enabled)
+    if (dyn.enabled && dyn.pid == getpid())
         goto out;
+    if (dyn.enabled) {
+        rc = -ECHILD; /* fork()ed from a joined rank: the segment and poller are the parent's */
+        goto out;
+    }
     if (!dyn_use_daemon(penv_get(PENV_USE_DAEMON), penv_get(PENV_KINETO_USE_DAEMON))) {
         rc = -ENOTSUP;
         goto out;
@@ -956,6 +961,7 @@ int dyn_init(void)
         LOG_ERROR("dynamic_profile: dynamic profiler disabled: mmap %s: %s", dyn.path, strerror(-rc));
         goto close_fd;
     }
+    dyn.pid = getpid();
     dyn.last_ts = (uint32_t)time(NULL);
     dyn.step = 1;
     dyn.trace = (struct dyn_trace){ DYN_TRACE_IDLE, -1, -1 };
@@ -1006,7 +1012,7 @@ int dyn_step(void)
     if (!__atomic_load_n(&dyn.enabled, __ATOMIC_RELAXED))
         return 0;
     pthread_mutex_lock(&dyn.lock);
-    if (!dyn.enabled)
+    if (!dyn.enabled || dyn.pid != getpid())
         goto out;
     dyn_mstx_end(dyn.range_id);
     if (dyn.step < INT32_MAX)

@@ -81,7 +81,8 @@ int dyn_trace_config(struct dyn_trace *t, const struct dyn_kv *kv, int32_t rank,
 bool dyn_trace_advance(struct dyn_trace *t, int32_t step);
 
 /* msmon_dynamic_init(): 0 active (also when already active), -ENOTSUP dyno mode not asked
- * for by the environment, -ESTALE stale segment (logged with the `rm -f` hint), -errno. */
+ * for by the environment, -ESTALE stale segment (logged with the `rm -f` hint), -ECHILD in a
+ * fork()ed child of a joined process (init and step are no-ops there), -errno. */
 int dyn_init(void);
 /* msmon_dynamic_step(): 0 (a no-op when inactive). */
 int dyn_step(void);

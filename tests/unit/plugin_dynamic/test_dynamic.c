@@ -20,6 +20,7 @@
 
 #include "common/log.h"
 #include "plugin/dynamic.h"
+#include "plugin/penv.h"
 
 static char logpath[] = "/tmp/pdyn_log_XXXXXX";
 static int logfd = -1;
@@ -33,19 +34,28 @@ static int setup(void **state)
     return mkdtemp(dir) ? 0 : -1;
 }
 
-static int teardown(void **state)
+/* Remove a directory and its files, one level of subdirectories deep (msmonitor_log/). */
+static void rm_tree(const char *path, int depth)
 {
-    DIR *d = opendir(dir);
+    DIR *d = opendir(path);
     struct dirent *e;
     char p[512];
 
-    (void)state;
-    while (d && (e = readdir(d)))
-        if (e->d_name[0] != '.' && snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) < (int)sizeof(p))
-            unlink(p);
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.' || snprintf(p, sizeof(p), "%s/%s", path, e->d_name) >= (int)sizeof(p))
+            continue;
+        if (unlink(p) != 0 && errno == EISDIR && depth > 0)
+            rm_tree(p, depth - 1);
+    }
     if (d)
         closedir(d);
-    rmdir(dir);
+    rmdir(path);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    rm_tree(dir, 1);
     log_set_stderr_fd(-1);
     close(logfd);
     unlink(logpath);
@@ -519,6 +529,55 @@ static void test_trace_window(void **state)
     assert_non_null(strstr(log_text(), "nputrace config ignored: PROFILE_START_STEP='x'"));
 }
 
+/* The whole life cycle in this process (no daemon: the poller's registration fails and the
+ * thread ends): init creates the segment, a fork()ed child neither re-joins nor removes it
+ * at its exit(), finalize of the joining process unlinks it. */
+static void test_lifecycle_and_fork(void **state)
+{
+    char nosock[300], name[64], path[400];
+    int status;
+    pid_t pid;
+
+    (void)state;
+    assert_true(snprintf(nosock, sizeof(nosock), "%s/nosock", dir) < (int)sizeof(nosock));
+    assert_int_equal(mkdir(nosock, 0700), 0);
+    setenv("MSMONITOR_SOCKET_DIR", nosock, 1);
+    setenv("MSMONITOR_SHM_DIR", dir, 1);
+    setenv("MSMONITOR_LOG_PATH", dir, 1); /* the plugin log lands in the temp dir */
+    unsetenv("MSMONITOR_USE_DAEMON");
+    unsetenv("KINETO_USE_DAEMON");
+    penv_reload();
+    assert_int_equal(dyn_init(), -ENOTSUP);
+    assert_int_equal(dyn_step(), 0);
+    setenv("MSMONITOR_USE_DAEMON", "1", 1);
+    penv_reload();
+    assert_int_equal(dyn_init(), 0);
+    assert_int_equal(dyn_init(), 0); /* idempotent */
+    assert_int_equal(dyn_shm_name(time(NULL), name, sizeof(name)), 0);
+    assert_true(snprintf(path, sizeof(path), "%s/%s", dir, name) < (int)sizeof(path));
+    if (access(path, F_OK) != 0) { /* the hour turned between init and here */
+        dyn_finalize();
+        skip();
+    }
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(dyn_step(), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int rc = dyn_init();
+        dyn_step();
+        exit(rc == -ECHILD ? 0 : 1); /* runs dyn_finalize via atexit: must be a no-op */
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(access(path, F_OK), 0);
+    dyn_finalize();
+    assert_int_equal(access(path, F_OK), -1);
+    dyn_finalize(); /* idempotent */
+    rmdir(nosock);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -528,7 +587,7 @@ int main(void)
         cmocka_unit_test(test_json_is_valid_truthiness), cmocka_unit_test(test_json_rejects),
         cmocka_unit_test(test_shm_roundtrip),     cmocka_unit_test(test_attach_or_create),
         cmocka_unit_test(test_stale_rule),        cmocka_unit_test(test_creator_election),
-        cmocka_unit_test(test_trace_window),
+        cmocka_unit_test(test_trace_window),      cmocka_unit_test(test_lifecycle_and_fork),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
