@@ -529,7 +529,7 @@ static void test_standalone(void **state)
     proc_memory_ops.consume(p, &dend, 1);
     assert_int_equal(proc_memory_ops.stop(p, NULL), 0);
     proc_memory_ops.destroy(p);
-    strcpy(kname, "XXXXXX"); /* results hold their own copies */
+    memcpy(kname, "XXXXXX", 7); /* results hold their own copies */
 
     const struct msmon_result *arr;
     assert_int_equal(proc_memory_results(MON_KIND_KERNEL, &arr, &n), 0);
