@@ -119,10 +119,14 @@ bool sim_kind_enabled(int kind)
 
 void sim_kind_set(int kind, bool on)
 {
-    if (on)
+    if (on) {
         atomic_fetch_or(&g.enabled, 1u << kind);
-    else
-        atomic_fetch_and(&g.enabled, ~(1u << kind));
+        return;
+    }
+    /* Under the buffer lock: an append that already checked the kind finishes first. */
+    pthread_mutex_lock(&g.lock);
+    atomic_fetch_and(&g.enabled, ~(1u << kind));
+    pthread_mutex_unlock(&g.lock);
 }
 
 bool sim_kind_produces(int kind)
@@ -484,6 +488,18 @@ static inline void append_locked(const void *rec, size_t size)
 }
 
 void sim_append(const void *rec, size_t size)
+{
+    int32_t kind;
+    if (!sim_subscribed())
+        return;
+    memcpy(&kind, rec, sizeof(kind));
+    pthread_mutex_lock(&g.lock);
+    if (sim_kind_enabled(kind))
+        append_locked(rec, size);
+    pthread_mutex_unlock(&g.lock);
+}
+
+void sim_append_raw(const void *rec, size_t size)
 {
     if (!sim_subscribed())
         return;

@@ -31,7 +31,12 @@ int sim_callback_enable(bool on, msptiSubscriberHandle h, int domain, int cbid);
 void sim_callback(int domain, uint32_t cbid, int site, const char *function_name);
 
 /* Append one record through the buffer path (no-op when unsubscribed). */
+/* Append a driver-built record; dropped if its kind is not enabled at that moment. The check
+ * runs under the buffer lock and disabling takes that lock too, so once Disable returns no
+ * record of the kind can slip into a buffer after the consumer's FlushAll. */
 void sim_append(const void *rec, size_t size);
+/* Append verbatim (mssim_emit_raw): only the subscription is checked. */
+void sim_append_raw(const void *rec, size_t size);
 /* Bulk append for benchmarks: n records cycling over ntmpl templates. Returns appended. */
 uint64_t sim_append_bulk(const void *const *tmpls, const size_t *sizes, size_t ntmpl, uint64_t n);
 

@@ -378,7 +378,7 @@ SIM_EXPORT int mssim_emit_raw(const void *record, size_t size)
         return -EINVAL;
     if (!sim_subscribed())
         return -ENOTCONN;
-    sim_append(record, size);
+    sim_append_raw(record, size);
     return 0;
 }
 

@@ -83,7 +83,7 @@ def test_kind_replacement_while_running(daemon):
         w.wait_plugin_log("Received NPU configuration successfully", count=2)
         t_change = time.time_ns()
         deadline = time.monotonic() + 20
-        while len(kinds_after(daemon, t_change)) < 3:
+        while len(kinds_after(daemon, t_change)) < 4:
             assert time.monotonic() < deadline, daemon.log()[-4000:]
             time.sleep(0.1)
         assert w.plugin_log().count("MsptiMonitor start successfully") == 1  # same session
@@ -94,9 +94,16 @@ def test_kind_replacement_while_running(daemon):
     finally:
         w.stop()
     after = kinds_after(daemon, t_change)
-    # the report in flight at the change still carries the Kernel records collected before it
-    for ts, kinds in after[1:]:
-        assert kinds == {"AclAPI", "Communication"}, (ts, kinds)
+    # the report in flight at the change still carries the Kernel records collected before it;
+    # later reports hold only the new kinds (a report may lack one of them, e.g. the final
+    # partial interval right after a tick holds only late device-side Communication records)
+    # (t_change is taken when the config is received, just before it is applied, so a tick can
+    # fall in between: allow Kernel in the first two reports after it, never later)
+    seen = set()
+    for ts, kinds in after[2:]:
+        assert kinds <= {"AclAPI", "Communication"}, (ts, kinds)
+        seen |= kinds
+    assert seen == {"AclAPI", "Communication"}
 
 
 def test_daemon_restart_while_monitoring(make_daemon):
