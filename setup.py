@@ -51,7 +51,8 @@ setup(
     description="msMonitor in-process plugin: dynolog IPC, npu-monitor sessions, standalone Monitor API",
     license="Apache-2.0",
     python_requires=">=3.8",
-    package_dir={"": "python"},
+    # IPCMonitor (imported by torch_npu/MindSpore) and msmonitor are the same sources
+    package_dir={"": "python", "IPCMonitor": "python/msmonitor"},
     packages=PACKAGES,
     install_requires=[],
     zip_safe=False,

@@ -146,11 +146,15 @@ print(json.dumps({"paths": sorted({l.split()[-1] for l in maps}),
     assert sorted(out["mods"]) == ["IPCMonitor_C", "IPCMonitor_C.monitor"]
 
 
-def test_ipcmonitor_and_msmonitor_sources_identical():
-    common = ["__init__.py", "_ipcmonitor_C.py", "dynamic_monitor_proxy.py", "monitor.py", "utils.py",
-              "singleton.py", "file_manager.py"]
-    a = os.path.join(SOURCE, "python", "IPCMonitor")
-    b = os.path.join(SOURCE, "python", "msmonitor")
-    match, mismatch, errors = filecmp.cmpfiles(a, b, common, shallow=False)
+def test_ipcmonitor_and_msmonitor_packages_identical():
+    """Both packages are laid out from one source directory: same modules, same bytes."""
+    from python_util import BUILD
+    a = os.path.join(BUILD, "python", "pkg", "IPCMonitor")
+    b = os.path.join(BUILD, "python", "pkg", "msmonitor")
+    names = sorted(f for f in os.listdir(b) if f.endswith(".py"))
+    for must in ["__init__.py", "_ipcmonitor_C.py", "dynamic_monitor_proxy.py", "monitor.py", "utils.py",
+                 "singleton.py", "file_manager.py"]:
+        assert must in names
+    assert sorted(f for f in os.listdir(a) if f.endswith(".py")) == names
+    match, mismatch, errors = filecmp.cmpfiles(a, b, names + ["lib64/IPCMonitor_C.so"], shallow=False)
     assert (mismatch, errors) == ([], [])
-    assert sorted(match) == sorted(common)
