@@ -52,6 +52,9 @@ void cmd_req_fini(struct cmd_req *req);
 void cmd_build_kineto_body(struct cmd_req *req, long long job_id, const char *pids,
                            unsigned long long process_limit);
 /* Render helpers shared by the commands. */
+/* `render` of status/version: the reply JSON unchanged on one line (02-cli.md §4.1-4.2). */
+void cmd_render_verbatim(const struct cmd_req *req, const char *reply, size_t len, const cJSON *json,
+                         struct cli_buf *out, bool *ret_failed, char *err, size_t errcap);
 void cmd_render_reply_line(const char *reply, struct cli_buf *out);
 void cmd_render_note(const cJSON *json, struct cli_buf *out);
 /* processesMatched lines; `kineto` selects gputrace's path naming. Returns the number of

@@ -29,6 +29,18 @@ void cmd_build_kineto_body(struct cmd_req *req, long long job_id, const char *pi
                    job_id, pids, process_limit);
 }
 
+void cmd_render_verbatim(const struct cmd_req *req, const char *reply, size_t len, const cJSON *json,
+                         struct cli_buf *out, bool *ret_failed, char *err, size_t errcap)
+{
+    (void)req;
+    (void)json;
+    (void)ret_failed;
+    (void)err;
+    (void)errcap;
+    cli_buf_append(out, reply, len);
+    cli_buf_puts(out, "\n");
+}
+
 void cmd_render_reply_line(const char *reply, struct cli_buf *out)
 {
     cli_buf_printf(out, "response = %s\n", reply);

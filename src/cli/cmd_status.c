@@ -11,24 +11,11 @@ static int status_prepare(const struct cli_args *a, struct cmd_req *req, char *e
     return req->body.err;
 }
 
-static void status_render(const struct cmd_req *req, const char *reply, size_t len,
-                          const cJSON *json, struct cli_buf *out, bool *ret_failed, char *err,
-                          size_t errcap)
-{
-    (void)req;
-    (void)json;
-    (void)ret_failed;
-    (void)err;
-    (void)errcap;
-    cli_buf_append(out, reply, len);
-    cli_buf_puts(out, "\n");
-}
-
 const struct cli_cmd cmd_status = {
     .name = "status",
     .about = "Print the daemon's npu-monitor/nputrace status and registered processes",
     .flags = NULL,
     .nflags = 0,
     .prepare = status_prepare,
-    .render = status_render,
+    .render = cmd_render_verbatim,
 };

@@ -12,24 +12,11 @@ static int version_prepare(const struct cli_args *a, struct cmd_req *req, char *
     return req->body.err;
 }
 
-static void version_render(const struct cmd_req *req, const char *reply, size_t len,
-                           const cJSON *json, struct cli_buf *out, bool *ret_failed, char *err,
-                           size_t errcap)
-{
-    (void)req;
-    (void)json;
-    (void)ret_failed;
-    (void)err;
-    (void)errcap;
-    cli_buf_append(out, reply, len);
-    cli_buf_puts(out, "\n");
-}
-
 const struct cli_cmd cmd_version = {
     .name = "version",
     .about = "Print the daemon's version",
     .flags = NULL,
     .nflags = 0,
     .prepare = version_prepare,
-    .render = version_render,
+    .render = cmd_render_verbatim,
 };
