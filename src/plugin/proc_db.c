@@ -445,24 +445,10 @@ static int add_extra(struct proc *p, const struct mon_record *rec)
     return 0;
 }
 
-/* End time used by the session filter: `end` for ranges, `timestamp` for markers. */
-static uint64_t record_end(const struct mon_record *r)
-{
-    switch (r->kind) {
-    case MON_KIND_MARKER: return r->u.marker.timestamp;
-    case MON_KIND_KERNEL: return r->u.kernel.end;
-    case MON_KIND_HCCL: return r->u.hccl.end;
-    case MON_KIND_MEMORY: return r->u.memory.end;
-    case MON_KIND_MEMSET: return r->u.memset.end;
-    case MON_KIND_MEMCPY: return r->u.memcpy.end;
-    case MON_KIND_COMMUNICATION: return r->u.comm.end;
-    default: return mon_kind_is_api(r->kind) ? r->u.api.end : 0;
-    }
-}
 
 static int add_record(struct proc *p, const struct mon_record *rec)
 {
-    if (record_end(rec) < p->session_start_ns)
+    if (mon_record_end(rec) < p->session_start_ns)
         return 0;
     if (mon_kind_is_api(rec->kind))
         return add_api(p, rec);

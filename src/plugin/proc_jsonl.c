@@ -485,19 +485,6 @@ static void on_marker_line(void *ctx, const struct mp_line *line)
     lb_finish(&own);
 }
 
-static uint64_t record_end(const struct mon_record *r)
-{
-    switch (r->kind) {
-    case MON_KIND_MARKER: return r->u.marker.timestamp;
-    case MON_KIND_KERNEL: return r->u.kernel.end;
-    case MON_KIND_HCCL: return r->u.hccl.end;
-    case MON_KIND_MEMORY: return r->u.memory.end;
-    case MON_KIND_MEMSET: return r->u.memset.end;
-    case MON_KIND_MEMCPY: return r->u.memcpy.end;
-    case MON_KIND_COMMUNICATION: return r->u.comm.end;
-    default: return mon_kind_is_api(r->kind) ? r->u.api.end : 0;
-    }
-}
 
 static void jsonl_consume(struct proc *p, const struct mon_record *recs, size_t n)
 {
@@ -506,7 +493,7 @@ static void jsonl_consume(struct proc *p, const struct mon_record *recs, size_t 
     tls_build = &lb;
     for (size_t i = 0; i < n; i++) {
         const struct mon_record *r = &recs[i];
-        if (record_end(r) < p->session_start_ns)
+        if (mon_record_end(r) < p->session_start_ns)
             continue;
         if (r->kind == MON_KIND_MARKER) {
             markpair_feed(p->mp, &r->u.marker);

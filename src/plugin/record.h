@@ -104,6 +104,22 @@ struct mon_record {
  * *out. Returns 0, or -ENOENT for a kind the plugin does not know (skip it). */
 int mon_record_from_mspti(const void *raw, struct mon_record *out);
 
+/* End time used by the per-session filter (records ending before the session start are
+ * ignored): `end` for ranged records, `timestamp` for markers. */
+static inline uint64_t mon_record_end(const struct mon_record *r)
+{
+    switch (r->kind) {
+    case MON_KIND_MARKER: return r->u.marker.timestamp;
+    case MON_KIND_KERNEL: return r->u.kernel.end;
+    case MON_KIND_HCCL: return r->u.hccl.end;
+    case MON_KIND_MEMORY: return r->u.memory.end;
+    case MON_KIND_MEMSET: return r->u.memset.end;
+    case MON_KIND_MEMCPY: return r->u.memcpy.end;
+    case MON_KIND_COMMUNICATION: return r->u.comm.end;
+    default: return mon_kind_is_api(r->kind) ? r->u.api.end : 0;
+    }
+}
+
 /* Marker flag helpers */
 #define MON_MARKER_INSTANT (1 | 8)    /* INSTANTANEOUS, INSTANTANEOUS_WITH_DEVICE */
 #define MON_MARKER_START (2 | 16)     /* START, START_WITH_DEVICE */
