@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "msmon/ipc_wire.h"
 #include "msmon/msmonitor.h"
+#include "plugin/proc_memory.h"
 #include "plugin/dynamic.h"
 #include "plugin/dyno.h"
 #include "plugin/mconfig.h"
@@ -17,12 +18,6 @@
 #include "plugin/penv.h"
 
 /* Standalone results live in proc_memory.c (plugin data area). */
-int proc_memory_kinds(int32_t *out, size_t cap, size_t *ret_n);
-int proc_memory_results(int32_t kind, const struct msmon_result **arr, size_t *n);
-int proc_memory_set_requested_kinds(const int32_t *kinds, size_t n);
-#pragma weak proc_memory_kinds
-#pragma weak proc_memory_results
-#pragma weak proc_memory_set_requested_kinds
 
 static pthread_once_t api_once = PTHREAD_ONCE_INIT;
 
@@ -154,10 +149,6 @@ MSMON_API int msmon_monitor_start(const int32_t *kinds, size_t n)
         LOG_WARN("MsptiMonitor already started");
         return -EALREADY;
     }
-    if (!proc_memory_set_requested_kinds) {
-        LOG_ERROR("MsptiMonitor start failed: the standalone processor is not available in this build");
-        return -ENOSYS;
-    }
     rc = proc_memory_set_requested_kinds(kept, nk);
     if (rc != 0)
         return rc;
@@ -182,15 +173,11 @@ MSMON_API int msmon_monitor_stop(void)
 
 MSMON_API int msmon_monitor_kinds(int32_t *out, size_t cap, size_t *ret_n)
 {
-    if (!proc_memory_kinds)
-        return -ENOSYS;
     return proc_memory_kinds(out, cap, ret_n);
 }
 
 MSMON_API int msmon_monitor_results(int32_t kind, const struct msmon_result **ret_arr, size_t *ret_n)
 {
-    if (!proc_memory_results)
-        return -ENOSYS;
     return proc_memory_results(kind, ret_arr, ret_n);
 }
 

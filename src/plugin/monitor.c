@@ -27,17 +27,6 @@
 #include "plugin/penv.h"
 #include "plugin/plog.h"
 
-/* Other areas' objects are referenced weakly so the library links while they are being
- * written; a missing one reads as "not available" at run time. */
-#pragma weak proc_metric_ops
-#pragma weak proc_db_ops
-#pragma weak proc_jsonl_ops
-#pragma weak proc_memory_ops
-#pragma weak filter_state_create
-#pragma weak filter_state_set
-#pragma weak filter_state_keep
-#pragma weak outfile_prepare_dir
-
 #define MON_BATCH 256
 
 struct mon_state {
@@ -129,8 +118,6 @@ static void mon_request_cb(uint8_t **buf, size_t *size, size_t *max_records)
     *buf = bufpool_get(mon.pool, size);
 }
 
-#pragma weak filter_state_apply
-
 /* Filter and consume one batch: the filter reads its snapshot once per batch. */
 static void mon_flush_batch(struct filter_state *fs, struct mon_record *batch, size_t n)
 {
@@ -144,7 +131,7 @@ static void mon_consume_buffer(const struct backend *be, uint8_t *buf, size_t va
 {
     struct mon_record batch[MON_BATCH];
     __typeof__(msptiActivityGetNextRecord) *next = be->get_next_record;
-    struct filter_state *fs = filter_state_apply ? mon.filter : NULL;
+    struct filter_state *fs = mon.filter;
     msptiActivity *rec = NULL;
     msptiResult r;
     size_t n = 0;
@@ -376,7 +363,6 @@ static int32_t mon_rank(void)
 
 static int mon_start_locked(const struct monitor_start_args *a)
 {
-    static const char *const mode_names[] = { "metric", "DB", "Jsonl", "standalone" };
     const struct backend *be;
     const struct proc_ops *ops;
     struct proc_config pc;
@@ -400,16 +386,15 @@ static int mon_start_locked(const struct monitor_start_args *a)
     }
     ops = mon_ops_for(a->mode);
     if (!ops) {
-        LOG_ERROR("MsptiMonitor start failed: the %s data processor is not available in this build",
-                  mode_names[a->mode]);
-        return -ENOSYS;
+        LOG_ERROR("MsptiMonitor start failed: invalid data processor mode %d", (int)a->mode);
+        return -EINVAL;
     }
     if (!mon.pool) {
         rc = bufpool_create(bufpool_default_size(), &mon.pool);
         if (rc != 0)
             return rc;
     }
-    if (!mon.filter && filter_state_create && filter_state_create(&mon.filter) != 0)
+    if (!mon.filter && filter_state_create(&mon.filter) != 0)
         mon.filter = NULL;
 
     pthread_mutex_lock(&mon.lock);
@@ -597,7 +582,7 @@ int monitor_handle_config(const struct mconfig *cfg)
             .rotate_lines = cfg->rotate_lines, .rotate_files = cfg->rotate_files,
         };
         if (cfg->log_file[0]) {
-            if (!outfile_prepare_dir || outfile_prepare_dir(cfg->log_file, dir, sizeof(dir)) != 0) {
+            if (outfile_prepare_dir(cfg->log_file, dir, sizeof(dir)) != 0) {
                 LOG_ERROR("Invalid log path, mspti monitor start failed");
                 goto report;
             }
