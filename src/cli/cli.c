@@ -91,6 +91,50 @@ struct fanout {
     struct host_result *results;
 };
 
+/* The whole reply must be one JSON value: cJSON alone stops after the first value, so
+ * trailing bytes (or an embedded NUL that would cut the printed line short) are refused. */
+static cJSON *parse_reply(const char *reply, size_t len)
+{
+    const char *end = NULL;
+    if (memchr(reply, '\0', len))
+        return NULL;
+    cJSON *json = cJSON_ParseWithLengthOpts(reply, len, &end, false);
+    if (!json)
+        return NULL;
+    while (end && end < reply + len && strchr(" \t\r\n", *end))
+        end++;
+    if (end != reply + len) {
+        cJSON_Delete(json);
+        return NULL;
+    }
+    return json;
+}
+
+#define REPLY_SHOWN 200   /* reply bytes quoted in the unparsable-reply message */
+
+/* One-line error for a reply that is not JSON: its first REPLY_SHOWN bytes, control bytes
+ * and non-ASCII shown as \xNN so the message never spans lines. */
+static void unparsable_msg(const char *reply, size_t len, char *err, size_t errcap)
+{
+    static const char hex[] = "0123456789abcdef";
+    char shown[REPLY_SHOWN * 4 + 1];
+    size_t o = 0, k = 0;
+    for (; k < len && k < REPLY_SHOWN; k++) {
+        unsigned char c = (unsigned char)reply[k];
+        if (c >= 0x20 && c < 0x7f) {
+            shown[o++] = (char)c;
+        } else {
+            shown[o++] = '\\';
+            shown[o++] = 'x';
+            shown[o++] = hex[c >> 4];
+            shown[o++] = hex[c & 15];
+        }
+    }
+    shown[o] = '\0';
+    snprintf(err, errcap, "Unparsable reply from the server (%zu bytes): %s%s", len, shown,
+             k < len ? "..." : "");
+}
+
 static void run_one(struct fanout *f, size_t i)
 {
     struct host_result *res = &f->results[i];
@@ -104,10 +148,10 @@ static void run_one(struct fanout *f, size_t i)
         res->failed = true;
         return;
     }
-    json = cJSON_ParseWithLength(reply, len);
+    json = parse_reply(reply, len);
     if (!json) {
         res->failed = true;
-        snprintf(res->err, sizeof(res->err), "Unparsable reply from the server: %.200s", reply);
+        unparsable_msg(reply, len, res->err, sizeof(res->err));
         goto out;
     }
     f->cmd->render(f->req, reply, len, json, &res->out, &res->failed, res->err,

@@ -100,7 +100,9 @@ int cmd_render_matched(const cJSON *json, const char *log_file, bool kineto,
     const cJSON *e;
     cJSON_ArrayForEach(e, m)
     {
-        long long pid = cJSON_IsNumber(e) ? (long long)e->valuedouble : 0;
+        /* valueint is cJSON's saturated int: a hostile 1e300 must not reach a
+         * double-to-integer conversion that overflows (undefined behaviour). */
+        long long pid = cJSON_IsNumber(e) ? (long long)e->valueint : 0;
         cli_buf_puts(out, "    ");
         cmd_trace_path(log_file, pid, kineto, out);
         cli_buf_puts(out, "\n");

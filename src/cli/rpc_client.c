@@ -4,6 +4,7 @@
 #include "cli/rpc_client.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -255,7 +256,9 @@ int rpc_call(const char *target, uint16_t port, const char *sock_dir, int timeou
     memcpy(&len32, head, 4);
     if (len32 == 0 || len32 > RPC_REPLY_MAX) {
         *ret_fail = RPC_FAIL_BAD_REPLY;
-        snprintf(err, errcap, "Invalid reply length %u from the server", len32);
+        /* The frame length is an int32 on the wire (01-rpc.md §1.2): show it signed. */
+        snprintf(err, errcap, "Invalid reply length %" PRId32 " from the server (limit %u)",
+                 (int32_t)len32, RPC_REPLY_MAX);
         r = -EBADMSG;
         goto out;
     }
