@@ -37,6 +37,7 @@ struct registry {
     size_t nprocs;
     struct reg_ctxt ctxt[REGISTRY_MAX_CTXT];
     int nctxt;
+    struct log_ratelimit rl_full;      /* "registry full" is logged once a second at most */
 };
 
 struct registry *registry_create(const char *hostname)
@@ -181,8 +182,10 @@ int registry_poll(struct registry *r, int64_t job, const int32_t *pids, int n, i
     } else {
         join_pids(pids, n, txt, sizeof(txt));
         if (r->nprocs >= REGISTRY_MAX_PROCS) {
-            LOG_ERROR("Process registry full (%d processes), not registering process (%s) for job %lld",
-                      REGISTRY_MAX_PROCS, txt, (long long)job);
+            /* every poll of every unregistered process lands here: once a second at most */
+            LOG_RL(&r->rl_full, 1000, LOG_LVL_ERROR,
+                   "Process registry full (%d processes), not registering process (%s) for job %lld",
+                   REGISTRY_MAX_PROCS, txt, (long long)job);
             rc = -ENOSPC;
             goto out_unlock;
         }
@@ -310,7 +313,9 @@ int registry_set_config(struct registry *r, int64_t job, const int32_t *pids, si
         if (eligible && !eligible(p->origin, arg))
             continue;
         res->matched[res->n_matched++] = p->pids[0];
-        if ((int64_t)res->n_triggered + res->busy >= limit)
+        /* only triggered processes count against the limit: busy ones do not, and beyond
+         * the limit a process is neither triggered nor counted busy (§4.3) */
+        if ((int64_t)res->n_triggered >= limit)
             continue;
         if (p->pending) {
             res->busy++;
@@ -338,26 +343,39 @@ out_unlock:
     return rc;
 }
 
-static bool job_live(const struct registry *r, int64_t job)
+/* Drops every ctxt registration of a job (its last process was just collected). */
+static void release_job(struct registry *r, int64_t job)
 {
-    for (size_t i = 0; i < r->nprocs; i++)
-        if (r->procs[i]->job == job)
-            return true;
-    return false;
+    LOG_INFO("Stopped tracking job %lld", (long long)job);
+    for (int c = 0; c < r->nctxt;) {
+        if (r->ctxt[c].job == job)
+            r->ctxt[c] = r->ctxt[--r->nctxt];
+        else
+            c++;
+    }
 }
 
 int registry_gc(struct registry *r, uint64_t now_ns, uint64_t age_ns)
 {
     int removed = 0;
     char txt[REGISTRY_MAX_PIDS * 13];
-    int64_t gone_jobs[64];
-    int ngone = 0;
     pthread_mutex_lock(&r->mu);
     size_t w = 0;
+    /* procs are sorted by job, so each job is one run: it disappears when the pass removed
+     * at least one of its processes and kept none (no fixed-size list of gone jobs) */
+    int64_t run_job = 0;
+    bool run_removed = false, run_kept = false;
     for (size_t i = 0; i < r->nprocs; i++) {
         struct reg_proc *p = r->procs[i];
+        if (i == 0 || p->job != run_job) {
+            if (run_removed && !run_kept)
+                release_job(r, run_job);
+            run_job = p->job;
+            run_removed = run_kept = false;
+        }
         if (!(now_ns > p->last_ns && now_ns - p->last_ns > age_ns)) {
             r->procs[w++] = p;
+            run_kept = true;
             continue;
         }
         join_pids(p->pids, p->npids, txt, sizeof(txt));
@@ -369,26 +387,14 @@ int registry_gc(struct registry *r, uint64_t now_ns, uint64_t age_ns)
             else
                 c++;
         }
-        if (ngone == 0 || gone_jobs[ngone - 1] != p->job) {
-            if (ngone < (int)(sizeof(gone_jobs) / sizeof(gone_jobs[0])))
-                gone_jobs[ngone++] = p->job;
-        }
+        run_removed = true;
         free(p->pending);
         free(p);
         removed++;
     }
+    if (run_removed && !run_kept)
+        release_job(r, run_job);
     r->nprocs = w;
-    for (int g = 0; g < ngone; g++) {
-        if (job_live(r, gone_jobs[g]))
-            continue;
-        LOG_INFO("Stopped tracking job %lld", (long long)gone_jobs[g]);
-        for (int c = 0; c < r->nctxt;) {
-            if (r->ctxt[c].job == gone_jobs[g])
-                r->ctxt[c] = r->ctxt[--r->nctxt];
-            else
-                c++;
-        }
-    }
     pthread_mutex_unlock(&r->mu);
     return removed;
 }

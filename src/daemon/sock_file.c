@@ -48,7 +48,13 @@ int sock_file_create(struct sock_file *sf, const char *dir, const char *name, in
         LOG_ERROR("socket directory %s does not exist or is not a directory; %s not created", dir, name);
         return -ENOTDIR;
     }
-    int n = snprintf(sf->path, sizeof(sf->path), "%s/%s", dir, name);
+    /* Trailing slashes are dropped (as the plugin and dyno do in ipc_socket_path): the
+     * bound name is the source address of every reply, and the plugin accepts a reply only
+     * from exactly <dir>/dynolog.sock, so "<dir>//dynolog.sock" would lose them all. */
+    size_t dl = strlen(dir);
+    while (dl > 1 && dir[dl - 1] == '/')
+        dl--;
+    int n = snprintf(sf->path, sizeof(sf->path), "%.*s/%s", (int)dl, dir, name);
     if (n < 0 || n > IPC_SOCK_PATH_MAX) {
         LOG_ERROR("socket path %s/%s is longer than %d bytes; endpoint not created", dir, name,
                   IPC_SOCK_PATH_MAX);

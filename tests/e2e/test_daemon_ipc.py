@@ -102,6 +102,12 @@ def test_limit_and_iteration_order(d, client):
     assert rep["processesMatched"] == [700001, 700002, 700003]
     assert rep["activityProfilersTriggered"] == [700001, 700002]
     assert rep["activityProfilersBusy"] == 0
+    # busy processes do not count against the limit (03-ipc.md §4.3): the third is triggered
+    rep = rpc(d.port, '{"fn":"setKinetOnDemandRequest","config":"%s","pids":[0],'
+                      '"process_limit":2}' % NPU_CFG.replace("\n", "\\n"))
+    assert rep == (b'{"activityProfilersBusy":2,"activityProfilersTriggered":[700003],'
+                   b'"commandStatus":"effective","eventProfilersBusy":0,'
+                   b'"eventProfilersTriggered":[],"processesMatched":[700001,700002,700003]}')
 
 
 def test_ancestor_match_and_job_id(d, client):
@@ -275,3 +281,24 @@ def test_kineto_dir_endpoint_origin_rule(tmp_path):
     finally:
         d.stop()
     assert not os.path.exists(os.path.join(kdir, "dynolog"))
+
+
+def test_reply_source_with_trailing_slash_socket_dir(make_daemon):
+    # MSMONITOR_SOCKET_DIR=/dir/ : the plugin expects replies from exactly /dir/dynolog.sock
+    # (it strips trailing slashes), so the daemon must bind that name, not /dir//dynolog.sock
+    sockdir = tempfile.mkdtemp(prefix="mmd", dir="/tmp")
+    d = make_daemon(sockdir=sockdir + "//")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        s.bind("\0dynoconfigclient-trailing-slash-test")
+        s.settimeout(5)
+        s.sendto(build("req", struct.pack("<iiqi", 3, 1, 0, os.getpid())),
+                 os.path.join(sockdir, "dynolog.sock"))
+        data, src = s.recvfrom(4096)
+        assert data[:8] == struct.pack("<Q", 0)
+        assert src == os.path.join(sockdir, "dynolog.sock")
+    finally:
+        s.close()
+    d.stop()
+    for n in ("dynolog.sock", "dynolog_data.sock", "dyno.sock"):
+        assert not os.path.exists(os.path.join(sockdir, n))

@@ -104,11 +104,24 @@ static void test_match_busy_limit_order(void **state)
     assert_int_equal(res.n_triggered, 2);
     assert_int_equal(res.busy, 0);
     reg_set_result_fini(&res);
-    /* again: the first two are busy (counted against the limit), the rest untouched */
+    /* again: the first two are busy, which does not count against the limit (only
+     * triggered processes do, 03-ipc.md §4.3), so the other two are triggered */
     set(r, 0, zero, 1, 3, &res);
     assert_int_equal(res.busy, 2);
-    assert_int_equal(res.n_triggered, 1);
+    assert_int_equal(res.n_triggered, 2);
     assert_int_equal(res.triggered[0], 20);
+    assert_int_equal(res.triggered[1], 10);
+    reg_set_result_fini(&res);
+    /* all four busy now: with limit 1 nothing is triggered, so every one counts busy */
+    set(r, 0, zero, 1, 1, &res);
+    assert_int_equal(res.n_matched, 4);
+    assert_int_equal(res.busy, 4);
+    assert_int_equal(res.n_triggered, 0);
+    reg_set_result_fini(&res);
+    /* limit 0: matched, but neither triggered nor counted busy */
+    set(r, 0, zero, 1, 0, &res);
+    assert_int_equal(res.n_matched, 4);
+    assert_int_equal(res.busy, 0);
     reg_set_result_fini(&res);
     /* ancestor pid 3 selects {3} and {3,20}; job 5 only sees its own process */
     int32_t anc[] = { 3 };
@@ -179,6 +192,36 @@ static void test_ctxt(void **state)
     registry_destroy(r);
 }
 
+/* A GC pass that empties many jobs at once releases the ctxt registrations of every one
+ * of them (a fixed list of 64 gone jobs used to leak the rest, filling the 50-slot cap). */
+static void test_gc_releases_ctxt_of_many_jobs(void **state)
+{
+    (void)state;
+    struct registry *r = registry_create("h");
+    char *cfg;
+    size_t len;
+    const int njobs = 200;
+    for (int j = 0; j < njobs; j++) {
+        int32_t p = 5000 + j;
+        assert_int_equal(registry_poll(r, j, &p, 1, 3, REG_ORIGIN_KINETO, 10, &cfg, &len), 0);
+    }
+    /* the registrations belong to other pids of the jobs, so only the job rule frees them;
+     * the last 40 jobs hold them */
+    for (int j = njobs - 40; j < njobs; j++)
+        assert_int_equal(registry_ctxt(r, j, 0, 9000 + j), 1);
+    /* job 199 keeps a live process: its registration stays */
+    int32_t live = 7777;
+    assert_int_equal(registry_poll(r, njobs - 1, &live, 1, 3, REG_ORIGIN_KINETO, 1000, &cfg, &len), 0);
+    assert_int_equal(registry_gc(r, 1000, 100), njobs);
+    assert_int_equal(registry_count(r), 1);
+    assert_int_equal(registry_ctxt_count(r), 1);
+    /* the freed slots are usable again */
+    for (int i = 0; i < REGISTRY_MAX_CTXT - 1; i++)
+        assert_true(registry_ctxt(r, 1000000, i, 1) > 0);
+    assert_int_equal(registry_ctxt(r, 1000000, 99, 1), -ENOSPC);
+    registry_destroy(r);
+}
+
 static void test_status_table(void **state)
 {
     (void)state;
@@ -242,6 +285,7 @@ int main(void)
         cmocka_unit_test(test_match_busy_limit_order),
         cmocka_unit_test(test_cap_and_gc),
         cmocka_unit_test(test_ctxt),
+        cmocka_unit_test(test_gc_releases_ctxt_of_many_jobs),
         cmocka_unit_test(test_status_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
