@@ -118,6 +118,15 @@ def _fresh_segment(path):
         os.unlink(tmp)
 
 
+def _same_file(fd, path):
+    """True if `path` still names the file open on `fd`."""
+    try:
+        a, b = os.fstat(fd), os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 def attach_or_create(path):
     """Attach to `path`, else create it. Returns (fd, is_creator); raises StaleShmError or
     OSError. Every holder keeps a shared flock so cleanup can tell live segments."""
@@ -135,6 +144,11 @@ def attach_or_create(path):
                 if st.st_size != SHM_SIZE:
                     raise OSError(f"{path}: size {st.st_size}, expected {SHM_SIZE}")
                 fcntl.flock(fd, fcntl.LOCK_SH)
+                # cleanup_stale_shm() unlinks while holding LOCK_EX; a rank that opened the
+                # file just before must not keep a segment no one else can find.
+                if not _same_file(fd, path):
+                    os.close(fd)
+                    continue
             except BaseException:
                 os.close(fd)
                 raise
@@ -457,21 +471,10 @@ def finalize():
     _STATE.finalize()
 
 
-def _segment_in_use(path):
-    """True if a live process holds the segment: our ranks and pollers keep a shared flock;
-    other frameworks' processes keep it open or mapped."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
+def _used_by_other_process(path, me):
+    """True if a process other than `me` has `path` open or mapped (other frameworks'
+    processes hold no flock)."""
     real = os.path.realpath(path)
-    me = str(os.getpid())
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or pid == me:
             continue
@@ -485,6 +488,27 @@ def _segment_in_use(path):
         except OSError:
             continue
     return False
+
+
+def _remove_if_dead(path):
+    """Unlink `path` unless a live process uses it. The exclusive flock is held across the
+    check and the unlink: our ranks and pollers hold a shared one for their whole life, and a
+    rank attaching meanwhile blocks on it and then sees the file gone (attach_or_create)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        if not _same_file(fd, path) or _used_by_other_process(path, str(os.getpid())):
+            return False
+        os.unlink(path)
+        return True
+    finally:
+        os.close(fd)
 
 
 def cleanup_stale_shm(shm_dir=None):
@@ -506,10 +530,9 @@ def cleanup_stale_shm(shm_dir=None):
                 continue
         except OSError:
             continue
-        if _segment_in_use(path):
-            continue
         try:
-            os.unlink(path)
+            if not _remove_if_dead(path):
+                continue
         except OSError as err:
             print(f"[ERROR] cannot remove {path}: {err}")
             continue

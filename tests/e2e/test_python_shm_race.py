@@ -1,0 +1,85 @@
+"""msmonitor.dynamic_profile shm attach vs `cleanup-shm` (04-plugin.md §15): cleanup never
+removes a segment a live process uses, and a rank that opened the file just before cleanup
+unlinked it does not keep a segment no other rank can find."""
+import json
+import os
+
+import pytest
+
+from conftest import Proc
+from python_util import PYTHON, py_env, require_packages, run_py
+
+SHM_SIZE = 1 << 20
+
+
+@pytest.fixture(autouse=True)
+def _built():
+    require_packages()
+
+
+def opened_by(pid, path):
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == path for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False
+
+
+def test_attach_sees_segment_unlinked_while_blocked(tmp_path):
+    """A cleaner holds LOCK_EX (as cleanup-shm does across its check and unlink); a rank that
+    opened the file meanwhile must, once the cleaner unlinked it, create a fresh segment at
+    the path instead of keeping the orphaned one."""
+    import fcntl
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    path = str(shm / "DynamicProfileNpuShm2099010100")
+    with open(path, "wb") as f:
+        f.write(b" " * SHM_SIZE)
+    fd = os.open(path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    code = f"""
+import json, os, sys
+from msmonitor.dynamic_profile import attach_or_create
+fd, creator = attach_or_create({path!r})
+a, b = os.fstat(fd), os.stat({path!r})
+print(json.dumps({{"creator": creator, "same": (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)}}), flush=True)
+"""
+    rank = Proc([PYTHON, "-c", code], env=py_env(), logname="rank", tmpdir=str(tmp_path))
+    try:
+        import time
+        deadline = time.monotonic() + 30
+        while not opened_by(rank.p.pid, path):
+            assert rank.p.poll() is None, rank.log()
+            assert time.monotonic() < deadline, "rank never opened the segment"
+            time.sleep(0.01)
+        os.unlink(path)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        fd = -1
+        rank.wait_log('"creator"', timeout=30)
+        out = json.loads([ln for ln in rank.log().splitlines() if '"creator"' in ln][-1])
+        assert out == {"creator": True, "same": True}
+        assert os.path.getsize(path) == SHM_SIZE
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        rank.stop()
+
+
+def test_cleanup_keeps_segment_open_without_flock(tmp_path):
+    """Other frameworks' processes (torch_npu) only open/map the segment; it stays."""
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    live = shm / "DynamicProfileNpuShm2099010101"
+    live.write_bytes(b" " * 4096)
+    holder = Proc([PYTHON, "-c", "import mmap, os, time\n"
+                   f"fd = os.open({str(live)!r}, os.O_RDWR); m = mmap.mmap(fd, 4096); os.close(fd)\n"
+                   "print('mapped', flush=True); time.sleep(600)"], logname="holder", tmpdir=str(tmp_path))
+    try:
+        holder.wait_log("mapped")
+        r = run_py(f"import msmonitor, json; print(json.dumps(msmonitor.cleanup_stale_shm({str(shm)!r})))",
+                   cwd=str(tmp_path))
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout.strip().splitlines()[-1]) == []
+        assert live.exists()
+    finally:
+        holder.stop()
