@@ -36,6 +36,7 @@ struct ipc_server {
     struct log_ratelimit rl_peer;
     struct log_ratelimit rl_type;
     struct log_ratelimit rl_size;
+    struct log_ratelimit rl_unnamed;
 };
 
 static int open_kineto(struct ipc_server *s)
@@ -110,7 +111,8 @@ static void send_reply(struct ipc_server *s, int fd, const char *type, const voi
     struct ipc_metadata md;
     char name[160];
     if (peer_len <= sizeof(sa_family_t)) {
-        LOG_WARN("unnamed sender: %s reply skipped", type);
+        /* an unbound client polling in a loop would otherwise write one line per datagram */
+        LOG_RL(&s->rl_unnamed, 1000, LOG_LVL_WARNING, "unnamed sender: %s reply skipped", type);
         return;
     }
     memset(&md, 0, sizeof(md));

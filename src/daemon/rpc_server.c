@@ -331,7 +331,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
             continue;
         }
         if (lfd == s->local_fd) {
-            struct ucred cred;
+            struct ucred cred = { .pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1 };
             socklen_t cl = sizeof(cred);
             if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
                 (cred.uid != geteuid() && cred.uid != 0)) {

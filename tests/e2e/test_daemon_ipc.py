@@ -302,3 +302,17 @@ def test_reply_source_with_trailing_slash_socket_dir(make_daemon):
     d.stop()
     for n in ("dynolog.sock", "dynolog_data.sock", "dyno.sock"):
         assert not os.path.exists(os.path.join(sockdir, n))
+
+
+def test_unnamed_sender_warning_is_rate_limited(d):
+    # an unbound client gets no reply (nowhere to send it) and must not flood the log
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        for _ in range(200):
+            u.sendto(build("req", struct.pack("<iiqi", 3, 1, 0, 4242)), d.sock("dynolog.sock"))
+    finally:
+        u.close()
+    with IpcClient(d.sockdir) as c:      # served after the 200 in the same queue
+        assert c.poll() == ""
+    d.wait_log("unnamed sender: req reply skipped")
+    assert d.log().count("unnamed sender: req reply skipped") < 20
