@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -157,6 +158,9 @@ struct proc {
     /* SQLite */
     char path[OUTFILE_PATH_MAX + 128];
     sqlite3 *db;
+    dev_t fdev;           /* identity of the file db writes, to notice its removal */
+    ino_t fino;
+    struct log_ratelimit open_rl;
     struct ins_stmt ins[T_INCR_COUNT][2]; /* [0] one row, [1] DB_MULTI_ROWS rows */
     bool created[T_INCR_COUNT];
     bool stopped;
@@ -510,10 +514,18 @@ static int db_open(struct proc *p)
         return rc;
     }
     int fd = outfile_create(p->path, 0);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) != 0) {
+        close(fd);
+        fd = -errno;
+    }
     if (fd < 0) {
-        LOG_ERROR("db: cannot create %s: %s", p->path, strerror(-fd));
+        LOG_RL(&p->open_rl, 10000, LOG_LVL_ERROR, "db: cannot create %s: %s; rows are dropped until it can be",
+               p->path, strerror(-fd));
         return fd;
     }
+    p->fdev = st.st_dev;
+    p->fino = st.st_ino;
     close(fd);
     rc = sqlite3_open_v2(p->path, &p->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK)
@@ -739,9 +751,23 @@ static int write_enum(struct proc *p, const char *table, const struct enum_row *
     return write_batch(p, table, "id INTEGER PRIMARY KEY, name TEXT", 2, bind_enum_row, rows, n);
 }
 
+/* The open file was removed (its directory deleted, or the file itself) or replaced: SQLite
+ * would go on writing into the unlinked inode without an error, losing everything silently.
+ * Log it and close; the next batch creates a new file, which gets the session tables. */
+static void db_check_file(struct proc *p)
+{
+    struct stat st;
+    if (!p->db || (stat(p->path, &st) == 0 && st.st_dev == p->fdev && st.st_ino == p->fino))
+        return;
+    LOG_ERROR("db: %s was removed or replaced; rows written to it are lost, continuing in a new file", p->path);
+    db_close(p);
+    p->append_ok = false;
+}
+
 /* Turn the pending records into rows and append every non-empty table. */
 static int db_append(struct proc *p)
 {
+    db_check_file(p);
     pthread_mutex_lock(&p->lock);
     struct mon_record *recs = p->pend;
     size_t n = p->npend;

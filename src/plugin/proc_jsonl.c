@@ -33,6 +33,8 @@
 #define JSONL_BLOCK_MAX (64 * 1024)  /* producer block size for large batches */
 #define JSONL_LINE_FIXED 640         /* bound of a line's keys, numbers and punctuation */
 #define JSONL_MAX_TRACKED 4096       /* files of this session remembered for maxFiles */
+#define JSONL_RETRY_NS 1000000000ull /* pause between attempts to create a file after a failure */
+#define JSONL_CHECK_NS 1000000000ull /* how often the writer checks its file is still there */
 
 /* ---- settings ---- */
 
@@ -110,6 +112,11 @@ struct proc {
     _Atomic bool stop_req;
     int fd;
     char path[OUTFILE_PATH_MAX + 128];
+    dev_t fdev;                   /* identity of the open file, to notice its removal */
+    ino_t fino;
+    uint64_t next_check_ns;       /* monotonic time of the next removal check */
+    uint64_t next_open_ns;        /* no file creation attempt before this (after a failure) */
+    uint64_t lost_lines;          /* lines dropped because no file could be created */
     uint64_t file_lines;
     struct iovec iov[JSONL_IOV];   /* text not yet written, in order */
     int niov;
@@ -611,21 +618,41 @@ static void rotate_delete(struct proc *p)
     free(mtimes);
 }
 
+/* Open the next file. After a failure (directory removed, read-only, full) the next attempt
+ * waits JSONL_RETRY_NS: a failed attempt per block would spin on the file system and push the
+ * forced-unique name stamps (outfile_make_name) far into the future. */
 static int file_open(struct proc *p)
 {
+    uint64_t now = clock_mono_ns();
+    if (now < p->next_open_ns)
+        return -EAGAIN;
     if (p->set.max_files > 0)
         rotate_delete(p);
     int rc = outfile_make_name(p->path, sizeof(p->path), p->log_dir, p->rank, "jsonl");
     if (rc < 0) {
+        p->next_open_ns = now + JSONL_RETRY_NS;
         LOG_RL(&p->err_rl, 10000, LOG_LVL_ERROR, "jsonl: output path in '%s' is too long", p->log_dir);
         return rc;
     }
     p->fd = outfile_create(p->path, 1);
+    struct stat st;
+    if (p->fd >= 0 && fstat(p->fd, &st) != 0) {
+        close(p->fd);
+        p->fd = -errno;
+    }
     if (p->fd < 0) {
         rc = p->fd;
-        LOG_RL(&p->err_rl, 10000, LOG_LVL_ERROR, "jsonl: cannot create %s: %s", p->path, strerror(-rc));
+        p->fd = -1;
+        p->next_open_ns = now + JSONL_RETRY_NS;
+        LOG_RL(&p->err_rl, 10000, LOG_LVL_ERROR,
+               "jsonl: cannot create %s: %s; lines are dropped until a file can be created", p->path,
+               strerror(-rc));
         return rc;
     }
+    p->fdev = st.st_dev;
+    p->fino = st.st_ino;
+    p->next_check_ns = now + JSONL_CHECK_NS;
+    p->next_open_ns = 0;
     p->file_lines = 0;
     if (p->set.max_files > 0 && p->nfiles < JSONL_MAX_TRACKED) {
         char *copy = strdup(p->path);
@@ -633,6 +660,25 @@ static int file_open(struct proc *p)
             p->files[p->nfiles++] = copy;
     }
     return 0;
+}
+
+/* The open file was removed (its directory deleted, or the file itself) or replaced: what is
+ * written to it is lost, so log it and continue in a new file. Checked at most once per
+ * JSONL_CHECK_NS by the writer, and always when force is set (stop). */
+static void check_file(struct proc *p, bool force)
+{
+    struct stat st;
+    if (p->fd < 0)
+        return;
+    uint64_t now = clock_mono_ns();
+    if (!force && now < p->next_check_ns)
+        return;
+    p->next_check_ns = now + JSONL_CHECK_NS;
+    if (stat(p->path, &st) == 0 && st.st_dev == p->fdev && st.st_ino == p->fino)
+        return;
+    LOG_ERROR("jsonl: %s was removed or replaced; lines written to it since are lost, continuing in a new file",
+              p->path);
+    file_close(p);
 }
 
 /* Byte length of the first k lines of text (k <= the lines it holds). */
@@ -653,8 +699,10 @@ static void write_block(struct proc *p, struct lineblock *b)
     while (nl > 0) {
         if (p->fd >= 0 && p->file_lines >= p->set.max_lines)
             file_close(p);
-        if (p->fd < 0 && file_open(p) < 0)
+        if (p->fd < 0 && file_open(p) < 0) {
+            p->lost_lines += nl;
             break;
+        }
         size_t take = nl, bytes = len;
         if (nl > p->set.max_lines - p->file_lines) {
             take = p->set.max_lines - p->file_lines;
@@ -678,6 +726,8 @@ static size_t write_queued(struct proc *p, size_t max_blocks)
 {
     size_t done = 0;
     struct lineblock *b;
+    if (linering_size(&p->ring) > 0)
+        check_file(p, false);
     while (done < max_blocks && linering_pop(&p->ring, &b) == 0) {
         write_block(p, b);
         done++;
@@ -847,12 +897,17 @@ static int jsonl_stop(struct proc *p, const char *parallel_group_info)
         pthread_join(p->writer, NULL);
         p->writer_running = false;
     }
+    check_file(p, true);
+    p->next_open_ns = 0; /* the final lines get one more attempt */
     write_queued(p, SIZE_MAX);
     write_session_end(p, parallel_group_info);
     file_close(p);
     uint64_t dropped = linering_dropped(&p->ring);
     if (dropped > 0)
         LOG_WARN("RingBuffer full %llu times", (unsigned long long)dropped);
+    if (p->lost_lines > 0)
+        LOG_ERROR("jsonl: %llu lines lost because no file could be created in %s",
+                  (unsigned long long)p->lost_lines, p->log_dir);
     markpair_clear(p->mp);
     p->stopped = true;
     return 0;

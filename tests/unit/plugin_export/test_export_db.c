@@ -406,6 +406,46 @@ static void test_lazy_creation_and_mode(void **state)
     free(dir);
 }
 
+/* The log directory is deleted (and recreated) mid-session: SQLite would keep writing into
+ * the unlinked file without an error. The exporter logs it, continues in a new file, and that
+ * file gets the later rows and the session tables. */
+static void test_file_removed_mid_session(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_make();
+    char lp[64];
+    int fd = log_capture_begin(lp, sizeof(lp));
+    struct proc *p = session(dir, 3);
+    struct mon_record k1 = r_kernel(T0 + 1, T0 + 2, 0, 0, 1, "AI_CORE", "First");
+    feed(p, &k1, 1);
+    assert_int_equal(proc_db_ops.tick(p), 0);
+    char *files[4];
+    size_t n = list_files(dir, ".db", files, 4);
+    assert_int_equal(n, 1);
+    char *old = strdup(files[0]);
+    free_list(files, n);
+    rm_rf(dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    struct mon_record k2 = r_kernel(T0 + 3, T0 + 4, 1, 0, 2, "AI_CORE", "Second");
+    feed(p, &k2, 1);
+    assert_int_equal(proc_db_ops.tick(p), 0);
+    assert_int_equal(proc_db_ops.stop(p, NULL), 0);
+    proc_db_ops.destroy(p);
+    char *log = log_capture_end(fd, lp);
+    char want[256];
+    snprintf(want, sizeof(want), "db: %s was removed or replaced", old);
+    assert_non_null(strstr(log, want));
+    free(log);
+    sqlite3 *db = open_only_db(dir);
+    assert_q(db, "SELECT connectionId, deviceId FROM TASK", "2|1\n");
+    assert_q(db, "SELECT value FROM STRING_IDS ORDER BY id", "First\nAI_CORE\nN/A\nSecond\n");
+    assert_q(db, "SELECT * FROM RANK_DEVICE_MAP", "3|0\n3|1\n");
+    sqlite3_close(db);
+    free(old);
+    rm_rf(dir);
+    free(dir);
+}
+
 #define BATCH 200
 
 static void feed_batch(struct proc *p, int b)
@@ -515,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_opname_composition),
         cmocka_unit_test(test_marker_pairing_and_session_filter),
         cmocka_unit_test(test_lazy_creation_and_mode),
+        cmocka_unit_test(test_file_removed_mid_session),
         cmocka_unit_test(test_rollback_on_full_file),
         cmocka_unit_test(test_sigkill_keeps_committed_batches),
     };

@@ -294,6 +294,79 @@ static void test_ring_overflow_count(void **state)
     free(dir);
 }
 
+/* The log directory is deleted (and recreated) while a file is open: the exporter notices,
+ * logs it and continues in a new file, so the last lines and the session-end lines are not
+ * written into the unlinked inode. */
+static void test_file_removed_mid_session(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_make();
+    char lp[64];
+    int fd = log_capture_begin(lp, sizeof(lp));
+    struct proc *p = session(dir, NULL, NULL, 1);
+    feed_n(p, 0, 300); /* > 256 queued: the writer creates the first file */
+    char *files[4];
+    size_t n = 0;
+    const struct timespec nap = {0, 1000000};
+    for (int i = 0; i < 600000 && (n = list_files(dir, ".jsonl", files, 4)) == 0; i++)
+        nanosleep(&nap, NULL);
+    assert_int_equal(n, 1);
+    char *old = strdup(files[0]);
+    free_list(files, n);
+    rm_rf(dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    feed_n(p, 300, 10);
+    assert_int_equal(proc_jsonl_ops.stop(p, "{\"tp\":[0]}"), 0);
+    proc_jsonl_ops.destroy(p);
+    char *log = log_capture_end(fd, lp);
+    char want[256];
+    snprintf(want, sizeof(want), "jsonl: %s was removed or replaced", old);
+    assert_non_null(strstr(log, want));
+    free(log);
+    char *text = only_file(dir);
+    const char *last = "{\"kind\":\"parallel_group_info\",\"value\":\"{\\\"tp\\\":[0]}\"}\n";
+    assert_true(strlen(text) >= strlen(last));
+    assert_string_equal(text + strlen(text) - strlen(last), last);
+    free(text);
+    free(old);
+    rm_rf(dir);
+    free(dir);
+}
+
+/* No file can be created (directory gone): the lines are counted and reported once, and the
+ * failed attempts do not push the forced-unique name stamps into the future (one attempt per
+ * block would advance them 1 ms each: 20 s for these 20000 blocks). */
+static void test_no_directory(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_make();
+    rm_rf(dir);
+    char lp[64];
+    int fd = log_capture_begin(lp, sizeof(lp));
+    struct proc *p = session(dir, NULL, NULL, 0);
+    feed_n(p, 0, 20000);
+    assert_int_equal(proc_jsonl_ops.stop(p, NULL), 0);
+    proc_jsonl_ops.destroy(p);
+    char *log = log_capture_end(fd, lp);
+    char name[256];
+    assert_int_equal(outfile_make_name(name, sizeof(name), "/x", 0, "t"), 0);
+    /* "/x/msmonitor_<pid>_<YYYYmmddHHMMSS><mmm>_0.t" */
+    const char *stamp = strchr(name + strlen("/x/msmonitor_"), '_') + 1;
+    struct tm tm = {0};
+    assert_int_equal(sscanf(stamp, "%4d%2d%2d%2d%2d%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                            &tm.tm_min, &tm.tm_sec), 6);
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    tm.tm_isdst = -1;
+    int64_t stamp_ms = (int64_t)mktime(&tm) * 1000 +
+                       (int64_t)((stamp[14] - '0') * 100 + (stamp[15] - '0') * 10 + (stamp[16] - '0'));
+    int64_t now_ms = (int64_t)(clock_real_ns() / 1000000u);
+    assert_true(stamp_ms - now_ms < 1000);
+    assert_non_null(strstr(log, "jsonl: 20000 lines lost because no file could be created in "));
+    free(log);
+    free(dir);
+}
+
 static struct lineblock *block_of(const char *text)
 {
     size_t len = strlen(text), n = 0;
@@ -490,6 +563,8 @@ int main(void)
         cmocka_unit_test(test_flag_env_precedence),
         cmocka_unit_test(test_settings_rules),
         cmocka_unit_test(test_ring_overflow_count),
+        cmocka_unit_test(test_file_removed_mid_session),
+        cmocka_unit_test(test_no_directory),
         cmocka_unit_test(test_linering),
         cmocka_unit_test(test_outfile_names_and_hash),
         cmocka_unit_test(test_prepare_dir),
