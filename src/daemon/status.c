@@ -74,6 +74,12 @@ void status_update(struct status_table *st, enum status_dim dim, const struct ip
         if (st->e[i].pid == s->pid && st->e[i].job == s->job_id)
             break;
     if (i == st->n) {
+        /* an unknown pid reporting -1 would be removed at once (both -1): do not evict a
+         * live entry for it */
+        if (s->status == -1) {
+            pthread_mutex_unlock(&st->mu);
+            return;
+        }
         if (st->n == STATUS_MAX_ENTRIES) {
             /* evict the least recently updated entry */
             size_t old = 0;

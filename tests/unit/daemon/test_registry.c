@@ -272,7 +272,18 @@ static void test_status_table(void **state)
     status_list(st, &e, &n);
     assert_int_equal(n, STATUS_MAX_ENTRIES);
     assert_int_equal(e[n - 1].pid, 100000 + STATUS_MAX_ENTRIES + 4);
+    int32_t oldest = e[0].pid;
     free(e);
+    /* a full table: the exit report (-1) of an unknown pid evicts nobody */
+    s = (struct ipc_status){ -1, -1, -1, -1, 50, 0, 0 };
+    status_update(st, STATUS_TRACE, &s, 99999);
+    status_update(st, STATUS_MONITOR, &s, 99999);
+    status_list(st, &e, &n);
+    assert_int_equal(n, STATUS_MAX_ENTRIES);
+    assert_int_equal(e[0].pid, oldest);
+    free(e);
+    status_get_last(st, &last);
+    assert_int_equal(last.trace.pid, 50);      /* the last-reporter record still updates */
     status_destroy(st);
 }
 
