@@ -41,6 +41,7 @@ static struct {
     msptiBuffersCallbackCompleteFunc done;
     bool mgr_started;
     uint32_t period_ms;
+    uint64_t period_gen;                /* bumped when the wake period changes */
     uint8_t *cur;
     size_t cur_size, cur_limit, cur_rot, cur_valid;
     struct full_buf *q_head, *q_tail;
@@ -62,12 +63,11 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void at_exit_report(void)
 {
     pthread_mutex_lock(&g.lock);
-    uint64_t drops = g.st.records_dropped_nofit + g.st.records_dropped_declined;
+    uint64_t nofit = g.st.records_dropped_nofit, declined = g.st.records_dropped_declined;
     pthread_mutex_unlock(&g.lock);
-    if (drops > 0)
+    if (nofit + declined > 0)
         sim_log(SIM_WARN, "%llu records were dropped (%llu did not fit, %llu while buffers were declined)",
-                (unsigned long long)drops, (unsigned long long)g.st.records_dropped_nofit,
-                (unsigned long long)g.st.records_dropped_declined);
+                (unsigned long long)(nofit + declined), (unsigned long long)nofit, (unsigned long long)declined);
     sim_dump_flush();
 }
 
@@ -282,25 +282,32 @@ static void *manager_main(void *arg)
     pthread_mutex_lock(&g.lock);
     for (;;) {
         uint64_t ms = g.period_ms ? g.period_ms : g.k.wake_ms;
+        uint64_t gen = g.period_gen;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         uint64_t ns = (uint64_t)ts.tv_nsec + (ms % 1000) * 1000000ull;
         ts.tv_sec += (time_t)(ms / 1000 + ns / 1000000000ull);
         ts.tv_nsec = (long)(ns % 1000000000ull);
-        while (!g.q_head) {
+        while (!g.q_head && gen == g.period_gen) {
             if (pthread_cond_timedwait(&g.cv_mgr, &g.lock, &ts) == ETIMEDOUT)
                 break;
         }
+        /* A new FlushPeriod (or a reset's wake period) applies now, not after the old one. */
+        if (!g.q_head && gen != g.period_gen)
+            continue;
         msptiBuffersCallbackCompleteFunc done = g.done;
         if (!done)
             continue;
         struct full_buf *list = take_queue_locked();
+        /* Count the whole batch as outstanding before the first thread starts: FlushAll waits
+         * for outstanding == 0, which must not happen while buffers are still in our hands. */
+        for (struct full_buf *fb = list; fb; fb = fb->next)
+            g.outstanding++;
         while (list) {
             struct full_buf *fb = list;
             list = list->next;
             struct completion_job *job = malloc(sizeof(*job));
             pthread_t t;
-            g.outstanding++;
             if (job) {
                 job->done = done;
                 job->fb = fb;
@@ -350,6 +357,7 @@ SIM_EXPORT msptiResult msptiActivityFlushPeriod(uint32_t time)
     sim_core_init();
     pthread_mutex_lock(&g.lock);
     g.period_ms = time;
+    g.period_gen++;
     pthread_cond_broadcast(&g.cv_mgr);
     pthread_mutex_unlock(&g.lock);
     return MSPTI_SUCCESS;
@@ -581,6 +589,7 @@ void sim_core_reset(void)
     sim_knobs_load(&g.k);
     g.rng = g.k.seed ? g.k.seed : 1;
     sim_dump_open(g.k.dump_path);
+    g.period_gen++;
     pthread_cond_broadcast(&g.cv_mgr);
     pthread_mutex_unlock(&g.lock);
 }

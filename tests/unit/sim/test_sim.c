@@ -652,6 +652,56 @@ static void test_bench_fill(void **state)
     assert_int_equal(bmm, 50000 / 8);
 }
 
+/* FlushAll is synchronous (06 §7.8): when it returns, every buffer handed out has been
+ * completed, including full ones the ActivityManager was still starting threads for. */
+#define ITERS_FLUSH 3000
+static void test_flushall_returns_every_buffer(void **state)
+{
+    (void)state;
+    struct mssim_stats st;
+    start(1 << 20, "MSSIM_BUFFER_LIMIT=1120", NULL);   /* 16 kernel records per buffer */
+    enable(MSPTI_ACTIVITY_KIND_KERNEL);
+    for (int iter = 0; iter < ITERS_FLUSH; iter++) {
+        /* bench_fill holds the lock across many rotations: the manager takes a long batch. */
+        assert_int_equal(mssim_bench_fill(1u << MSPTI_ACTIVITY_KIND_KERNEL, 16 * 40), 16 * 40);
+        assert_int_equal(msptiActivityFlushAll(1), MSPTI_SUCCESS);
+        mssim_get_stats(&st);
+        if (st.buffers_completed != st.buffers_requested)
+            fail_msg("iteration %d: FlushAll returned with %llu of %llu buffers completed", iter,
+                     (unsigned long long)st.buffers_completed, (unsigned long long)st.buffers_requested);
+    }
+    pthread_mutex_lock(&C.lock);
+    unsigned completions = C.completions;
+    pthread_mutex_unlock(&C.lock);
+    assert_int_equal(completions, st.buffers_requested);
+    assert_int_equal(st.records_appended, (uint64_t)ITERS_FLUSH * 16 * 40);
+}
+
+/* A FlushPeriod set after the manager started applies at once, not after the old 60 s wake:
+ * the coalesced (NULL,0,0) completion of a declined request arrives without any FlushAll. */
+static void test_flush_period_applies_at_once(void **state)
+{
+    (void)state;
+    start(0, NULL);   /* decline every request; MSSIM_WAKE_MS default 60000 */
+    enable(MSPTI_ACTIVITY_KIND_ACL_API);
+    mssim_api("op", MSSIM_LEVEL_ACL, 1);
+    /* Let the manager settle into its 60 s wait (a settle delay, not a measured threshold). */
+    struct timespec settle = {.tv_sec = 0, .tv_nsec = 100000000};
+    nanosleep(&settle, NULL);
+    assert_int_equal(msptiActivityFlushPeriod(5), MSPTI_SUCCESS);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 30;   /* far beyond 5 ms, far below the 60 s wake */
+    pthread_mutex_lock(&C.lock);
+    while (C.null_completions == 0 && pthread_cond_timedwait(&C.cv, &C.lock, &dl) == 0)
+        ;
+    unsigned nulls = C.null_completions;
+    pthread_mutex_unlock(&C.lock);
+    assert_int_equal(nulls, 1);
+    assert_int_equal(msptiActivityFlushPeriod(0), MSPTI_SUCCESS);
+    finish();
+}
+
 static int g_steps_seen;
 static void on_step(uint32_t step, void *arg)
 {
@@ -798,9 +848,13 @@ int main(void)
         cmocka_unit_test(test_callbacks),
         cmocka_unit_test(test_drop_injection_and_raw),
         cmocka_unit_test(test_bench_fill),
+        cmocka_unit_test(test_flushall_returns_every_buffer),
+        cmocka_unit_test(test_flush_period_applies_at_once),
         cmocka_unit_test(test_workload),
         cmocka_unit_test(test_device_records_after_end),
         cmocka_unit_test(test_dump_matches_consumer),
     };
+    if (getenv("SIM_TEST_FILTER"))   /* run a subset: SIM_TEST_FILTER=test_markers */
+        cmocka_set_test_filter(getenv("SIM_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
