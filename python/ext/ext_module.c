@@ -114,6 +114,11 @@ static PyObject *f_enable_dyno_npu_monitor(PyObject *mod, PyObject *args, PyObje
                            CONFIG_MAX_ITEMS);
         Py_RETURN_NONE;
     }
+    /* Iterate a private copy: a value's __str__ may mutate the caller's dict, which would
+     * end the iteration early or free a key whose UTF-8 we already hold. */
+    d = PyDict_Copy(d);
+    if (!d)
+        return NULL;
     keep = PyList_New(0);
     keys = calloc((size_t)n + 1, sizeof(*keys));
     vals = calloc((size_t)n + 1, sizeof(*vals));
@@ -146,6 +151,7 @@ out:
     free(keys);
     free(vals);
     Py_XDECREF(keep);
+    Py_DECREF(d);
     return ret;
 }
 

@@ -5,6 +5,7 @@
 #include "ext_monitor.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -391,11 +392,9 @@ static PyObject *m_start_monitor(PyObject *mod, PyObject *args, PyObject *kw)
         return NULL;
     }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(list);
-    int32_t vals[64];
-    if (n > (Py_ssize_t)(sizeof(vals) / sizeof(vals[0]))) {
-        PyErr_Format(PyExc_TypeError, "start_monitor(): too many kinds (%zd)", n);
-        return NULL;
-    }
+    /* Every item is checked; repeats are dropped, so any list length is accepted. */
+    int32_t vals[N_KINDS];
+    size_t nv = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *it = PySequence_Fast_GET_ITEM(list, i);
         int ok = PyObject_IsInstance(it, activity_kind);
@@ -409,14 +408,19 @@ static PyObject *m_start_monitor(PyObject *mod, PyObject *args, PyObject *kw)
         PyObject *v = PyObject_GetAttrString(it, "value");
         if (!v)
             return NULL;
-        vals[i] = (int32_t)PyLong_AsLong(v);
+        long kv = PyLong_AsLong(v);
         Py_DECREF(v);
-        if (PyErr_Occurred())
+        if (kv == -1 && PyErr_Occurred())
             return NULL;
+        bool seen = false;
+        for (size_t j = 0; j < nv; j++)
+            seen = seen || vals[j] == kv;
+        if (!seen && nv < N_KINDS)
+            vals[nv++] = (int32_t)kv;
     }
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&ext_results_lock);
-    msmon_monitor_start(vals, (size_t)n);
+    msmon_monitor_start(vals, nv);
     pthread_mutex_unlock(&ext_results_lock);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
