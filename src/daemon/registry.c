@@ -270,12 +270,22 @@ void reg_set_result_fini(struct reg_set_result *res)
     memset(res, 0, sizeof(*res));
 }
 
+/* pids is sorted ascending (registry_set_config's contract): one binary search per pid of
+ * the process keeps a request naming thousands of pids O(registry size). */
 static bool requested(const struct reg_proc *p, const int32_t *pids, size_t npids)
 {
-    for (int i = 0; i < p->nset; i++)
-        for (size_t j = 0; j < npids; j++)
-            if (p->set[i] == pids[j])
-                return true;
+    for (int i = 0; i < p->nset; i++) {
+        size_t lo = 0, hi = npids;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (pids[mid] < p->set[i])
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < npids && pids[lo] == p->set[i])
+            return true;
+    }
     return false;
 }
 

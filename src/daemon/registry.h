@@ -44,7 +44,8 @@ struct reg_set_result {
     size_t n_triggered;
     int busy;
 };
-/* setOnDemandConfig (§4.3). The stored text is the wrapped config with REQUEST_TRACE_ID. */
+/* setOnDemandConfig (§4.3). pids must be sorted ascending (upstream's std::set<int>). The
+ * stored text is the wrapped config with REQUEST_TRACE_ID. */
 int registry_set_config(struct registry *r, int64_t job, const int32_t *pids, size_t npids,
                         const char *config, size_t config_len, int64_t limit,
                         reg_eligible_fn eligible, void *arg, struct reg_set_result *ret);

@@ -19,6 +19,12 @@ typedef int (*rpc_handler_fn)(const struct rpc_ctx *ctx, const struct dj *req, s
 
 static int m_get_status(const struct rpc_ctx *ctx, const struct dj *req, struct jw *w);
 static int m_get_version(const struct rpc_ctx *ctx, const struct dj *req, struct jw *w);
+static int pid_cmp(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 static int m_set_ondemand(const struct rpc_ctx *ctx, const struct dj *req, struct jw *w);
 
 static const struct {
@@ -246,13 +252,16 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const struct dj *req, struc
             type_error(w, "number", c);
             goto out_pids;
         }
-        /* nlohmann reads pids into a std::set<int>: duplicates collapse */
-        bool dup = false;
-        for (size_t k = 0; k < npids; k++)
-            dup = dup || pidv[k] == (int32_t)x;
-        if (!dup)
-            pidv[npids++] = (int32_t)x;
+        pidv[npids++] = (int32_t)x;
     }
+    /* upstream reads pids into a std::set<int>: sorted, duplicates collapsed (the registry
+     * binary-searches it, so a 4000-pid request stays O(registry size)) */
+    qsort(pidv, npids, sizeof(*pidv), pid_cmp);
+    size_t u = 0;
+    for (size_t k = 0; k < npids; k++)
+        if (u == 0 || pidv[u - 1] != pidv[k])
+            pidv[u++] = pidv[k];
+    npids = u;
     if (job && dj_to_i64(job, INT64_MIN, INT64_MAX, &job_id) != 0) {
         type_error(w, "number", job);
         goto out_pids;

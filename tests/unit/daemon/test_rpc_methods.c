@@ -236,6 +236,31 @@ static void test_origin_rule(void **state)
     free(r);
 }
 
+/* The requested pids arrive unsorted with duplicates; each process is matched by any of
+ * its pids (leaf or ancestor), and [0,0] is the set {0}: trace-all. */
+static void test_pid_matching_unsorted(void **state)
+{
+    struct fx *f = *state;
+    int32_t a[] = { 10, 5 }, b[] = { 20, 3 }, c[] = { 30, 4 };
+    char *cfg;
+    size_t len;
+    registry_poll(f->reg, 0, a, 2, 3, REG_ORIGIN_KINETO, 1, &cfg, &len);
+    registry_poll(f->reg, 0, b, 2, 3, REG_ORIGIN_KINETO, 1, &cfg, &len);
+    registry_poll(f->reg, 0, c, 2, 3, REG_ORIGIN_KINETO, 1, &cfg, &len);
+    char body[8192];
+    int n = snprintf(body, sizeof(body),
+                     "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"A=1\",\"pids\":[99,3,7,3,1");
+    for (int i = 0; i < 1000; i++)          /* many pids that match nothing */
+        n += snprintf(body + n, sizeof(body) - (size_t)n, ",%d", 100000 - i);
+    snprintf(body + n, sizeof(body) - (size_t)n, ",5,-2]}");
+    EXPECT(f, body,
+           "{\"activityProfilersBusy\":0,\"activityProfilersTriggered\":[20,10],\"commandStatus\":\"effective\","
+           "\"eventProfilersBusy\":0,\"eventProfilersTriggered\":[],\"processesMatched\":[20,10]}");
+    EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"A=1\",\"pids\":[0,0]}",
+           "{\"activityProfilersBusy\":2,\"activityProfilersTriggered\":[30],\"commandStatus\":\"effective\","
+           "\"eventProfilersBusy\":0,\"eventProfilersTriggered\":[],\"processesMatched\":[20,30,10]}");
+}
+
 static void test_djson_roundtrip(void **state)
 {
     (void)state;
@@ -276,6 +301,7 @@ int main(void)
         cmocka_unit_test(test_gate_matrix),
         cmocka_unit_test_setup_teardown(test_gate_through_handler, setup, teardown),
         cmocka_unit_test_setup_teardown(test_origin_rule, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pid_matching_unsorted, setup, teardown),
         cmocka_unit_test(test_djson_roundtrip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
