@@ -48,8 +48,16 @@ def main(argv=None):
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+
+    # The death signal fires when the *thread* that started us exits, which need not be the
+    # end of the rank (init() called from a short-lived thread): stop only if the rank is gone.
+    def on_parent_death(*_):
+        if os.getppid() != args.parent:
+            stop.set()
+
+    signal.signal(signal.SIGUSR1, on_parent_death)
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGUSR1, 0, 0, 0)
     except (OSError, AttributeError):
         pass
     if os.getppid() != args.parent:   # the rank died before prctl took effect

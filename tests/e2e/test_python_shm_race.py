@@ -83,3 +83,44 @@ def test_cleanup_keeps_segment_open_without_flock(tmp_path):
         assert live.exists()
     finally:
         holder.stop()
+
+
+def test_poller_survives_exit_of_the_thread_that_called_init(make_daemon, tmp_path):
+    """PR_SET_PDEATHSIG fires when the *thread* that forked the poller exits. init() from a
+    short-lived thread must not cost the node its poller: a config is still published."""
+    from conftest import run_dyno
+    from python_util import wait_polling
+    daemon = make_daemon()
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    env = py_env(daemon.client_env(), MSMONITOR_USE_DAEMON=1, MSMONITOR_POLL_INTERVAL_S=0.2,
+                 MSMONITOR_SHM_DIR=shm, RANK=0)
+    code = """
+import os, sys, threading, time
+from msmonitor import dynamic_profile as dp
+def starter():
+    assert dp.init()
+    p = dp._STATE.poller
+    # Wait until the poller is past its set-up (it opens the segment after prctl).
+    while not any(os.readlink(f"/proc/{p.pid}/fd/{fd}") == dp._STATE.path
+                  for fd in os.listdir(f"/proc/{p.pid}/fd")):
+        time.sleep(0.01)
+th = threading.Thread(target=starter)
+th.start()
+th.join()
+print("starter thread exited", flush=True)
+while True:
+    dp.step()
+    time.sleep(0.05)
+"""
+    job = Proc([PYTHON, "-c", code], env=env, logname="rank", tmpdir=str(tmp_path))
+    try:
+        job.wait_log("starter thread exited", timeout=30)
+        job.wait_log("Init dynolog success !", timeout=30)
+        wait_polling(daemon, run_dyno)
+        r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Kernel",
+                     "--report-interval-s", "1")
+        assert '"commandStatus":"effective"' in r.stdout, r.stdout + r.stderr
+        job.wait_log("config published", timeout=30)
+    finally:
+        job.stop()
