@@ -30,8 +30,9 @@ PORT=${DEMO_PORT:-$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0
 DAEMON_PID=""
 TRAIN_PID=""
 cleanup() {
-  # The job runs in its own process group: signal the whole group (ranks and poller).
-  if [ -n "$TRAIN_PID" ] && kill -0 "$TRAIN_PID" 2>/dev/null; then
+  # The job runs in its own process group: signal the whole group (ranks and poller), even
+  # when the launcher itself is already gone.
+  if [ -n "$TRAIN_PID" ]; then
     kill -TERM -- "-$TRAIN_PID" 2>/dev/null || true
     wait "$TRAIN_PID" 2>/dev/null || true
   fi
