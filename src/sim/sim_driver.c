@@ -49,6 +49,22 @@ static uint32_t my_tid(void)
         t_tid = (uint32_t)syscall(SYS_gettid);
     return t_tid;
 }
+/* Interned constant cached in *slot; producer threads may race to fill it (same value). */
+static const char *cached_intern(_Atomic(const char *) *slot, const char *s)
+{
+    const char *v = atomic_load_explicit(slot, memory_order_acquire);
+    if (!v) {
+        v = sim_intern(s);
+        atomic_store_explicit(slot, v, memory_order_release);
+    }
+    return v;
+}
+static const char *empty_str(void)
+{
+    static _Atomic(const char *) empty;
+    return cached_intern(&empty, "");
+}
+
 static uint64_t next_corr(void) { return atomic_fetch_add_explicit(&g_corr, 1, memory_order_relaxed); }
 
 SIM_EXPORT int mssim_is_simulator(void) { return 1; }
@@ -161,12 +177,11 @@ static void submit_dev(uint32_t device, uint64_t end, const void *rec, size_t si
 
 SIM_EXPORT uint64_t mssim_launch_kernel(uint32_t stream, const char *name, const char *type, uint64_t duration_ns)
 {
-    static const char *launch_name;
+    static _Atomic(const char *) launch_slot;
     sim_core_init();
     if (!name || !type)
         return 0;
-    if (!launch_name)
-        launch_name = sim_intern("aclrtLaunchKernel");
+    const char *launch_name = cached_intern(&launch_slot, "aclrtLaunchKernel");
     uint32_t dev = t_device;
     uint64_t corr = next_corr();
     const struct sim_knobs *k = sim_knobs();
@@ -387,9 +402,7 @@ SIM_EXPORT int mssim_emit_raw(const void *record, size_t size)
 static void marker_pair(int32_t flag_host, uint64_t id, const char *name, const char *domain, int32_t stream,
                         uint32_t dev)
 {
-    static const char *empty;
-    if (!empty)
-        empty = sim_intern("");
+    const char *empty = empty_str();
     uint64_t t = mssim_now_ns();
     msptiActivityMarker h = {.kind = MSPTI_ACTIVITY_KIND_MARKER, .flag = stream >= 0 ? flag_host << 3 : flag_host,
                              .sourceKind = MSPTI_ACTIVITY_SOURCE_KIND_HOST, .timestamp = t, .id = id,
@@ -441,10 +454,8 @@ static uint64_t marker_begin(struct sim_domain *dom, const char *message, int32_
 
 static void marker_end(uint64_t id)
 {
-    static const char *empty;
     sim_core_init();
-    if (!empty)
-        empty = sim_intern("");
+    const char *empty = empty_str();
     pthread_mutex_lock(&g_lock);
     struct range r = g_ranges[id % RANGES_MAX];
     if (id && r.id == id)

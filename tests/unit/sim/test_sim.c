@@ -654,6 +654,49 @@ static void test_bench_fill(void **state)
 
 /* FlushAll is synchronous (06 §7.8): when it returns, every buffer handed out has been
  * completed, including full ones the ActivityManager was still starting threads for. */
+/* Several producer threads (kernels, markers with device twins, async copies) while the
+ * consumer changes FlushPeriod: every record arrives exactly once. Run under TSan too. */
+#define PROD_THREADS 4
+#define PROD_OPS 300
+static void *producer_main(void *arg)
+{
+    uint32_t dev = (uint32_t)(uintptr_t)arg;
+    assert_int_equal(mssim_set_device(dev), 0);
+    for (int i = 0; i < PROD_OPS; i++) {
+        assert_true(mssim_launch_kernel(0, "MatMul", "KERNEL_AICORE", 1000) != 0);
+        assert_true(mssim_mstx_mark("m", 0) != 0);
+        assert_true(mssim_memcpy(1, MSPTI_ACTIVITY_MEMCPY_KIND_DTOD, 64) != 0);
+    }
+    return NULL;
+}
+
+static void test_concurrent_producers(void **state)
+{
+    (void)state;
+    pthread_t t[PROD_THREADS];
+    start(1 << 20, "MSSIM_CHECK_PRELOAD=0", "MSSIM_BUFFER_LIMIT=2000", NULL);
+    enable(MSPTI_ACTIVITY_KIND_KERNEL);
+    enable(MSPTI_ACTIVITY_KIND_MARKER);
+    enable(MSPTI_ACTIVITY_KIND_MEMCPY);
+    enable(MSPTI_ACTIVITY_KIND_RUNTIME_API);
+    for (int i = 0; i < PROD_THREADS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, producer_main, (void *)(uintptr_t)i), 0);
+    for (uint32_t p = 1; p <= 5; p++)
+        assert_int_equal(msptiActivityFlushPeriod(p), MSPTI_SUCCESS);
+    for (int i = 0; i < PROD_THREADS; i++)
+        pthread_join(t[i], NULL);
+    finish();
+    assert_int_equal(msptiActivityFlushPeriod(0), MSPTI_SUCCESS);
+    pthread_mutex_lock(&C.lock);
+    size_t kernels = count_kind(MSPTI_ACTIVITY_KIND_KERNEL), markers = count_kind(MSPTI_ACTIVITY_KIND_MARKER);
+    size_t copies = count_kind(MSPTI_ACTIVITY_KIND_MEMCPY), apis = count_kind(MSPTI_ACTIVITY_KIND_RUNTIME_API);
+    pthread_mutex_unlock(&C.lock);
+    assert_int_equal(kernels, PROD_THREADS * PROD_OPS);
+    assert_int_equal(apis, PROD_THREADS * PROD_OPS);
+    assert_int_equal(markers, 2 * PROD_THREADS * PROD_OPS);   /* host + device twin */
+    assert_int_equal(copies, PROD_THREADS * PROD_OPS);
+}
+
 #define ITERS_FLUSH 3000
 static void test_flushall_returns_every_buffer(void **state)
 {
@@ -850,6 +893,7 @@ int main(void)
         cmocka_unit_test(test_bench_fill),
         cmocka_unit_test(test_flushall_returns_every_buffer),
         cmocka_unit_test(test_flush_period_applies_at_once),
+        cmocka_unit_test(test_concurrent_producers),
         cmocka_unit_test(test_workload),
         cmocka_unit_test(test_device_records_after_end),
         cmocka_unit_test(test_dump_matches_consumer),
