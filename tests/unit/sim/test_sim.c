@@ -797,6 +797,48 @@ static void test_workload(void **state)
     assert_string_equal(m->name, "step 1");
 }
 
+/* Rate pacing (06 §9.5 item 9): steps start every 1/rate s; after a step that overran, the
+ * next starts at once and the one after is paced again, not squeezed in as catch-up. */
+static void on_step_stall(uint32_t step, void *arg)
+{
+    (void)arg;
+    if (step == 1) {
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 400000000};   /* 4 periods */
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void test_workload_pacing_after_overrun(void **state)
+{
+    (void)state;
+    struct mssim_workload_cfg cfg;
+    start(8 << 20, NULL);
+    enable(MSPTI_ACTIVITY_KIND_MARKER);
+    assert_int_equal(mssim_workload_default(&cfg), 0);
+    cfg.steps = 4;
+    cfg.layers = 1;
+    cfg.steps_per_s = 10;   /* 100 ms period */
+    cfg.kernel_scale = 0.01;
+    cfg.comm = 0;
+    cfg.on_step_end = on_step_stall;
+    assert_int_equal(mssim_workload_run(&cfg), 4);
+    finish();
+    uint64_t starts[5] = {0};
+    for (size_t i = 0; i < C.n; i++) {
+        const msptiActivityMarker *m = (const void *)C.recs[i].b;
+        unsigned n;
+        if (kind_of(i) == MSPTI_ACTIVITY_KIND_MARKER && m->sourceKind == MSPTI_ACTIVITY_SOURCE_KIND_HOST &&
+            m->flag == MSPTI_ACTIVITY_FLAG_MARKER_START_WITH_DEVICE && sscanf(m->name, "step %u", &n) == 1 &&
+            n >= 1 && n <= 4)
+            starts[n] = m->timestamp;
+    }
+    for (int n = 1; n <= 4; n++)
+        assert_true(starts[n] != 0);
+    /* Step 3 is paced from step 2's start (>= 100 ms minus the few µs before the marker). */
+    assert_true(starts[3] - starts[2] >= 50000000ull);
+    assert_true(starts[4] - starts[3] >= 50000000ull);
+}
+
 static void test_device_records_after_end(void **state)
 {
     (void)state;
@@ -895,6 +937,7 @@ int main(void)
         cmocka_unit_test(test_flush_period_applies_at_once),
         cmocka_unit_test(test_concurrent_producers),
         cmocka_unit_test(test_workload),
+        cmocka_unit_test(test_workload_pacing_after_overrun),
         cmocka_unit_test(test_device_records_after_end),
         cmocka_unit_test(test_dump_matches_consumer),
     };
