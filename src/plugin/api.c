@@ -53,7 +53,7 @@ MSMON_API int msmon_poll_dyno(char *buf, size_t cap, size_t *len)
 MSMON_API int msmon_enable_npu_monitor(const char *const *keys, const char *const *values, size_t n)
 {
     struct mconfig *cfg;
-    int rc, status;
+    int rc;
 
     api_init();
     cfg = malloc(sizeof(*cfg)); /* ~5 KiB: keep it off small framework thread stacks */
@@ -62,8 +62,7 @@ MSMON_API int msmon_enable_npu_monitor(const char *const *keys, const char *cons
     rc = mconfig_parse(keys, values, n, cfg);
     if (rc != 0)
         goto out; /* logged; no state change and no status report */
-    status = monitor_handle_config(cfg);
-    (void)dyno_send_monitor_status(status ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE);
+    (void)monitor_handle_config(cfg); /* reports npuMonitorStatus itself */
 out:
     free(cfg);
     return rc;

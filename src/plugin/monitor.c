@@ -6,7 +6,9 @@
  * Expiry runs on the timer thread without session_lock: under `lock` it marks the session
  * `expiring` unless a stop was already requested; session_lock holders that see `expiring`
  * join the thread, which finishes the teardown. That way nobody waits for a lock the other
- * side holds. */
+ * side holds. A session_lock holder that works on the running session (filter, kinds) first
+ * takes a hold (mon_hold); a due expiry waits until the hold is released, so the teardown
+ * never runs under a replace_kinds that is still using the processor. */
 #include "plugin/monitor.h"
 
 #include <errno.h>
@@ -54,13 +56,14 @@ struct mon_state {
 
     /* timer thread state (under lock) */
     bool running, expiring, stop_req, thread_joinable;
+    unsigned holds;               /* session_lock holders using the running session */
     pthread_t thread;
     uint32_t interval_s;
     bool interval_changed;
     uint64_t deadline_ns;         /* monotonic; 0 = none */
 
     int32_t trace_status;
-    char *parallel_group_info;
+    char *parallel_group_info;    /* under lock: the expiry teardown does not hold session_lock */
     struct log_ratelimit next_rl;
 };
 
@@ -171,6 +174,7 @@ static void mon_teardown(void)
 {
     const struct proc_ops *ops = mon.ops;
     struct proc *p;
+    char *pgi = NULL;
 
     for (int k = 1; k < MON_KIND_LIMIT; k++)
         if (mon.enabled_mask & (1u << k))
@@ -182,11 +186,17 @@ static void mon_teardown(void)
     mon.proc = NULL;
     mon.ops = NULL;
     pthread_rwlock_unlock(&mon.cb_lock);
+    /* Our own copy: set_cluster_config_data may replace the text while we write with it. */
+    pthread_mutex_lock(&mon.lock);
+    if (mon.parallel_group_info && !(pgi = strdup(mon.parallel_group_info)))
+        LOG_WARN("MsptiMonitor: out of memory copying parallel_group_info; not written");
+    pthread_mutex_unlock(&mon.lock);
     pthread_mutex_lock(&mon.proc_lock);
-    if (ops->stop(p, mon.parallel_group_info) != 0)
+    if (ops->stop(p, pgi) != 0)
         LOG_WARN("MsptiMonitor: processor %s reported an error at stop", ops->name);
     ops->destroy(p);
     pthread_mutex_unlock(&mon.proc_lock);
+    free(pgi);
     if (mon.filter)
         (void)filter_state_set(mon.filter, NULL);
     mon.enabled_mask = 0;
@@ -223,10 +233,14 @@ static void *mon_thread(void *arg)
     next_tick = mon_interval_ns() ? now + mon_interval_ns() : 0;
     while (!mon.stop_req) {
         uint64_t wake;
+        bool held_expiry = false;
         now = clock_mono_ns();
         if (mon.deadline_ns && now >= mon.deadline_ns) {
-            mon.expiring = expired = true;
-            break;
+            if (!mon.holds) {
+                mon.expiring = expired = true;
+                break;
+            }
+            held_expiry = true; /* mon_release() signals us */
         }
         if (mon.interval_changed || (next_tick && now >= next_tick)) {
             bool changed = mon.interval_changed;
@@ -244,7 +258,7 @@ static void *mon_thread(void *arg)
             continue;
         }
         wake = next_tick;
-        if (mon.deadline_ns && (!wake || mon.deadline_ns < wake))
+        if (mon.deadline_ns && !held_expiry && (!wake || mon.deadline_ns < wake))
             wake = mon.deadline_ns;
         if (!wake) {
             pthread_cond_wait(&mon.cond, &mon.lock);
@@ -296,6 +310,28 @@ static bool mon_running_locked(void)
 bool monitor_running(void)
 {
     return mon_running_locked();
+}
+
+/* Take a hold on the running session (session_lock held): its expiry waits until
+ * mon_release(). False, and no hold, when no session runs. */
+static bool mon_hold(void)
+{
+    bool r;
+
+    pthread_mutex_lock(&mon.lock);
+    r = mon.running && !mon.expiring;
+    if (r)
+        mon.holds++;
+    pthread_mutex_unlock(&mon.lock);
+    return r;
+}
+
+static void mon_release(void)
+{
+    pthread_mutex_lock(&mon.lock);
+    mon.holds--;
+    pthread_cond_signal(&mon.cond);
+    pthread_mutex_unlock(&mon.lock);
 }
 
 static int mon_stop_locked(void)
@@ -503,13 +539,12 @@ void monitor_set_interval(uint32_t seconds)
     pthread_mutex_unlock(&mon.lock);
 }
 
+/* session_lock and a hold (mon_hold) held. */
 static int mon_replace_kinds_locked(uint32_t mask)
 {
     const struct backend *be = mon.be;
     uint32_t enabled;
 
-    if (!mon_running_locked())
-        return -ENOENT;
     enabled = mon.enabled_mask;
     for (int k = 1; k < MON_KIND_LIMIT; k++) {
         uint32_t bit = 1u << k;
@@ -547,7 +582,11 @@ int monitor_replace_kinds(uint32_t mask)
 
     pthread_mutex_lock(&mon.session_lock);
     mon_settle_locked();
-    rc = mon_replace_kinds_locked(mask);
+    rc = -ENOENT;
+    if (mon_hold()) {
+        rc = mon_replace_kinds_locked(mask);
+        mon_release();
+    }
     pthread_mutex_unlock(&mon.session_lock);
     return rc;
 }
@@ -565,7 +604,7 @@ uint32_t monitor_enabled_kinds(void)
 int monitor_handle_config(const struct mconfig *cfg)
 {
     char dir[4096 + 1];
-    int running;
+    bool held = false;
 
     monitor_first_use();
     pthread_mutex_lock(&mon.session_lock);
@@ -591,16 +630,23 @@ int monitor_handle_config(const struct mconfig *cfg)
         }
         (void)mon_start_locked(&a);
     }
-    if (mon_running_locked()) {
+    held = mon_hold();
+    if (held) {
         if (mon.filter && filter_state_set(mon.filter, cfg->filter) != 0)
             LOG_ERROR("MsptiMonitor: filter '%s' not applied", cfg->filter);
         if (cfg->kinds_mask)
             (void)mon_replace_kinds_locked(cfg->kinds_mask);
     }
 report:
-    running = mon_running_locked() ? 1 : 0;
+    /* Sent under the hold: an expiry due meanwhile sends its Idle after our Running, so the
+     * daemon never keeps a stale Running. */
+    if (!held)
+        held = mon_hold();
+    (void)dyno_send_monitor_status(held ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE);
+    if (held)
+        mon_release();
     pthread_mutex_unlock(&mon.session_lock);
-    return running;
+    return held ? 1 : 0;
 }
 
 void monitor_set_trace_status(int32_t status)
@@ -624,10 +670,10 @@ int monitor_set_cluster_config(const char *key, const char *value)
     copy = strdup(value);
     if (!copy)
         return -ENOMEM;
-    pthread_mutex_lock(&mon.session_lock);
+    pthread_mutex_lock(&mon.lock);
     free(mon.parallel_group_info);
     mon.parallel_group_info = copy;
-    pthread_mutex_unlock(&mon.session_lock);
+    pthread_mutex_unlock(&mon.lock);
     return 0;
 }
 

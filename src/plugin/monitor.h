@@ -19,7 +19,8 @@ struct monitor_start_args {
     bool standalone;            /* report interval 0 for this session (§13) */
 };
 
-/* Apply one validated config (§4). Returns the monitor status to report (1 running, 0 not). */
+/* Apply one validated config (§4) and send npuMonitorStatus (03-ipc.md §5.3) before a
+ * duration expiry can send its Idle. Returns the status sent (1 running, 0 not). */
 int monitor_handle_config(const struct mconfig *cfg);
 /* §5.1; -EALREADY if running, -EBUSY if nputrace runs here, -ENOENT no backend, -errno. */
 int monitor_start(const struct monitor_start_args *a);

@@ -29,6 +29,7 @@ static struct {
     int pending;          /* records emitted at the next FlushAll */
     char order[256];      /* "D"isable "F"lush "U"nsubscribe "S"ubscribe "E"nable */
     int subscribed;
+    unsigned enable_sleep_ms; /* f_enable blocks this long (a config racing an expiry) */
 } fk = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void note(char c)
@@ -67,6 +68,8 @@ static msptiResult f_register(msptiBuffersCallbackRequestFunc r, msptiBuffersCal
 static msptiResult f_enable(msptiActivityKind k)
 {
     note('E');
+    if (fk.enable_sleep_ms)
+        usleep(fk.enable_sleep_ms * 1000u);
     return (msptiResult)fk.enable_rc[k];
 }
 static msptiResult f_disable(msptiActivityKind k)
@@ -124,6 +127,8 @@ static struct {
     unsigned long consumed_at_stop;
     uint32_t kinds;
     uint32_t interval;
+    int replace_pgi_at_stop;  /* stop() replaces parallel_group_info while using its argument */
+    char pgi_seen[64];        /* the argument's text after that replacement */
 } cap;
 static struct proc the_proc;
 
@@ -147,7 +152,10 @@ static void c_set_kinds(struct proc *p, uint32_t m) { (void)p; cap.kinds = m; }
 static int c_stop(struct proc *p, const char *pgi)
 {
     (void)p;
-    (void)pgi;
+    if (cap.replace_pgi_at_stop) {
+        (void)monitor_set_cluster_config("parallel_group_info", "{\"replacement\":\"set during the stop\"}");
+        snprintf(cap.pgi_seen, sizeof(cap.pgi_seen), "%s", pgi ? pgi : "(null)");
+    }
     cap.consumed_at_stop = cap.consumed;
     cap.stops++;
     return 0;
@@ -292,6 +300,40 @@ static void test_expiry(void **state)
     assert_int_equal(monitor_stop(), 0);
 }
 
+/* A config whose kind replacement is still running when the duration expires: the expiry
+ * waits for it (no teardown under a replace_kinds that still uses the processor), then
+ * disables the kind it enabled. */
+static void test_expiry_waits_for_config(void **state)
+{
+    struct mconfig c = cfg_of(1, 0, 0, 0.05, API_BIT);
+    (void)state;
+    reset();
+    fk.enable_sleep_ms = 300; /* the deadline passes while msptiActivityEnable runs */
+    assert_int_equal(monitor_handle_config(&c), 1); /* reported before the expiry's Idle */
+    fk.enable_sleep_ms = 0;
+    WAIT_FOR(cap.stops == 1);
+    WAIT_FOR(!monitor_running());
+    assert_int_equal(cap.kinds, API_BIT);
+    assert_string_equal(fk.order, "SEDFU"); /* the kind enabled by the config is disabled */
+    assert_int_equal(cap.destroyed, 1);
+}
+
+/* set_cluster_config_data racing an expiry: the processor's stop keeps a valid text. */
+static void test_expiry_cluster_config_race(void **state)
+{
+    static const char orig[] = "{\"group_name_0\":{\"group_name\":\"default_group\",\"global_ranks\":[0]}}";
+    struct mconfig c = cfg_of(1, 0, 0, 0.05, API_BIT);
+    (void)state;
+    reset();
+    assert_int_equal(monitor_set_cluster_config("parallel_group_info", orig), 0);
+    cap.replace_pgi_at_stop = 1;
+    assert_int_equal(monitor_handle_config(&c), 1);
+    WAIT_FOR(cap.stops == 1);
+    WAIT_FOR(!monitor_running());
+    cap.replace_pgi_at_stop = 0;
+    assert_true(strncmp(cap.pgi_seen, orig, sizeof(cap.pgi_seen) - 1) == 0);
+}
+
 static void test_interval_change_ticks(void **state)
 {
     struct mconfig c = cfg_of(1, 0, 1000, 0, API_BIT);
@@ -358,6 +400,8 @@ int main(void)
         cmocka_unit_test(test_stop_config_and_idle_interval),
         cmocka_unit_test(test_subscribe_and_enable_failures),
         cmocka_unit_test(test_expiry),
+        cmocka_unit_test(test_expiry_waits_for_config),
+        cmocka_unit_test(test_expiry_cluster_config_race),
         cmocka_unit_test(test_interval_change_ticks),
         cmocka_unit_test(test_trace_exclusion),
     };
