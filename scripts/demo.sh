@@ -70,6 +70,10 @@ wait_for 30 "both ranks to start" sh -c "[ \$(grep -c 'started: device' '$WORK/t
 # A config can only be delivered to a process that has polled once (the poll carries its pids).
 polling() { "$BUILD_DIR/src/cli/dyno" --port "$PORT" status 2>/dev/null | grep -q '"polling":true'; }
 wait_for 30 "the poller's first poll" polling
+# A rank applies a config only if it was written in a later whole second than the rank
+# started (03-ipc.md §7.4, as torch_npu does): let the ranks' start second pass.
+t_started=$(date +%s)
+wait_for 5 "the next second" sh -c "[ \$(date +%s) -gt $t_started ]"
 
 say "dyno npu-monitor --npu-monitor-start ... --duration 10 --log-file $WORK/out"
 "$BUILD_DIR/src/cli/dyno" --port "$PORT" npu-monitor --npu-monitor-start \

@@ -17,6 +17,13 @@ SOURCE = os.path.abspath(os.environ.get("MSMON_SOURCE_DIR") or
                          os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
+# In the ASan+UBSan tree (tests/e2e/CMakeLists.txt sets MSMON_SANITIZED) every process a test
+# stops is checked for sanitizer reports, and the daemon runs with leak detection on (the
+# Python interpreters hosting sanitized libraries cannot: their own allocations would report).
+SANITIZED = os.environ.get("MSMON_SANITIZED") == "1"
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
 def binpath(name):
     """Path of a built artifact (searched in the build tree)."""
     for sub in ("src/daemon", "src/cli", "src/sim", "src/plugin", "bench", ""):
@@ -72,6 +79,11 @@ class Proc:
                 os.killpg(self.p.pid, signal.SIGKILL)
                 self.p.wait()
         self.logf.close()
+        if SANITIZED:
+            out = self.log()
+            for marker in SANITIZER_MARKERS:
+                if marker in out:
+                    raise AssertionError(f"sanitizer report ({marker}) in {self.logpath}:\n{out[-6000:]}")
         return self.p.returncode
 
 
@@ -91,7 +103,10 @@ class Daemon(Proc):
         if ipc:
             argv.append("--enable_ipc_monitor")
         argv += list(extra)
-        super().__init__(argv, env=env, logname="dynolog", tmpdir=self.sockdir)
+        denv = dict(env)
+        if SANITIZED:
+            denv["ASAN_OPTIONS"] = "detect_leaks=1"
+        super().__init__(argv, env=denv, logname="dynolog", tmpdir=self.sockdir)
         self.wait_log("Listening to connections on port")
         if ipc:
             deadline = time.monotonic() + 5

@@ -80,6 +80,10 @@ def test_two_ranks_shm_handoff(make_daemon, tmp_path):
             or len(files) == 1   # hour may have turned since the job started
         assert len(procs_mentioning(files[0])) == 1   # exactly one poller per node
         wait_polling(daemon, run_dyno)
+        # A rank acts on a config only if its whole-second time is strictly greater than the
+        # second the rank started in (03-ipc.md §7.4): let that second pass first.
+        t_started = int(time.time())
+        wait_until(lambda: int(time.time()) > t_started, 5, "the next whole second")
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Marker,Kernel",
                      "--report-interval-s", "1", "--duration", "2", "--log-file", str(out))
         assert '"commandStatus":"effective"' in r.stdout, r.stdout + r.stderr
