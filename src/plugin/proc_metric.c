@@ -43,7 +43,7 @@ struct ttab {
 };
 
 /* Marker range bookkeeping (§1.2). */
-enum { HAVE_HS = 1, HAVE_HE = 2, HAVE_DS = 4, HAVE_DE = 8, HAVE_PS = 16 };
+enum { HAVE_HS = 1, HAVE_HE = 2, HAVE_DS = 4, HAVE_DE = 8, HAVE_PS = 16, HAVE_PE = 32 };
 struct mrange {
     uint32_t have;
     uint32_t dev;
@@ -215,9 +215,9 @@ __attribute__((noinline)) static void marker_feed(struct proc *p, const struct m
     struct mrange *r = idmap_get(p->pending, m->id);
     bool host = m->source_kind == 0;
     if (!r) {
-        /* Only the first record of a range opens an entry; END records without one and
-         * instants are not ranges. */
-        if (!(m->flag & MON_MARKER_START) && !(m->flag == 32 && !host))
+        /* Any record of a range opens its entry: buffers complete concurrently on several
+         * msPTI threads, so an END may be seen before its START. Instants are not ranges. */
+        if (!(m->flag & (MON_MARKER_START | MON_MARKER_END)))
             goto out;
         r = idmap_put(p->pending, m->id, NULL);
         r->seen_ns = clock_mono_ns();
@@ -228,16 +228,23 @@ __attribute__((noinline)) static void marker_feed(struct proc *p, const struct m
             r->hs = m->timestamp;
             r->name = m->name;
             r->domain = m->domain;
+            if (r->have & HAVE_PE) {
+                marker_complete(p, r, false);
+                idmap_del(p->pending, m->id);
+                goto out;
+            }
         } else if (m->flag == 16) {
             r->have |= HAVE_HS;
             r->hs = m->timestamp;
             r->name = m->name;
             r->domain = m->domain;
         } else if (m->flag == 4) {
+            r->he = m->timestamp;
             if (r->have & HAVE_PS) {
-                r->he = m->timestamp;
                 marker_complete(p, r, false);
                 idmap_del(p->pending, m->id);
+            } else {
+                r->have |= HAVE_PE;
             }
             goto out;
         } else if (m->flag == 32) {

@@ -349,6 +349,59 @@ static void test_metric_markers(void **state)
     proc_metric_ops.destroy(p);
 }
 
+/* Buffers complete concurrently on several msPTI threads: the END records of a range may be
+ * consumed before its START. The range still completes with the same datagrams. */
+static void test_metric_markers_out_of_order(void **state)
+{
+    (void)state;
+    static struct cap c;
+    struct proc *p = metric_new(&c, 1u << MON_KIND_MARKER);
+    struct mon_record ends[] = {
+        mk(32, 0, 9, 1500, "", "", 1, 1), mk(32, 1, 9, 1400, "", "", 2, 0), /* device-bound range */
+        mk(4, 0, 10, 2600, "", "", 1, 1),                                     /* host-only range */
+    };
+    struct mon_record starts[] = {
+        mk(16, 1, 9, 1100, "", "", 2, 0), mk(16, 0, 9, 1000, "step 4", "", 1, 1),
+        mk(2, 0, 10, 2000, "host only", "mydom", 1, 1),
+    };
+    proc_metric_ops.consume(p, ends, 3);
+    proc_metric_ops.consume(p, starts, 3);
+    proc_metric_ops.tick(p);
+    int host = 0, dev = 0;
+    for (size_t i = 0; i < c.n; i++) {
+        const cJSON *m = c.msgs[i];
+        if (strcmp(str(m, "kind"), "Marker"))
+            continue;
+        if (num(m, "deviceId") == 4294967295ll) {
+            host++;
+            if (strcmp(str(m, "name"), "step 4") == 0) {
+                assert_int_equal(num(m, "duration"), 500);
+                assert_int_equal(num(m, "timestamp"), 1000);
+            } else {
+                assert_string_equal(str(m, "name"), "host only");
+                assert_string_equal(str(m, "domain"), "mydom");
+                assert_int_equal(num(m, "duration"), 600);
+                assert_int_equal(num(m, "timestamp"), 2000);
+            }
+        } else {
+            dev++;
+            assert_int_equal(num(m, "deviceId"), 2);
+            assert_int_equal(num(m, "duration"), 300);
+            assert_string_equal(str(m, "name"), "step 4");
+        }
+    }
+    assert_int_equal(host, 2);
+    assert_int_equal(dev, 1);
+    cap_free(&c);
+    /* an instant opens nothing and a lone START stays pending: nothing more is reported */
+    struct mon_record more[] = { mk(1, 0, 11, 3000, "instant", "", 1, 1), mk(16, 0, 12, 3000, "open", "", 1, 1) };
+    proc_metric_ops.consume(p, more, 2);
+    proc_metric_ops.stop(p, NULL);
+    assert_int_equal(count_kind(&c, "Marker"), 0);
+    cap_free(&c);
+    proc_metric_ops.destroy(p);
+}
+
 static void test_metric_many_long_names(void **state)
 {
     (void)state;
@@ -578,6 +631,7 @@ int main(void)
         cmocka_unit_test(test_metric_sums_and_opstats),
         cmocka_unit_test(test_metric_kind_mask),
         cmocka_unit_test(test_metric_markers),
+        cmocka_unit_test(test_metric_markers_out_of_order),
         cmocka_unit_test(test_metric_many_long_names),
         cmocka_unit_test(test_metric_table_keys),
         cmocka_unit_test(test_metric_aggregates_off),
