@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "plugin/markpair.h"
 #include "plugin/proc.h"
 #include "plugin/proc_memory.h"
@@ -28,6 +29,9 @@ static size_t g_nkinds;
 static bool g_want[MON_KIND_LIMIT];
 static struct rlist g_res[MON_KIND_LIMIT];
 static struct pstr *g_pool[POOL_BUCKETS];
+/* True while a session collects: consume() may realloc the arrays, so results are only handed
+ * out between stop and the next session (04-plugin.md §13: "call after stop()"). */
+static bool g_collecting;
 
 struct proc {
     uint64_t session_start;
@@ -126,9 +130,14 @@ int proc_memory_results(int32_t kind, const struct msmon_result **arr, size_t *r
     if (!arr || !ret_n || kind < 0 || kind >= MON_KIND_LIMIT || !standalone_kind(kind))
         return -EINVAL;
     pthread_mutex_lock(&g_mu);
-    *arr = g_res[kind].v;
-    *ret_n = g_res[kind].n;
+    bool busy = g_collecting;
+    *arr = busy ? NULL : g_res[kind].v;
+    *ret_n = busy ? 0 : g_res[kind].n;
     pthread_mutex_unlock(&g_mu);
+    if (busy) {
+        LOG_WARN("MsptiMonitor results are available after stop");
+        return -EBUSY;
+    }
     return 0;
 }
 
@@ -235,7 +244,10 @@ static int mem_create(const struct proc_config *cfg, struct proc **ret)
         return rc;
     }
     p->session_start = cfg->session_start_ns;
-    proc_memory_reset(); /* results of the previous session end here */
+    pthread_mutex_lock(&g_mu);
+    reset_locked(); /* results of the previous session end here */
+    g_collecting = true;
+    pthread_mutex_unlock(&g_mu);
     *ret = p;
     return 0;
 }
@@ -262,6 +274,9 @@ static int mem_stop(struct proc *p, const char *parallel_group_info)
 {
     (void)parallel_group_info;
     markpair_clear(p->mp);
+    pthread_mutex_lock(&g_mu);
+    g_collecting = false;
+    pthread_mutex_unlock(&g_mu);
     return 0;
 }
 
@@ -270,6 +285,9 @@ static void mem_destroy(struct proc *p)
     if (!p)
         return;
     markpair_destroy(p->mp);
+    pthread_mutex_lock(&g_mu);
+    g_collecting = false; /* a session torn down without stop */
+    pthread_mutex_unlock(&g_mu);
     free(p);
 }
 

@@ -580,6 +580,12 @@ static void test_standalone(void **state)
     proc_memory_ops.consume(p, recs, 8);
     struct mon_record dend = mk(32, 1, 4, 3400, "", "", 5, 6);
     proc_memory_ops.consume(p, &dend, 1);
+    /* while collecting, consume() may move the arrays: nothing is handed out */
+    const struct msmon_result *busy_arr = (const void *)1;
+    size_t busy_n = 99;
+    assert_int_equal(proc_memory_results(MON_KIND_KERNEL, &busy_arr, &busy_n), -EBUSY);
+    assert_null(busy_arr);
+    assert_int_equal(busy_n, 0);
     assert_int_equal(proc_memory_ops.stop(p, NULL), 0);
     proc_memory_ops.destroy(p);
     memcpy(kname, "XXXXXX", 7); /* results hold their own copies */
@@ -618,6 +624,7 @@ static void test_standalone(void **state)
     assert_int_equal(proc_memory_results(MON_KIND_MEMORY, &arr, &n), -EINVAL);
     /* a new session clears the previous results */
     assert_int_equal(proc_memory_ops.create(&cfg, &p), 0);
+    assert_int_equal(proc_memory_ops.stop(p, NULL), 0);
     assert_int_equal(proc_memory_results(MON_KIND_KERNEL, &arr, &n), 0);
     assert_int_equal(n, 0);
     proc_memory_ops.destroy(p);
