@@ -29,7 +29,7 @@ struct flag {
 static const struct flag flags[] = {
     {"--device", F_U32, "device id of the workload (default: LOCAL_RANK, RANK % MSSIM_DEVICES, 0)"},
     {"--help", F_HELP, "print this help"},
-    {"--layers", F_U32, "transformer layers (default 4)"},
+    {"--layers", F_U32, "transformer layers, at most 1024 (default 4)"},
     {"--no-comm", F_OFF, "do not emit the gradient all-reduce"},
     {"--no-markers", F_OFF, "do not emit the \"step <n>\" mstx ranges"},
     {"--rate", F_DOUBLE, "steps per second (default 5; 0 = as fast as possible)"},
@@ -56,7 +56,7 @@ static int apply(struct opts *o, const char *name, const char *val)
     uint32_t u = 0;
     double d = 0;
     if (strcmp(name, "--steps") == 0 || strcmp(name, "--layers") == 0 || strcmp(name, "--device") == 0) {
-        if (str_to_u32(val, &u) != 0)
+        if (str_to_u32(val, &u) != 0 || (name[2] == 'l' && u > 1024))
             goto bad;
         if (name[2] == 's')
             o->cfg.steps = u;
@@ -189,7 +189,8 @@ int main(int argc, char **argv)
             o.cfg.steps, o.cfg.layers, o.cfg.device);
     steps = mssim_workload_run(&o.cfg);
     if (steps < 0) {
-        fprintf(stderr, "mssim-train: invalid workload configuration (device %u)\n", o.cfg.device);
+        /* Flags are range-checked while parsing; the device is the one left to the simulator. */
+        fprintf(stderr, "mssim-train: invalid value for --device: '%u' (not below MSSIM_DEVICES)\n", o.cfg.device);
         goto out_plugin;
     }
     fprintf(stderr, "mssim-train: done, %d steps\n", steps);

@@ -15,15 +15,25 @@
 #define EXT_DEPTH 256
 #define DOMAIN_NAME_MAX 255
 
-SIM_EXPORT msptiResult msptiActivityEnable(msptiActivityKind kind)
+/* Kind check shared by Enable and Disable (06 §7.3): outside the profile -> 1; in 26.x,
+ * Hccl/Memory/MemSet/MemCpy need libmspti.so in LD_PRELOAD -> 6. */
+static msptiResult kind_check(msptiActivityKind kind)
 {
-    sim_core_init();
     const struct sim_knobs *k = sim_knobs();
     if (!sim_kind_in_profile(k, (int)kind))
         return MSPTI_ERROR_INVALID_PARAMETER;
     if (kind >= MSPTI_ACTIVITY_KIND_HCCL && kind <= MSPTI_ACTIVITY_KIND_MEMCPY && k->profile >= SIM_P260 &&
         k->check_preload && !k->preload_ok)
         return MSPTI_ERROR_WITHOUT_LD_PRELOAD;
+    return MSPTI_SUCCESS;
+}
+
+SIM_EXPORT msptiResult msptiActivityEnable(msptiActivityKind kind)
+{
+    sim_core_init();
+    msptiResult rc = kind_check(kind);
+    if (rc != MSPTI_SUCCESS)
+        return rc;
     sim_kind_set((int)kind, true);
     return MSPTI_SUCCESS;
 }
@@ -31,8 +41,9 @@ SIM_EXPORT msptiResult msptiActivityEnable(msptiActivityKind kind)
 SIM_EXPORT msptiResult msptiActivityDisable(msptiActivityKind kind)
 {
     sim_core_init();
-    if (!sim_kind_in_profile(sim_knobs(), (int)kind))
-        return MSPTI_ERROR_INVALID_PARAMETER;
+    msptiResult rc = kind_check(kind);
+    if (rc != MSPTI_SUCCESS)
+        return rc;
     /* Device kinds drain their in-flight device records first (06 §7.3). */
     if (kind == MSPTI_ACTIVITY_KIND_MARKER || kind == MSPTI_ACTIVITY_KIND_KERNEL ||
         kind == MSPTI_ACTIVITY_KIND_HCCL || kind == MSPTI_ACTIVITY_KIND_COMMUNICATION ||
@@ -227,6 +238,11 @@ SIM_EXPORT msptiResult msptiGetResultString(msptiResult result, const char **str
         "The parameter size is not sufficient.",
     };
     sim_core_init();
+    /* Only the newest library (profile 26.1) has this function; one binary cannot hide a
+     * symbol per profile, so older profiles answer INNER and leave *str alone, and consumers
+     * take their own-table path (libmspti_minimal.so models the symbol's real absence). */
+    if (sim_knobs()->profile < SIM_P261)
+        return MSPTI_ERROR_INNER;
     if (!str)
         return MSPTI_ERROR_INVALID_PARAMETER;
     if (result == MSPTI_ERROR_INNER) {

@@ -508,8 +508,15 @@ static void test_profiles(void **state)
     finish();
     assert_int_equal(count_kind(MSPTI_ACTIVITY_KIND_API), 1);   /* all levels are API before 26.0 */
 
+    const char *str = "untouched";
+    assert_int_equal(msptiGetResultString(MSPTI_SUCCESS, &str), MSPTI_ERROR_INNER);   /* 26.1 only */
+    assert_string_equal(str, "untouched");
+
     start(1 << 20, "MSSIM_PROFILE=26.0", NULL);
     assert_int_equal(msptiActivityEnable(MSPTI_ACTIVITY_KIND_HCCL), MSPTI_ERROR_WITHOUT_LD_PRELOAD);
+    assert_int_equal(msptiActivityDisable(MSPTI_ACTIVITY_KIND_MEMCPY), MSPTI_ERROR_WITHOUT_LD_PRELOAD);
+    assert_int_equal(msptiGetResultString(MSPTI_ERROR_WITHOUT_LD_PRELOAD, &str), MSPTI_ERROR_INNER);
+    assert_int_equal(msptiEnableDomain(1, H, MSPTI_CB_DOMAIN_RUNTIME), MSPTI_ERROR_WITHOUT_LD_PRELOAD);
     enable(MSPTI_ACTIVITY_KIND_COMMUNICATION);
     start(1 << 20, "MSSIM_PROFILE=26.0", "LD_PRELOAD=/opt/x/libmspti.so", NULL);
     enable(MSPTI_ACTIVITY_KIND_HCCL);
@@ -519,6 +526,7 @@ static void test_profiles(void **state)
     start(1 << 20, "MSSIM_PROFILE=8.1", NULL);
     enable(MSPTI_ACTIVITY_KIND_MEMORY);
     assert_int_equal(msptiActivityEnable(MSPTI_ACTIVITY_KIND_COMMUNICATION), MSPTI_ERROR_INVALID_PARAMETER);
+    assert_int_equal(msptiEnableDomain(1, H, MSPTI_CB_DOMAIN_RUNTIME), MSPTI_SUCCESS);   /* no result 6 < 26.0 */
     uint64_t addr;
     mssim_malloc(10, &addr);
     finish();
