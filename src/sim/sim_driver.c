@@ -467,7 +467,8 @@ static void marker_end(uint64_t id)
         sim_stats_add_suppressed();
         return;
     }
-    if (marker_recording())
+    /* No orphan END: a range whose START was not recorded (Marker off then) ends silently. */
+    if (r.recorded && marker_recording())
         marker_pair(MSPTI_ACTIVITY_FLAG_MARKER_END, id, empty, empty, r.stream, r.device);
 }
 

@@ -600,6 +600,23 @@ static void test_markers(void **state)
     assert_int_equal(shown, 1);
 }
 
+/* A range started while Marker was off produces no orphan END once Marker is on. */
+static void test_marker_no_orphan_end(void **state)
+{
+    (void)state;
+    start(1 << 20, NULL);
+    uint64_t id = mssim_mstx_range_start("r", 0);
+    assert_true(id != 0);
+    enable(MSPTI_ACTIVITY_KIND_MARKER);
+    mssim_mstx_range_end(id);
+    uint64_t id2 = mssim_mstx_range_start("r2", -1);
+    mssim_mstx_range_end(id2);
+    finish();
+    assert_int_equal(count_kind(MSPTI_ACTIVITY_KIND_MARKER), 2);   /* r2 START + END only */
+    const msptiActivityMarker *m = first_kind(MSPTI_ACTIVITY_KIND_MARKER, 0);
+    assert_int_equal(m->id, id2);
+}
+
 static void test_callbacks(void **state)
 {
     (void)state;
@@ -938,6 +955,7 @@ int main(void)
         cmocka_unit_test(test_cursor_quirk_vs_pointer),
         cmocka_unit_test(test_profiles),
         cmocka_unit_test(test_markers),
+        cmocka_unit_test(test_marker_no_orphan_end),
         cmocka_unit_test(test_callbacks),
         cmocka_unit_test(test_drop_injection_and_raw),
         cmocka_unit_test(test_bench_fill),
