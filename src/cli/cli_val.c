@@ -149,17 +149,39 @@ static int too_long(const char *flag, const char *s, size_t maxlen, char *err, s
     return 0;
 }
 
+/* Comma-list iteration shared by the list validators: yields each item trimmed of spaces and
+ * tabs (empty items included, so callers can refuse them); returns false after the last one. */
+struct list_iter {
+    const char *p;
+    bool done;
+};
+
+static bool list_next(struct list_iter *it, const char **ret_item, size_t *ret_n)
+{
+    if (it->done)
+        return false;
+    const char *comma = strchr(it->p, ',');
+    const char *item = it->p;
+    size_t n = comma ? (size_t)(comma - it->p) : strlen(it->p);
+    str_trim_view(&item, &n, TRIM_SET);
+    *ret_item = item;
+    *ret_n = n;
+    if (comma)
+        it->p = comma + 1;
+    else
+        it->done = true;
+    return true;
+}
+
 int cli_val_int_list(const char *flag, const char *s, int64_t lo, int64_t hi,
                      struct cli_buf *joined, char *err, size_t cap)
 {
     if (too_long(flag, s, CLI_VAL_STR_MAX, err, cap) < 0)
         return -EINVAL;
-    const char *p = s;
-    for (;;) {
-        const char *comma = strchr(p, ',');
-        const char *item = p;
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        str_trim_view(&item, &n, TRIM_SET);
+    struct list_iter it = { s, false };
+    const char *item;
+    size_t n;
+    while (list_next(&it, &item, &n)) {
         char num[32];
         int64_t v;
         if (n == 0 || n >= sizeof(num) || str_copy(num, sizeof(num), item, n) < 0 ||
@@ -170,9 +192,6 @@ int cli_val_int_list(const char *flag, const char *s, int64_t lo, int64_t hi,
         if (joined->len)
             cli_buf_append(joined, ",", 1);
         cli_buf_printf(joined, "%lld", (long long)v);
-        if (!comma)
-            break;
-        p = comma + 1;
     }
     return joined->err;
 }
@@ -207,12 +226,10 @@ int cli_val_kinds(const char *flag, const char *s, char *err, size_t cap)
 {
     if (cli_val_config_str(flag, s, CLI_VAL_STR_MAX, err, cap) < 0)
         return -EINVAL;
-    const char *p = s;
-    for (;;) {
-        const char *comma = strchr(p, ',');
-        const char *item = p;
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        str_trim_view(&item, &n, TRIM_SET);
+    struct list_iter it = { s, false };
+    const char *item;
+    size_t n;
+    while (list_next(&it, &item, &n)) {
         if (!in_set(item, n, kinds)) {
             char reason[CLI_VAL_STR_MAX + 256];
             snprintf(reason, sizeof(reason), "Invalid MSPTI activity kind: %.*s, possible values: %s",
@@ -220,9 +237,6 @@ int cli_val_kinds(const char *flag, const char *s, char *err, size_t cap)
             cli_val_err(err, cap, flag, s, reason);
             return -EINVAL;
         }
-        if (!comma)
-            break;
-        p = comma + 1;
     }
     return 0;
 }
@@ -294,12 +308,10 @@ int cli_val_host_sys(const char *flag, const char *s, struct cli_buf *joined, ch
     }
     if (cli_val_config_str(flag, s, CLI_VAL_STR_MAX, err, cap) < 0)
         return -EINVAL;
-    const char *p = s;
-    for (;;) {
-        const char *comma = strchr(p, ',');
-        const char *item = p;
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        str_trim_view(&item, &n, TRIM_SET);
+    struct list_iter it = { s, false };
+    const char *item;
+    size_t n;
+    while (list_next(&it, &item, &n)) {
         if (!in_set(item, n, host_sys_items)) {
             char reason[CLI_VAL_STR_MAX + 128];
             snprintf(reason, sizeof(reason),
@@ -311,9 +323,6 @@ int cli_val_host_sys(const char *flag, const char *s, struct cli_buf *joined, ch
         if (joined->len)
             cli_buf_append(joined, ",", 1);
         cli_buf_append(joined, item, n);
-        if (!comma)
-            break;
-        p = comma + 1;
     }
     return joined->err;
 }
