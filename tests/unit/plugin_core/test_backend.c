@@ -14,22 +14,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../logcap.h"
 #include "common/log.h"
 #include "plugin/backend.h"
 #include "plugin/penv.h"
 
-static char logpath[] = "/tmp/pc_backend_XXXXXX";
-static int logfd = -1;
-
-static int log_has(const char *text)
-{
-    char buf[16384];
-    ssize_t n = pread(logfd, buf, sizeof(buf) - 1, 0);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    return strstr(buf, text) != NULL;
-}
+#define log_has logcap_has
 
 static int id_of(const struct backend *be)
 {
@@ -42,8 +32,7 @@ static void clear_env(void)
     unsetenv("MSMONITOR_MSPTI_LIB");
     unsetenv("LD_PRELOAD");
     unsetenv("ASCEND_HOME_PATH");
-    assert_int_equal(ftruncate(logfd, 0), 0);
-    lseek(logfd, 0, SEEK_SET);
+    logcap_clear();
 }
 
 static void test_explicit_authoritative(void **state)
@@ -103,17 +92,13 @@ static void test_home_and_not_found(void **state)
 static int setup(void **state)
 {
     (void)state;
-    logfd = mkstemp(logpath);
-    log_set_stderr_fd(logfd);
-    return 0;
+    return logcap_open();
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    log_set_stderr_fd(-1);
-    close(logfd);
-    unlink(logpath);
+    logcap_close();
     return 0;
 }
 

@@ -11,44 +11,26 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../logcap.h"
 #include "common/log.h"
 #include "plugin/mconfig.h"
 
-static char logpath[] = "/tmp/pc_mconfig_XXXXXX";
-static int logfd = -1;
+#define log_has logcap_has
+#define log_clear logcap_clear
 
 static int setup(void **state)
 {
     (void)state;
-    logfd = mkstemp(logpath);
-    log_set_stderr_fd(logfd);
-    return 0;
+    return logcap_open();
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    log_set_stderr_fd(-1);
-    close(logfd);
-    unlink(logpath);
+    logcap_close();
     return 0;
 }
 
-static void log_clear(void)
-{
-    assert_int_equal(ftruncate(logfd, 0), 0);
-    lseek(logfd, 0, SEEK_SET);
-}
-
-static int log_has(const char *text)
-{
-    char buf[8192];
-    ssize_t n = pread(logfd, buf, sizeof(buf) - 1, 0);
-    if (n < 0)
-        return 0;
-    buf[n] = '\0';
-    return strstr(buf, text) != NULL;
-}
 
 /* A valid base config; `over` replaces (or with value NULL removes) one key. */
 static int parse_with(const char *key, const char *value, struct mconfig *cfg)

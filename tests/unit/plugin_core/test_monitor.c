@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../logcap.h"
 #include "common/log.h"
 #include "plugin/monitor.h"
 
@@ -167,19 +168,8 @@ static const struct proc_ops cap_ops = {
 };
 
 /* ---- helpers ---- */
-static char logpath[] = "/tmp/pc_monitor_XXXXXX";
 static char sockdir[] = "/tmp/pc_monsock_XXXXXX";
-static int logfd = -1;
-
-static int log_has(const char *text)
-{
-    static char buf[1 << 16];
-    ssize_t n = pread(logfd, buf, sizeof(buf) - 1, 0);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    return strstr(buf, text) != NULL;
-}
+#define log_has logcap_has
 
 static void reset(void)
 {
@@ -190,8 +180,7 @@ static void reset(void)
     cap.created = cap.started = cap.ticks = cap.stops = cap.destroyed = 0;
     cap.consumed = 0;
     cap.kinds = 0;
-    assert_int_equal(ftruncate(logfd, 0), 0);
-    lseek(logfd, 0, SEEK_SET);
+    logcap_clear();
 }
 
 static struct mconfig cfg_of(int start, int stop, uint32_t interval, double duration, uint32_t kinds)
@@ -369,7 +358,6 @@ static void test_trace_exclusion(void **state)
 static int setup(void **state)
 {
     (void)state;
-    logfd = mkstemp(logpath);
     assert_non_null(mkdtemp(sockdir));
     setenv("MSMONITOR_SOCKET_DIR", sockdir, 1);
     setenv("MSMONITOR_LOG_PATH", sockdir, 1);
@@ -380,16 +368,13 @@ static int setup(void **state)
     log_set_file(-1, LOG_LVL_ERROR);
     log_close_file();
     log_set_level(LOG_LVL_INFO);
-    log_set_stderr_fd(logfd);
-    return 0;
+    return logcap_open();
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    log_set_stderr_fd(-1);
-    close(logfd);
-    unlink(logpath);
+    logcap_close();
     return 0;
 }
 

@@ -18,19 +18,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../logcap.h"
 #include "common/log.h"
 #include "plugin/dynamic.h"
 #include "plugin/penv.h"
 
-static char logpath[] = "/tmp/pdyn_log_XXXXXX";
-static int logfd = -1;
 static char dir[] = "/tmp/pdyn_XXXXXX";
 
 static int setup(void **state)
 {
     (void)state;
-    logfd = mkstemp(logpath);
-    log_set_stderr_fd(logfd);
+    if (logcap_open() != 0)
+        return -1;
     return mkdtemp(dir) ? 0 : -1;
 }
 
@@ -56,26 +55,12 @@ static int teardown(void **state)
 {
     (void)state;
     rm_tree(dir, 1);
-    log_set_stderr_fd(-1);
-    close(logfd);
-    unlink(logpath);
+    logcap_close();
     return 0;
 }
 
-static char *log_text(void)
-{
-    static char buf[8192];
-    ssize_t n = pread(logfd, buf, sizeof(buf) - 1, 0);
-
-    buf[n > 0 ? n : 0] = '\0';
-    return buf;
-}
-
-static void log_clear(void)
-{
-    assert_int_equal(ftruncate(logfd, 0), 0);
-    lseek(logfd, 0, SEEK_SET);
-}
+#define log_text logcap_text
+#define log_clear logcap_clear
 
 static const char *kv_get(const struct dyn_kv *kv, const char *key)
 {
