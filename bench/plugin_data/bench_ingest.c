@@ -8,8 +8,8 @@
 
 #include "common/log.h"
 #include "msmon/mspti.h"
-#include "plugin/filter.h"
-#include "plugin/proc.h"
+#include "plugin/pipeline/filter.h"
+#include "plugin/outputs/proc.h"
 
 static const char *const names[] = { "MatMul", "BatchMatMul", "MatMulBackward", "Conv2D",
                                      "Conv2DBackpropFilter", "LayerNorm", "Softmax", "Add",

@@ -21,10 +21,10 @@
 #include "common/log.h"
 #include "msmon/mspti.h"
 #include "msmon/mssim.h"
-#include "plugin/backend.h"
-#include "plugin/filter.h"
-#include "plugin/mconfig.h"
-#include "plugin/monitor.h"
+#include "plugin/backend/backend.h"
+#include "plugin/pipeline/filter.h"
+#include "plugin/control/mconfig.h"
+#include "plugin/control/monitor.h"
 
 #define CHUNK 2000000ull /* records per fill; flushed before the next so the pool never runs dry */
 #define KINDS ((1u << MSPTI_ACTIVITY_KIND_KERNEL) | (1u << MSPTI_ACTIVITY_KIND_API))

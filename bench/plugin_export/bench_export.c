@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "plugin/proc.h"
+#include "plugin/outputs/proc.h"
 
 #define BATCH 1024
 

@@ -9,12 +9,12 @@
 #include "common/log.h"
 #include "msmon/ipc_wire.h"
 #include "msmon/msmonitor.h"
-#include "plugin/proc_memory.h"
-#include "plugin/dynamic.h"
-#include "plugin/dyno.h"
-#include "plugin/mconfig.h"
-#include "plugin/monitor.h"
-#include "plugin/npoll.h"
+#include "plugin/outputs/proc_memory.h"
+#include "plugin/control/dynamic.h"
+#include "plugin/control/dyno.h"
+#include "plugin/control/mconfig.h"
+#include "plugin/control/monitor.h"
+#include "plugin/control/npoll.h"
 #include "plugin/penv.h"
 
 /* Standalone results live in proc_memory.c (plugin data area). */

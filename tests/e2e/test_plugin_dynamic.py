@@ -1,5 +1,5 @@
 """The dyno-mode C API (msmon_dynamic_init/step, 04-plugin.md §15, 03-ipc.md §7) end to end:
-two C ranks (tests/unit/plugin_dynamic/dyn_rank over the simulator) and a real dynolog; one
+two C ranks (tests/unit/plugin/control/dyn_rank over the simulator) and a real dynolog; one
 creator with the poller thread, the shm handoff of an npu-monitor config so each rank writes
 its own JSONL files with kernels and `step <N>` markers, the creator's step status, clean-up at
 exit; the stale-file rule with its exact text; a missing daemon."""
@@ -18,7 +18,7 @@ PREFIX = "DynamicProfileNpuShm"
 
 
 def dyn_rank():
-    path = os.path.join(BUILD, "tests", "unit", "plugin_dynamic", "dyn_rank")
+    path = os.path.join(BUILD, "tests", "unit", "plugin", "control", "dyn_rank")
     if not os.path.exists(path):
         raise FileNotFoundError(f"dyn_rank not built under {BUILD}")
     return path

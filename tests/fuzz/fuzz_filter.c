@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "plugin/filter.h"
+#include "plugin/pipeline/filter.h"
 
 const char *const fuzz_seeds[] = { "Kernel:MatMul", "Kernel:MatMul,Conv2D;Communication:AllReduce", "Kernel:Mat",
                                    " ; :: ;Marker: step ,, ;Hccl:a", "API:x;AclAPI:y;NodeAPI:z;RuntimeAPI:w" };

@@ -1,0 +1,1041 @@
+/* dynamic: dyno mode for non-Python programs (04-plugin.md §15). One per process: the segment
+ * handoff of 03-ipc.md §7.2–7.4 exactly as python/msmonitor/dynamic_profile.py does it, the
+ * creator's poller as a thread, and the per-step work of msmon_dynamic_step(). */
+#include "plugin/control/dynamic.h"
+
+#include <dlfcn.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/jw.h"
+#include "common/log.h"
+#include "common/strutil.h"
+#include "msmon/ipc_wire.h"
+#include "msmon/msmonitor.h"
+#include "plugin/control/dyno.h"
+#include "plugin/penv.h"
+
+#define DYN_PY_WS " \t\n\r\v\f\x1c\x1d\x1e\x1f" /* what Python's str.strip() removes (ASCII) */
+#define DYN_STATUS_PERIOD_NS 1000000000ull
+#define DYN_RANK_LIST_MAX 4096
+
+_Static_assert(DYN_SHM_SIZE == 1048576, "segment size of 03-ipc.md §7.2");
+
+/* ---- pure helpers ---- */
+
+void dyn_kv_fini(struct dyn_kv *kv)
+{
+    free(kv->store);
+    kv->store = NULL;
+    kv->n = 0;
+    kv->is_valid = false;
+}
+
+int dyn_shm_name(time_t now, char *buf, size_t cap)
+{
+    struct tm tm;
+    char hour[16];
+
+    if (!gmtime_r(&now, &tm) || strftime(hour, sizeof(hour), "%Y%m%d%H", &tm) == 0)
+        return -EINVAL;
+    return snprintf(buf, cap, "%s%s", DYN_SHM_PREFIX, hour) < (int)cap ? 0 : -ENOSPC;
+}
+
+/* os.path.dirname(): the head up to the last '/', trailing slashes removed unless it is
+ * all slashes; "." when there is none (Python's text uses `... or "."`). */
+int dyn_stale_message(const char *path, char *buf, size_t cap)
+{
+    const char *slash = strrchr(path, '/'), *d = ".";
+    int dlen = 1, n;
+
+    if (slash) {
+        int k = (int)(slash - path) + 1;
+        d = path;
+        dlen = k;
+        while (k > 0 && path[k - 1] == '/')
+            k--;
+        if (k > 0)
+            dlen = k;
+    }
+    n = snprintf(buf, cap,
+                 "There may exist shared memory before this task. If no job is using it, run "
+                 "`rm -f %.*s/%s*` (see `ls -la %.*s/%s*`). Please remove: %s",
+                 dlen, d, DYN_SHM_PREFIX, dlen, d, DYN_SHM_PREFIX, path);
+    return (n >= 0 && (size_t)n < cap) ? 0 : -ENOSPC;
+}
+
+bool dyn_use_daemon(const char *msmon, const char *kineto)
+{
+    const char *name = "MSMONITOR_USE_DAEMON", *raw = msmon;
+    char tmp[64];
+    const char *v;
+    size_t n;
+    int64_t value;
+
+    if (!raw) {
+        if (!kineto)
+            return false;
+        raw = kineto;
+        name = "KINETO_USE_DAEMON";
+        LOG_WARN("dynamic_profile: KINETO_USE_DAEMON is deprecated, use MSMONITOR_USE_DAEMON");
+    }
+    v = raw;
+    n = strlen(raw);
+    str_trim_view(&v, &n, DYN_PY_WS);
+    if (str_copy(tmp, sizeof(tmp), v, n) != 0 || str_to_i64(tmp, &value) != 0) {
+        LOG_WARN("dynamic_profile: Environment variable %s='%s' value not valid, will be set to 0 !", name, raw);
+        return false;
+    }
+    return value == 1;
+}
+
+/* Python int(str): surrounding whitespace allowed, then a whole decimal integer. */
+static int dyn_int(const char *s, int32_t *ret)
+{
+    char tmp[32];
+    size_t n = strlen(s);
+
+    str_trim_view(&s, &n, DYN_PY_WS);
+    if (str_copy(tmp, sizeof(tmp), s, n) != 0)
+        return -ERANGE;
+    return str_to_i32(tmp, ret);
+}
+
+double dyn_poll_interval(const char *raw)
+{
+    double v;
+
+    if (!raw)
+        return DYN_DEFAULT_POLL_S;
+    if (str_to_double(raw, &v) != 0 || !(v >= 0.1 && v <= 50)) {
+        LOG_WARN("dynamic_profile: MSMONITOR_POLL_INTERVAL_S='%s' invalid (0.1..50), using 2", raw);
+        return DYN_DEFAULT_POLL_S;
+    }
+    return v;
+}
+
+long dyn_stale_seconds(const char *raw)
+{
+    int32_t v;
+
+    if (!raw)
+        return DYN_STALE_S;
+    if (dyn_int(raw, &v) != 0 || v < 0) {
+        LOG_WARN("dynamic_profile: MSMONITOR_SHM_STALE_S='%s' invalid (integer >= 0), using %d", raw, DYN_STALE_S);
+        return DYN_STALE_S;
+    }
+    return v;
+}
+
+/* Insert or replace (last wins, like a Python dict). */
+static int dyn_kv_put(struct dyn_kv *kv, const char *key, const char *value)
+{
+    for (size_t i = 0; i < kv->n; i++) {
+        if (strcmp(kv->keys[i], key) == 0) {
+            kv->values[i] = value;
+            return 0;
+        }
+    }
+    if (kv->n == DYN_MAX_KEYS)
+        return -E2BIG;
+    kv->keys[kv->n] = key;
+    kv->values[kv->n] = value;
+    kv->n++;
+    return 0;
+}
+
+static char *dyn_strip(char *s)
+{
+    size_t n = strlen(s);
+
+    while (n > 0 && strchr(DYN_PY_WS, s[n - 1]))
+        s[--n] = '\0';
+    while (*s && strchr(DYN_PY_WS, *s))
+        s++;
+    return s;
+}
+
+int dyn_parse_config_text(const char *text, size_t len, struct dyn_kv *kv)
+{
+    char *line, *next;
+    int rc = 0;
+
+    memset(kv, 0, sizeof(*kv));
+    kv->store = malloc(len + 1);
+    if (!kv->store)
+        return -ENOMEM;
+    memcpy(kv->store, text, len);
+    kv->store[len] = '\0';
+    kv->is_valid = true;
+    for (line = kv->store; line; line = next) {
+        char *nl = strchr(line, '\n'), *eq;
+        next = nl ? nl + 1 : NULL;
+        if (nl)
+            *nl = '\0';
+        eq = strchr(line, '=');
+        if (!eq || strchr(eq + 1, '='))
+            continue; /* exactly two parts on '=' (values with '=' are lost, §7.3) */
+        *eq = '\0';
+        rc = dyn_kv_put(kv, dyn_strip(line), dyn_strip(eq + 1));
+        if (rc != 0)
+            break;
+    }
+    if (rc != 0)
+        dyn_kv_fini(kv);
+    return rc;
+}
+
+static const struct dyn_kv *dyn_sort_kv; /* qsort has no context argument in C11 */
+
+static int dyn_cmp_idx(const void *a, const void *b)
+{
+    return strcmp(dyn_sort_kv->keys[*(const size_t *)a], dyn_sort_kv->keys[*(const size_t *)b]);
+}
+
+int dyn_config_json(const struct dyn_kv *kv, char **ret, size_t *ret_len)
+{
+    static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
+    size_t idx[DYN_MAX_KEYS], n = 0;
+    bool valid_done = !kv->is_valid;
+    struct jw w;
+    int rc;
+
+    for (size_t i = 0; i < kv->n; i++)
+        if (strcmp(kv->keys[i], "is_valid") != 0)
+            idx[n++] = i;
+    pthread_mutex_lock(&sort_lock);
+    dyn_sort_kv = kv;
+    qsort(idx, n, sizeof(idx[0]), dyn_cmp_idx);
+    pthread_mutex_unlock(&sort_lock);
+    jw_init_dyn(&w, DYN_SHM_SIZE - 4);
+    jw_obj_begin(&w);
+    for (size_t i = 0; i < n; i++) {
+        const char *k = kv->keys[idx[i]];
+        if (!valid_done && strcmp(k, "is_valid") > 0) {
+            jw_key(&w, "is_valid");
+            jw_bool(&w, true);
+            valid_done = true;
+        }
+        jw_key(&w, k);
+        jw_str(&w, kv->values[idx[i]]);
+    }
+    if (!valid_done) {
+        jw_key(&w, "is_valid");
+        jw_bool(&w, true);
+    }
+    jw_obj_end(&w);
+    rc = w.err == -ENOSPC ? -E2BIG : w.err;
+    if (rc != 0) {
+        jw_fini(&w);
+        return rc;
+    }
+    *ret = w.buf; /* caller frees */
+    *ret_len = w.len;
+    return 0;
+}
+
+/* ---- strict flat-object JSON parser, decoding into an arena ---- */
+
+struct dyn_jp {
+    const unsigned char *p, *end;
+    char *out; /* arena cursor */
+};
+
+static void dyn_jp_ws(struct dyn_jp *j)
+{
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+        j->p++;
+}
+
+static int dyn_hex4(const unsigned char *p, const unsigned char *end, uint32_t *ret)
+{
+    uint32_t v = 0;
+
+    if (end - p < 4)
+        return -EINVAL;
+    for (int i = 0; i < 4; i++) {
+        int c = p[i], d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            return -EINVAL;
+        v = v << 4 | (uint32_t)d;
+    }
+    *ret = v;
+    return 0;
+}
+
+static void dyn_put_utf8(struct dyn_jp *j, uint32_t cp)
+{
+    if (cp < 0x80) {
+        *j->out++ = (char)cp;
+    } else if (cp < 0x800) {
+        *j->out++ = (char)(0xC0 | cp >> 6);
+        *j->out++ = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        *j->out++ = (char)(0xE0 | cp >> 12);
+        *j->out++ = (char)(0x80 | (cp >> 6 & 0x3F));
+        *j->out++ = (char)(0x80 | (cp & 0x3F));
+    } else {
+        *j->out++ = (char)(0xF0 | cp >> 18);
+        *j->out++ = (char)(0x80 | (cp >> 12 & 0x3F));
+        *j->out++ = (char)(0x80 | (cp >> 6 & 0x3F));
+        *j->out++ = (char)(0x80 | (cp & 0x3F));
+    }
+}
+
+/* Length of the valid UTF-8 sequence at p (1..4), 0 if invalid (overlong, surrogate, > U+10FFFF). */
+static size_t dyn_utf8_len(const unsigned char *p, const unsigned char *end)
+{
+    size_t n, avail = (size_t)(end - p);
+    uint32_t cp;
+
+    if (p[0] < 0x80)
+        return 1;
+    if (p[0] >= 0xC2 && p[0] <= 0xDF)
+        n = 2, cp = p[0] & 0x1Fu;
+    else if (p[0] >= 0xE0 && p[0] <= 0xEF)
+        n = 3, cp = p[0] & 0x0Fu;
+    else if (p[0] >= 0xF0 && p[0] <= 0xF4)
+        n = 4, cp = p[0] & 0x07u;
+    else
+        return 0;
+    if (avail < n)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+        cp = cp << 6 | (p[i] & 0x3Fu);
+    }
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+        return 0;
+    return n;
+}
+
+static int dyn_jp_string(struct dyn_jp *j, const char **ret)
+{
+    char *start = j->out;
+
+    if (j->p >= j->end || *j->p != '"')
+        return -EINVAL;
+    j->p++;
+    while (j->p < j->end && *j->p != '"') {
+        uint32_t cp, lo;
+        size_t n;
+        if (*j->p < 0x20)
+            return -EINVAL;
+        if (*j->p != '\\') {
+            n = dyn_utf8_len(j->p, j->end);
+            if (n == 0)
+                return -EINVAL;
+            memcpy(j->out, j->p, n);
+            j->out += n;
+            j->p += n;
+            continue;
+        }
+        if (j->end - j->p < 2)
+            return -EINVAL;
+        switch (j->p[1]) {
+        case '"': case '\\': case '/':
+            *j->out++ = (char)j->p[1];
+            break;
+        case 'b': *j->out++ = '\b'; break;
+        case 'f': *j->out++ = '\f'; break;
+        case 'n': *j->out++ = '\n'; break;
+        case 'r': *j->out++ = '\r'; break;
+        case 't': *j->out++ = '\t'; break;
+        case 'u':
+            if (dyn_hex4(j->p + 2, j->end, &cp) != 0 || cp == 0 || (cp >= 0xDC00 && cp <= 0xDFFF))
+                return -EINVAL; /* NUL cannot live in a C string; lone low surrogate */
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                if (j->end - j->p < 12 || j->p[6] != '\\' || j->p[7] != 'u' ||
+                    dyn_hex4(j->p + 8, j->end, &lo) != 0 || lo < 0xDC00 || lo > 0xDFFF)
+                    return -EINVAL;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                j->p += 6;
+            }
+            dyn_put_utf8(j, cp);
+            j->p += 4;
+            break;
+        default:
+            return -EINVAL;
+        }
+        j->p += 2;
+    }
+    if (j->p >= j->end)
+        return -EINVAL;
+    j->p++; /* closing quote */
+    *j->out++ = '\0';
+    *ret = start;
+    return 0;
+}
+
+static bool dyn_jp_lit(struct dyn_jp *j, const char *lit)
+{
+    size_t n = strlen(lit);
+
+    if ((size_t)(j->end - j->p) < n || memcmp(j->p, lit, n) != 0)
+        return false;
+    j->p += n;
+    return true;
+}
+
+static bool dyn_digit(const struct dyn_jp *j)
+{
+    return j->p < j->end && *j->p >= '0' && *j->p <= '9';
+}
+
+/* RFC 8259 number, copied verbatim into the arena. */
+static int dyn_jp_number(struct dyn_jp *j, const char **ret)
+{
+    const unsigned char *s = j->p;
+
+    if (j->p < j->end && *j->p == '-')
+        j->p++;
+    if (!dyn_digit(j))
+        return -EINVAL;
+    if (*j->p == '0')
+        j->p++;
+    else
+        while (dyn_digit(j))
+            j->p++;
+    if (j->p < j->end && *j->p == '.') {
+        j->p++;
+        if (!dyn_digit(j))
+            return -EINVAL;
+        while (dyn_digit(j))
+            j->p++;
+    }
+    if (j->p < j->end && (*j->p == 'e' || *j->p == 'E')) {
+        j->p++;
+        if (j->p < j->end && (*j->p == '+' || *j->p == '-'))
+            j->p++;
+        if (!dyn_digit(j))
+            return -EINVAL;
+        while (dyn_digit(j))
+            j->p++;
+    }
+    memcpy(j->out, s, (size_t)(j->p - s));
+    *ret = j->out;
+    j->out += j->p - s;
+    *j->out++ = '\0';
+    return 0;
+}
+
+/* One member value: *ret is its str() form, *ret_truthy Python's bool() of it. */
+static int dyn_jp_value(struct dyn_jp *j, const char **ret, bool *ret_truthy)
+{
+    int rc = 0;
+
+    if (j->p >= j->end)
+        return -EINVAL;
+    if (*j->p == '"') {
+        rc = dyn_jp_string(j, ret);
+        *ret_truthy = rc == 0 && (*ret)[0] != '\0';
+    } else if (dyn_jp_lit(j, "true")) {
+        *ret = "True";
+        *ret_truthy = true;
+    } else if (dyn_jp_lit(j, "false")) {
+        *ret = "False";
+        *ret_truthy = false;
+    } else {
+        rc = dyn_jp_number(j, ret); /* null, arrays and objects are not config values */
+        *ret_truthy = rc == 0 && strtod(*ret, NULL) != 0.0;
+    }
+    return rc;
+}
+
+int dyn_parse_json(const char *text, size_t len, struct dyn_kv *kv)
+{
+    struct dyn_jp j = { (const unsigned char *)text, (const unsigned char *)text + len, NULL };
+    int rc = -EINVAL;
+
+    memset(kv, 0, sizeof(*kv));
+    /* Decoded strings never grow; numbers and literals add at most one NUL per token. */
+    kv->store = malloc(2 * len + 16);
+    if (!kv->store)
+        return -ENOMEM;
+    j.out = kv->store;
+    dyn_jp_ws(&j);
+    if (j.p >= j.end || *j.p++ != '{')
+        goto fail;
+    dyn_jp_ws(&j);
+    if (j.p < j.end && *j.p == '}') {
+        j.p++;
+    } else {
+        for (;;) {
+            const char *key, *value;
+            bool truthy;
+            dyn_jp_ws(&j);
+            if (dyn_jp_string(&j, &key) != 0)
+                goto fail;
+            dyn_jp_ws(&j);
+            if (j.p >= j.end || *j.p++ != ':')
+                goto fail;
+            dyn_jp_ws(&j);
+            if (dyn_jp_value(&j, &value, &truthy) != 0)
+                goto fail;
+            if (strcmp(key, "is_valid") == 0) {
+                kv->is_valid = truthy;
+            } else if (dyn_kv_put(kv, key, value) != 0) {
+                rc = -E2BIG;
+                goto fail;
+            }
+            dyn_jp_ws(&j);
+            if (j.p < j.end && *j.p == ',') {
+                j.p++;
+                continue;
+            }
+            if (j.p < j.end && *j.p == '}') {
+                j.p++;
+                break;
+            }
+            goto fail;
+        }
+    }
+    dyn_jp_ws(&j);
+    if (j.p != j.end)
+        goto fail;
+    return 0;
+fail:
+    dyn_kv_fini(kv);
+    return rc;
+}
+
+/* ---- segment I/O ---- */
+
+int dyn_shm_write(uint8_t *shm, const char *json, size_t len, uint32_t now)
+{
+    if (len > DYN_SHM_SIZE - 4)
+        return -E2BIG;
+    memcpy(shm + 4, json, len);
+    memset(shm + 4 + len, ' ', DYN_SHM_SIZE - 4 - len);
+    __atomic_store_n((uint32_t *)(void *)shm, htole32(now), __ATOMIC_RELEASE);
+    return 0;
+}
+
+uint32_t dyn_shm_time(const uint8_t *shm)
+{
+    return le32toh(__atomic_load_n((const uint32_t *)(const void *)shm, __ATOMIC_ACQUIRE));
+}
+
+int dyn_shm_read(const uint8_t *shm, struct dyn_kv *kv)
+{
+    size_t len = DYN_SHM_SIZE - 4;
+    char *copy;
+    int rc;
+
+    memset(kv, 0, sizeof(*kv));
+    while (len > 0 && (shm[4 + len - 1] == ' ' || shm[4 + len - 1] == '\0'))
+        len--;
+    if (len == 0)
+        return -ENODATA;
+    /* Parse a private copy: another process may be rewriting the segment meanwhile. */
+    copy = malloc(len);
+    if (!copy)
+        return -ENOMEM;
+    memcpy(copy, shm + 4, len);
+    rc = dyn_parse_json(copy, len, kv);
+    free(copy);
+    return rc;
+}
+
+/* Create under a private name, initialise, then link(2) into place: link fails if another
+ * rank won, so there is one creator and nobody sees a half-initialised file. 1 created,
+ * 0 someone else won, -errno. */
+static int dyn_fresh_segment(const char *path, int *ret_fd)
+{
+    char tmp[PATH_MAX];
+    int fd = -1, rc = 0;
+    uint8_t *p;
+
+    if (snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid()) >= (int)sizeof(tmp))
+        return -ENAMETOOLONG;
+    fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    if (flock(fd, LOCK_SH) != 0 || ftruncate(fd, DYN_SHM_SIZE) != 0) {
+        rc = -errno;
+        goto unlink_tmp;
+    }
+    p = mmap(NULL, DYN_SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        rc = -errno;
+        goto unlink_tmp;
+    }
+    memset(p + 4, ' ', DYN_SHM_SIZE - 4); /* time 0 (ftruncate's zeros), empty text */
+    munmap(p, DYN_SHM_SIZE);
+    if (link(tmp, path) != 0) {
+        rc = errno == EEXIST ? 0 : -errno;
+        goto unlink_tmp;
+    }
+    rc = 1;
+unlink_tmp:
+    (void)unlink(tmp);
+    if (rc == 1)
+        *ret_fd = fd;
+    else
+        close(fd);
+    return rc;
+}
+
+static double dyn_ts(const struct timespec *t)
+{
+    return (double)t->tv_sec + (double)t->tv_nsec / 1e9;
+}
+
+int dyn_attach_or_create(const char *path, long stale_s, int *ret_fd, bool *ret_creator, char *err, size_t errcap)
+{
+    char proc[64];
+    int rc = -EAGAIN;
+
+    if (err && errcap)
+        err[0] = '\0';
+    snprintf(proc, sizeof(proc), "/proc/%d", (int)getpid());
+    for (int i = 0; i < DYN_ATTACH_TRIES; i++) {
+        struct stat st, pst;
+        int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0) {
+            if (fstat(fd, &st) != 0 || stat(proc, &pst) != 0) {
+                rc = -errno;
+                if (err)
+                    snprintf(err, errcap, "%s: stat failed: %s", path, strerror(-rc));
+            } else if (dyn_ts(&pst.st_ctim) - dyn_ts(&st.st_ctim) > (double)stale_s) {
+                rc = -ESTALE;
+                if (err)
+                    (void)dyn_stale_message(path, err, errcap);
+            } else if (st.st_size != DYN_SHM_SIZE) {
+                rc = -EINVAL;
+                if (err)
+                    snprintf(err, errcap, "%s: size %lld, expected %u", path, (long long)st.st_size, DYN_SHM_SIZE);
+            } else if (flock(fd, LOCK_SH) != 0) {
+                rc = -errno;
+                if (err)
+                    snprintf(err, errcap, "%s: flock failed: %s", path, strerror(-rc));
+            } else {
+                *ret_fd = fd;
+                *ret_creator = false;
+                return 0;
+            }
+            close(fd);
+            return rc;
+        }
+        if (errno != ENOENT) {
+            rc = -errno;
+            break;
+        }
+        rc = dyn_fresh_segment(path, ret_fd);
+        if (rc == 1) {
+            *ret_creator = true;
+            return 0;
+        }
+        if (rc < 0)
+            break;
+        rc = -EAGAIN;
+        (void)usleep((useconds_t)(rand() % 20000)); /* lost the race: attach next round */
+    }
+    if (err)
+        snprintf(err, errcap, "could not attach to or create %s: %s", path, strerror(-rc));
+    return rc;
+}
+
+/* ---- nputrace window ---- */
+
+static const char *dyn_get(const struct dyn_kv *kv, const char *key, const char *dflt)
+{
+    for (size_t i = 0; i < kv->n; i++)
+        if (strcmp(kv->keys[i], key) == 0)
+            return kv->values[i];
+    return dflt;
+}
+
+static bool dyn_rank_listed(const char *list, int32_t rank)
+{
+    char want[16];
+    const char *p = list;
+
+    snprintf(want, sizeof(want), "%d", (int)rank);
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        const char *item = p;
+        str_trim_view(&item, &n, DYN_PY_WS);
+        if (n > 0 && n == strlen(want) && memcmp(item, want, n) == 0)
+            return true;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return false;
+}
+
+int dyn_trace_config(struct dyn_trace *t, const struct dyn_kv *kv, int32_t rank, int32_t step)
+{
+    const char *is_rank = dyn_get(kv, "PROFILE_IS_RANK", "false");
+    const char *start_s = dyn_get(kv, "PROFILE_START_STEP", "-1");
+    const char *iters_s = dyn_get(kv, "ACTIVITIES_ITERATIONS", "1");
+    int32_t start, iters;
+
+    if (strcasecmp(is_rank, "true") == 0 && !dyn_rank_listed(dyn_get(kv, "PROFILE_RANK_LIST", ""), rank))
+        return 0;
+    if (dyn_int(start_s, &start) != 0 || dyn_int(iters_s, &iters) != 0) {
+        LOG_ERROR("dynamic_profile: nputrace config ignored: PROFILE_START_STEP='%s' ACTIVITIES_ITERATIONS='%s'",
+                  start_s, iters_s);
+        return -EINVAL;
+    }
+    if (start < 0 || start <= step)
+        start = step + 1;
+    if (iters < 1)
+        iters = 1;
+    if (start > INT32_MAX - iters)
+        iters = INT32_MAX - start;
+    t->state = DYN_TRACE_READY;
+    t->start = start;
+    t->stop = start + iters;
+    LOG_INFO("dynamic_profile: nputrace ready: steps [%d, %d)", (int)t->start, (int)t->stop);
+    return 1;
+}
+
+bool dyn_trace_advance(struct dyn_trace *t, int32_t step)
+{
+    bool changed = false;
+
+    if (t->state == DYN_TRACE_READY && step >= t->start) {
+        t->state = DYN_TRACE_RUNNING;
+        changed = true;
+    }
+    if (t->state == DYN_TRACE_RUNNING && step >= t->stop) {
+        t->state = DYN_TRACE_IDLE;
+        changed = true;
+    }
+    return changed;
+}
+
+/* ---- the process's dyno-mode state ---- */
+
+static struct {
+    pthread_mutex_t lock;
+    bool enabled, creator, atexit_done;
+    pid_t pid; /* the process that joined: a fork()ed child inherits nothing of it */
+    char path[PATH_MAX];
+    int fd;
+    uint8_t *shm;
+    int32_t rank, step;
+    uint32_t last_ts;
+    uint64_t range_id, last_status_ns;
+    bool status_due;
+    struct dyn_trace trace;
+    /* mstx: the simulator's API, else CANN's; both optional */
+    uint64_t (*sim_start)(const char *, int32_t);
+    uint64_t (*cann_start)(const char *, void *);
+    void (*range_end)(uint64_t);
+    /* the creator's poller thread */
+    pthread_mutex_t poll_lock;
+    pthread_cond_t poll_cond;
+    bool poll_running, poll_stop;
+    pthread_t poll_thread;
+    double poll_interval_s;
+} dyn = { .lock = PTHREAD_MUTEX_INITIALIZER, .poll_lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+
+static int32_t dyn_env_rank(void)
+{
+    int32_t r;
+    const char *v = penv_get(PENV_RANK);
+
+    if (v && str_to_i32(v, &r) == 0)
+        return r < 0 ? 0 : r;
+    v = penv_get(PENV_RANK_ID);
+    if (v && str_to_i32(v, &r) == 0)
+        return r < 0 ? 0 : r;
+    return 0;
+}
+
+/* The simulator when the msPTI library in use is the simulator (already loaded by the
+ * backend: RTLD_NOLOAD), else CANN's libms_tools_ext.so, else no markers. */
+static void dyn_mstx_resolve(void)
+{
+    const char *names[2] = { penv_get(PENV_MSPTI_LIB), "libmspti.so" };
+    void *h;
+
+    for (int i = 0; i < 2; i++) {
+        if (!names[i] || !names[i][0])
+            continue;
+        h = dlopen(names[i], RTLD_LAZY | RTLD_NOLOAD);
+        if (!h)
+            continue;
+        if (dlsym(h, "mssim_is_simulator") && dlsym(h, "mssim_mstx_range_start") && dlsym(h, "mssim_mstx_range_end")) {
+            *(void **)&dyn.sim_start = dlsym(h, "mssim_mstx_range_start");
+            *(void **)&dyn.range_end = dlsym(h, "mssim_mstx_range_end");
+            return; /* handle kept for the process */
+        }
+        dlclose(h);
+    }
+    h = dlopen("libms_tools_ext.so", RTLD_LAZY | RTLD_LOCAL);
+    if (!h)
+        return;
+    *(void **)&dyn.cann_start = dlsym(h, "mstxRangeStartA");
+    *(void **)&dyn.range_end = dlsym(h, "mstxRangeEnd");
+    if (!dyn.cann_start || !dyn.range_end) {
+        dyn.cann_start = NULL;
+        dyn.range_end = NULL;
+        dlclose(h);
+    }
+}
+
+static uint64_t dyn_mstx_start(int32_t step)
+{
+    char msg[32];
+
+    snprintf(msg, sizeof(msg), "step %d", (int)step);
+    if (dyn.sim_start)
+        return dyn.sim_start(msg, 0);
+    if (dyn.cann_start)
+        return dyn.cann_start(msg, NULL);
+    return 0;
+}
+
+static void dyn_mstx_end(uint64_t id)
+{
+    if (dyn.range_end && id)
+        dyn.range_end(id);
+}
+
+static void *dyn_poller_main(void *arg)
+{
+    static char buf[DYNO_MAX_CONFIG + 64];
+    uint64_t period = (uint64_t)(dyn.poll_interval_s * 1e9);
+    uint8_t *shm = arg;
+
+    pthread_setname_np(pthread_self(), "MsMonitorPoll");
+    if (msmon_init_dyno(dyn.rank) != 1) {
+        LOG_INFO("dynamic_profile: Init dynolog failed !");
+        return NULL;
+    }
+    LOG_INFO("dynamic_profile: Init dynolog success !");
+    pthread_mutex_lock(&dyn.poll_lock);
+    while (!dyn.poll_stop) {
+        uint64_t deadline = clock_mono_ns() + period;
+        struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull), .tv_nsec = (long)(deadline % 1000000000ull) };
+        size_t len = 0;
+        struct dyn_kv kv;
+        char *json = NULL;
+        size_t jlen = 0;
+
+        while (!dyn.poll_stop && pthread_cond_timedwait(&dyn.poll_cond, &dyn.poll_lock, &ts) != ETIMEDOUT)
+            ;
+        if (dyn.poll_stop)
+            break;
+        pthread_mutex_unlock(&dyn.poll_lock);
+        if (msmon_poll_dyno(buf, sizeof(buf), &len) == 0 && len > 0 && dyn_parse_config_text(buf, len, &kv) == 0) {
+            int rc = kv.n > 0 ? dyn_config_json(&kv, &json, &jlen) : -ENODATA;
+            if (rc == 0)
+                rc = dyn_shm_write(shm, json, jlen, (uint32_t)time(NULL));
+            if (rc == 0)
+                LOG_INFO("dynamic_profile: config published (%zu keys)", kv.n + 1);
+            else if (rc != -ENODATA)
+                LOG_ERROR("dynamic_profile: config of %zu keys dropped: %s", kv.n, errno_name(-rc));
+            free(json);
+            dyn_kv_fini(&kv);
+        }
+        pthread_mutex_lock(&dyn.poll_lock);
+    }
+    pthread_mutex_unlock(&dyn.poll_lock);
+    (void)msmon_update_profiler_status(IPC_STATUS_UNINITIALIZED, -1, -1, -1);
+    return NULL;
+}
+
+static int dyn_poller_start(void)
+{
+    pthread_condattr_t a;
+    sigset_t all, old;
+    int rc;
+
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&dyn.poll_cond, &a);
+    pthread_condattr_destroy(&a);
+    dyn.poll_stop = false;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old); /* the thread inherits a full mask */
+    rc = -pthread_create(&dyn.poll_thread, NULL, dyn_poller_main, dyn.shm);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        LOG_ERROR("dynamic_profile: cannot start the poller thread: %s", errno_name(-rc));
+        pthread_cond_destroy(&dyn.poll_cond);
+        return rc;
+    }
+    dyn.poll_running = true;
+    return 0;
+}
+
+static void dyn_poller_stop(void)
+{
+    if (!dyn.poll_running)
+        return;
+    pthread_mutex_lock(&dyn.poll_lock);
+    dyn.poll_stop = true;
+    pthread_cond_signal(&dyn.poll_cond);
+    pthread_mutex_unlock(&dyn.poll_lock);
+    pthread_join(dyn.poll_thread, NULL);
+    pthread_cond_destroy(&dyn.poll_cond);
+    dyn.poll_running = false;
+}
+
+void dyn_finalize(void)
+{
+    pthread_mutex_lock(&dyn.lock);
+    if (!dyn.enabled || dyn.pid != getpid())
+        goto out; /* a child must not join the parent's poller nor unlink its segment */
+    __atomic_store_n(&dyn.enabled, false, __ATOMIC_RELAXED);
+    dyn_mstx_end(dyn.range_id);
+    dyn.range_id = 0;
+    msmon_finalize();
+    dyn_poller_stop();
+    munmap(dyn.shm, DYN_SHM_SIZE);
+    dyn.shm = NULL;
+    if (dyn.creator && unlink(dyn.path) != 0 && errno != ENOENT)
+        LOG_WARN("dynamic_profile: cannot remove %s: %s", dyn.path, strerror(errno));
+    close(dyn.fd);
+    dyn.fd = -1;
+out:
+    pthread_mutex_unlock(&dyn.lock);
+}
+
+int dyn_init(void)
+{
+    char name[64], err[PATH_MAX + 512];
+    const char *dir = penv_get(PENV_SHM_DIR);
+    int rc = 0;
+
+    pthread_mutex_lock(&dyn.lock);
+    if (dyn.enabled && dyn.pid == getpid())
+        goto out;
+    if (dyn.enabled) {
+        rc = -ECHILD; /* fork()ed from a joined rank: the segment and poller are the parent's */
+        goto out;
+    }
+    if (!dyn_use_daemon(penv_get(PENV_USE_DAEMON), penv_get(PENV_KINETO_USE_DAEMON))) {
+        rc = -ENOTSUP;
+        goto out;
+    }
+    dyn.rank = dyn_env_rank();
+    if (!dir || !dir[0])
+        dir = DYN_SHM_DIR;
+    /* os.path.join(dir, name): no second '/' after a trailing one */
+    if (dyn_shm_name(time(NULL), name, sizeof(name)) != 0 ||
+        snprintf(dyn.path, sizeof(dyn.path), "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", name) >=
+            (int)sizeof(dyn.path)) {
+        rc = -ENAMETOOLONG;
+        LOG_ERROR("dynamic_profile: dynamic profiler disabled: shm directory too long: %s", dir);
+        goto out;
+    }
+    srand((unsigned)getpid() ^ (unsigned)clock_mono_ns());
+    rc = dyn_attach_or_create(dyn.path, dyn_stale_seconds(penv_get(PENV_SHM_STALE_S)), &dyn.fd, &dyn.creator,
+                              err, sizeof(err));
+    if (rc != 0) {
+        if (rc == -ESTALE)
+            LOG_ERROR("dynamic_profile: %s", err);
+        else
+            LOG_ERROR("dynamic_profile: dynamic profiler disabled: %s", err);
+        goto out;
+    }
+    dyn.shm = mmap(NULL, DYN_SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, dyn.fd, 0);
+    if (dyn.shm == MAP_FAILED) {
+        rc = -errno;
+        LOG_ERROR("dynamic_profile: dynamic profiler disabled: mmap %s: %s", dyn.path, strerror(-rc));
+        goto close_fd;
+    }
+    dyn.pid = getpid();
+    dyn.last_ts = (uint32_t)time(NULL);
+    dyn.step = 1;
+    dyn.trace = (struct dyn_trace){ DYN_TRACE_IDLE, -1, -1 };
+    dyn.status_due = true;
+    dyn.poll_interval_s = dyn_poll_interval(penv_get(PENV_POLL_INTERVAL_S));
+    if (dyn.creator)
+        (void)dyn_poller_start(); /* without a poller the ranks still run; logged */
+    dyn_mstx_resolve();
+    dyn.range_id = dyn_mstx_start(dyn.step);
+    __atomic_store_n(&dyn.enabled, true, __ATOMIC_RELAXED);
+    if (!dyn.atexit_done && atexit(dyn_finalize) == 0)
+        dyn.atexit_done = true;
+    LOG_INFO("dynamic_profile: rank %d attached to %s%s", (int)dyn.rank, dyn.path, dyn.creator ? " as creator" : "");
+    goto out;
+close_fd:
+    close(dyn.fd);
+    dyn.fd = -1;
+    if (dyn.creator)
+        (void)unlink(dyn.path);
+out:
+    pthread_mutex_unlock(&dyn.lock);
+    return rc;
+}
+
+static void dyn_apply(int32_t step)
+{
+    struct dyn_kv kv;
+
+    if (dyn_shm_read(dyn.shm, &kv) != 0)
+        return; /* empty or unparsable: ignored, like Python's read_config() -> None */
+    if (!kv.is_valid)
+        goto out;
+    if (dyn_get(&kv, "NPU_MONITOR_START", NULL)) {
+        /* Every rank runs its own monitor and writes its own files. */
+        (void)msmon_enable_npu_monitor(kv.keys, kv.values, kv.n);
+        goto out;
+    }
+    if (dyn_trace_config(&dyn.trace, &kv, dyn.rank, step) == 1)
+        dyn.status_due = true; /* report the new state at once */
+out:
+    dyn_kv_fini(&kv);
+}
+
+int dyn_step(void)
+{
+    uint32_t ts;
+
+    if (!__atomic_load_n(&dyn.enabled, __ATOMIC_RELAXED))
+        return 0;
+    pthread_mutex_lock(&dyn.lock);
+    if (!dyn.enabled || dyn.pid != getpid())
+        goto out;
+    dyn_mstx_end(dyn.range_id);
+    if (dyn.step < INT32_MAX)
+        dyn.step++;
+    dyn.range_id = dyn_mstx_start(dyn.step);
+    ts = dyn_shm_time(dyn.shm);
+    if (ts > dyn.last_ts) {
+        dyn.last_ts = ts;
+        dyn_apply(dyn.step);
+    }
+    if (dyn_trace_advance(&dyn.trace, dyn.step))
+        dyn.status_due = true;
+    if (dyn.creator) {
+        uint64_t now = clock_mono_ns();
+        if (dyn.status_due || now - dyn.last_status_ns >= DYN_STATUS_PERIOD_NS) {
+            bool busy = dyn.trace.state != DYN_TRACE_IDLE;
+            dyn.status_due = false;
+            dyn.last_status_ns = now;
+            (void)msmon_update_profiler_status(dyn.trace.state, dyn.step, busy ? dyn.trace.start : -1,
+                                               busy ? dyn.trace.stop : -1);
+        }
+    }
+out:
+    pthread_mutex_unlock(&dyn.lock);
+    return 0;
+}

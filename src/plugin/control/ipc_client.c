@@ -1,0 +1,252 @@
+/* ipc_client: lazily bound abstract datagram socket of the plugin. Sends retry with
+ * exponential backoff because the daemon's receive queue may be momentarily full
+ * (EAGAIN) or the daemon may be restarting (ECONNREFUSED); a missing or unwritable socket
+ * file fails at once since retrying cannot help. */
+#include "plugin/control/ipc_client.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/strutil.h"
+
+#define IPC_CLIENT_RECV_CAP (IPC_HDR_SIZE + IPC_CLIENT_MAX_PAYLOAD)
+
+struct ipc_client {
+    pthread_mutex_t lock;          /* guards fd creation */
+    int fd;                        /* -1 until first use */
+    char dir[PATH_MAX];
+    char ctrl_path[IPC_SOCK_PATH_MAX + 2];
+    ipc_client_sleep_fn sleep_fn;
+    void *sleep_ctx;
+    uint8_t rbuf[IPC_CLIENT_RECV_CAP];
+};
+
+static void ipc_client_real_sleep(void *ctx, uint64_t ns)
+{
+    struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull), .tv_nsec = (long)(ns % 1000000000ull) };
+    (void)ctx;
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+int ipc_client_create(const char *sock_dir, struct ipc_client **ret)
+{
+    struct ipc_client *c;
+    int rc;
+
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->fd = -1;
+    c->sleep_fn = ipc_client_real_sleep;
+    if (sock_dir)
+        rc = str_copy(c->dir, sizeof(c->dir), sock_dir, strlen(sock_dir));
+    else
+        rc = ipc_socket_dir(NULL, c->dir, sizeof(c->dir));
+    if (rc != 0)
+        goto err_free;
+    rc = ipc_socket_path(c->dir, IPC_CLIENT_CTRL, c->ctrl_path, sizeof(c->ctrl_path));
+    if (rc != 0)
+        goto err_free;
+    pthread_mutex_init(&c->lock, NULL);
+    *ret = c;
+    return 0;
+
+err_free:
+    LOG_ERROR("ipc: cannot resolve the daemon socket directory '%s': %s", c->dir, errno_name(-rc));
+    free(c);
+    return rc;
+}
+
+void ipc_client_destroy(struct ipc_client *c)
+{
+    if (!c)
+        return;
+    if (c->fd >= 0)
+        close(c->fd);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+void ipc_client_set_sleep(struct ipc_client *c, ipc_client_sleep_fn fn, void *ctx)
+{
+    c->sleep_fn = fn ? fn : ipc_client_real_sleep;
+    c->sleep_ctx = ctx;
+}
+
+/* Create and bind the abstract socket once; returns the fd or -errno. */
+static int ipc_client_fd(struct ipc_client *c)
+{
+    struct sockaddr_un addr;
+    socklen_t alen;
+    char name[64];
+    int fd, rc;
+
+    pthread_mutex_lock(&c->lock);
+    fd = c->fd;
+    if (fd >= 0)
+        goto out;
+    rc = ipc_client_name(name, sizeof(name));
+    if (rc == 0)
+        rc = ipc_addr_abstract(&addr, &alen, name, true);
+    if (rc != 0) {
+        fd = rc;
+        goto out;
+    }
+    fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        fd = -errno;
+        LOG_ERROR("ipc: socket() failed: %s", errno_name(-fd));
+        goto out;
+    }
+    if (bind(fd, (struct sockaddr *)&addr, alen) != 0) {
+        rc = -errno;
+        LOG_ERROR("ipc: bind of @%s failed: %s", name, errno_name(-rc));
+        close(fd);
+        fd = rc;
+        goto out;
+    }
+    c->fd = fd;
+out:
+    pthread_mutex_unlock(&c->lock);
+    return fd;
+}
+
+int ipc_client_send(struct ipc_client *c, const char *dest, const char *tag, const void *payload,
+                    size_t len, unsigned retries, uint64_t first_sleep_ns, unsigned flags)
+{
+    enum log_level lvl = (flags & IPC_CLIENT_QUIET) ? LOG_LVL_DEBUG : LOG_LVL_ERROR;
+    uint8_t stackbuf[IPC_HDR_SIZE + 1024];
+    uint8_t *msg = stackbuf;
+    char path[IPC_SOCK_PATH_MAX + 2];
+    struct sockaddr_un addr;
+    socklen_t alen;
+    uint64_t sleep_ns = first_sleep_ns;
+    long total;
+    int fd, rc;
+
+    rc = ipc_socket_path(c->dir, dest, path, sizeof(path));
+    if (rc != 0) {
+        LOG_ERROR("ipc: socket path for '%s' in '%s' is too long", dest, c->dir);
+        return rc;
+    }
+    if (access(path, W_OK) != 0) {
+        if (lvl >= log_get_level())
+            log_write(lvl, __FILE__, __LINE__, "UNIX Socket path is not exist or not writable: %s", path);
+        return -ENOENT;
+    }
+    rc = ipc_addr_path(&addr, &alen, path);
+    if (rc != 0)
+        return rc;
+    fd = ipc_client_fd(c);
+    if (fd < 0)
+        return fd;
+    if (len + IPC_HDR_SIZE > sizeof(stackbuf)) {
+        msg = malloc(len + IPC_HDR_SIZE);
+        if (!msg)
+            return -ENOMEM;
+    }
+    total = ipc_msg_build(msg, len + IPC_HDR_SIZE, tag, payload, len);
+    if (total < 0) {
+        rc = (int)total;
+        goto out;
+    }
+    for (unsigned attempt = 0;; attempt++) {
+        if (sendto(fd, msg, (size_t)total, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&addr, alen) ==
+            total) {
+            rc = 0;
+            break;
+        }
+        rc = -errno;
+        if ((rc != -EAGAIN && rc != -EWOULDBLOCK && rc != -ECONNREFUSED) || attempt >= retries) {
+            if (lvl >= log_get_level())
+                log_write(lvl, __FILE__, __LINE__, "ipc: send of '%s' to %s failed after %u attempt(s): %s", tag,
+                          path, attempt + 1, errno_name(-rc));
+            break;
+        }
+        LOG_DEBUG("ipc: send of '%s' to %s: %s, retry in %llu ns", tag, path, errno_name(-rc),
+                  (unsigned long long)sleep_ns);
+        c->sleep_fn(c->sleep_ctx, sleep_ns);
+        sleep_ns *= 2;
+    }
+out:
+    if (msg != stackbuf)
+        free(msg);
+    return rc;
+}
+
+int ipc_client_recv(struct ipc_client *c, int timeout_ms, struct ipc_client_msg *ret)
+{
+    uint64_t deadline = clock_mono_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+    int fd = ipc_client_fd(c);
+
+    if (fd < 0)
+        return fd;
+    for (;;) {
+        struct sockaddr_un from;
+        socklen_t flen = sizeof(from);
+        struct ipc_view v;
+        enum ipc_drop why;
+        char fromstr[128];
+        ssize_t real;
+        size_t pathlen = strlen(c->ctrl_path);
+        uint64_t now;
+
+        real = recvfrom(fd, c->rbuf, sizeof(c->rbuf), MSG_DONTWAIT | MSG_TRUNC, (struct sockaddr *)&from, &flen);
+        if (real < 0) {
+            struct pollfd pfd = { .fd = fd, .events = POLLIN };
+            int err = errno;
+            if (err == EINTR)
+                continue;
+            if (err != EAGAIN && err != EWOULDBLOCK)
+                return -err;
+            now = clock_mono_ns();
+            if (now >= deadline)
+                return -EAGAIN;
+            (void)poll(&pfd, 1, (int)((deadline - now + 999999) / 1000000));
+            continue;
+        }
+        /* Source check: exactly the path of the daemon's control socket. */
+        if (flen < offsetof(struct sockaddr_un, sun_path) + pathlen ||
+            memcmp(from.sun_path, c->ctrl_path, pathlen) != 0 ||
+            (flen > offsetof(struct sockaddr_un, sun_path) + pathlen &&
+             from.sun_path[pathlen] != '\0')) {
+            ipc_addr_str(&from, flen, fromstr, sizeof(fromstr));
+            LOG_WARN("ipc: dropped datagram from unexpected source %s", fromstr);
+            continue;
+        }
+        why = ipc_msg_parse(c->rbuf, (size_t)real > sizeof(c->rbuf) ? sizeof(c->rbuf) : (size_t)real,
+                            (size_t)real, sizeof(c->rbuf), &v);
+        if (why != IPC_OK) {
+            LOG_WARN("ipc: dropped datagram of %zd bytes from the daemon: %s", real, ipc_drop_reason_str(why));
+            continue;
+        }
+        ret->type = v.type;
+        memcpy(ret->type_str, v.type_str, sizeof(ret->type_str));
+        ret->payload = v.payload;
+        ret->len = v.len;
+        return 0;
+    }
+}
+
+uint64_t ipc_client_dest_stamp(struct ipc_client *c, const char *dest)
+{
+    char path[IPC_SOCK_PATH_MAX + 2];
+    struct stat st;
+    uint64_t stamp;
+
+    if (ipc_socket_path(c->dir, dest, path, sizeof(path)) != 0 || stat(path, &st) != 0)
+        return 0;
+    stamp = (uint64_t)st.st_ino * 0x9E3779B97F4A7C15ull;
+    stamp ^= (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec;
+    return stamp ? stamp : 1;
+}

@@ -1,0 +1,171 @@
+/* mconfig: the validation table of 04-plugin.md §3. Each required key has one checker
+ * that names its rule in the error line, so users see which value was wrong and why. */
+#include "plugin/control/mconfig.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/log.h"
+#include "common/strutil.h"
+#include "plugin/pipeline/record.h"
+
+#define MCONFIG_MAX_VALUE 8192 /* longer than any valid value; longer ones are invalid */
+
+/* Trimmed copy of a value into buf; -ENOSPC when it does not fit. */
+static int mconfig_trim(const char *v, char *buf, size_t cap)
+{
+    size_t n = strlen(v);
+
+    str_trim_view(&v, &n, " \t");
+    return str_copy(buf, cap, v, n);
+}
+
+static int mconfig_kinds(const char *v, uint32_t *mask)
+{
+    const char *p = v;
+
+    *mask = 0;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        const char *item = p;
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        int k;
+
+        str_trim_view(&item, &n, " \t");
+        if (n > 0) {
+            /* Kind names are ASCII; mon_kind_from_name matches exactly one of the 11. */
+            k = mon_kind_from_name(item, n);
+            if (k < 0)
+                return -EINVAL;
+            *mask |= 1u << k;
+        }
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return 0;
+}
+
+static int mconfig_bool(const char *v, bool *ret)
+{
+    if (strcasecmp(v, "true") == 0)
+        *ret = true;
+    else if (strcasecmp(v, "false") == 0)
+        *ret = false;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+enum mconfig_key {
+    MK_KIND, MK_INTERVAL, MK_DURATION, MK_START, MK_STOP, MK_LOG_FILE, MK_EXPORT, MK_REQUIRED,
+    MK_FILTER = MK_REQUIRED, MK_ROT_LINES, MK_ROT_FILES, MK_COUNT
+};
+static const char *const mconfig_keys[MK_COUNT] = {
+    "MSPTI_ACTIVITY_KIND", "REPORT_INTERVAL_S", "DURATION", "NPU_MONITOR_START",
+    "NPU_MONITOR_STOP", "NPU_MONITOR_LOG_FILE", "NPU_MONITOR_EXPORT_TYPE",
+    "NPU_MONITOR_FILTER", "JSONL_ROTATE_LOG_LINES", "JSONL_ROTATE_LOG_FILES",
+};
+static const char *const mconfig_rules[MK_REQUIRED] = {
+    "comma list of Marker, Kernel, API, Hccl, Memory, MemSet, MemCpy, Communication, AclAPI, NodeAPI, RuntimeAPI",
+    "digits only, at most 4294967295",
+    "decimal number of seconds",
+    "true or false",
+    "true or false",
+    "at most 4096 bytes",
+    "db or jsonl",
+};
+
+static int mconfig_check(enum mconfig_key k, const char *v, struct mconfig *c)
+{
+    double d;
+
+    switch (k) {
+    case MK_KIND:
+        return mconfig_kinds(v, &c->kinds_mask);
+    case MK_INTERVAL:
+        return str_to_u32(v, &c->report_interval_s);
+    case MK_DURATION:
+        if (str_to_decimal(v, &d) != 0 || !isfinite(d))
+            return -EINVAL;
+        c->duration_s = d > 0 ? d : 0;
+        return 0;
+    case MK_START:
+        return mconfig_bool(v, &c->start);
+    case MK_STOP:
+        return mconfig_bool(v, &c->stop);
+    case MK_LOG_FILE:
+        return str_copy(c->log_file, sizeof(c->log_file), v, strlen(v)) == 0 ? 0 : -EINVAL;
+    case MK_EXPORT:
+        if (strcasecmp(v, "db") == 0)
+            c->export_db = true;
+        else if (strcasecmp(v, "jsonl") == 0)
+            c->export_db = false;
+        else
+            return -EINVAL;
+        return 0;
+    default:
+        return -EINVAL;
+    }
+}
+
+int mconfig_parse(const char *const *keys, const char *const *values, size_t n, struct mconfig *ret)
+{
+    const char *found[MK_COUNT] = { 0 };
+    char shown[256];
+    int rc = 0;
+
+    memset(ret, 0, sizeof(*ret));
+    if (n > 0 && (!keys || !values))
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        char key[64];
+        if (!keys[i] || !values[i] || mconfig_trim(keys[i], key, sizeof(key)) != 0)
+            continue;
+        for (int k = 0; k < MK_COUNT; k++)
+            if (strcmp(key, mconfig_keys[k]) == 0)
+                found[k] = values[i]; /* a repeated key: the last one wins */
+    }
+    for (int k = 0; k < MK_COUNT; k++) {
+        char local[MCONFIG_MAX_VALUE];
+        const char *v = local;
+        size_t vlen;
+
+        if (!found[k]) {
+            if (k < MK_REQUIRED) {
+                LOG_ERROR("Missing required key: %s", mconfig_keys[k]);
+                return -EINVAL;
+            }
+            continue;
+        }
+        vlen = strlen(found[k]);
+        /* Values are bounded: anything beyond MCONFIG_MAX_VALUE is invalid for every key. */
+        if (mconfig_trim(found[k], local, sizeof(local)) != 0) {
+            str_copy(shown, sizeof(shown), found[k], vlen);
+            LOG_ERROR("Invalid value for %s = '%s...' (%s)", mconfig_keys[k], shown,
+                      k < MK_REQUIRED ? mconfig_rules[k] : "too long");
+            return -EINVAL;
+        }
+        if (k < MK_REQUIRED) {
+            rc = mconfig_check((enum mconfig_key)k, v, ret);
+            if (rc != 0) {
+                LOG_ERROR("Invalid value for %s = '%s' (%s)", mconfig_keys[k], v, mconfig_rules[k]);
+                return -EINVAL;
+            }
+        } else if (k == MK_FILTER) {
+            if (str_copy(ret->filter, sizeof(ret->filter), v, strlen(v)) != 0) {
+                LOG_ERROR("Invalid value for %s = '%.64s...' (at most %d bytes)", mconfig_keys[k], v,
+                          MCONFIG_MAX_FILTER);
+                return -EINVAL;
+            }
+        } else {
+            char *dst = k == MK_ROT_LINES ? ret->rotate_lines : ret->rotate_files;
+            /* Validated by the JSONL processor at start; an over-long value stays invalid. */
+            if (str_copy(dst, sizeof(ret->rotate_lines), v, strlen(v)) != 0)
+                str_copy(dst, sizeof(ret->rotate_lines), "invalid", 7);
+        }
+    }
+    return 0;
+}

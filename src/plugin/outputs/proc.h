@@ -1,0 +1,56 @@
+/* proc: the data-processor interface between the monitor core and its outputs (metric
+ * datagrams, SQLite DB, JSONL, in-memory standalone results). One file per implementation
+ * (proc_metric.c, proc_db.c, proc_jsonl.c, proc_memory.c); the core only sees this table.
+ *
+ * Threading contract: consume() runs on msPTI completion threads, possibly several at once,
+ * and must be cheap and thread-safe. start/tick/set_kinds/stop/destroy are called by the
+ * monitor thread (or the stopping thread), never concurrently with each other; tick and stop
+ * run after msptiActivityFlushAll, so every record of the interval has been consumed. */
+#ifndef MSMON_PLUGIN_PROC_H
+#define MSMON_PLUGIN_PROC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plugin/pipeline/record.h"
+
+enum proc_mode { PROC_METRIC = 0, PROC_DB, PROC_JSONL, PROC_STANDALONE };
+
+/* Sends one `data` datagram payload (JSON text ≤ 4096 bytes) to the daemon; 0 or -errno.
+ * Provided by the core (IPC client: 5 retries from 1 ms). */
+typedef int (*proc_send_fn)(void *ctx, const char *json, size_t len);
+
+struct proc_config {
+    enum proc_mode mode;
+    const char *log_dir;             /* DB/JSONL: absolute, existing, writable directory */
+    int32_t rank;                    /* get_rank_id() or -1 */
+    uint64_t session_start_ns;       /* CLOCK_REALTIME at session start */
+    uint32_t report_interval_s;      /* current interval (0 = none) */
+    const char *jsonl_rotate_lines;  /* raw JSONL_ROTATE_LOG_LINES value, may be "" or NULL */
+    const char *jsonl_rotate_files;  /* raw JSONL_ROTATE_LOG_FILES value, may be "" or NULL */
+    proc_send_fn send;               /* metric mode */
+    void *send_ctx;
+};
+
+struct proc; /* opaque, one per session */
+
+struct proc_ops {
+    const char *name;
+    /* Allocate; the config's strings are copied. Caller owns; free with destroy(). */
+    int (*create)(const struct proc_config *cfg, struct proc **ret);
+    int (*start)(struct proc *p);                                  /* RunPreTask */
+    void (*consume)(struct proc *p, const struct mon_record *recs, size_t n);
+    int (*tick)(struct proc *p);                                   /* report interval */
+    void (*set_kinds)(struct proc *p, uint32_t enabled_mask);      /* bit (1u << kind) */
+    /* Final partial interval + end-of-session output. parallel_group_info may be NULL. */
+    int (*stop)(struct proc *p, const char *parallel_group_info);
+    void (*destroy)(struct proc *p);
+};
+
+extern const struct proc_ops proc_metric_ops;
+extern const struct proc_ops proc_db_ops;
+extern const struct proc_ops proc_jsonl_ops;
+extern const struct proc_ops proc_memory_ops;
+
+#endif

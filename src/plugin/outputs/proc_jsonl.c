@@ -1,0 +1,925 @@
+/* proc_jsonl: the JSONL exporter (--export-type Jsonl, 05-outputs.md §4). Completion threads
+ * format each record into one sorted-key JSON line, appended to a line block of their
+ * consume() batch (no allocation per line); whole blocks go through a bounded lock-free queue
+ * whose capacity counts lines (never blocking; drops are counted). A dedicated writer thread
+ * gathers blocks into large writev() calls on rotating files. Marker pairing and the
+ * devices-seen set come from markpair. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/jw.h"
+#include "common/log.h"
+#include "common/strutil.h"
+#include "plugin/outputs/linering.h"
+#include "plugin/pipeline/markpair.h"
+#include "plugin/outputs/outfile.h"
+#include "plugin/penv.h"
+#include "plugin/outputs/proc.h"
+#include "plugin/outputs/proc_jsonl.h"
+
+#define JSONL_LINE_MAX (1024 * 1024) /* longest line we serialise (names are bounded by msPTI) */
+#define JSONL_OUTBUF (1024 * 1024)  /* pending bytes that trigger a write */
+#define JSONL_IOV 64                 /* pending pieces that trigger a write (< IOV_MAX) */
+#define JSONL_BLOCK_MAX (64 * 1024)  /* producer block size for large batches */
+#define JSONL_LINE_FIXED 640         /* bound of a line's keys, numbers and punctuation */
+#define JSONL_MAX_TRACKED 4096       /* files of this session remembered for maxFiles */
+#define JSONL_RETRY_NS 1000000000ull /* pause between attempts to create a file after a failure */
+#define JSONL_CHECK_NS 1000000000ull /* how often the writer checks its file is still there */
+
+/* ---- settings ---- */
+
+static const char *pick(const char *flag, const char *env)
+{
+    if (flag && *flag)
+        return flag;
+    if (env && *env)
+        return env;
+    return NULL;
+}
+
+void jsonl_settings_resolve(const char *flag_lines, const char *flag_files, const char *env_lines,
+                            const char *env_files, const char *env_capacity, const char *env_interval,
+                            struct jsonl_settings *ret)
+{
+    const char *v;
+    uint32_t u;
+    int32_t i;
+
+    ret->max_lines = JSONL_DEFAULT_LINES;
+    if ((v = pick(flag_lines, env_lines))) {
+        if (str_to_u32(v, &u) < 0) {
+            LOG_WARN("jsonl: invalid rotate log lines '%s'; using %u", v, JSONL_DEFAULT_LINES);
+        } else if (u < JSONL_MIN_LINES || u > JSONL_MAX_LINES) {
+            ret->max_lines = u < JSONL_MIN_LINES ? JSONL_MIN_LINES : JSONL_MAX_LINES;
+            LOG_WARN("jsonl: rotate log lines %u out of [%u, %u]; clamped to %u", u, JSONL_MIN_LINES,
+                     JSONL_MAX_LINES, ret->max_lines);
+        } else {
+            ret->max_lines = u;
+        }
+    }
+    ret->max_files = -1;
+    if ((v = pick(flag_files, env_files))) {
+        if (str_to_i32(v, &i) < 0 || (i != -1 && i < 2))
+            LOG_WARN("jsonl: invalid rotate log files '%s' (must be -1 or >= 2); using -1", v);
+        else
+            ret->max_files = i;
+    }
+    ret->capacity = JSONL_DEFAULT_CAPACITY;
+    if (env_capacity && *env_capacity) {
+        if (str_to_u32(env_capacity, &u) < 0 || u == 0 || (u & (u - 1)) != 0) {
+            LOG_WARN("jsonl: MSMONITOR_JSONL_BUFFER_CAPACITY '%s' is not a power of two; using %u", env_capacity,
+                     JSONL_DEFAULT_CAPACITY);
+        } else if (u < JSONL_MIN_CAPACITY || u > JSONL_MAX_CAPACITY) {
+            ret->capacity = u < JSONL_MIN_CAPACITY ? JSONL_MIN_CAPACITY : JSONL_MAX_CAPACITY;
+            LOG_WARN("jsonl: MSMONITOR_JSONL_BUFFER_CAPACITY %u out of [%u, %u]; clamped to %u", u,
+                     JSONL_MIN_CAPACITY, JSONL_MAX_CAPACITY, ret->capacity);
+        } else {
+            ret->capacity = u;
+        }
+    }
+    ret->interval_ms = JSONL_DEFAULT_INTERVAL_MS;
+    if (env_interval && *env_interval) {
+        if (str_to_u32(env_interval, &u) < 0 || u < JSONL_MIN_INTERVAL_MS)
+            LOG_WARN("jsonl: MSMONITOR_JSONL_MAX_DUMP_INTERVAL '%s' invalid (minimum %u ms); using %u",
+                     env_interval, JSONL_MIN_INTERVAL_MS, JSONL_DEFAULT_INTERVAL_MS);
+        else
+            ret->interval_ms = u;
+    }
+}
+
+/* ---- processor state ---- */
+
+struct proc {
+    char *log_dir;
+    int32_t rank;
+    uint64_t session_start_ns;
+    struct jsonl_settings set;
+    struct linering ring;
+    struct markpair *mp;
+    /* writer side (writer thread, or the stopping thread after the join) */
+    pthread_t writer;
+    bool writer_running;
+    _Atomic bool stop_req;
+    int fd;
+    char path[OUTFILE_PATH_MAX + 128];
+    dev_t fdev;                   /* identity of the open file, to notice its removal */
+    ino_t fino;
+    uint64_t next_check_ns;       /* monotonic time of the next removal check */
+    uint64_t next_open_ns;        /* no file creation attempt before this (after a failure) */
+    uint64_t lost_lines;          /* lines dropped because no file could be created */
+    uint64_t file_lines;
+    struct iovec iov[JSONL_IOV];   /* text not yet written, in order */
+    int niov;
+    size_t iov_bytes;
+    struct lineblock *hold[JSONL_IOV]; /* blocks whose text the iovecs may point into */
+    int nhold;
+    uint64_t last_write_ns;
+    char *files[JSONL_MAX_TRACKED]; /* this session's files, oldest first (maxFiles > 0) */
+    size_t nfiles;
+    struct log_ratelimit err_rl;
+    bool stopped;
+};
+
+/* ---- line formatting (no I/O): straight into the caller's buffer, whose room the caller
+ * guarantees (JSONL_LINE_FIXED + 6 bytes per string byte + 2 quotes per string) ---- */
+
+#define LIT(o, s) (memcpy((o), (s), sizeof(s) - 1), (o) + sizeof(s) - 1)
+
+static const char digits2[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                 "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                 "8081828384858687888990919293949596979899";
+
+static char *put_u64(char *o, uint64_t v)
+{
+    char tmp[20];
+    size_t i = sizeof(tmp);
+    while (v >= 100) {
+        size_t d = (size_t)(v % 100) * 2;
+        v /= 100;
+        tmp[--i] = digits2[d + 1];
+        tmp[--i] = digits2[d];
+    }
+    if (v >= 10) {
+        tmp[--i] = digits2[v * 2 + 1];
+        tmp[--i] = digits2[v * 2];
+    } else {
+        tmp[--i] = (char)('0' + v);
+    }
+    memcpy(o, tmp + i, sizeof(tmp) - i);
+    return o + sizeof(tmp) - i;
+}
+
+/* A JSON string of s[0..n) with jw's escaping (nlohmann-compatible); NULL writes "". */
+static char *put_str(char *o, const char *s, size_t n)
+{
+    *o++ = '"';
+    if (n) {
+        long r = jw_escape(o, n * 6, s, n);
+        if (r > 0)
+            o += r;
+    }
+    *o++ = '"';
+    return o;
+}
+
+static size_t slen(const char *s)
+{
+    return s ? strlen(s) : 0;
+}
+
+/* Bound of one line: fixed part plus the worst-case escaped strings. */
+static size_t line_bound(size_t str_bytes)
+{
+    return JSONL_LINE_FIXED + str_bytes * 6;
+}
+
+static char *fmt_marker_line(char *o, const struct mp_line *l, size_t nlen, size_t dlen)
+{
+    if (l->source_kind == 0) {
+        o = LIT(o, "{\"domain\":");
+        o = put_str(o, l->domain, dlen);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, l->end);
+        o = LIT(o, ",\"id\":");
+        o = put_u64(o, l->id);
+        o = LIT(o, ",\"kind\":\"Marker\",\"name\":");
+        o = put_str(o, l->name, nlen);
+        o = LIT(o, ",\"processId\":");
+        o = put_u64(o, l->pid);
+        o = LIT(o, ",\"sourceKind\":\"Host\",\"startNs\":");
+        o = put_u64(o, l->start);
+        o = LIT(o, ",\"threadId\":");
+        o = put_u64(o, l->tid);
+    } else {
+        o = LIT(o, "{\"deviceId\":");
+        o = put_u64(o, l->device_id);
+        o = LIT(o, ",\"domain\":");
+        o = put_str(o, l->domain, dlen);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, l->end);
+        o = LIT(o, ",\"id\":");
+        o = put_u64(o, l->id);
+        o = LIT(o, ",\"kind\":\"Marker\",\"name\":");
+        o = put_str(o, l->name, nlen);
+        o = LIT(o, ",\"sourceKind\":\"Device\",\"startNs\":");
+        o = put_u64(o, l->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, l->stream_id);
+    }
+    *o++ = '}';
+    return o;
+}
+
+/* Strings of a non-marker record, in the order fmt_record writes them (at most 3 + kind). */
+struct rec_strs {
+    const char *s[4];
+    size_t n[4];
+    size_t total;
+};
+
+static size_t rec_strings(const struct mon_record *r, struct rec_strs *ret)
+{
+    size_t k = 0;
+    const char **s = ret->s;
+    if (mon_kind_is_api(r->kind)) {
+        s[k++] = mon_kind_name(r->kind);
+        s[k++] = r->u.api.name;
+    } else if (r->kind == MON_KIND_KERNEL) {
+        s[k++] = r->u.kernel.name;
+        s[k++] = r->u.kernel.type;
+    } else if (r->kind == MON_KIND_COMMUNICATION) {
+        s[k++] = r->u.comm.alg_type;
+        s[k++] = r->u.comm.comm_name;
+        s[k++] = r->u.comm.name;
+    } else if (r->kind == MON_KIND_HCCL) {
+        s[k++] = r->u.hccl.comm_name;
+        s[k++] = r->u.hccl.name;
+    }
+    ret->total = 0;
+    for (size_t i = 0; i < k; i++) {
+        ret->n[i] = slen(s[i]);
+        ret->total += ret->n[i];
+    }
+    return k;
+}
+
+/* Serialise a non-marker record whose strings st holds; NULL if the kind has no line. */
+static char *fmt_record(char *o, const struct mon_record *r, const struct rec_strs *st)
+{
+    if (mon_kind_is_api(r->kind)) {
+        const struct mon_api *a = &r->u.api;
+        o = LIT(o, "{\"correlationId\":");
+        o = put_u64(o, a->correlation_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, a->end);
+        o = LIT(o, ",\"kind\":");
+        o = put_str(o, st->s[0], st->n[0]);
+        o = LIT(o, ",\"name\":");
+        o = put_str(o, st->s[1], st->n[1]);
+        o = LIT(o, ",\"processId\":");
+        o = put_u64(o, a->pid);
+        o = LIT(o, ",\"startNs\":");
+        o = put_u64(o, a->start);
+        o = LIT(o, ",\"threadId\":");
+        o = put_u64(o, a->tid);
+    } else if (r->kind == MON_KIND_KERNEL) {
+        const struct mon_kernel *k = &r->u.kernel;
+        o = LIT(o, "{\"correlationId\":");
+        o = put_u64(o, k->correlation_id);
+        o = LIT(o, ",\"deviceId\":");
+        o = put_u64(o, k->device_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, k->end);
+        o = LIT(o, ",\"kind\":\"Kernel\",\"name\":");
+        o = put_str(o, st->s[0], st->n[0]);
+        o = LIT(o, ",\"startNs\":");
+        o = put_u64(o, k->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, k->stream_id);
+        o = LIT(o, ",\"type\":");
+        o = put_str(o, st->s[1], st->n[1]);
+    } else if (r->kind == MON_KIND_COMMUNICATION) {
+        const struct mon_comm *c = &r->u.comm;
+        const char *dt = mon_comm_dtype_name(c->data_type);
+        o = LIT(o, "{\"algType\":");
+        o = put_str(o, st->s[0], st->n[0]);
+        o = LIT(o, ",\"commName\":");
+        o = put_str(o, st->s[1], st->n[1]);
+        o = LIT(o, ",\"correlationId\":");
+        o = put_u64(o, c->correlation_id);
+        o = LIT(o, ",\"count\":");
+        o = put_u64(o, c->count);
+        o = LIT(o, ",\"dataType\":");
+        o = put_str(o, dt, slen(dt));
+        o = LIT(o, ",\"deviceId\":");
+        o = put_u64(o, c->device_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, c->end);
+        o = LIT(o, ",\"kind\":\"Communication\",\"name\":");
+        o = put_str(o, st->s[2], st->n[2]);
+        o = LIT(o, ",\"startNs\":");
+        o = put_u64(o, c->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, c->stream_id);
+    } else if (r->kind == MON_KIND_HCCL) {
+        const struct mon_hccl *h = &r->u.hccl;
+        o = LIT(o, "{\"bandWidth\":");
+        int n = jw_fmt_double(o, 40, h->bandwidth);
+        if (n > 0)
+            o += n;
+        o = LIT(o, ",\"commName\":");
+        o = put_str(o, st->s[0], st->n[0]);
+        o = LIT(o, ",\"deviceId\":");
+        o = put_u64(o, h->device_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, h->end);
+        o = LIT(o, ",\"kind\":\"Hccl\",\"name\":");
+        o = put_str(o, st->s[1], st->n[1]);
+        o = LIT(o, ",\"startNs\":");
+        o = put_u64(o, h->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, h->stream_id);
+    } else if (r->kind == MON_KIND_MEMORY) {
+        const struct mon_memory *m = &r->u.memory;
+        o = LIT(o, "{\"address\":");
+        o = put_u64(o, m->address);
+        o = LIT(o, ",\"bytes\":");
+        o = put_u64(o, m->bytes);
+        o = LIT(o, ",\"correlationId\":");
+        o = put_u64(o, m->correlation_id);
+        o = LIT(o, ",\"deviceId\":");
+        o = put_u64(o, m->device_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, m->end);
+        o = LIT(o, ",\"kind\":\"Memory\",\"memoryKind\":");
+        o = m->memory_kind == 1 ? LIT(o, "\"DEVICE\"") : LIT(o, "\"UNKNOWN\"");
+        o = LIT(o, ",\"operationType\":");
+        o = m->op_type == 1 ? LIT(o, "\"RELEASE\"") : LIT(o, "\"ALLOCATION\"");
+        o = LIT(o, ",\"processId\":");
+        o = put_u64(o, m->pid);
+        o = LIT(o, ",\"startNs\":");
+        o = put_u64(o, m->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, m->stream_id);
+    } else if (r->kind == MON_KIND_MEMSET) {
+        const struct mon_memset *m = &r->u.memset;
+        o = LIT(o, "{\"bytes\":");
+        o = put_u64(o, m->bytes);
+        o = LIT(o, ",\"correlationId\":");
+        o = put_u64(o, m->correlation_id);
+        o = LIT(o, ",\"deviceId\":");
+        o = put_u64(o, m->device_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, m->end);
+        o = m->is_async ? LIT(o, ",\"isAsync\":true") : LIT(o, ",\"isAsync\":false");
+        o = LIT(o, ",\"kind\":\"MemSet\",\"startNs\":");
+        o = put_u64(o, m->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, m->stream_id);
+        o = LIT(o, ",\"value\":");
+        o = put_u64(o, m->value);
+    } else if (r->kind == MON_KIND_MEMCPY) {
+        const struct mon_memcpy *m = &r->u.memcpy;
+        const char *ck = mon_memcpy_kind_name(m->copy_kind);
+        o = LIT(o, "{\"bytes\":");
+        o = put_u64(o, m->bytes);
+        o = LIT(o, ",\"copyKind\":");
+        o = put_str(o, ck, slen(ck));
+        o = LIT(o, ",\"correlationId\":");
+        o = put_u64(o, m->correlation_id);
+        o = LIT(o, ",\"deviceId\":");
+        o = put_u64(o, m->device_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, m->end);
+        o = m->is_async ? LIT(o, ",\"isAsync\":true") : LIT(o, ",\"isAsync\":false");
+        o = LIT(o, ",\"kind\":\"MemCpy\",\"startNs\":");
+        o = put_u64(o, m->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, m->stream_id);
+    } else {
+        return NULL;
+    }
+    *o++ = '}';
+    return o;
+}
+
+/* ---- producer side: line blocks ---- */
+
+/* The block a consume() call is filling; queued when full and at the end of the call. */
+struct lbuild {
+    struct proc *p;
+    struct lineblock *b;
+    size_t block_cap; /* size of the blocks this call allocates */
+};
+
+/* The builder of the consume() running on this thread: markpair calls on_marker_line from
+ * inside markpair_feed, on the consuming thread, so marker lines join the same block. */
+static _Thread_local struct lbuild *tls_build;
+
+static void lb_init(struct lbuild *lb, struct proc *p, size_t nrec)
+{
+    size_t cap = nrec * 256 + 1024;
+    lb->p = p;
+    lb->b = NULL;
+    lb->block_cap = cap < JSONL_BLOCK_MAX ? cap : JSONL_BLOCK_MAX;
+}
+
+/* Queue the current block; a refused block (queue full, drops counted) is kept for reuse.
+ * A mostly empty block (small consume() batches) is shrunk first, so a full queue holds
+ * about the bytes of its lines, not of their worst-case bounds. */
+static void lb_flush(struct lbuild *lb)
+{
+    if (!lb->b || lb->b->nlines == 0)
+        return;
+    if (lb->b->len < lb->b->cap / 2) {
+        struct lineblock *small = realloc(lb->b, sizeof(*small) + lb->b->len);
+        if (small) {
+            small->cap = small->len;
+            lb->b = small;
+        }
+    }
+    if (linering_push(&lb->p->ring, lb->b) == 0) {
+        lb->b = NULL;
+    } else {
+        lb->b->len = 0;
+        lb->b->nlines = 0;
+    }
+}
+
+static void lb_finish(struct lbuild *lb)
+{
+    lb_flush(lb);
+    free(lb->b);
+    lb->b = NULL;
+}
+
+/* Room for `need` more bytes (a line bound plus its '\n'); NULL on ENOMEM (line dropped). */
+static char *lb_room(struct lbuild *lb, size_t need)
+{
+    if (lb->b && lb->b->cap - lb->b->len >= need)
+        return lb->b->text + lb->b->len;
+    lb_flush(lb);
+    if (lb->b && lb->b->cap < need) {
+        free(lb->b);
+        lb->b = NULL;
+    }
+    if (!lb->b && !(lb->b = lineblock_create(need > lb->block_cap ? need : lb->block_cap)))
+        return NULL;
+    return lb->b->text;
+}
+
+/* Close the line that ends at `end` (exclusive) inside the current block. Lines longer than
+ * JSONL_LINE_MAX are not written (as the jw-based writer refused them). */
+static void lb_commit(struct lbuild *lb, char *end)
+{
+    char *start = lb->b->text + lb->b->len;
+    if ((size_t)(end - start) >= JSONL_LINE_MAX)
+        return;
+    *end++ = '\n';
+    lb->b->len = (size_t)(end - lb->b->text);
+    lb->b->nlines++;
+}
+
+static void emit_marker(struct lbuild *lb, const struct mp_line *line)
+{
+    size_t nlen = slen(line->name), dlen = slen(line->domain);
+    if (nlen + dlen >= JSONL_LINE_MAX)
+        return;
+    char *o = lb_room(lb, line_bound(nlen + dlen) + 1);
+    if (o)
+        lb_commit(lb, fmt_marker_line(o, line, nlen, dlen));
+}
+
+static void on_marker_line(void *ctx, const struct mp_line *line)
+{
+    struct lbuild *lb = tls_build, own;
+    if (lb && lb->p == ctx) {
+        emit_marker(lb, line);
+        return;
+    }
+    lb_init(&own, ctx, 1);
+    emit_marker(&own, line);
+    lb_finish(&own);
+}
+
+
+static void jsonl_consume(struct proc *p, const struct mon_record *recs, size_t n)
+{
+    struct lbuild lb, *saved = tls_build;
+    lb_init(&lb, p, n);
+    tls_build = &lb;
+    for (size_t i = 0; i < n; i++) {
+        const struct mon_record *r = &recs[i];
+        if (mon_record_end(r) < p->session_start_ns)
+            continue;
+        if (r->kind == MON_KIND_MARKER) {
+            markpair_feed(p->mp, &r->u.marker);
+            continue;
+        }
+        if (r->kind == MON_KIND_KERNEL)
+            markpair_add_device(p->mp, r->u.kernel.device_id);
+        else if (r->kind == MON_KIND_COMMUNICATION)
+            markpair_add_device(p->mp, r->u.comm.device_id);
+        struct rec_strs st;
+        rec_strings(r, &st);
+        if (st.total >= JSONL_LINE_MAX)
+            continue;
+        char *o = lb_room(&lb, line_bound(st.total) + 1);
+        char *end = o ? fmt_record(o, r, &st) : NULL;
+        if (end)
+            lb_commit(&lb, end);
+    }
+    tls_build = saved;
+    lb_finish(&lb);
+}
+
+/* ---- writer ---- */
+
+/* Write the pending pieces in order, then release the blocks they pointed into. */
+static void out_flush(struct proc *p)
+{
+    struct iovec *v = p->iov;
+    int n = p->niov;
+    size_t left = p->iov_bytes;
+    while (n > 0 && p->fd >= 0) {
+        ssize_t w = writev(p->fd, v, n > JSONL_IOV ? JSONL_IOV : n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int err = w < 0 ? errno : ENOSPC;
+            LOG_RL(&p->err_rl, 10000, LOG_LVL_ERROR, "jsonl: write to %s failed: %s; %zu bytes dropped", p->path,
+                   strerror(err), left);
+            break;
+        }
+        left -= (size_t)w;
+        while (n > 0 && (size_t)w >= v->iov_len) {
+            w -= (ssize_t)v->iov_len;
+            v++;
+            n--;
+        }
+        if (n > 0) {
+            v->iov_base = (char *)v->iov_base + w;
+            v->iov_len -= (size_t)w;
+        }
+    }
+    p->niov = 0;
+    p->iov_bytes = 0;
+    for (int i = 0; i < p->nhold; i++)
+        free(p->hold[i]);
+    p->nhold = 0;
+}
+
+static void out_add(struct proc *p, const char *text, size_t len)
+{
+    if (p->niov == JSONL_IOV)
+        out_flush(p);
+    p->iov[p->niov++] = (struct iovec){(void *)text, len};
+    p->iov_bytes += len;
+}
+
+static void file_close(struct proc *p)
+{
+    if (p->fd < 0)
+        return;
+    out_flush(p);
+    close(p->fd);
+    p->fd = -1;
+}
+
+/* Our files that still exist and are owned by us; forget the others. */
+static size_t prune_tracked(struct proc *p, struct timespec *mtimes)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < p->nfiles; i++) {
+        struct stat st;
+        if (lstat(p->files[i], &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid()) {
+            mtimes[k] = st.st_mtim;
+            p->files[k++] = p->files[i];
+        } else {
+            free(p->files[i]);
+        }
+    }
+    p->nfiles = k;
+    return k;
+}
+
+/* Delete the oldest files (by mtime) until opening one more leaves exactly maxFiles. */
+static void rotate_delete(struct proc *p)
+{
+    struct timespec *mtimes = malloc(sizeof(*mtimes) * (p->nfiles ? p->nfiles : 1));
+    if (!mtimes)
+        return;
+    size_t n = prune_tracked(p, mtimes);
+    while (n > 0 && n >= (size_t)p->set.max_files) {
+        size_t old = 0;
+        for (size_t i = 1; i < n; i++) {
+            if (mtimes[i].tv_sec < mtimes[old].tv_sec ||
+                (mtimes[i].tv_sec == mtimes[old].tv_sec && mtimes[i].tv_nsec < mtimes[old].tv_nsec))
+                old = i;
+        }
+        if (unlink(p->files[old]) != 0)
+            LOG_WARN("jsonl: cannot delete old file %s: %s", p->files[old], strerror(errno));
+        free(p->files[old]);
+        memmove(&p->files[old], &p->files[old + 1], (n - old - 1) * sizeof(p->files[0]));
+        memmove(&mtimes[old], &mtimes[old + 1], (n - old - 1) * sizeof(mtimes[0]));
+        n--;
+        p->nfiles = n;
+    }
+    free(mtimes);
+}
+
+/* Open the next file. After a failure (directory removed, read-only, full) the next attempt
+ * waits JSONL_RETRY_NS: a failed attempt per block would spin on the file system and push the
+ * forced-unique name stamps (outfile_make_name) far into the future. */
+static int file_open(struct proc *p)
+{
+    uint64_t now = clock_mono_ns();
+    if (now < p->next_open_ns)
+        return -EAGAIN;
+    if (p->set.max_files > 0)
+        rotate_delete(p);
+    int rc = outfile_make_name(p->path, sizeof(p->path), p->log_dir, p->rank, "jsonl");
+    if (rc < 0) {
+        p->next_open_ns = now + JSONL_RETRY_NS;
+        LOG_RL(&p->err_rl, 10000, LOG_LVL_ERROR, "jsonl: output path in '%s' is too long", p->log_dir);
+        return rc;
+    }
+    p->fd = outfile_create(p->path, 1);
+    struct stat st;
+    if (p->fd >= 0 && fstat(p->fd, &st) != 0) {
+        close(p->fd);
+        p->fd = -errno;
+    }
+    if (p->fd < 0) {
+        rc = p->fd;
+        p->fd = -1;
+        p->next_open_ns = now + JSONL_RETRY_NS;
+        LOG_RL(&p->err_rl, 10000, LOG_LVL_ERROR,
+               "jsonl: cannot create %s: %s; lines are dropped until a file can be created", p->path,
+               strerror(-rc));
+        return rc;
+    }
+    p->fdev = st.st_dev;
+    p->fino = st.st_ino;
+    p->next_check_ns = now + JSONL_CHECK_NS;
+    p->next_open_ns = 0;
+    p->file_lines = 0;
+    if (p->set.max_files > 0 && p->nfiles < JSONL_MAX_TRACKED) {
+        char *copy = strdup(p->path);
+        if (copy)
+            p->files[p->nfiles++] = copy;
+    }
+    return 0;
+}
+
+/* The open file was removed (its directory deleted, or the file itself) or replaced: what is
+ * written to it is lost, so log it and continue in a new file. Checked at most once per
+ * JSONL_CHECK_NS by the writer, and always when force is set (stop). */
+static void check_file(struct proc *p, bool force)
+{
+    struct stat st;
+    if (p->fd < 0)
+        return;
+    uint64_t now = clock_mono_ns();
+    if (!force && now < p->next_check_ns)
+        return;
+    p->next_check_ns = now + JSONL_CHECK_NS;
+    if (stat(p->path, &st) == 0 && st.st_dev == p->fdev && st.st_ino == p->fino)
+        return;
+    LOG_ERROR("jsonl: %s was removed or replaced; lines written to it since are lost, continuing in a new file",
+              p->path);
+    file_close(p);
+}
+
+/* Byte length of the first k lines of text (k <= the lines it holds). */
+static size_t lines_prefix(const char *text, size_t len, size_t k)
+{
+    const char *s = text, *end = text + len;
+    for (size_t i = 0; i < k; i++)
+        s = (const char *)memchr(s, '\n', (size_t)(end - s)) + 1;
+    return (size_t)(s - text);
+}
+
+/* Append a block's lines to the output files, rotating after maxLines lines; takes
+ * ownership of b. Lines that find no open file are dropped (the failure is logged). */
+static void write_block(struct proc *p, struct lineblock *b)
+{
+    const char *s = b->text;
+    size_t len = b->len, nl = b->nlines;
+    while (nl > 0) {
+        if (p->fd >= 0 && p->file_lines >= p->set.max_lines)
+            file_close(p);
+        if (p->fd < 0 && file_open(p) < 0) {
+            p->lost_lines += nl;
+            break;
+        }
+        size_t take = nl, bytes = len;
+        if (nl > p->set.max_lines - p->file_lines) {
+            take = p->set.max_lines - p->file_lines;
+            bytes = lines_prefix(s, len, take);
+        }
+        out_add(p, s, bytes);
+        p->file_lines += take;
+        s += bytes;
+        len -= bytes;
+        nl -= take;
+    }
+    if (p->nhold == JSONL_IOV)
+        out_flush(p);
+    p->hold[p->nhold++] = b;
+    if (p->iov_bytes >= JSONL_OUTBUF)
+        out_flush(p);
+}
+
+/* Write up to max_blocks queued blocks; returns how many. */
+static size_t write_queued(struct proc *p, size_t max_blocks)
+{
+    size_t done = 0;
+    struct lineblock *b;
+    if (linering_size(&p->ring) > 0)
+        check_file(p, false);
+    while (done < max_blocks && linering_pop(&p->ring, &b) == 0) {
+        write_block(p, b);
+        done++;
+    }
+    return done;
+}
+
+static void *writer_main(void *arg)
+{
+    struct proc *p = arg;
+    const struct timespec nap = {0, 1000000};
+    uint64_t interval_ns = (uint64_t)p->set.interval_ms * 1000000u;
+    p->last_write_ns = clock_mono_ns();
+    while (!atomic_load(&p->stop_req)) {
+        if (linering_size(&p->ring) > JSONL_BATCH_LINES) {
+            write_queued(p, JSONL_IOV);
+            p->last_write_ns = clock_mono_ns();
+        } else if (clock_mono_ns() - p->last_write_ns >= interval_ns) {
+            write_queued(p, SIZE_MAX);
+            out_flush(p);
+            p->last_write_ns = clock_mono_ns();
+        } else {
+            nanosleep(&nap, NULL);
+        }
+    }
+    return NULL;
+}
+
+/* ---- vtable ---- */
+
+static void jsonl_destroy(struct proc *p)
+{
+    if (!p)
+        return;
+    if (p->writer_running) {
+        atomic_store(&p->stop_req, true);
+        pthread_join(p->writer, NULL);
+    }
+    if (p->fd >= 0)
+        file_close(p);
+    out_flush(p); /* releases held blocks when no file is open */
+    linering_fini(&p->ring);
+    markpair_destroy(p->mp);
+    for (size_t i = 0; i < p->nfiles; i++)
+        free(p->files[i]);
+    free(p->log_dir);
+    free(p);
+}
+
+static int jsonl_create(const struct proc_config *cfg, struct proc **ret)
+{
+    int rc = -ENOMEM;
+    if (!cfg || !cfg->log_dir || !*cfg->log_dir)
+        return -EINVAL;
+    struct proc *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->fd = -1;
+    jsonl_settings_resolve(cfg->jsonl_rotate_lines, cfg->jsonl_rotate_files,
+                           penv_get(PENV_JSONL_ROTATE_LOG_LINES), penv_get(PENV_JSONL_ROTATE_LOG_FILES),
+                           penv_get(PENV_JSONL_BUFFER_CAPACITY), penv_get(PENV_JSONL_MAX_DUMP_INTERVAL), &p->set);
+    p->log_dir = strdup(cfg->log_dir);
+    if (!p->log_dir)
+        goto fail;
+    p->rank = cfg->rank;
+    p->session_start_ns = cfg->session_start_ns;
+    if ((rc = linering_init(&p->ring, p->set.capacity)) < 0)
+        goto fail;
+    if ((rc = markpair_create(on_marker_line, p, &p->mp)) < 0)
+        goto fail;
+    *ret = p;
+    return 0;
+fail:
+    jsonl_destroy(p);
+    return rc;
+}
+
+/* The writer thread blocks every signal: it lives in the application's process. */
+static int jsonl_start(struct proc *p)
+{
+    sigset_t all, old;
+    if (p->writer_running || p->stopped)
+        return 0;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&p->writer, NULL, writer_main, p);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        LOG_ERROR("jsonl: cannot start the writer thread: %s", strerror(rc));
+        return -rc;
+    }
+    pthread_setname_np(p->writer, "MsMonitorJsonl");
+    p->writer_running = true;
+    return 0;
+}
+
+static int jsonl_tick(struct proc *p)
+{
+    (void)p;
+    return 0; /* the writer thread paces itself (§4.3) */
+}
+
+static void jsonl_set_kinds(struct proc *p, uint32_t mask)
+{
+    (void)p;
+    (void)mask;
+}
+
+/* One line (text without '\n') as a block through the normal write path. */
+static void write_text_line(struct proc *p, const char *text, size_t len)
+{
+    struct lineblock *b = lineblock_create(len + 1);
+    if (!b)
+        return;
+    memcpy(b->text, text, len);
+    b->text[len] = '\n';
+    b->len = len + 1;
+    b->nlines = 1;
+    write_block(p, b);
+}
+
+static void write_session_end(struct proc *p, const char *parallel_group_info)
+{
+    char stack[4096];
+    struct jw w;
+    if (parallel_group_info && *parallel_group_info) {
+        jw_init_dyn(&w, JSONL_LINE_MAX);
+        jw_obj_begin(&w);
+        jw_key(&w, "kind");
+        jw_str(&w, "parallel_group_info");
+        jw_key(&w, "value");
+        jw_str(&w, parallel_group_info);
+        jw_obj_end(&w);
+        if (!w.err)
+            write_text_line(p, w.buf, w.len);
+        jw_fini(&w);
+    }
+    uint32_t devs[256];
+    size_t ndev = 0;
+    markpair_devices(p->mp, devs, 256, &ndev);
+    if (ndev > 256)
+        ndev = 256;
+    if (ndev > 0) {
+        jw_init(&w, stack, sizeof(stack));
+        jw_obj_begin(&w);
+        jw_key(&w, "device");
+        jw_arr_begin(&w);
+        for (size_t i = 0; i < ndev; i++)
+            jw_uint(&w, devs[i]);
+        jw_arr_end(&w);
+        jw_key(&w, "kind");
+        jw_str(&w, "rank_device_map");
+        jw_key(&w, "rank");
+        jw_int(&w, p->rank);
+        jw_obj_end(&w);
+        if (!w.err)
+            write_text_line(p, w.buf, w.len);
+    }
+}
+
+static int jsonl_stop(struct proc *p, const char *parallel_group_info)
+{
+    if (p->stopped)
+        return 0;
+    if (p->writer_running) {
+        atomic_store(&p->stop_req, true);
+        pthread_join(p->writer, NULL);
+        p->writer_running = false;
+    }
+    check_file(p, true);
+    p->next_open_ns = 0; /* the final lines get one more attempt */
+    write_queued(p, SIZE_MAX);
+    write_session_end(p, parallel_group_info);
+    file_close(p);
+    uint64_t dropped = linering_dropped(&p->ring);
+    if (dropped > 0)
+        LOG_WARN("RingBuffer full %llu times", (unsigned long long)dropped);
+    if (p->lost_lines > 0)
+        LOG_ERROR("jsonl: %llu lines lost because no file could be created in %s",
+                  (unsigned long long)p->lost_lines, p->log_dir);
+    markpair_clear(p->mp);
+    p->stopped = true;
+    return 0;
+}
+
+const struct proc_ops proc_jsonl_ops = {
+    .name = "Jsonl",
+    .create = jsonl_create,
+    .start = jsonl_start,
+    .consume = jsonl_consume,
+    .tick = jsonl_tick,
+    .set_kinds = jsonl_set_kinds,
+    .stop = jsonl_stop,
+    .destroy = jsonl_destroy,
+};

@@ -1,0 +1,586 @@
+/* test_dynamic: the dyno-mode handoff of dynamic.c against the conventions of
+ * python/msmonitor/dynamic_profile.py — segment name and layout, creator election between
+ * real processes, the stale rule and its exact text, the poller's line parsing, the JSON
+ * both writers produce, and the nputrace window. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../logcap.h"
+#include "common/log.h"
+#include "plugin/control/dynamic.h"
+#include "plugin/penv.h"
+
+static char dir[] = "/tmp/pdyn_XXXXXX";
+
+static int setup(void **state)
+{
+    (void)state;
+    if (logcap_open() != 0)
+        return -1;
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+/* Remove a directory and its files, one level of subdirectories deep (msmonitor_log/). */
+static void rm_tree(const char *path, int depth)
+{
+    DIR *d = opendir(path);
+    struct dirent *e;
+    char p[512];
+
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.' || snprintf(p, sizeof(p), "%s/%s", path, e->d_name) >= (int)sizeof(p))
+            continue;
+        if (unlink(p) != 0 && errno == EISDIR && depth > 0)
+            rm_tree(p, depth - 1);
+    }
+    if (d)
+        closedir(d);
+    rmdir(path);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    rm_tree(dir, 1);
+    logcap_close();
+    return 0;
+}
+
+#define log_text logcap_text
+#define log_clear logcap_clear
+
+static const char *kv_get(const struct dyn_kv *kv, const char *key)
+{
+    for (size_t i = 0; i < kv->n; i++)
+        if (strcmp(kv->keys[i], key) == 0)
+            return kv->values[i];
+    return NULL;
+}
+
+static void kv_from(struct dyn_kv *kv, const char *text)
+{
+    assert_int_equal(dyn_parse_config_text(text, strlen(text), kv), 0);
+}
+
+static void test_shm_name(void **state)
+{
+    char buf[64];
+
+    (void)state;
+    assert_int_equal(dyn_shm_name(1749890096, buf, sizeof(buf)), 0); /* 2025-06-14 08:34:56 UTC */
+    assert_string_equal(buf, "DynamicProfileNpuShm2025061408");
+    assert_int_equal(dyn_shm_name(1749890096, buf, 20), -ENOSPC);
+}
+
+static void test_stale_message(void **state)
+{
+    char buf[1024];
+
+    (void)state;
+    assert_int_equal(dyn_stale_message("/dev/shm/DynamicProfileNpuShm2025061408", buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "There may exist shared memory before this task. If no job is using it, run "
+                             "`rm -f /dev/shm/DynamicProfileNpuShm*` (see `ls -la /dev/shm/DynamicProfileNpuShm*`). "
+                             "Please remove: /dev/shm/DynamicProfileNpuShm2025061408");
+    /* os.path.dirname() rules: no directory -> ".", trailing slashes of the head removed */
+    assert_int_equal(dyn_stale_message("X", buf, sizeof(buf)), 0);
+    assert_non_null(strstr(buf, "`rm -f ./DynamicProfileNpuShm*`"));
+    assert_int_equal(dyn_stale_message("/tmp/a//X", buf, sizeof(buf)), 0);
+    assert_non_null(strstr(buf, "`rm -f /tmp/a/DynamicProfileNpuShm*`"));
+    assert_non_null(strstr(buf, "Please remove: /tmp/a//X"));
+    assert_int_equal(dyn_stale_message("/X", buf, sizeof(buf)), 0);
+    assert_non_null(strstr(buf, "`rm -f //DynamicProfileNpuShm*`"));
+    assert_int_equal(dyn_stale_message("/dev/shm/X", buf, 40), -ENOSPC);
+}
+
+static void test_env_parsing(void **state)
+{
+    (void)state;
+    log_clear();
+    assert_false(dyn_use_daemon(NULL, NULL));
+    assert_true(dyn_use_daemon("1", NULL));
+    assert_true(dyn_use_daemon(" 1 ", NULL));
+    assert_false(dyn_use_daemon("2", "1")); /* ours wins over the alias */
+    assert_null(strstr(log_text(), "deprecated"));
+    assert_false(dyn_use_daemon("yes", NULL));
+    assert_non_null(strstr(log_text(), "MSMONITOR_USE_DAEMON='yes' value not valid, will be set to 0 !"));
+    assert_true(dyn_use_daemon(NULL, "1"));
+    assert_non_null(strstr(log_text(), "KINETO_USE_DAEMON is deprecated, use MSMONITOR_USE_DAEMON"));
+
+    assert_true(dyn_poll_interval(NULL) == 2.0);
+    assert_true(dyn_poll_interval("0.3") == 0.3);
+    assert_true(dyn_poll_interval("50") == 50.0);
+    assert_true(dyn_poll_interval("0.05") == 2.0);
+    assert_true(dyn_poll_interval("nan") == 2.0);
+    assert_true(dyn_poll_interval("x") == 2.0);
+    assert_int_equal(dyn_stale_seconds(NULL), 60);
+    assert_int_equal(dyn_stale_seconds("0"), 0);
+    assert_int_equal(dyn_stale_seconds(" 5 "), 5);
+    assert_int_equal(dyn_stale_seconds("-1"), 60);
+    assert_int_equal(dyn_stale_seconds("1.5"), 60);
+}
+
+static void test_config_text(void **state)
+{
+    const char text[] = "\n            NPU_MONITOR_START = true \n"
+                        "LOG_FILE=/a=b\n"
+                        "no separator\n"
+                        "K=1\r\n"
+                        "K=2\n"
+                        "\tEMPTY=\n"
+                        "            REQUEST_TRACE_ID=7\n";
+    struct dyn_kv kv;
+    char *json;
+    size_t len;
+
+    (void)state;
+    assert_int_equal(dyn_parse_config_text(text, strlen(text), &kv), 0);
+    assert_int_equal(kv.n, 4);
+    assert_string_equal(kv_get(&kv, "NPU_MONITOR_START"), "true");
+    assert_null(kv_get(&kv, "LOG_FILE")); /* three parts: lost, like torch_npu */
+    assert_string_equal(kv_get(&kv, "K"), "2");
+    assert_string_equal(kv_get(&kv, "EMPTY"), "");
+    assert_string_equal(kv_get(&kv, "REQUEST_TRACE_ID"), "7");
+    assert_true(kv.is_valid);
+    /* Keys byte-wise sorted, "is_valid": true in its place; the writer's JSON is compact. */
+    assert_int_equal(dyn_config_json(&kv, &json, &len), 0);
+    assert_string_equal(json, "{\"EMPTY\":\"\",\"K\":\"2\",\"NPU_MONITOR_START\":\"true\","
+                              "\"REQUEST_TRACE_ID\":\"7\",\"is_valid\":true}");
+    assert_int_equal(len, strlen(json));
+    free(json);
+    dyn_kv_fini(&kv);
+
+    /* A text "is_valid" is overridden (Python sets cfg["is_valid"] = True after parsing). */
+    kv_from(&kv, "is_valid=no\nzz=\"q\"\nA=1");
+    assert_int_equal(dyn_config_json(&kv, &json, &len), 0);
+    assert_string_equal(json, "{\"A\":\"1\",\"is_valid\":true,\"zz\":\"\\\"q\\\"\"}");
+    free(json);
+    dyn_kv_fini(&kv);
+
+    assert_int_equal(dyn_parse_config_text("nothing here", 12, &kv), 0);
+    assert_int_equal(kv.n, 0);
+    dyn_kv_fini(&kv);
+}
+
+static void test_config_text_key_cap(void **state)
+{
+    size_t cap = (DYN_MAX_KEYS + 1) * 16, len = 0;
+    char *text = malloc(cap);
+    struct dyn_kv kv;
+
+    (void)state;
+    for (int i = 0; i <= DYN_MAX_KEYS; i++)
+        len += (size_t)snprintf(text + len, cap - len, "K%d=v\n", i);
+    assert_int_equal(dyn_parse_config_text(text, len, &kv), -E2BIG);
+    assert_null(kv.store);
+    free(text);
+}
+
+static void test_json_python_form(void **state)
+{
+    /* What json.dumps() of the Python poller writes: spaces, ASCII escapes, a bool. */
+    const char text[] = "{\"NPU_MONITOR_START\": \"true\", \"LOG_FILE\": \"/tmp/\\u00e9\\ud83d\\ude00\", "
+                        "\"Q\": \"a\\\"b\\\\c\\/\\n\", \"N\": -1.5e3, \"K\": \"1\", \"K\": \"2\", "
+                        "\"B\": false, \"is_valid\": true}  \n";
+    struct dyn_kv kv;
+
+    (void)state;
+    assert_int_equal(dyn_parse_json(text, strlen(text), &kv), 0);
+    assert_true(kv.is_valid);
+    assert_int_equal(kv.n, 6); /* is_valid is not a key; K once */
+    assert_null(kv_get(&kv, "is_valid"));
+    assert_string_equal(kv_get(&kv, "NPU_MONITOR_START"), "true");
+    assert_string_equal(kv_get(&kv, "LOG_FILE"), "/tmp/\xc3\xa9\xf0\x9f\x98\x80");
+    assert_string_equal(kv_get(&kv, "Q"), "a\"b\\c/\n");
+    assert_string_equal(kv_get(&kv, "N"), "-1.5e3");
+    assert_string_equal(kv_get(&kv, "K"), "2");
+    assert_string_equal(kv_get(&kv, "B"), "False");
+    dyn_kv_fini(&kv);
+
+    assert_int_equal(dyn_parse_json("{}", 2, &kv), 0);
+    assert_int_equal(kv.n, 0);
+    assert_false(kv.is_valid);
+    dyn_kv_fini(&kv);
+}
+
+static void test_json_is_valid_truthiness(void **state)
+{
+    static const struct {
+        const char *text;
+        bool valid;
+    } cases[] = {
+        { "{\"is_valid\": true}", true },   { "{\"is_valid\": false}", false },
+        { "{\"is_valid\": \"\"}", false },  { "{\"is_valid\": \"false\"}", true }, /* Python bool("false") */
+        { "{\"is_valid\": 0}", false },     { "{\"is_valid\": 0.0}", false },
+        { "{\"is_valid\": 2}", true },      { "{\"a\": \"b\"}", false },
+    };
+    struct dyn_kv kv;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_int_equal(dyn_parse_json(cases[i].text, strlen(cases[i].text), &kv), 0);
+        assert_int_equal(kv.is_valid, cases[i].valid);
+        dyn_kv_fini(&kv);
+    }
+}
+
+static void test_json_rejects(void **state)
+{
+    static const char *const bad[] = {
+        "", "   ", "[]", "\"s\"", "{", "{\"a\"}", "{\"a\" \"b\"}", "{\"a\":}", "{\"a\":\"b\",}",
+        "{\"a\":\"b\"} x", "{\"a\":\"b\"}{}", "{\"a\":null}", "{\"a\":[1]}", "{\"a\":{}}", "{\"a\":01}",
+        "{\"a\":1.}", "{\"a\":-}", "{\"a\":1e}", "{\"a\":tru}", "{\"a\":\"\\u0000\"}", "{\"a\":\"\\ud800\"}",
+        "{\"a\":\"\\udc00\"}", "{\"a\":\"\\ud800\\u0041\"}", "{\"a\":\"\\x\"}", "{\"a\":\"\\u12\"}",
+        "{\"a\":\"\x01\"}", "{\"a\":\"\xff\"}", "{\"a\":\"\xc0\xaf\"}", "{\"a\":\"\xed\xa0\x80\"}",
+        "{\"a\":\"unterminated}", "{'a':'b'}", "{a:\"b\"}",
+    };
+    struct dyn_kv kv;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int rc = dyn_parse_json(bad[i], strlen(bad[i]), &kv);
+        if (rc != -EINVAL)
+            fail_msg("accepted or wrong error %d: %s", rc, bad[i]);
+        assert_null(kv.store);
+    }
+}
+
+static void test_shm_roundtrip(void **state)
+{
+    uint8_t *shm = malloc(DYN_SHM_SIZE);
+    const char *json = "{\"NPU_MONITOR_START\":\"true\",\"is_valid\":true}";
+    struct dyn_kv kv;
+    char *big;
+
+    (void)state;
+    memset(shm, ' ', DYN_SHM_SIZE);
+    memset(shm, 0, 4);
+    assert_int_equal(dyn_shm_time(shm), 0);
+    assert_int_equal(dyn_shm_read(shm, &kv), -ENODATA); /* freshly initialised segment */
+
+    assert_int_equal(dyn_shm_write(shm, json, strlen(json), 0x01020304u), 0);
+    assert_memory_equal(shm, "\x04\x03\x02\x01", 4); /* uint32 little-endian */
+    assert_memory_equal(shm + 4, json, strlen(json));
+    assert_int_equal(shm[4 + strlen(json)], ' ');
+    assert_int_equal(shm[DYN_SHM_SIZE - 1], ' ');
+    assert_int_equal(dyn_shm_time(shm), 0x01020304u);
+    assert_int_equal(dyn_shm_read(shm, &kv), 0);
+    assert_true(kv.is_valid);
+    assert_string_equal(kv_get(&kv, "NPU_MONITOR_START"), "true");
+    dyn_kv_fini(&kv);
+
+    /* A shorter config overwrites the tail of a longer one with spaces. */
+    assert_int_equal(dyn_shm_write(shm, "{}", 2, 5), 0);
+    assert_int_equal(dyn_shm_read(shm, &kv), 0);
+    assert_int_equal(kv.n, 0);
+    dyn_kv_fini(&kv);
+
+    /* Garbage (a torn or foreign write) is rejected, NUL padding is accepted. */
+    memcpy(shm + 4, "{\"a\":", 5);
+    assert_int_equal(dyn_shm_read(shm, &kv), -EINVAL);
+    memset(shm + 4, '\0', DYN_SHM_SIZE - 4);
+    memcpy(shm + 4, "{\"a\": \"b\"}", 10);
+    assert_int_equal(dyn_shm_read(shm, &kv), 0);
+    assert_string_equal(kv_get(&kv, "a"), "b");
+    dyn_kv_fini(&kv);
+
+    big = malloc(DYN_SHM_SIZE);
+    memset(big, 'x', DYN_SHM_SIZE);
+    assert_int_equal(dyn_shm_write(shm, big, DYN_SHM_SIZE - 3, 9), -E2BIG);
+    assert_int_equal(dyn_shm_time(shm), 5); /* untouched */
+    assert_int_equal(dyn_shm_write(shm, big, DYN_SHM_SIZE - 4, 9), 0);
+    free(big);
+    free(shm);
+}
+
+static void seg_path(char *buf, size_t cap, const char *name)
+{
+    assert_true(snprintf(buf, cap, "%s/%s", dir, name) < (int)cap);
+}
+
+static int count_tmp_files(void)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+
+    while (d && (e = readdir(d)))
+        if (strstr(e->d_name, ".tmp"))
+            n++;
+    closedir(d);
+    return n;
+}
+
+static void test_attach_or_create(void **state)
+{
+    char path[256], err[1024];
+    int fd1 = -1, fd2 = -1;
+    bool c1 = false, c2 = true;
+    struct stat st;
+    uint8_t head[8], tail[4];
+
+    (void)state;
+    seg_path(path, sizeof(path), "DynamicProfileNpuShm2025061408");
+    assert_int_equal(dyn_attach_or_create(path, 60, &fd1, &c1, err, sizeof(err)), 0);
+    assert_true(c1);
+    assert_int_equal(fstat(fd1, &st), 0);
+    assert_int_equal(st.st_size, DYN_SHM_SIZE);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_int_equal(pread(fd1, head, sizeof(head), 0), sizeof(head));
+    assert_memory_equal(head, "\0\0\0\0    ", 8);
+    assert_int_equal(pread(fd1, tail, sizeof(tail), DYN_SHM_SIZE - 4), 4);
+    assert_memory_equal(tail, "    ", 4);
+    assert_int_equal(count_tmp_files(), 0);
+
+    assert_int_equal(dyn_attach_or_create(path, 60, &fd2, &c2, err, sizeof(err)), 0);
+    assert_false(c2);
+    close(fd2);
+    close(fd1);
+    unlink(path);
+
+    /* Wrong size: refused, not resized. */
+    fd1 = open(path, O_CREAT | O_WRONLY, 0600);
+    assert_int_equal(write(fd1, "abc", 3), 3);
+    close(fd1);
+    assert_int_equal(dyn_attach_or_create(path, 60, &fd2, &c2, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "size 3, expected 1048576"));
+    unlink(path);
+
+    /* A symlink is never followed. */
+    assert_int_equal(symlink("/etc/passwd", path), 0);
+    assert_int_equal(dyn_attach_or_create(path, 60, &fd2, &c2, err, sizeof(err)), -ELOOP);
+    unlink(path);
+}
+
+/* The stale rule compares the attaching process's /proc/<pid> ctime with the file's: a child
+ * started after the file was written sees it as stale with a threshold of 0 s, and as live
+ * with the default 60 s. */
+static int attach_in_child(const char *path, long stale_s, char *err, size_t errcap)
+{
+    int pfd[2], status;
+    pid_t pid;
+    ssize_t n;
+
+    assert_int_equal(pipe(pfd), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char e[1024];
+        int fd;
+        bool creator;
+        int rc = dyn_attach_or_create(path, stale_s, &fd, &creator, e, sizeof(e));
+        if (write(pfd[1], e, strlen(e)) < 0)
+            _exit(100);
+        _exit(rc == 0 ? (creator ? 1 : 0) : 10 - rc);
+    }
+    close(pfd[1]);
+    n = read(pfd[0], err, errcap - 1);
+    err[n > 0 ? n : 0] = '\0';
+    close(pfd[0]);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+static void test_stale_rule(void **state)
+{
+    char path[256], err[1024], want[1024];
+    int fd;
+
+    (void)state;
+    seg_path(path, sizeof(path), "DynamicProfileNpuShm2020010100");
+    fd = open(path, O_CREAT | O_WRONLY, 0600);
+    assert_int_equal(ftruncate(fd, DYN_SHM_SIZE), 0);
+    close(fd);
+    usleep(20000);
+    assert_int_equal(attach_in_child(path, 0, err, sizeof(err)), 10 + ESTALE);
+    assert_int_equal(dyn_stale_message(path, want, sizeof(want)), 0);
+    assert_string_equal(err, want);
+    assert_int_equal(access(path, F_OK), 0); /* never removed by an attaching rank */
+    assert_int_equal(attach_in_child(path, 60, err, sizeof(err)), 0); /* attached, not creator */
+    unlink(path);
+}
+
+/* Several processes racing for one name: exactly one creator, everyone attached. */
+static void test_creator_election(void **state)
+{
+    enum { N = 6 };
+    char path[256];
+    int go[2], creators = 0, attached = 0;
+    pid_t pids[N];
+
+    (void)state;
+    seg_path(path, sizeof(path), "DynamicProfileNpuShm2020010101");
+    assert_int_equal(pipe(go), 0);
+    for (int i = 0; i < N; i++) {
+        pids[i] = fork();
+        assert_true(pids[i] >= 0);
+        if (pids[i] == 0) {
+            char c, e[512];
+            int fd;
+            bool creator;
+            close(go[1]);
+            if (read(go[0], &c, 1) != 0)
+                _exit(100);
+            srand((unsigned)getpid());
+            if (dyn_attach_or_create(path, 60, &fd, &creator, e, sizeof(e)) != 0)
+                _exit(50);
+            usleep(50000); /* hold the segment while the others attach */
+            _exit(creator ? 1 : 0);
+        }
+    }
+    close(go[0]);
+    close(go[1]); /* EOF releases every child at once */
+    for (int i = 0; i < N; i++) {
+        int status;
+        assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+        assert_true(WIFEXITED(status));
+        if (WEXITSTATUS(status) == 1)
+            creators++;
+        else if (WEXITSTATUS(status) == 0)
+            attached++;
+    }
+    assert_int_equal(creators, 1);
+    assert_int_equal(attached, N - 1);
+    assert_int_equal(count_tmp_files(), 0);
+    unlink(path);
+}
+
+static void test_trace_window(void **state)
+{
+    struct dyn_trace t = { DYN_TRACE_IDLE, -1, -1 };
+    struct dyn_kv kv;
+
+    (void)state;
+    /* PROFILE_START_STEP -1: the next step; [start, start + iterations). */
+    kv_from(&kv, "PROFILE_START_STEP=-1\nACTIVITIES_ITERATIONS=2");
+    assert_int_equal(dyn_trace_config(&t, &kv, 0, 5), 1);
+    dyn_kv_fini(&kv);
+    assert_int_equal(t.state, DYN_TRACE_READY);
+    assert_int_equal(t.start, 6);
+    assert_int_equal(t.stop, 8);
+    assert_false(dyn_trace_advance(&t, 5));
+    assert_true(dyn_trace_advance(&t, 6));
+    assert_int_equal(t.state, DYN_TRACE_RUNNING);
+    assert_false(dyn_trace_advance(&t, 7));
+    assert_true(dyn_trace_advance(&t, 8));
+    assert_int_equal(t.state, DYN_TRACE_IDLE);
+
+    /* A start in the past becomes the next step; iterations < 1 become 1; defaults. */
+    kv_from(&kv, "PROFILE_START_STEP=3\nACTIVITIES_ITERATIONS=0");
+    assert_int_equal(dyn_trace_config(&t, &kv, 0, 5), 1);
+    dyn_kv_fini(&kv);
+    assert_int_equal(t.start, 6);
+    assert_int_equal(t.stop, 7);
+    kv_from(&kv, "PROFILE_START_STEP= 20 ");
+    assert_int_equal(dyn_trace_config(&t, &kv, 0, 5), 1);
+    dyn_kv_fini(&kv);
+    assert_int_equal(t.start, 20);
+    assert_int_equal(t.stop, 21);
+    /* Ready -> Running -> Idle in one step when the window is already behind. */
+    assert_true(dyn_trace_advance(&t, 30));
+    assert_int_equal(t.state, DYN_TRACE_IDLE);
+
+    /* Rank selection. */
+    t = (struct dyn_trace){ DYN_TRACE_IDLE, -1, -1 };
+    kv_from(&kv, "PROFILE_IS_RANK=True\nPROFILE_RANK_LIST=0, 2 ,11");
+    assert_int_equal(dyn_trace_config(&t, &kv, 1, 1), 0);
+    assert_int_equal(t.state, DYN_TRACE_IDLE);
+    assert_int_equal(dyn_trace_config(&t, &kv, 11, 1), 1);
+    assert_int_equal(dyn_trace_config(&t, &kv, 2, 1), 1);
+    dyn_kv_fini(&kv);
+    kv_from(&kv, "PROFILE_IS_RANK=false\nPROFILE_RANK_LIST=0");
+    assert_int_equal(dyn_trace_config(&t, &kv, 1, 1), 1);
+    dyn_kv_fini(&kv);
+
+    log_clear();
+    t = (struct dyn_trace){ DYN_TRACE_IDLE, -1, -1 };
+    kv_from(&kv, "PROFILE_START_STEP=x");
+    assert_int_equal(dyn_trace_config(&t, &kv, 0, 1), -EINVAL);
+    dyn_kv_fini(&kv);
+    assert_int_equal(t.state, DYN_TRACE_IDLE);
+    assert_non_null(strstr(log_text(), "nputrace config ignored: PROFILE_START_STEP='x'"));
+}
+
+/* LeakSanitizer hook (sanitizer/lsan_interface.h): the fork()ed child below exits through
+ * exit() on purpose (to run the atexit finalizer); its copy of the parent's heap, with the
+ * parent's threads gone, only yields false leak reports. */
+static volatile int in_forked_child;
+int __lsan_is_turned_off(void);
+int __lsan_is_turned_off(void) { return in_forked_child; }
+
+/* The whole life cycle in this process (no daemon: the poller's registration fails and the
+ * thread ends): init creates the segment, a fork()ed child neither re-joins nor removes it
+ * at its exit(), finalize of the joining process unlinks it. */
+static void test_lifecycle_and_fork(void **state)
+{
+    char nosock[300], name[64], path[400];
+    int status;
+    pid_t pid;
+
+    (void)state;
+    assert_true(snprintf(nosock, sizeof(nosock), "%s/nosock", dir) < (int)sizeof(nosock));
+    assert_int_equal(mkdir(nosock, 0700), 0);
+    setenv("MSMONITOR_SOCKET_DIR", nosock, 1);
+    setenv("MSMONITOR_SHM_DIR", dir, 1);
+    setenv("MSMONITOR_LOG_PATH", dir, 1); /* the plugin log lands in the temp dir */
+    unsetenv("MSMONITOR_USE_DAEMON");
+    unsetenv("KINETO_USE_DAEMON");
+    penv_reload();
+    assert_int_equal(dyn_init(), -ENOTSUP);
+    assert_int_equal(dyn_step(), 0);
+    setenv("MSMONITOR_USE_DAEMON", "1", 1);
+    penv_reload();
+    assert_int_equal(dyn_init(), 0);
+    assert_int_equal(dyn_init(), 0); /* idempotent */
+    assert_int_equal(dyn_shm_name(time(NULL), name, sizeof(name)), 0);
+    assert_true(snprintf(path, sizeof(path), "%s/%s", dir, name) < (int)sizeof(path));
+    if (access(path, F_OK) != 0) { /* the hour turned between init and here */
+        dyn_finalize();
+        skip();
+    }
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(dyn_step(), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        in_forked_child = 1;
+        int rc = dyn_init();
+        dyn_step();
+        exit(rc == -ECHILD ? 0 : 1); /* runs dyn_finalize via atexit: must be a no-op */
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(access(path, F_OK), 0);
+    dyn_finalize();
+    assert_int_equal(access(path, F_OK), -1);
+    dyn_finalize(); /* idempotent */
+    rmdir(nosock);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shm_name),          cmocka_unit_test(test_stale_message),
+        cmocka_unit_test(test_env_parsing),       cmocka_unit_test(test_config_text),
+        cmocka_unit_test(test_config_text_key_cap), cmocka_unit_test(test_json_python_form),
+        cmocka_unit_test(test_json_is_valid_truthiness), cmocka_unit_test(test_json_rejects),
+        cmocka_unit_test(test_shm_roundtrip),     cmocka_unit_test(test_attach_or_create),
+        cmocka_unit_test(test_stale_rule),        cmocka_unit_test(test_creator_election),
+        cmocka_unit_test(test_trace_window),      cmocka_unit_test(test_lifecycle_and_fork),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
