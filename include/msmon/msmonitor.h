@@ -62,6 +62,30 @@ MSMON_API int msmon_monitor_results(int32_t kind, const struct msmon_result **re
  * iteration; 0 (a no-op when inactive). */
 MSMON_API int msmon_dynamic_init(void);
 MSMON_API int msmon_dynamic_step(void);
+/* init with an explicit rank (< 0: RANK, else RANK_ID, else 0) and options.
+ * MSMON_DYNAMIC_ECHO: the lifecycle lines also go to stderr (the Python module's form). */
+#define MSMON_DYNAMIC_ECHO 1u
+MSMON_API int msmon_dynamic_init_ex(int32_t rank, unsigned flags);
+/* End the step range, stop the session and the poller, unlink the segment if this process
+ * is its creator. Idempotent; also run at exit. */
+MSMON_API void msmon_dynamic_finalize(void);
+/* Called on the stepping thread right before a config with NPU_MONITOR_STOP true is applied
+ * (the Python module sets the cluster layout there). NULL clears it. */
+MSMON_API void msmon_dynamic_set_stop_hook(void (*fn)(void *ctx), void *ctx);
+struct msmon_dynamic_info {
+    int32_t enabled, creator;
+    int32_t polling;           /* this process runs the node's poller */
+    int32_t registered;        /* the poller registered at least once */
+    int32_t reachable;         /* its last attempt reached the daemon */
+    uint32_t registrations;    /* registrations so far (first + after daemon restarts) */
+    int32_t rank, step;
+    char path[4096];           /* the segment */
+};
+MSMON_API int msmon_dynamic_info(struct msmon_dynamic_info *ret);
+/* The segment handoff alone (msmonitor.dynamic_profile.attach_or_create): attach to `path`,
+ * create it, or take over a leftover whose creator died; MSMONITOR_SHM_STALE_S applies.
+ * *ret_fd: caller owns (close()). 0, -ESTALE (err: the stale text), -EINVAL, -errno. */
+MSMON_API int msmon_dynamic_attach(const char *path, int *ret_fd, int *ret_creator, char *err, size_t errcap);
 
 /* CUDA injection entry point (07 §3.5): returns 1. */
 MSMON_API int InitializeInjection(void);

@@ -1,18 +1,20 @@
 /* api: the exported C API of libmsmonitor.so (include/msmon/msmonitor.h). Thin: every call
- * makes sure logging and the backend are set up (first use), then delegates to dyno,
- * monitor or npoll. The only exported symbols of the library are defined here. */
+ * makes sure logging and the backend are set up (first use), then delegates to the control
+ * layer (control, dyno, npoll, dynamic) or the monitor. Nothing below calls back up here. The only exported symbols of the library are defined here. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/log.h"
 #include "msmon/ipc_wire.h"
 #include "msmon/msmonitor.h"
 #include "plugin/outputs/proc_memory.h"
+#include "plugin/control/control.h"
 #include "plugin/control/dynamic.h"
 #include "plugin/control/dyno.h"
-#include "plugin/control/mconfig.h"
 #include "plugin/control/monitor.h"
 #include "plugin/control/npoll.h"
 #include "plugin/penv.h"
@@ -52,20 +54,8 @@ MSMON_API int msmon_poll_dyno(char *buf, size_t cap, size_t *len)
 
 MSMON_API int msmon_enable_npu_monitor(const char *const *keys, const char *const *values, size_t n)
 {
-    struct mconfig *cfg;
-    int rc;
-
     api_init();
-    cfg = malloc(sizeof(*cfg)); /* ~5 KiB: keep it off small framework thread stacks */
-    if (!cfg)
-        return -ENOMEM;
-    rc = mconfig_parse(keys, values, n, cfg);
-    if (rc != 0)
-        goto out; /* logged; no state change and no status report */
-    (void)monitor_handle_config(cfg); /* reports npuMonitorStatus itself */
-out:
-    free(cfg);
-    return rc;
+    return control_apply_config(keys, values, n);
 }
 
 MSMON_API void msmon_finalize(void)
@@ -83,17 +73,8 @@ MSMON_API int msmon_set_cluster_config(const char *key, const char *value)
 MSMON_API int msmon_update_profiler_status(int32_t status, int32_t current_step, int32_t start_step,
                                            int32_t stop_step)
 {
-    int rc;
-
     api_init();
-    monitor_set_trace_status(status);
-    rc = dyno_send_trace_status(status, current_step, start_step, stop_step);
-    if (status == IPC_STATUS_UNINITIALIZED) {
-        int rc2 = dyno_send_monitor_status(IPC_STATUS_UNINITIALIZED);
-        if (rc == 0)
-            rc = rc2;
-    }
-    return rc;
+    return control_report_status(status, current_step, start_step, stop_step);
 }
 
 MSMON_API int msmon_native_poll_start(void)
@@ -109,13 +90,61 @@ MSMON_API void msmon_native_poll_stop(void)
 
 MSMON_API int msmon_dynamic_init(void)
 {
+    return msmon_dynamic_init_ex(-1, 0);
+}
+
+MSMON_API int msmon_dynamic_init_ex(int32_t rank, unsigned flags)
+{
     api_init(); /* first, so dynamic's atexit clean-up runs before api_atexit */
-    return dyn_init();
+    return dyn_init(rank, (flags & MSMON_DYNAMIC_ECHO) ? DYN_INIT_ECHO : 0);
 }
 
 MSMON_API int msmon_dynamic_step(void)
 {
     return dyn_step();
+}
+
+MSMON_API void msmon_dynamic_finalize(void)
+{
+    dyn_finalize();
+}
+
+MSMON_API void msmon_dynamic_set_stop_hook(void (*fn)(void *ctx), void *ctx)
+{
+    dyn_set_stop_hook(fn, ctx);
+}
+
+MSMON_API int msmon_dynamic_info(struct msmon_dynamic_info *ret)
+{
+    struct dyn_info i;
+
+    if (!ret)
+        return -EINVAL;
+    dyn_get_info(&i);
+    memset(ret, 0, sizeof(*ret));
+    ret->enabled = i.enabled;
+    ret->creator = i.creator;
+    ret->polling = i.poller;
+    ret->registered = i.poller_state.registered;
+    ret->reachable = i.poller_state.reachable;
+    ret->registrations = i.poller_state.registrations;
+    ret->rank = i.rank;
+    ret->step = i.step;
+    snprintf(ret->path, sizeof(ret->path), "%s", i.path);
+    return 0;
+}
+
+MSMON_API int msmon_dynamic_attach(const char *path, int *ret_fd, int *ret_creator, char *err, size_t errcap)
+{
+    bool creator = false;
+    int rc;
+
+    if (!path || !ret_fd || !ret_creator)
+        return -EINVAL;
+    api_init(); /* the takeover WARNING goes to the plugin log */
+    rc = dyn_attach_or_create(path, dyn_stale_seconds(penv_get(PENV_SHM_STALE_S)), ret_fd, &creator, err, errcap);
+    *ret_creator = creator;
+    return rc;
 }
 
 static bool api_standalone_kind(int32_t k)

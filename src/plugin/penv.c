@@ -28,6 +28,8 @@ static const char *const penv_names[PENV_COUNT] = {
     [PENV_SHM_DIR] = "MSMONITOR_SHM_DIR",
     [PENV_POLL_INTERVAL_S] = "MSMONITOR_POLL_INTERVAL_S",
     [PENV_SHM_STALE_S] = "MSMONITOR_SHM_STALE_S",
+    [PENV_RETRY_INITIAL_S] = "MSMONITOR_RETRY_INITIAL_S",
+    [PENV_RETRY_MAX_S] = "MSMONITOR_RETRY_MAX_S",
 };
 
 static char *penv_values[PENV_COUNT];

@@ -28,6 +28,8 @@ enum penv_id {
     PENV_SHM_DIR,               /* MSMONITOR_SHM_DIR: dyno-mode segment directory (dynamic.h) */
     PENV_POLL_INTERVAL_S,       /* MSMONITOR_POLL_INTERVAL_S: dyno-mode poll period */
     PENV_SHM_STALE_S,           /* MSMONITOR_SHM_STALE_S: stale-rule threshold (tests) */
+    PENV_RETRY_INITIAL_S,       /* MSMONITOR_RETRY_INITIAL_S: first registration retry delay (control.h) */
+    PENV_RETRY_MAX_S,           /* MSMONITOR_RETRY_MAX_S: back-off cap, <= 30 s */
     PENV_COUNT
 };
 

@@ -10,7 +10,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
-#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,15 +23,35 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "msmon/ipc_wire.h"
-#include "msmon/msmonitor.h"
-#include "plugin/control/dyno.h"
+#include "plugin/control/control.h"
+#include "plugin/control/monitor.h"
 #include "plugin/penv.h"
 
 #define DYN_PY_WS " \t\n\r\v\f\x1c\x1d\x1e\x1f" /* what Python's str.strip() removes (ASCII) */
 #define DYN_STATUS_PERIOD_NS 1000000000ull
 #define DYN_RANK_LIST_MAX 4096
+#define DYN_TAKEOVER_GRACE_US 100000
 
 _Static_assert(DYN_SHM_SIZE == 1048576, "segment size of 03-ipc.md §7.2");
+
+/* Python callers want the lifecycle lines on stderr too, as the Python module printed them
+ * (DYN_INIT_ECHO); set before the first line of a join, read-only afterwards. */
+static bool dyn_echo;
+
+static void dyn_note(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void dyn_note(enum log_level lvl, const char *fmt, ...)
+{
+    static const char *const names[] = { "DEBUG", "INFO", "WARNING", "ERROR", "FATAL" };
+    char msg[PATH_MAX + 512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    log_write(lvl, __FILE__, __LINE__, "dynamic_profile: %s", msg);
+    if (dyn_echo && lvl < LOG_LVL_ERROR) /* ERROR lines reach stderr already */
+        fprintf(stderr, "[%s] [msmonitor.dynamic_profile %d] %s\n", names[lvl], (int)getpid(), msg);
+}
 
 /* ---- pure helpers ---- */
 
@@ -556,6 +576,32 @@ int dyn_shm_read(const uint8_t *shm, struct dyn_kv *kv)
     return rc;
 }
 
+/* The creator lock: an exclusive OFD lock on byte 0, held by the creator for its whole life
+ * (its open file description, so threads and fork()ed helpers share it). The kernel drops it
+ * when the creator dies, also by SIGKILL, which is how a rank tells a leftover segment from
+ * a live one. Independent of the shared flock every holder keeps for cleanup-shm. */
+static int dyn_creator_lock(int fd)
+{
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1, .l_pid = 0 };
+
+    return fcntl(fd, F_OFD_SETLK, &fl) == 0 ? 0 : -errno;
+}
+
+/* Time 0 (first 4 bytes) and an empty, space-filled text. */
+static int dyn_segment_reset(int fd)
+{
+    uint8_t *p = mmap(NULL, DYN_SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+    if (p == MAP_FAILED)
+        return -errno;
+    memset(p + 4, ' ', DYN_SHM_SIZE - 4);
+    __atomic_store_n((uint32_t *)(void *)p, 0, __ATOMIC_RELEASE);
+    munmap(p, DYN_SHM_SIZE);
+    /* Writes through a mapping update the inode times lazily; the stale rule of the ranks
+     * that attach next reads ctime, so bump it now. */
+    return futimens(fd, NULL) == 0 ? 0 : -errno;
+}
+
 /* Create under a private name, initialise, then link(2) into place: link fails if another
  * rank won, so there is one creator and nobody sees a half-initialised file. 1 created,
  * 0 someone else won, -errno. */
@@ -563,7 +609,6 @@ static int dyn_fresh_segment(const char *path, int *ret_fd)
 {
     char tmp[PATH_MAX];
     int fd = -1, rc = 0;
-    uint8_t *p;
 
     if (snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid()) >= (int)sizeof(tmp))
         return -ENAMETOOLONG;
@@ -574,13 +619,11 @@ static int dyn_fresh_segment(const char *path, int *ret_fd)
         rc = -errno;
         goto unlink_tmp;
     }
-    p = mmap(NULL, DYN_SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-        rc = -errno;
+    rc = dyn_creator_lock(fd);
+    if (rc == 0)
+        rc = dyn_segment_reset(fd);
+    if (rc != 0)
         goto unlink_tmp;
-    }
-    memset(p + 4, ' ', DYN_SHM_SIZE - 4); /* time 0 (ftruncate's zeros), empty text */
-    munmap(p, DYN_SHM_SIZE);
     if (link(tmp, path) != 0) {
         rc = errno == EEXIST ? 0 : -errno;
         goto unlink_tmp;
@@ -600,41 +643,94 @@ static double dyn_ts(const struct timespec *t)
     return (double)t->tv_sec + (double)t->tv_nsec / 1e9;
 }
 
-int dyn_attach_or_create(const char *path, long stale_s, int *ret_fd, bool *ret_creator, char *err, size_t errcap)
+/* True if `path` still names the file open on `fd` (cleanup-shm unlinks while holding
+ * LOCK_EX; a rank that opened the file just before must not keep an orphan). */
+static bool dyn_same_file(int fd, const char *path)
+{
+    struct stat a, b;
+
+    return fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* An existing file at `path`, open on fd: attach, take it over, or refuse. 0 attached or
+ * taken over (*ret_creator), 1 the file went away meanwhile (try again), -errno. */
+static int dyn_attach_existing(const char *path, int fd, long stale_s, bool *ret_creator, char *err, size_t errcap)
 {
     char proc[64];
+    struct stat st, pst;
+    int rc;
+
+    snprintf(proc, sizeof(proc), "/proc/%d", (int)getpid());
+    if (fstat(fd, &st) != 0) {
+        rc = -errno;
+        snprintf(err, errcap, "%s: stat failed: %s", path, strerror(-rc));
+        return rc;
+    }
+    if (st.st_size != DYN_SHM_SIZE) {
+        snprintf(err, errcap, "%s: size %lld, expected %u", path, (long long)st.st_size, DYN_SHM_SIZE);
+        return -EINVAL; /* not one of ours: never resized */
+    }
+    if (flock(fd, LOCK_SH) != 0) {
+        rc = -errno;
+        snprintf(err, errcap, "%s: flock failed: %s", path, strerror(-rc));
+        return rc;
+    }
+    if (!dyn_same_file(fd, path))
+        return 1;
+    if (dyn_creator_lock(fd) == 0) {
+        /* Nobody holds the creator lock: the creator is gone (killed job). Take over. */
+        rc = dyn_segment_reset(fd);
+        if (rc != 0) {
+            snprintf(err, errcap, "%s: cannot re-initialise: %s", path, strerror(-rc));
+            return rc;
+        }
+        dyn_note(LOG_LVL_WARNING, "took over %s: its creator is gone (killed job?); this rank is the creator now, "
+                 "re-initialised the segment and runs the poller", path);
+        *ret_creator = true;
+        return 0;
+    }
+    if (stat(proc, &pst) != 0) {
+        rc = -errno;
+        snprintf(err, errcap, "%s: stat failed: %s", proc, strerror(-rc));
+        return rc;
+    }
+    if (dyn_ts(&pst.st_ctim) - dyn_ts(&st.st_ctim) > (double)stale_s) {
+        /* A rank taking the segment over right now holds the lock but may not have
+         * refreshed the times yet: look once more before calling it stale. */
+        (void)usleep(DYN_TAKEOVER_GRACE_US);
+        if (fstat(fd, &st) == 0 && dyn_ts(&pst.st_ctim) - dyn_ts(&st.st_ctim) <= (double)stale_s) {
+            *ret_creator = false;
+            return 0;
+        }
+        (void)dyn_stale_message(path, err, errcap);
+        return -ESTALE; /* a live creator's old segment: never touched */
+    }
+    *ret_creator = false;
+    return 0;
+}
+
+int dyn_attach_or_create(const char *path, long stale_s, int *ret_fd, bool *ret_creator, char *err, size_t errcap)
+{
+    char scratch[8];
     int rc = -EAGAIN;
 
-    if (err && errcap)
-        err[0] = '\0';
-    snprintf(proc, sizeof(proc), "/proc/%d", (int)getpid());
+    if (!err || errcap == 0) {
+        err = scratch;
+        errcap = sizeof(scratch);
+    }
+    err[0] = '\0';
     for (int i = 0; i < DYN_ATTACH_TRIES; i++) {
-        struct stat st, pst;
         int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
         if (fd >= 0) {
-            if (fstat(fd, &st) != 0 || stat(proc, &pst) != 0) {
-                rc = -errno;
-                if (err)
-                    snprintf(err, errcap, "%s: stat failed: %s", path, strerror(-rc));
-            } else if (dyn_ts(&pst.st_ctim) - dyn_ts(&st.st_ctim) > (double)stale_s) {
-                rc = -ESTALE;
-                if (err)
-                    (void)dyn_stale_message(path, err, errcap);
-            } else if (st.st_size != DYN_SHM_SIZE) {
-                rc = -EINVAL;
-                if (err)
-                    snprintf(err, errcap, "%s: size %lld, expected %u", path, (long long)st.st_size, DYN_SHM_SIZE);
-            } else if (flock(fd, LOCK_SH) != 0) {
-                rc = -errno;
-                if (err)
-                    snprintf(err, errcap, "%s: flock failed: %s", path, strerror(-rc));
-            } else {
+            rc = dyn_attach_existing(path, fd, stale_s, ret_creator, err, errcap);
+            if (rc == 0) {
                 *ret_fd = fd;
-                *ret_creator = false;
                 return 0;
             }
             close(fd);
-            return rc;
+            if (rc < 0)
+                return rc;
+            continue; /* unlinked under us: look again */
         }
         if (errno != ENOENT) {
             rc = -errno;
@@ -650,10 +746,10 @@ int dyn_attach_or_create(const char *path, long stale_s, int *ret_fd, bool *ret_
         rc = -EAGAIN;
         (void)usleep((useconds_t)(rand() % 20000)); /* lost the race: attach next round */
     }
-    if (err)
-        snprintf(err, errcap, "could not attach to or create %s: %s", path, strerror(-rc));
+    snprintf(err, errcap, "could not attach to or create %s: %s", path, strerror(-rc));
     return rc;
 }
+
 
 /* ---- nputrace window ---- */
 
@@ -745,13 +841,10 @@ static struct {
     uint64_t (*sim_start)(const char *, int32_t);
     uint64_t (*cann_start)(const char *, void *);
     void (*range_end)(uint64_t);
-    /* the creator's poller thread */
-    pthread_mutex_t poll_lock;
-    pthread_cond_t poll_cond;
-    bool poll_running, poll_stop;
-    pthread_t poll_thread;
-    double poll_interval_s;
-} dyn = { .lock = PTHREAD_MUTEX_INITIALIZER, .poll_lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+    struct control_poller *poller; /* the creator's */
+    void (*stop_hook)(void *);
+    void *stop_hook_ctx;
+} dyn = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
 
 static int32_t dyn_env_rank(void)
 {
@@ -816,85 +909,44 @@ static void dyn_mstx_end(uint64_t id)
         dyn.range_end(id);
 }
 
-static void *dyn_poller_main(void *arg)
+/* Poller callback (poller thread): publish one poll reply in the segment for every rank. */
+static void dyn_publish(void *ctx, const char *text, size_t len)
 {
-    static char buf[DYNO_MAX_CONFIG + 64];
-    uint64_t period = (uint64_t)(dyn.poll_interval_s * 1e9);
-    uint8_t *shm = arg;
-
-    pthread_setname_np(pthread_self(), "MsMonitorPoll");
-    if (msmon_init_dyno(dyn.rank) != 1) {
-        LOG_INFO("dynamic_profile: Init dynolog failed !");
-        return NULL;
-    }
-    LOG_INFO("dynamic_profile: Init dynolog success !");
-    pthread_mutex_lock(&dyn.poll_lock);
-    while (!dyn.poll_stop) {
-        uint64_t deadline = clock_mono_ns() + period;
-        struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull), .tv_nsec = (long)(deadline % 1000000000ull) };
-        size_t len = 0;
-        struct dyn_kv kv;
-        char *json = NULL;
-        size_t jlen = 0;
-
-        while (!dyn.poll_stop && pthread_cond_timedwait(&dyn.poll_cond, &dyn.poll_lock, &ts) != ETIMEDOUT)
-            ;
-        if (dyn.poll_stop)
-            break;
-        pthread_mutex_unlock(&dyn.poll_lock);
-        if (msmon_poll_dyno(buf, sizeof(buf), &len) == 0 && len > 0 && dyn_parse_config_text(buf, len, &kv) == 0) {
-            int rc = kv.n > 0 ? dyn_config_json(&kv, &json, &jlen) : -ENODATA;
-            if (rc == 0)
-                rc = dyn_shm_write(shm, json, jlen, (uint32_t)time(NULL));
-            if (rc == 0)
-                LOG_INFO("dynamic_profile: config published (%zu keys)", kv.n + 1);
-            else if (rc != -ENODATA)
-                LOG_ERROR("dynamic_profile: config of %zu keys dropped: %s", kv.n, errno_name(-rc));
-            free(json);
-            dyn_kv_fini(&kv);
-        }
-        pthread_mutex_lock(&dyn.poll_lock);
-    }
-    pthread_mutex_unlock(&dyn.poll_lock);
-    (void)msmon_update_profiler_status(IPC_STATUS_UNINITIALIZED, -1, -1, -1);
-    return NULL;
-}
-
-static int dyn_poller_start(void)
-{
-    pthread_condattr_t a;
-    sigset_t all, old;
+    uint8_t *shm = ctx;
+    struct dyn_kv kv;
+    char *json = NULL;
+    size_t jlen = 0;
     int rc;
 
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&dyn.poll_cond, &a);
-    pthread_condattr_destroy(&a);
-    dyn.poll_stop = false;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old); /* the thread inherits a full mask */
-    rc = -pthread_create(&dyn.poll_thread, NULL, dyn_poller_main, dyn.shm);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-        LOG_ERROR("dynamic_profile: cannot start the poller thread: %s", errno_name(-rc));
-        pthread_cond_destroy(&dyn.poll_cond);
-        return rc;
-    }
-    dyn.poll_running = true;
-    return 0;
+    if (dyn_parse_config_text(text, len, &kv) != 0)
+        return;
+    rc = kv.n > 0 ? dyn_config_json(&kv, &json, &jlen) : -ENODATA;
+    if (rc == 0)
+        rc = dyn_shm_write(shm, json, jlen, (uint32_t)time(NULL));
+    if (rc == 0)
+        dyn_note(LOG_LVL_INFO, "config published (%zu keys)", kv.n + 1);
+    else if (rc != -ENODATA)
+        dyn_note(LOG_LVL_ERROR, "config of %zu keys dropped: %s", kv.n, errno_name(-rc));
+    free(json);
+    dyn_kv_fini(&kv);
 }
 
-static void dyn_poller_stop(void)
+static void dyn_poller_exit(void *ctx)
 {
-    if (!dyn.poll_running)
-        return;
-    pthread_mutex_lock(&dyn.poll_lock);
-    dyn.poll_stop = true;
-    pthread_cond_signal(&dyn.poll_cond);
-    pthread_mutex_unlock(&dyn.poll_lock);
-    pthread_join(dyn.poll_thread, NULL);
-    pthread_cond_destroy(&dyn.poll_cond);
-    dyn.poll_running = false;
+    (void)ctx;
+    (void)control_report_status(IPC_STATUS_UNINITIALIZED, -1, -1, -1);
+}
+
+static void dyn_poller_start(void)
+{
+    struct control_poller_cfg cfg = {
+        .name = "MsMonitorPoll", .rank = dyn.rank, .period_s = dyn_poll_interval(penv_get(PENV_POLL_INTERVAL_S)),
+        .on_config = dyn_publish, .on_exit = dyn_poller_exit, .ctx = dyn.shm, .echo_stderr = dyn_echo,
+    };
+
+    control_backoff_from_env(&cfg.backoff);
+    if (control_poller_create(&cfg, &dyn.poller) != 0)
+        dyn.poller = NULL; /* logged; without a poller the ranks still run */
 }
 
 void dyn_finalize(void)
@@ -905,8 +957,9 @@ void dyn_finalize(void)
     __atomic_store_n(&dyn.enabled, false, __ATOMIC_RELAXED);
     dyn_mstx_end(dyn.range_id);
     dyn.range_id = 0;
-    msmon_finalize();
-    dyn_poller_stop();
+    (void)monitor_stop();
+    control_poller_destroy(dyn.poller); /* sends the last status, then the -1 statuses */
+    dyn.poller = NULL;
     munmap(dyn.shm, DYN_SHM_SIZE);
     dyn.shm = NULL;
     if (dyn.creator && unlink(dyn.path) != 0 && errno != ENOENT)
@@ -917,10 +970,25 @@ out:
     pthread_mutex_unlock(&dyn.lock);
 }
 
-int dyn_init(void)
+/* <dir>/<DynamicProfileNpuShm + hour> like os.path.join(): no second '/' after a trailing one. */
+static int dyn_segment_path(char *buf, size_t cap)
 {
-    char name[64], err[PATH_MAX + 512];
     const char *dir = penv_get(PENV_SHM_DIR);
+    char name[64];
+
+    if (!dir || !dir[0])
+        dir = DYN_SHM_DIR;
+    if (dyn_shm_name(time(NULL), name, sizeof(name)) != 0 ||
+        snprintf(buf, cap, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", name) >= (int)cap) {
+        LOG_ERROR("dynamic_profile: dynamic profiler disabled: shm directory too long: %s", dir);
+        return -ENAMETOOLONG;
+    }
+    return 0;
+}
+
+int dyn_init(int32_t rank, unsigned flags)
+{
+    char err[PATH_MAX + 512];
     int rc = 0;
 
     pthread_mutex_lock(&dyn.lock);
@@ -934,17 +1002,11 @@ int dyn_init(void)
         rc = -ENOTSUP;
         goto out;
     }
-    dyn.rank = dyn_env_rank();
-    if (!dir || !dir[0])
-        dir = DYN_SHM_DIR;
-    /* os.path.join(dir, name): no second '/' after a trailing one */
-    if (dyn_shm_name(time(NULL), name, sizeof(name)) != 0 ||
-        snprintf(dyn.path, sizeof(dyn.path), "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", name) >=
-            (int)sizeof(dyn.path)) {
-        rc = -ENAMETOOLONG;
-        LOG_ERROR("dynamic_profile: dynamic profiler disabled: shm directory too long: %s", dir);
+    dyn_echo = flags & DYN_INIT_ECHO;
+    dyn.rank = rank >= 0 ? rank : dyn_env_rank();
+    rc = dyn_segment_path(dyn.path, sizeof(dyn.path));
+    if (rc != 0)
         goto out;
-    }
     srand((unsigned)getpid() ^ (unsigned)clock_mono_ns());
     rc = dyn_attach_or_create(dyn.path, dyn_stale_seconds(penv_get(PENV_SHM_STALE_S)), &dyn.fd, &dyn.creator,
                               err, sizeof(err));
@@ -966,15 +1028,14 @@ int dyn_init(void)
     dyn.step = 1;
     dyn.trace = (struct dyn_trace){ DYN_TRACE_IDLE, -1, -1 };
     dyn.status_due = true;
-    dyn.poll_interval_s = dyn_poll_interval(penv_get(PENV_POLL_INTERVAL_S));
     if (dyn.creator)
-        (void)dyn_poller_start(); /* without a poller the ranks still run; logged */
+        dyn_poller_start();
     dyn_mstx_resolve();
     dyn.range_id = dyn_mstx_start(dyn.step);
     __atomic_store_n(&dyn.enabled, true, __ATOMIC_RELAXED);
     if (!dyn.atexit_done && atexit(dyn_finalize) == 0)
         dyn.atexit_done = true;
-    LOG_INFO("dynamic_profile: rank %d attached to %s%s", (int)dyn.rank, dyn.path, dyn.creator ? " as creator" : "");
+    dyn_note(LOG_LVL_INFO, "rank %d attached to %s%s", (int)dyn.rank, dyn.path, dyn.creator ? " as creator" : "");
     goto out;
 close_fd:
     close(dyn.fd);
@@ -986,6 +1047,11 @@ out:
     return rc;
 }
 
+static bool dyn_is_true(const char *v)
+{
+    return v && (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0);
+}
+
 static void dyn_apply(int32_t step)
 {
     struct dyn_kv kv;
@@ -995,8 +1061,11 @@ static void dyn_apply(int32_t step)
     if (!kv.is_valid)
         goto out;
     if (dyn_get(&kv, "NPU_MONITOR_START", NULL)) {
+        /* The session end writes the cluster layout next to the data (05-outputs.md). */
+        if (dyn.stop_hook && dyn_is_true(dyn_get(&kv, "NPU_MONITOR_STOP", NULL)))
+            dyn.stop_hook(dyn.stop_hook_ctx);
         /* Every rank runs its own monitor and writes its own files. */
-        (void)msmon_enable_npu_monitor(kv.keys, kv.values, kv.n);
+        (void)control_apply_config(kv.keys, kv.values, kv.n);
         goto out;
     }
     if (dyn_trace_config(&dyn.trace, &kv, dyn.rank, step) == 1)
@@ -1025,17 +1094,44 @@ int dyn_step(void)
     }
     if (dyn_trace_advance(&dyn.trace, dyn.step))
         dyn.status_due = true;
-    if (dyn.creator) {
+    if (dyn.poller) {
         uint64_t now = clock_mono_ns();
         if (dyn.status_due || now - dyn.last_status_ns >= DYN_STATUS_PERIOD_NS) {
             bool busy = dyn.trace.state != DYN_TRACE_IDLE;
             dyn.status_due = false;
             dyn.last_status_ns = now;
-            (void)msmon_update_profiler_status(dyn.trace.state, dyn.step, busy ? dyn.trace.start : -1,
-                                               busy ? dyn.trace.stop : -1);
+            /* Handed to the poller thread: the step never waits on the daemon. */
+            control_poller_post_status(dyn.poller, dyn.trace.state, dyn.step, busy ? dyn.trace.start : -1,
+                                       busy ? dyn.trace.stop : -1);
         }
     }
 out:
     pthread_mutex_unlock(&dyn.lock);
     return 0;
+}
+
+void dyn_set_stop_hook(void (*fn)(void *ctx), void *ctx)
+{
+    pthread_mutex_lock(&dyn.lock);
+    dyn.stop_hook = fn;
+    dyn.stop_hook_ctx = ctx;
+    pthread_mutex_unlock(&dyn.lock);
+}
+
+void dyn_get_info(struct dyn_info *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    pthread_mutex_lock(&dyn.lock);
+    ret->enabled = dyn.enabled && dyn.pid == getpid();
+    if (ret->enabled) {
+        ret->creator = dyn.creator;
+        ret->rank = dyn.rank;
+        ret->step = dyn.step;
+        snprintf(ret->path, sizeof(ret->path), "%s", dyn.path);
+        if (dyn.poller) {
+            ret->poller = true;
+            control_poller_get_state(dyn.poller, &ret->poller_state);
+        }
+    }
+    pthread_mutex_unlock(&dyn.lock);
 }

@@ -10,7 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <limits.h>
 #include <time.h>
+
+#include "plugin/control/control.h"
 
 #define DYN_SHM_PREFIX "DynamicProfileNpuShm"
 #define DYN_SHM_DIR "/dev/shm"
@@ -61,9 +64,13 @@ int dyn_shm_write(uint8_t *shm, const char *json, size_t len, uint32_t now);
 uint32_t dyn_shm_time(const uint8_t *shm);
 int dyn_shm_read(const uint8_t *shm, struct dyn_kv *kv);
 
-/* Open `path` or create it (one creator wins via link(2)), stale rule against this process's
- * /proc ctime. *ret_fd holds a shared flock. -ESTALE (err holds the stale message), -EINVAL
- * wrong size, -errno. err (may be NULL) gets a one-line reason. */
+/* Open `path` or create it (one creator wins via link(2)). *ret_fd holds a shared flock for
+ * cleanup-shm; the creator's also holds the creator lock (an OFD write lock on byte 0) for
+ * its life. An existing segment whose creator lock is free (its creator died, e.g. kill -9)
+ * is taken over: this caller becomes the creator, the segment is re-initialised, and one
+ * WARNING says so. A segment whose creator lives is never modified; it is attached unless
+ * older than this process by more than stale_s (-ESTALE, err holds the stale message).
+ * -EINVAL wrong size (never resized), -errno. err (may be NULL) gets a one-line reason. */
 int dyn_attach_or_create(const char *path, long stale_s, int *ret_fd, bool *ret_creator,
                          char *err, size_t errcap);
 
@@ -80,12 +87,29 @@ int dyn_trace_config(struct dyn_trace *t, const struct dyn_kv *kv, int32_t rank,
 /* Advance at step `step`; returns true if the state changed. */
 bool dyn_trace_advance(struct dyn_trace *t, int32_t step);
 
-/* msmon_dynamic_init(): 0 active (also when already active), -ENOTSUP dyno mode not asked
- * for by the environment, -ESTALE stale segment (logged with the `rm -f` hint), -ECHILD in a
- * fork()ed child of a joined process (init and step are no-ops there), -errno. */
-int dyn_init(void);
+/* msmon_dynamic_init(): join dyno mode as `rank` (< 0: RANK, else RANK_ID, else 0). 0 active
+ * (also when already active), -ENOTSUP dyno mode not asked for by the environment, -ESTALE
+ * stale segment of a live creator (logged with the `rm -f` hint), -ECHILD in a fork()ed
+ * child of a joined process (init and step are no-ops there), -errno.
+ * DYN_INIT_ECHO: the lifecycle lines (attached, poller, config published, takeover) also go
+ * to stderr as "[LEVEL] [msmonitor.dynamic_profile <pid>] ..." (the Python module's form). */
+#define DYN_INIT_ECHO 1u
+int dyn_init(int32_t rank, unsigned flags);
 /* msmon_dynamic_step(): 0 (a no-op when inactive). */
 int dyn_step(void);
+/* Called on the stepping thread just before a config with NPU_MONITOR_STOP true is applied
+ * (the Python module sets the cluster layout there). NULL clears it. */
+void dyn_set_stop_hook(void (*fn)(void *ctx), void *ctx);
+
+/* Where this process stands in dyno mode. */
+struct dyn_info {
+    bool enabled, creator, poller;
+    int32_t rank, step;
+    char path[PATH_MAX];
+    struct control_poller_state poller_state; /* when poller */
+};
+void dyn_get_info(struct dyn_info *ret);
+
 /* Tear down (also the atexit handler): end the step range, stop the session, stop the
  * poller, unmap, unlink the segment if we created it. Idempotent. */
 void dyn_finalize(void);

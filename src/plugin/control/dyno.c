@@ -23,6 +23,7 @@ struct dyno_state {
     int32_t npu;
     uint64_t reg_stamp;              /* identity of dynolog.sock at registration */
     bool ctrl_failed;                /* last control send failed: repeats are not logged */
+    unsigned registrations;          /* successful ctxt sends (first and re-registrations) */
     int32_t last_monitor_status;
     int32_t pids[IPC_PLUGIN_MAX_PIDS];
     int npids;
@@ -83,12 +84,14 @@ static void dyno_compute_pids(void)
     }
 }
 
-/* Control sends run every 2 s from the poller; while the daemon is away only the first
- * failure is logged at ERROR (collectd-style), and the recovery once at INFO. */
+/* Control sends run every period from the poller; while the daemon is away only the first
+ * failure is logged at ERROR (collectd-style), and the recovery once at INFO. A daemon known
+ * to be away gets one attempt, no retries: the poller's back-off does the retrying, and a
+ * stale socket then costs one refused send instead of ~10 s of retry sleeps. */
 static int dyno_send_ctrl(struct ipc_client *c, const char *tag, const void *payload, size_t len)
 {
     bool was_failing = dyno.ctrl_failed;
-    int rc = ipc_client_send(c, IPC_CLIENT_CTRL, tag, payload, len, IPC_CLIENT_CTRL_RETRIES,
+    int rc = ipc_client_send(c, IPC_CLIENT_CTRL, tag, payload, len, was_failing ? 0 : IPC_CLIENT_CTRL_RETRIES,
                              IPC_CLIENT_CTRL_FIRST_SLEEP_NS, was_failing ? IPC_CLIENT_QUIET : 0);
     dyno.ctrl_failed = rc != 0;
     if (rc == 0 && was_failing)
@@ -130,6 +133,7 @@ static int dyno_register_locked(struct ipc_client *c)
         return rc;
     }
     LOG_INFO("Resigter pid %d for dynolog success!", (int)getpid());
+    dyno.registrations++;
     return 0;
 }
 
@@ -340,6 +344,26 @@ int dyno_send_data(void *ctx, const char *json, size_t len)
     return rc;
 }
 
+bool dyno_reachable(void)
+{
+    bool ok;
+
+    pthread_mutex_lock(&dyno.lock);
+    ok = dyno.client && !dyno.ctrl_failed;
+    pthread_mutex_unlock(&dyno.lock);
+    return ok;
+}
+
+unsigned dyno_registrations(void)
+{
+    unsigned n;
+
+    pthread_mutex_lock(&dyno.lock);
+    n = dyno.registrations;
+    pthread_mutex_unlock(&dyno.lock);
+    return n;
+}
+
 void dyno_reset(void)
 {
     pthread_mutex_lock(&dyno.lock);
@@ -348,6 +372,7 @@ void dyno_reset(void)
     dyno.client = NULL;
     dyno.registered = false;
     dyno.ctrl_failed = false;
+    dyno.registrations = 0;
     dyno.reg_stamp = 0;
     dyno.npids = 0;
     dyno.last_monitor_status = IPC_STATUS_IDLE;

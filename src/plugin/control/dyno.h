@@ -9,6 +9,7 @@
 #ifndef MSMON_PLUGIN_DYNO_H
 #define MSMON_PLUGIN_DYNO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,10 @@ int dyno_send_monitor_status(int32_t status);
 /* proc_send_fn: one `data` datagram to dynolog_data.sock (5 retries from 1 ms). Failures
  * are logged once and again on recovery. */
 int dyno_send_data(void *ctx, const char *json, size_t len);
+/* The last control send reached the daemon (false before the first one). */
+bool dyno_reachable(void);
+/* Successful registrations so far (the first and those after a daemon restart). */
+unsigned dyno_registrations(void);
 /* Tear down the client and all state (tests; process exit). */
 void dyno_reset(void);
 

@@ -1,73 +1,28 @@
-/* npoll: a 2-second loop on its own thread. It retries registration until the daemon is
- * reachable, so a job started before the daemon is picked up once the daemon appears. */
+/* npoll: the native poller (04-plugin.md §12) as one control_poller: every 2 s it polls,
+ * applies npu-monitor configs in this process and reports trace status Idle. Registration
+ * retries with back-off until the daemon is reachable, so a job started before the daemon
+ * is picked up once the daemon appears (control.h). */
 #include "plugin/control/npoll.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
+#include <stdint.h>
 
 #include "common/log.h"
 #include "common/strutil.h"
 #include "msmon/ipc_wire.h"
-#include "msmon/msmonitor.h"
-#include "plugin/control/dyno.h"
+#include "plugin/control/control.h"
 #include "plugin/penv.h"
 
-#define NPOLL_PERIOD_NS 2000000000ull
-#define NPOLL_MAX_ITEMS 64
+#define NPOLL_PERIOD_S 2.0
 
 static pthread_mutex_t npoll_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t npoll_cond;
-static pthread_once_t npoll_once = PTHREAD_ONCE_INIT;
-static bool npoll_running, npoll_stop_req;
-static pthread_t npoll_thread;
-
-static void npoll_cond_init(void)
-{
-    pthread_condattr_t a;
-
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&npoll_cond, &a);
-    pthread_condattr_destroy(&a);
-}
+static struct control_poller *npoll_poller;
 
 int npoll_apply_text(const char *text, size_t len)
 {
-    char *copy, *line, *save = NULL;
-    const char *keys[NPOLL_MAX_ITEMS], *values[NPOLL_MAX_ITEMS];
-    size_t n = 0;
-    int rc;
-
-    if (!memmem(text, len, "NPU_MONITOR_START", strlen("NPU_MONITOR_START"))) {
-        LOG_INFO("MsMonitorPoll: ignored a config that is not an npu-monitor config (%zu bytes)", len);
-        return -ENOMSG;
-    }
-    copy = malloc(len + 1);
-    if (!copy)
-        return -ENOMEM;
-    memcpy(copy, text, len);
-    copy[len] = '\0';
-    for (line = copy; line && n < NPOLL_MAX_ITEMS; line = save) {
-        char *nl = strchr(line, '\n'), *eq;
-        save = nl ? nl + 1 : NULL;
-        if (nl)
-            *nl = '\0';
-        eq = strchr(line, '=');
-        if (!eq || strchr(eq + 1, '='))
-            continue; /* exactly two parts, like torch_npu */
-        *eq = '\0';
-        keys[n] = line;
-        values[n] = eq + 1;
-        n++;
-    }
-    rc = msmon_enable_npu_monitor(keys, values, n);
-    free(copy);
-    return rc;
+    return control_apply_text(text, len);
 }
 
 static int32_t npoll_rank(void)
@@ -83,60 +38,39 @@ static int32_t npoll_rank(void)
     return 0;
 }
 
-static void *npoll_main(void *arg)
+static void npoll_on_config(void *ctx, const char *text, size_t len)
 {
-    static char buf[DYNO_MAX_CONFIG + 64];
-    bool registered = false;
-    uint64_t next = 0;
+    (void)ctx;
+    (void)control_apply_text(text, len);
+}
 
-    (void)arg;
-    pthread_setname_np(pthread_self(), "MsMonitorPoll");
-    pthread_mutex_lock(&npoll_lock);
-    while (!npoll_stop_req) {
-        uint64_t now = clock_mono_ns();
-        if (now < next) {
-            struct timespec ts = { .tv_sec = (time_t)(next / 1000000000ull), .tv_nsec = (long)(next % 1000000000ull) };
-            pthread_cond_timedwait(&npoll_cond, &npoll_lock, &ts);
-            continue;
-        }
-        next = now + NPOLL_PERIOD_NS;
-        pthread_mutex_unlock(&npoll_lock);
-        if (!registered)
-            registered = msmon_init_dyno(npoll_rank()) == 1;
-        if (registered) {
-            size_t len = 0;
-            if (msmon_poll_dyno(buf, sizeof(buf), &len) == 0 && len > 0)
-                (void)npoll_apply_text(buf, len);
-            (void)msmon_update_profiler_status(IPC_STATUS_IDLE, -1, -1, -1);
-        }
-        pthread_mutex_lock(&npoll_lock);
-    }
-    pthread_mutex_unlock(&npoll_lock);
-    if (registered)
-        (void)msmon_update_profiler_status(-1, -1, -1, -1);
-    return NULL;
+static void npoll_on_tick(void *ctx)
+{
+    (void)ctx;
+    (void)control_report_status(IPC_STATUS_IDLE, -1, -1, -1);
+}
+
+static void npoll_on_exit(void *ctx)
+{
+    (void)ctx;
+    (void)control_report_status(IPC_STATUS_UNINITIALIZED, -1, -1, -1);
 }
 
 int npoll_start(void)
 {
-    sigset_t all, old;
+    struct control_poller_cfg cfg = {
+        .name = "MsMonitorPoll", .rank = npoll_rank(), .period_s = NPOLL_PERIOD_S,
+        .on_config = npoll_on_config, .on_tick = npoll_on_tick, .on_exit = npoll_on_exit,
+    };
     int rc = 0;
 
-    pthread_once(&npoll_once, npoll_cond_init);
     pthread_mutex_lock(&npoll_lock);
-    if (npoll_running)
+    if (npoll_poller)
         goto out;
-    npoll_stop_req = false;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    rc = -pthread_create(&npoll_thread, NULL, npoll_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-        LOG_ERROR("MsMonitorPoll: cannot create the poller thread: %s", errno_name(-rc));
-        goto out;
-    }
-    npoll_running = true;
-    LOG_INFO("MsMonitorPoll: native poller started");
+    control_backoff_from_env(&cfg.backoff);
+    rc = control_poller_create(&cfg, &npoll_poller);
+    if (rc == 0)
+        LOG_INFO("MsMonitorPoll: native poller started");
 out:
     pthread_mutex_unlock(&npoll_lock);
     return rc;
@@ -144,18 +78,11 @@ out:
 
 void npoll_stop(void)
 {
-    pthread_t t;
+    struct control_poller *p;
 
-    pthread_once(&npoll_once, npoll_cond_init);
     pthread_mutex_lock(&npoll_lock);
-    if (!npoll_running) {
-        pthread_mutex_unlock(&npoll_lock);
-        return;
-    }
-    npoll_stop_req = true;
-    npoll_running = false;
-    t = npoll_thread;
-    pthread_cond_signal(&npoll_cond);
+    p = npoll_poller;
+    npoll_poller = NULL;
     pthread_mutex_unlock(&npoll_lock);
-    pthread_join(t, NULL);
+    control_poller_destroy(p); /* joins outside the lock: the thread never takes it */
 }

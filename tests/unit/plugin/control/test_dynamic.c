@@ -398,18 +398,48 @@ static void test_stale_rule(void **state)
 {
     char path[256], err[1024], want[1024];
     int fd;
+    bool creator = false;
 
     (void)state;
     seg_path(path, sizeof(path), "DynamicProfileNpuShm2020010100");
-    fd = open(path, O_CREAT | O_WRONLY, 0600);
-    assert_int_equal(ftruncate(fd, DYN_SHM_SIZE), 0);
-    close(fd);
+    /* A live creator (this process, holding the creator lock). */
+    assert_int_equal(dyn_attach_or_create(path, 60, &fd, &creator, err, sizeof(err)), 0);
+    assert_true(creator);
     usleep(20000);
     assert_int_equal(attach_in_child(path, 0, err, sizeof(err)), 10 + ESTALE);
     assert_int_equal(dyn_stale_message(path, want, sizeof(want)), 0);
     assert_string_equal(err, want);
     assert_int_equal(access(path, F_OK), 0); /* never removed by an attaching rank */
     assert_int_equal(attach_in_child(path, 60, err, sizeof(err)), 0); /* attached, not creator */
+    close(fd);
+    unlink(path);
+}
+
+/* A segment whose creator is gone (its creator lock free: killed job, or a file nobody
+ * created through us) is taken over whatever its age: the rank becomes the creator, the
+ * text and time are reset, one WARNING says so. Its own creator lock then protects it. */
+static void test_takeover(void **state)
+{
+    char path[256], err[1024];
+    uint8_t head[8];
+    int fd;
+
+    (void)state;
+    seg_path(path, sizeof(path), "DynamicProfileNpuShm2020010102");
+    fd = open(path, O_CREAT | O_RDWR, 0600);
+    assert_int_equal(ftruncate(fd, DYN_SHM_SIZE), 0);
+    assert_int_equal(pwrite(fd, "\x05\0\0\0{\"x\": 1}", 12, 0), 12);
+    close(fd);
+    usleep(20000);
+    log_clear();
+    assert_int_equal(attach_in_child(path, 0, err, sizeof(err)), 1); /* creator by takeover */
+    assert_non_null(strstr(log_text(), "took over"));
+    fd = open(path, O_RDONLY);
+    assert_int_equal(pread(fd, head, sizeof(head), 0), sizeof(head));
+    assert_memory_equal(head, "\0\0\0\0    ", 8); /* re-initialised */
+    close(fd);
+    /* The child exited: its lock went with it, so the next one takes over again. */
+    assert_int_equal(attach_in_child(path, 60, err, sizeof(err)), 1);
     unlink(path);
 }
 
@@ -539,12 +569,12 @@ static void test_lifecycle_and_fork(void **state)
     unsetenv("MSMONITOR_USE_DAEMON");
     unsetenv("KINETO_USE_DAEMON");
     penv_reload();
-    assert_int_equal(dyn_init(), -ENOTSUP);
+    assert_int_equal(dyn_init(-1, 0), -ENOTSUP);
     assert_int_equal(dyn_step(), 0);
     setenv("MSMONITOR_USE_DAEMON", "1", 1);
     penv_reload();
-    assert_int_equal(dyn_init(), 0);
-    assert_int_equal(dyn_init(), 0); /* idempotent */
+    assert_int_equal(dyn_init(-1, 0), 0);
+    assert_int_equal(dyn_init(-1, 0), 0); /* idempotent */
     assert_int_equal(dyn_shm_name(time(NULL), name, sizeof(name)), 0);
     assert_true(snprintf(path, sizeof(path), "%s/%s", dir, name) < (int)sizeof(path));
     if (access(path, F_OK) != 0) { /* the hour turned between init and here */
@@ -557,7 +587,7 @@ static void test_lifecycle_and_fork(void **state)
     assert_true(pid >= 0);
     if (pid == 0) {
         in_forked_child = 1;
-        int rc = dyn_init();
+        int rc = dyn_init(-1, 0);
         dyn_step();
         exit(rc == -ECHILD ? 0 : 1); /* runs dyn_finalize via atexit: must be a no-op */
     }
@@ -579,7 +609,8 @@ int main(void)
         cmocka_unit_test(test_config_text_key_cap), cmocka_unit_test(test_json_python_form),
         cmocka_unit_test(test_json_is_valid_truthiness), cmocka_unit_test(test_json_rejects),
         cmocka_unit_test(test_shm_roundtrip),     cmocka_unit_test(test_attach_or_create),
-        cmocka_unit_test(test_stale_rule),        cmocka_unit_test(test_creator_election),
+        cmocka_unit_test(test_stale_rule),        cmocka_unit_test(test_takeover),
+        cmocka_unit_test(test_creator_election),
         cmocka_unit_test(test_trace_window),      cmocka_unit_test(test_lifecycle_and_fork),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,7 +1,9 @@
 /* test_ipc: the plugin IPC client against real sockets — retry schedule on a refusing
  * socket (through the sleep seam), no retries on a missing one, and DynoMonitor polling
  * that returns the reply to the current request even when the registration ack is queued
- * first (D3), against a fake daemon thread bound at <dir>/dynolog.sock. */
+ * first (D3), against a fake daemon thread bound at <dir>/dynolog.sock; the control poller's
+ * back-off while the daemon is absent, its one "lost" and one "back" line, re-registration
+ * after a daemon restart, and the status hand-off. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,8 +21,11 @@
 
 #include "common/log.h"
 #include "ipc/ipc_msg.h"
+#include "../../logcap.h"
+#include "plugin/control/control.h"
 #include "plugin/control/dyno.h"
 #include "plugin/control/ipc_client.h"
+#include "plugin/penv.h"
 
 static char dir[] = "/tmp/pc_ipc_XXXXXX";
 
@@ -164,11 +169,143 @@ static void test_init_without_daemon(void **state)
     dyno_reset();
 }
 
+static void test_backoff_delay(void **state)
+{
+    struct control_backoff b = { 1.0, 30.0 };
+    (void)state;
+    assert_true(control_backoff_delay(&b, 1) == 1.0);
+    assert_true(control_backoff_delay(&b, 2) == 2.0);
+    assert_true(control_backoff_delay(&b, 5) == 16.0);
+    assert_true(control_backoff_delay(&b, 6) == 30.0);
+    assert_true(control_backoff_delay(&b, 1000) == 30.0);
+    b = (struct control_backoff){ 0.05, 0.2 };
+    assert_true(control_backoff_delay(&b, 3) == 0.2);
+    /* defaults and the env overrides (bounded by the 30 s cap) */
+    unsetenv("MSMONITOR_RETRY_INITIAL_S");
+    unsetenv("MSMONITOR_RETRY_MAX_S");
+    penv_reload();
+    control_backoff_from_env(&b);
+    assert_true(b.initial_s == 1.0 && b.cap_s == 30.0);
+    setenv("MSMONITOR_RETRY_INITIAL_S", "0.1", 1);
+    setenv("MSMONITOR_RETRY_MAX_S", "60", 1);
+    penv_reload();
+    control_backoff_from_env(&b);
+    assert_true(b.initial_s == 0.1 && b.cap_s == 30.0);
+    unsetenv("MSMONITOR_RETRY_INITIAL_S");
+    unsetenv("MSMONITOR_RETRY_MAX_S");
+    penv_reload();
+}
+
+static void wait_state(struct control_poller *p, int (*pred)(const struct control_poller_state *, int), int arg)
+{
+    struct control_poller_state st;
+    for (int i = 0; i < 1000; i++) {
+        control_poller_get_state(p, &st);
+        if (pred(&st, arg))
+            return;
+        usleep(10000);
+    }
+    fail_msg("poller state not reached: registered %d reachable %d failures %u registrations %u", st.registered,
+             st.reachable, st.failures, st.registrations);
+}
+
+static int failed_at_least(const struct control_poller_state *st, int n) { return st->failures >= (unsigned)n; }
+static int reachable_with(const struct control_poller_state *st, int regs)
+{
+    return st->reachable && st->registrations >= (unsigned)regs;
+}
+
+static size_t count_of(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+struct cfgs {
+    int n;
+};
+
+static void count_config(void *ctx, const char *text, size_t len)
+{
+    (void)text;
+    (void)len;
+    ((struct cfgs *)ctx)->n++;
+}
+
+static void test_poller_never_gives_up(void **state)
+{
+    struct control_poller_cfg cfg = { .name = "TestPoll", .rank = 0, .period_s = 0.05,
+                                      .backoff = { 0.05, 0.2 }, .on_config = count_config };
+    struct control_poller *p;
+    struct cfgs got = { 0 };
+    struct fake f = { 0 };
+    pthread_t t;
+    char path[256];
+    (void)state;
+
+    snprintf(path, sizeof(path), "%s/dynolog.sock", dir);
+    unlink(path);
+    setenv("MSMONITOR_SOCKET_DIR", dir, 1);
+    dyno_reset();
+    log_set_level(LOG_LVL_INFO);
+    logcap_clear();
+    cfg.ctx = &got;
+    /* No daemon: the poller keeps retrying, quietly after its first line. */
+    assert_int_equal(control_poller_create(&cfg, &p), 0);
+    wait_state(p, failed_at_least, 4);
+    assert_int_equal(count_of(logcap_text(), "TestPoll: Init dynolog failed !"), 1);
+    /* The daemon appears: registered within one retry period (cap 0.2 s), then polled. */
+    f.fd = bind_path("dynolog");
+    assert_int_equal(pthread_create(&t, NULL, fake_main, &f), 0);
+    wait_state(p, reachable_with, 1);
+    assert_true(f.ctxts >= 1);
+    while (got.n < 1)
+        usleep(1000);
+    assert_int_equal(count_of(logcap_text(), "TestPoll: Init dynolog success !"), 1);
+    /* Status hand-off: posted from "the training thread", sent by the poller. */
+    int before = f.statuses;
+    control_poller_post_status(p, 0, 7, -1, -1);
+    while (f.statuses <= before)
+        usleep(1000);
+    /* The daemon goes away (socket removed): one line, then silent retries. */
+    f.quit = 1;
+    pthread_join(t, NULL);
+    close(f.fd);
+    unlink(path);
+    wait_state(p, failed_at_least, 4);
+    assert_int_equal(count_of(logcap_text(), "TestPoll: lost the daemon"), 1);
+    /* A new daemon: registered again, one line. */
+    f = (struct fake){ 0 };
+    f.fd = bind_path("dynolog");
+    assert_int_equal(pthread_create(&t, NULL, fake_main, &f), 0);
+    wait_state(p, reachable_with, 2);
+    assert_true(f.ctxts >= 1);
+    assert_int_equal(count_of(logcap_text(), "TestPoll: the daemon is back"), 1);
+    assert_int_equal(count_of(logcap_text(), "TestPoll: lost the daemon"), 1);
+    control_poller_destroy(p);
+    f.quit = 1;
+    pthread_join(t, NULL);
+    close(f.fd);
+    unlink(path);
+    dyno_reset();
+    log_set_level(LOG_LVL_ERROR);
+}
+
 static int setup(void **state)
 {
     (void)state;
     assert_non_null(mkdtemp(dir));
     log_set_level(LOG_LVL_ERROR);
+    assert_int_equal(logcap_open(), 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    logcap_close();
     return 0;
 }
 
@@ -178,6 +315,8 @@ int main(void)
         cmocka_unit_test(test_retry_schedule),
         cmocka_unit_test(test_poll_no_lag),
         cmocka_unit_test(test_init_without_daemon),
+        cmocka_unit_test(test_backoff_delay),
+        cmocka_unit_test(test_poller_never_gives_up),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, setup, teardown);
 }

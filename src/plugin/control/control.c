@@ -1,0 +1,332 @@
+/* control: config application, status hand-off and the poller loop (control.h). The poller
+ * is one thread per instance that registers with the daemon, polls it and hands configs to
+ * its owner; when the daemon is away it retries with capped back-off instead of stopping. */
+#include "plugin/control/control.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/strutil.h"
+#include "msmon/ipc_wire.h"
+#include "plugin/control/dyno.h"
+#include "plugin/control/mconfig.h"
+#include "plugin/control/monitor.h"
+#include "plugin/penv.h"
+
+#define CONTROL_MAX_ITEMS 256
+#define CONTROL_POLL_CAP (DYNO_MAX_CONFIG + 64)
+
+/* ---- configs and status ---- */
+
+int control_apply_config(const char *const *keys, const char *const *values, size_t n)
+{
+    struct mconfig *cfg;
+    int rc;
+
+    cfg = malloc(sizeof(*cfg)); /* ~5 KiB: keep it off small framework thread stacks */
+    if (!cfg)
+        return -ENOMEM;
+    rc = mconfig_parse(keys, values, n, cfg);
+    if (rc == 0)
+        (void)monitor_handle_config(cfg); /* reports npuMonitorStatus itself */
+    free(cfg);
+    return rc;
+}
+
+int control_apply_text(const char *text, size_t len)
+{
+    const char *keys[CONTROL_MAX_ITEMS], *values[CONTROL_MAX_ITEMS];
+    char *copy, *line, *next;
+    size_t n = 0;
+    int rc;
+
+    if (!memmem(text, len, "NPU_MONITOR_START", strlen("NPU_MONITOR_START"))) {
+        LOG_INFO("MsMonitorPoll: ignored a config that is not an npu-monitor config (%zu bytes)", len);
+        return -ENOMSG;
+    }
+    copy = malloc(len + 1);
+    if (!copy)
+        return -ENOMEM;
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    for (line = copy; line && n < CONTROL_MAX_ITEMS; line = next) {
+        char *nl = strchr(line, '\n'), *eq;
+        next = nl ? nl + 1 : NULL;
+        if (nl)
+            *nl = '\0';
+        eq = strchr(line, '=');
+        if (!eq || strchr(eq + 1, '='))
+            continue; /* exactly two parts, like torch_npu */
+        *eq = '\0';
+        keys[n] = line;
+        values[n] = eq + 1;
+        n++;
+    }
+    rc = control_apply_config(keys, values, n);
+    free(copy);
+    return rc;
+}
+
+int control_report_status(int32_t status, int32_t current_step, int32_t start_step, int32_t stop_step)
+{
+    int rc, rc2;
+
+    monitor_set_trace_status(status);
+    rc = dyno_send_trace_status(status, current_step, start_step, stop_step);
+    if (status == IPC_STATUS_UNINITIALIZED) {
+        rc2 = dyno_send_monitor_status(IPC_STATUS_UNINITIALIZED);
+        if (rc == 0)
+            rc = rc2;
+    }
+    return rc;
+}
+
+/* ---- back-off ---- */
+
+static double control_env_seconds(enum penv_id id, double dflt)
+{
+    const char *raw = penv_get(id);
+    double v;
+
+    if (!raw)
+        return dflt;
+    if (str_to_double(raw, &v) != 0 || !(v >= CONTROL_BACKOFF_MIN_S && v <= CONTROL_BACKOFF_CAP_S)) {
+        LOG_WARN("control: %s='%s' invalid (%.2f..%.0f s), using %.1f", penv_name(id), raw,
+                 CONTROL_BACKOFF_MIN_S, CONTROL_BACKOFF_CAP_S, dflt);
+        return dflt;
+    }
+    return v;
+}
+
+void control_backoff_from_env(struct control_backoff *ret)
+{
+    ret->initial_s = control_env_seconds(PENV_RETRY_INITIAL_S, CONTROL_BACKOFF_INITIAL_S);
+    ret->cap_s = control_env_seconds(PENV_RETRY_MAX_S, CONTROL_BACKOFF_CAP_S);
+    if (ret->initial_s > ret->cap_s)
+        ret->initial_s = ret->cap_s;
+}
+
+double control_backoff_delay(const struct control_backoff *b, unsigned failures)
+{
+    double d = b->initial_s;
+
+    for (unsigned i = 1; i < failures && d < b->cap_s; i++)
+        d *= 2;
+    return d < b->cap_s ? d : b->cap_s;
+}
+
+/* ---- the poller ---- */
+
+struct control_poller {
+    struct control_poller_cfg cfg;
+    pthread_t thread;
+    pthread_mutex_t lock; /* stop flag, state */
+    pthread_cond_t cond;
+    bool stop;
+    struct control_poller_state st;
+    bool status_pending;
+    int32_t status[4]; /* status, current, start, stop of the latest posted report */
+    char name[16];
+    char *buf; /* CONTROL_POLL_CAP bytes: one poll reply */
+};
+
+/* Send the latest posted status report, if any, while the daemon is reachable (else it
+ * waits for the next registration). Called and returns with the lock held. */
+static void control_poller_flush_status(struct control_poller *p)
+{
+    int32_t s[4];
+
+    if (!p->status_pending || !p->st.registered || !p->st.reachable)
+        return;
+    memcpy(s, p->status, sizeof(s));
+    p->status_pending = false;
+    pthread_mutex_unlock(&p->lock);
+    (void)control_report_status(s[0], s[1], s[2], s[3]);
+    pthread_mutex_lock(&p->lock);
+}
+
+/* Wait up to `seconds` or until stop, sending posted status reports meanwhile; returns
+ * with the lock held. */
+static void control_poller_wait(struct control_poller *p, double seconds)
+{
+    uint64_t deadline = clock_mono_ns() + (uint64_t)(seconds * 1e9);
+    struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull), .tv_nsec = (long)(deadline % 1000000000ull) };
+
+    while (!p->stop) {
+        control_poller_flush_status(p);
+        if (p->stop || pthread_cond_timedwait(&p->cond, &p->lock, &ts) == ETIMEDOUT)
+            break;
+    }
+    control_poller_flush_status(p);
+}
+
+/* One attempt: register if never registered, else poll (dyno re-registers by itself after a
+ * daemon restart or a failed send). Returns true if the daemon answered. */
+static bool control_poller_attempt(struct control_poller *p)
+{
+    size_t len = 0;
+    bool ok;
+
+    if (!p->st.registered) {
+        ok = dyno_init(p->cfg.rank) == 1;
+        pthread_mutex_lock(&p->lock);
+        p->st.registered = ok;
+        pthread_mutex_unlock(&p->lock);
+        return ok;
+    }
+    if (dyno_poll(p->buf, CONTROL_POLL_CAP, &len) == 0 && len > 0 && p->cfg.on_config)
+        p->cfg.on_config(p->cfg.ctx, p->buf, len);
+    ok = dyno_reachable();
+    if (ok && p->cfg.on_tick)
+        p->cfg.on_tick(p->cfg.ctx);
+    return ok;
+}
+
+static void control_note(const struct control_poller *p, enum log_level lvl, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void control_note(const struct control_poller *p, enum log_level lvl, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    log_write(lvl, __FILE__, __LINE__, "%s: %s", p->name, msg);
+    if (p->cfg.echo_stderr)
+        fprintf(stderr, "[%s] [msmonitor poller %d] %s\n", lvl == LOG_LVL_INFO ? "INFO" : "WARNING", (int)getpid(), msg);
+}
+
+/* The two lines of the policy: one when the daemon is lost (or absent at start), one when
+ * it is back; the retries in between are silent. */
+static void control_poller_account(struct control_poller *p, bool ok, bool was_registered, unsigned regs_before)
+{
+    const struct control_backoff *b = &p->cfg.backoff;
+    unsigned regs = dyno_registrations();
+
+    if (ok) {
+        if (!was_registered)
+            control_note(p, LOG_LVL_INFO, "Init dynolog success !%s", p->st.failures ? " (the daemon is up now)" : "");
+        else if (p->st.failures)
+            control_note(p, LOG_LVL_INFO, "the daemon is back after %u failed attempts; registered again",
+                         p->st.failures);
+        p->st.failures = 0;
+    } else {
+        if (p->st.failures == 0 && !was_registered)
+            control_note(p, LOG_LVL_WARNING, "Init dynolog failed ! The daemon is not reachable; retrying "
+                         "registration (back-off %.1f s doubling to %.1f s)", b->initial_s, b->cap_s);
+        else if (p->st.failures == 0)
+            control_note(p, LOG_LVL_WARNING, "lost the daemon; retrying registration (back-off %.1f s doubling "
+                         "to %.1f s)", b->initial_s, b->cap_s);
+        p->st.failures++;
+    }
+    p->st.reachable = ok;
+    if (regs > regs_before)
+        p->st.registrations += regs - regs_before;
+}
+
+static void *control_poller_main(void *arg)
+{
+    struct control_poller *p = arg;
+
+    pthread_setname_np(pthread_self(), p->name);
+    pthread_mutex_lock(&p->lock);
+    while (!p->stop) {
+        bool was_registered = p->st.registered, ok;
+        unsigned regs = dyno_registrations();
+        pthread_mutex_unlock(&p->lock);
+        ok = control_poller_attempt(p);
+        pthread_mutex_lock(&p->lock);
+        control_poller_account(p, ok, was_registered, regs);
+        control_poller_wait(p, ok ? p->cfg.period_s : control_backoff_delay(&p->cfg.backoff, p->st.failures));
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (p->st.registered && p->cfg.on_exit)
+        p->cfg.on_exit(p->cfg.ctx);
+    return NULL;
+}
+
+int control_poller_create(const struct control_poller_cfg *cfg, struct control_poller **ret)
+{
+    struct control_poller *p;
+    pthread_condattr_t a;
+    sigset_t all, old;
+    int rc;
+
+    p = calloc(1, sizeof(*p));
+    if (p)
+        p->buf = malloc(CONTROL_POLL_CAP);
+    if (!p || !p->buf) {
+        free(p);
+        return -ENOMEM;
+    }
+    p->cfg = *cfg;
+    if (!(p->cfg.period_s > 0))
+        p->cfg.period_s = 2.0;
+    if (!(p->cfg.backoff.initial_s > 0) || !(p->cfg.backoff.cap_s >= p->cfg.backoff.initial_s))
+        p->cfg.backoff = (struct control_backoff){ CONTROL_BACKOFF_INITIAL_S, CONTROL_BACKOFF_CAP_S };
+    snprintf(p->name, sizeof(p->name), "%s", cfg->name ? cfg->name : "MsMonitorPoll");
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cond, &a);
+    pthread_condattr_destroy(&a);
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old); /* the thread inherits a full mask */
+    rc = -pthread_create(&p->thread, NULL, control_poller_main, p);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        LOG_ERROR("%s: cannot create the poller thread: %s", p->name, errno_name(-rc));
+        pthread_cond_destroy(&p->cond);
+        pthread_mutex_destroy(&p->lock);
+        free(p->buf);
+        free(p);
+        return rc;
+    }
+    *ret = p;
+    return 0;
+}
+
+void control_poller_destroy(struct control_poller *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->stop = true;
+    pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    pthread_join(p->thread, NULL);
+    pthread_cond_destroy(&p->cond);
+    pthread_mutex_destroy(&p->lock);
+    free(p->buf);
+    free(p);
+}
+
+void control_poller_post_status(struct control_poller *p, int32_t status, int32_t current_step, int32_t start_step,
+                                int32_t stop_step)
+{
+    pthread_mutex_lock(&p->lock);
+    p->status[0] = status;
+    p->status[1] = current_step;
+    p->status[2] = start_step;
+    p->status[3] = stop_step;
+    p->status_pending = true;
+    pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void control_poller_get_state(struct control_poller *p, struct control_poller_state *ret)
+{
+    pthread_mutex_lock(&p->lock);
+    *ret = p->st;
+    pthread_mutex_unlock(&p->lock);
+}
