@@ -1,5 +1,5 @@
 /* ext_module: the CPython extension `IPCMonitor_C` (04-plugin.md §1.3) — top-level dyno
- * functions over libmsmonitor's C API plus the `monitor` submodule. Arguments are checked
+ * functions over libmsmonitor's C API plus the `monitor` and `dynamic` submodules. Arguments are checked
  * here (TypeError for wrong types, the only exception that escapes); everything that may
  * block (sends with retries, polls, stops) runs with the GIL released. */
 #define PY_SSIZE_T_CLEAN
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/strutil.h"
+#include "ext_dynamic.h"
 #include "ext_monitor.h"
 #include "msmon/msmonitor.h"
 
@@ -274,6 +275,13 @@ PyMODINIT_FUNC PyInit_IPCMonitor_C(void)
     /* `import IPCMonitor_C.monitor` and `from IPCMonitor_C.monitor import X` work too. */
     PyObject *mods = PyImport_GetModuleDict();
     if (PyDict_SetItemString(mods, "IPCMonitor_C.monitor", sub) < 0)
+        goto fail;
+    PyObject *dyn = ext_dynamic_create();
+    if (!dyn || PyModule_AddObject(m, "dynamic", dyn) < 0) {
+        Py_XDECREF(dyn);
+        goto fail;
+    }
+    if (PyDict_SetItemString(mods, "IPCMonitor_C.dynamic", dyn) < 0)
         goto fail;
     if (PyModule_AddStringConstant(m, "__version__", MSMON_PLUGIN_VERSION) < 0)
         goto fail;

@@ -10,8 +10,10 @@ import signal
 import struct
 import time
 
+import pytest
+
 from conftest import BUILD, SOURCE, Proc, binpath, run_dyno
-from python_util import PYTHON, wait_polling
+from python_util import PKG, PYTHON, py_env, wait_polling
 
 SHM_SIZE = 1 << 20
 PREFIX = "DynamicProfileNpuShm"
@@ -138,28 +140,65 @@ def test_two_c_ranks_shm_handoff(make_daemon, tmp_path):
     assert os.listdir(shm) == []
 
 
-def test_stale_segment_disables_dyno_mode(tmp_path):
+def test_stale_segment_of_live_creator_disables_dyno_mode(tmp_path):
+    """A segment whose creator is alive is never touched: older than the rank by more than
+    MSMONITOR_SHM_STALE_S, it gets the stale text and dyno mode stays off."""
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    nosock = tmp_path / "nosock"
+    nosock.mkdir()
+    path = shm / (PREFIX + time.strftime("%Y%m%d%H", time.gmtime()))
+    cdir = tmp_path / "creator"
+    cdir.mkdir()
+    creator = Proc([dyn_rank()], env=rank_env(os.environ, shm, cdir, 0, MSMONITOR_SOCKET_DIR=nosock),
+                   logname="creator", tmpdir=str(cdir))
+    try:
+        creator.wait_log("init 0", timeout=30)
+        if not path.exists():   # the hour turned between the name and the init
+            pytest.skip("hour boundary")
+        # Inode times are coarse (one tick): make the file clearly older than the rank's /proc
+        # entry, which a concurrent /proc scan may instantiate right after the fork.
+        wait_until(lambda: time.time() - os.stat(path).st_ctime > 0.05, 2, "the file to age")
+        before = path.read_bytes()[:64]
+        env = rank_env(os.environ, shm, tmp_path, 1, MSMONITOR_SHM_STALE_S=0, MSMONITOR_SOCKET_DIR=nosock,
+                       MSSIM_WL_STEPS=3, MSSIM_WL_RATE=0)
+        p = Proc([dyn_rank()], env=env, logname="stale", tmpdir=str(tmp_path))
+        assert p.p.wait(60) == 0, p.log()
+        p.stop()
+        text = p.log()
+        want = (f"There may exist shared memory before this task. If no job is using it, run "
+                f"`rm -f {shm}/{PREFIX}*` (see `ls -la {shm}/{PREFIX}*`). Please remove: {path}")
+        assert want in text                          # ERROR lines also go to stderr
+        assert "init -116" in text                   # -ESTALE: dyno mode off, the job runs on
+        assert "finished 3 steps" in text
+        assert path.exists() and os.path.getsize(path) == SHM_SIZE   # never removed by a rank
+        assert path.read_bytes()[:64] == before      # nor modified
+        assert "took over" not in plugin_log(tmp_path)
+    finally:
+        assert creator.stop(signal.SIGTERM, timeout=30) == 0, creator.log()
+    assert not path.exists()                         # its creator removed it
+
+
+def test_leftover_segment_is_taken_over(tmp_path):
+    """A file nobody holds the creator lock of (a killed job's) is taken over, whatever its
+    age: the rank becomes the creator, logs one WARNING, and removes it at exit."""
     shm = tmp_path / "shm"
     shm.mkdir()
     nosock = tmp_path / "nosock"
     nosock.mkdir()
     path = shm / (PREFIX + time.strftime("%Y%m%d%H", time.gmtime()))
     path.write_bytes(b"\0" * SHM_SIZE)
-    # Inode times are coarse (one tick): make the file clearly older than the rank's /proc
-    # entry, which a concurrent /proc scan may instantiate right after the fork.
     wait_until(lambda: time.time() - os.stat(path).st_ctime > 0.05, 2, "the file to age")
     env = rank_env(os.environ, shm, tmp_path, 0, MSMONITOR_SHM_STALE_S=0, MSMONITOR_SOCKET_DIR=nosock,
                    MSSIM_WL_STEPS=3, MSSIM_WL_RATE=0)
-    p = Proc([dyn_rank()], env=env, logname="stale", tmpdir=str(tmp_path))
+    p = Proc([dyn_rank()], env=env, logname="left", tmpdir=str(tmp_path))
     assert p.p.wait(60) == 0, p.log()
     p.stop()
-    text = p.log()
-    want = (f"There may exist shared memory before this task. If no job is using it, run "
-            f"`rm -f {shm}/{PREFIX}*` (see `ls -la {shm}/{PREFIX}*`). Please remove: {path}")
-    assert want in text                          # ERROR lines also go to stderr
-    assert "init -116" in text                   # -ESTALE: dyno mode off, the job runs on
-    assert "finished 3 steps" in text
-    assert path.exists() and os.path.getsize(path) == SHM_SIZE   # never removed by a rank
+    assert "init 0" in p.log() and "finished 3 steps" in p.log()
+    log = plugin_log(tmp_path)
+    assert log.count("took over") == 1, log
+    assert "as creator" in log
+    assert not path.exists()
 
 
 def test_daemon_absent_job_runs_and_cleans_up(tmp_path):
@@ -212,8 +251,10 @@ def test_python_written_segment_drives_c_rank(tmp_path):
     out = tmp_path / "out"
     path = shm / (PREFIX + time.strftime("%Y%m%d%H", time.gmtime()))
     flag = tmp_path / "flag"
-    holder = Proc([PYTHON, "-c", HOLDER, os.path.join(SOURCE, "python"), str(path), str(flag), str(out)],
-                  logname="holder", tmpdir=str(tmp_path))
+    hdir = tmp_path / "holder"
+    hdir.mkdir()
+    holder = Proc([PYTHON, "-c", HOLDER, PKG, str(path), str(flag), str(out)],
+                  env=py_env(MSMONITOR_LOG_PATH=hdir), logname="holder", tmpdir=str(hdir))
     rank = None
     try:
         holder.wait_log("held creator", timeout=30)

@@ -42,6 +42,35 @@ def procs_mentioning(text):
     return found
 
 
+def children_of(ppid):
+    kids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == ppid:
+                    kids.append(int(pid))
+        except (OSError, IndexError, ValueError):
+            continue
+    return kids
+
+
+def poller_ranks(launcher_pid):
+    """Rank processes of a job that run the node's poller thread (MsMonitorPoll)."""
+    found = []
+    for pid in children_of(launcher_pid):
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    if f.read().strip() == "MsMonitorPoll":
+                        found.append(pid)
+                        break
+        except OSError:
+            continue
+    return found
+
+
 def wait_until(pred, timeout, what):
     deadline = time.monotonic() + timeout
     while not pred():
@@ -78,7 +107,7 @@ def test_two_ranks_shm_handoff(make_daemon, tmp_path):
         assert len(files) == 1 and os.path.getsize(files[0]) == SHM_SIZE
         assert os.path.basename(files[0]) == "DynamicProfileNpuShm" + time.strftime("%Y%m%d%H", time.gmtime()) \
             or len(files) == 1   # hour may have turned since the job started
-        assert len(procs_mentioning(files[0])) == 1   # exactly one poller per node
+        assert len(poller_ranks(job.p.pid)) == 1       # exactly one poller per node
         wait_polling(daemon, run_dyno)
         # A rank acts on a config only if its whole-second time is strictly greater than the
         # second the rank started in (03-ipc.md §7.4): let that second pass first.
@@ -119,7 +148,41 @@ def test_two_ranks_shm_handoff(make_daemon, tmp_path):
     assert "finished" in job.log()
 
 
-def test_stale_segment_disables_dyno_mode(tmp_path):
+def test_stale_segment_of_live_creator_disables_dyno_mode(tmp_path):
+    """A live creator's segment older than the rank (MSMONITOR_SHM_STALE_S) is never touched:
+    the rank prints the stale text and runs with dyno mode off."""
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    nosock = tmp_path / "nosock"
+    nosock.mkdir()
+    path = shm / ("DynamicProfileNpuShm" + time.strftime("%Y%m%d%H", time.gmtime()))
+    holder = Proc([PYTHON, "-c", "import sys, time\n"
+                   "from msmonitor.dynamic_profile import attach_or_create\n"
+                   f"fd, creator = attach_or_create({str(path)!r})\n"
+                   "print('held', creator, flush=True); time.sleep(600)"],
+                  env=py_env(MSMONITOR_LOG_PATH=tmp_path), logname="holder", tmpdir=str(tmp_path))
+    try:
+        holder.wait_log("held True", timeout=30)
+        wait_until(lambda: time.time() - os.stat(path).st_ctime > 0.05, 2, "the file to age")
+        env = py_env(MSMONITOR_USE_DAEMON=1, MSMONITOR_SHM_DIR=shm, MSMONITOR_SHM_STALE_S=0,
+                     MSMONITOR_SOCKET_DIR=nosock)
+        r = run_py("import sys; from mssim.train import main; sys.exit(main(['--ranks', '1', '--steps', '3', "
+                   "'--rate', '0']))", env=env, cwd=str(tmp_path))
+        text = r.stdout + r.stderr
+        assert r.returncode == 0, text
+        assert "There may exist shared memory before this task" in text
+        assert f"Please remove: {path}" in text
+        assert "rm -f" in text
+        assert "dyno mode off" in text
+        assert "took over" not in text
+        assert path.exists()                    # never removed by a rank
+    finally:
+        holder.stop()
+
+
+def test_leftover_segment_is_taken_over(tmp_path):
+    """A leftover nobody holds the creator lock of (a killed job's) costs the next job
+    nothing: its rank takes it over with one WARNING and removes it at exit."""
     shm = tmp_path / "shm"
     shm.mkdir()
     nosock = tmp_path / "nosock"
@@ -132,11 +195,9 @@ def test_stale_segment_disables_dyno_mode(tmp_path):
                "'--rate', '0']))", env=env, cwd=str(tmp_path))
     text = r.stdout + r.stderr
     assert r.returncode == 0, text
-    assert "There may exist shared memory before this task" in text
-    assert f"Please remove: {path}" in text
-    assert "rm -f" in text
-    assert "dyno mode off" in text
-    assert path.exists()                    # never removed by a rank
+    assert text.count("took over") == 1, text
+    assert "as creator" in text and "dyno mode on" in text
+    assert not path.exists()
 
 
 def test_daemon_absent_job_runs_and_cleans_up(tmp_path):

@@ -1,0 +1,124 @@
+/* ext_dynamic: `IPCMonitor_C.dynamic` (ext_dynamic.h). Every call that may block (segment
+ * attach, poller join, a config applied inside step) runs with the GIL released; the stop
+ * hook takes it back to call into Python. */
+#include "ext_dynamic.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+
+#include "msmon/msmonitor.h"
+
+static PyObject *stop_hook; /* strong reference; set and cleared with the GIL held */
+
+/* Runs on the stepping thread inside msmon_dynamic_step(), GIL released by us. */
+static void call_stop_hook(void *ctx)
+{
+    (void)ctx;
+    PyGILState_STATE g = PyGILState_Ensure();
+    if (stop_hook) {
+        PyObject *r = PyObject_CallNoArgs(stop_hook);
+        if (!r)
+            PyErr_WriteUnraisable(stop_hook); /* never breaks the training step */
+        Py_XDECREF(r);
+    }
+    PyGILState_Release(g);
+}
+
+static PyObject *d_init(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    int rank, echo = 0, rc;
+    if (!PyArg_ParseTuple(args, "i|p:init", &rank, &echo))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = msmon_dynamic_init_ex(rank, echo ? MSMON_DYNAMIC_ECHO : 0);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(rc);
+}
+
+static PyObject *d_step(PyObject *mod, PyObject *unused)
+{
+    (void)mod;
+    (void)unused;
+    Py_BEGIN_ALLOW_THREADS
+    (void)msmon_dynamic_step();
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *d_finalize(PyObject *mod, PyObject *unused)
+{
+    (void)mod;
+    (void)unused;
+    Py_BEGIN_ALLOW_THREADS
+    msmon_dynamic_finalize();
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *d_set_stop_hook(PyObject *mod, PyObject *fn)
+{
+    (void)mod;
+    if (fn != Py_None && !PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "set_stop_hook(): argument must be callable or None, not %.100s",
+                     Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    Py_XSETREF(stop_hook, fn == Py_None ? NULL : Py_NewRef(fn));
+    msmon_dynamic_set_stop_hook(stop_hook ? call_stop_hook : NULL, NULL);
+    Py_RETURN_NONE;
+}
+
+static PyObject *d_info(PyObject *mod, PyObject *unused)
+{
+    (void)mod;
+    (void)unused;
+    struct msmon_dynamic_info i;
+    if (msmon_dynamic_info(&i) != 0)
+        return PyErr_NoMemory();
+    return Py_BuildValue("{s:O,s:O,s:O,s:O,s:O,s:I,s:i,s:i,s:s}", "enabled", i.enabled ? Py_True : Py_False,
+                         "creator", i.creator ? Py_True : Py_False, "polling", i.polling ? Py_True : Py_False,
+                         "registered", i.registered ? Py_True : Py_False, "reachable",
+                         i.reachable ? Py_True : Py_False, "registrations", (unsigned)i.registrations, "rank",
+                         (int)i.rank, "step", (int)i.step, "path", i.path);
+}
+
+/* attach(path) -> (rc, fd, creator, err): the caller raises; fd (>= 0 when rc == 0) is
+ * the caller's to close. */
+static PyObject *d_attach(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    PyObject *po;
+    char err[PATH_MAX + 512];
+    int fd = -1, creator = 0, rc;
+    if (!PyArg_ParseTuple(args, "O&:attach", PyUnicode_FSConverter, &po))
+        return NULL;
+    err[0] = '\0';
+    const char *path = PyBytes_AS_STRING(po);
+    Py_BEGIN_ALLOW_THREADS
+    rc = msmon_dynamic_attach(path, &fd, &creator, err, sizeof(err));
+    Py_END_ALLOW_THREADS
+    Py_DECREF(po);
+    return Py_BuildValue("(iiOs)", rc, rc == 0 ? fd : -1, creator ? Py_True : Py_False, err);
+}
+
+static PyMethodDef dynamic_methods[] = {
+    {"init", d_init, METH_VARARGS, "init(rank, echo=False) -> int: join dyno mode (0 active, else -errno)."},
+    {"step", d_step, METH_NOARGS, "step(): once per iteration."},
+    {"finalize", d_finalize, METH_NOARGS, "finalize(): stop the session and the poller, remove our segment."},
+    {"set_stop_hook", d_set_stop_hook, METH_O, "set_stop_hook(fn): called before an NPU_MONITOR_STOP config."},
+    {"info", d_info, METH_NOARGS, "info() -> dict: enabled, creator, polling, registered, ..."},
+    {"attach", d_attach, METH_VARARGS, "attach(path) -> (rc, fd, creator, err): the segment handoff alone."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef dynamic_def = {
+    PyModuleDef_HEAD_INIT, "IPCMonitor_C.dynamic",
+    "dyno-mode shared-memory handoff (libmsmonitor msmon_dynamic_*).", -1, dynamic_methods, NULL, NULL, NULL, NULL,
+};
+
+PyObject *ext_dynamic_create(void)
+{
+    return PyModule_Create(&dynamic_def);
+}
