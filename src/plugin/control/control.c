@@ -169,7 +169,7 @@ static void control_poller_wait(struct control_poller *p, double seconds)
     control_poller_flush_status(p);
 }
 
-/* One attempt: register if never registered, else poll (dyno re-registers by itself after a
+/* One attempt: register if never registered, then poll (dyno re-registers by itself after a
  * daemon restart or a failed send). Returns true if the daemon answered. */
 static bool control_poller_attempt(struct control_poller *p)
 {
@@ -181,7 +181,9 @@ static bool control_poller_attempt(struct control_poller *p)
         pthread_mutex_lock(&p->lock);
         p->st.registered = ok;
         pthread_mutex_unlock(&p->lock);
-        return ok;
+        if (!ok)
+            return false;
+        /* and poll at once: the daemon only targets processes that have polled */
     }
     if (dyno_poll(p->buf, CONTROL_POLL_CAP, &len) == 0 && len > 0 && p->cfg.on_config)
         p->cfg.on_config(p->cfg.ctx, p->buf, len);
