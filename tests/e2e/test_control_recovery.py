@@ -116,7 +116,7 @@ def sockdir():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def test_job_started_before_the_daemon(make_daemon, sockdir, tmp_path):
+def test_job_started_before_the_daemon(sockdir, make_daemon, tmp_path):  # daemon stops first
     shm = tmp_path / "shm"
     shm.mkdir()
     out = tmp_path / "out"
