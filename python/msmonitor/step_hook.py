@@ -9,7 +9,8 @@ Two strategies, chosen once per process:
   themselves: every subclass already defined (walked through __subclasses__(), so optimizers
   constructed before install() are covered, no gc scan), later ones through
   __init_subclass__, and the class of every optimizer constructed later (a `step` assigned
-  after the class statement).
+  after the class statement). An LR scheduler built before install() has replaced its
+  optimizer's `step` by an instance attribute; the schedulers' `step` hands it to us.
 Only one optimizer counts (the primary: the last one constructed after install(), else the
 first one that steps), so a GAN's two optimizers give one call per iteration; a subclass
 whose `step` calls super().step() counts once (a per-thread, per-optimizer nesting depth)."""
@@ -32,6 +33,7 @@ _state = {
     "callback": None,    # step_fn of the latest install()
     "primary": None,     # weakref.ref to the optimizer that counts
     "cb_warned": False,
+    "opt_cls": None,     # torch.optim.Optimizer on the wrap path
 }
 
 
@@ -98,9 +100,11 @@ def _install(torch):
         register(_post_hook)
         _state["mode"] = "post_hook"
     else:
+        _state["opt_cls"] = opt_cls
         _patch_tree(opt_cls, opt_cls)
         _hook_subclassing(opt_cls)
         _wrap_init(opt_cls, patch_class=True)
+        _hook_schedulers(torch, optim)
         _state["mode"] = "wrap"
     _log("DEBUG", f"optimizer step hook installed ({_state['mode']}, torch "
          f"{getattr(torch, '__version__', '?')})")
@@ -178,26 +182,88 @@ def _depths():
     return d
 
 
+def _counted(opt, call, args, kwargs):
+    """Run one step of `opt`; fire after the outermost one of this thread returns."""
+    depths = _depths()
+    key = id(opt)
+    outer = key not in depths
+    depths[key] = depths.get(key, 0) + 1
+    try:
+        out = call(*args, **kwargs)
+    finally:
+        if depths[key] == 1:
+            del depths[key]
+        else:
+            depths[key] -= 1
+    if outer:
+        _fire(opt)
+    return out
+
+
 def _wrap_step(fn):
     @functools.wraps(fn)
     def step(self, *args, **kwargs):
-        depths = _depths()
-        key = id(self)
-        outer = key not in depths
-        depths[key] = depths.get(key, 0) + 1
-        try:
-            out = fn(self, *args, **kwargs)
-        finally:
-            if depths[key] == 1:
-                del depths[key]
-            else:
-                depths[key] -= 1
-        if outer:
-            _fire(self)
-        return out
+        return _counted(self, fn, (self,) + args, kwargs)
 
     setattr(step, _MARK, True)
     return step
+
+
+def _wrap_instance_step(opt, inst):
+    """`opt.step` is an instance attribute (an LR scheduler's step counter built before
+    install(), bound to the class function as it was then): wrap that attribute."""
+    ref = weakref.ref(opt)
+
+    def step(*args, **kwargs):
+        return _counted(ref(), inst, args, kwargs)
+
+    try:
+        step = functools.wraps(inst)(step)     # keeps torch's `_with_counter` mark
+    except (AttributeError, TypeError):
+        pass
+    setattr(step, _MARK, True)
+    return step
+
+
+def _adopt(opt):
+    inst = getattr(opt, "__dict__", {}).get("step")
+    if inst is None or not callable(inst) or getattr(inst, _MARK, False):
+        return
+    if isinstance(opt, _state["opt_cls"]):
+        opt.step = _wrap_instance_step(opt, inst)
+
+
+def _wrap_sched_step(fn):
+    @functools.wraps(fn)
+    def step(self, *args, **kwargs):
+        try:
+            _adopt(getattr(self, "optimizer", None))
+        except Exception:  # noqa: BLE001 (never break scheduler.step())
+            pass
+        return fn(self, *args, **kwargs)
+
+    setattr(step, _MARK, True)
+    return step
+
+
+def _hook_schedulers(torch, optim):
+    """Schedulers built before install() have already replaced their optimizer's `step` by an
+    instance attribute that bypasses the class: their step() hands it to _adopt(), so such an
+    optimizer counts from its first scheduler step on. No gc scan."""
+    lrs = getattr(optim, "lr_scheduler", None)
+    if not isinstance(lrs, types.ModuleType):
+        lrs = sys.modules.get(f"{getattr(torch, '__name__', 'torch')}.optim.lr_scheduler")
+    bases = [getattr(lrs, n, None) for n in ("_LRScheduler", "LRScheduler", "ReduceLROnPlateau")]
+    seen, todo = set(), [b for b in bases if isinstance(b, type)]
+    while todo:
+        c = todo.pop()
+        if c in seen:
+            continue
+        seen.add(c)
+        fn = c.__dict__.get("step")
+        if isinstance(fn, types.FunctionType) and not getattr(fn, _MARK, False):
+            c.step = _wrap_sched_step(fn)
+        todo.extend(type.__subclasses__(c))
 
 
 def _patch_class(cls):

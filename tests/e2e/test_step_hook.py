@@ -64,7 +64,31 @@ def fake_torch(v2):
     class Adam(SGD):
         pass
 
-    optim.Optimizer, optim.SGD, optim.Adam = Optimizer, SGD, Adam
+    class _LRScheduler:
+        """Like 1.13's: replaces optimizer.step by a counting instance attribute bound to the
+        class function as it is now."""
+
+        def __init__(self, optimizer):
+            self.optimizer = optimizer
+            func = type(optimizer).step
+
+            @functools.wraps(func)
+            def with_counter(*args, **kwargs):
+                optimizer.counted = getattr(optimizer, "counted", 0) + 1
+                return func(optimizer, *args, **kwargs)
+
+            with_counter._with_counter = True
+            optimizer.step = with_counter
+
+        def step(self):
+            pass
+
+    class StepLR(_LRScheduler):
+        pass
+
+    lrs = types.ModuleType(optim.__name__ + ".lr_scheduler")
+    lrs._LRScheduler, lrs.StepLR = _LRScheduler, StepLR
+    optim.Optimizer, optim.SGD, optim.Adam, optim.lr_scheduler = Optimizer, SGD, Adam, lrs
     if v2:
         optmod = types.ModuleType(optim.__name__ + ".optimizer")
         optmod.register_optimizer_step_post_hook = post_hooks.append
@@ -174,6 +198,31 @@ def test_nested_optimizer_inner_primary_counted():
     assert c.n == 3
 
 
+def test_scheduler_built_before_install_counts_from_its_first_step():
+    sh, torch, c = load_step_hook(), fake_torch(False), Counter()
+    o = torch.optim.SGD()
+    sched = torch.optim.lr_scheduler.StepLR(o)
+    sh.install(c, torch_module=torch)
+    o.step()                                         # the instance attribute: not seen yet
+    sched.step()                                     # hands o.step to the hook
+    for _ in range(3):
+        o.step()
+        sched.step()
+    assert c.n == 3 and o.counted == 4 and o.steps == 4
+    assert o.step._with_counter is True              # torch's mark kept
+
+
+def test_scheduler_built_after_install_not_wrapped_twice():
+    sh, torch, c = load_step_hook(), fake_torch(False), Counter()
+    sh.install(c, torch_module=torch)
+    o = torch.optim.SGD()
+    sched = torch.optim.lr_scheduler.StepLR(o)
+    for _ in range(3):
+        o.step()
+        sched.step()
+    assert c.n == 3 and o.counted == 3
+
+
 def test_raising_step_not_counted_and_does_not_stick():
     sh, torch, c = load_step_hook(), fake_torch(False), Counter()
     sh.install(c, torch_module=torch)
@@ -255,8 +304,9 @@ def test_env_turns_it_off(monkeypatch):
 
 
 def test_real_torch():
-    """Whatever torch is installed (Debian 12: 1.13.1, the wrap path): an optimizer built
-    before install(), one built after with an LR scheduler, a super().step() subclass."""
+    """Whatever torch is installed (Debian 12: 1.13.1, the wrap path): an optimizer and its LR
+    scheduler built before install(), one built after with a scheduler, a super().step()
+    subclass."""
     torch = pytest.importorskip("torch", reason="torch not importable (Debian: python3-torch)")
     sh, c = load_step_hook(), Counter()
     model = torch.nn.Linear(4, 1)
@@ -270,11 +320,14 @@ def test_real_torch():
                 sched.step()
 
     early = torch.optim.SGD(model.parameters(), lr=0.01)
+    early_sched = torch.optim.lr_scheduler.StepLR(early, 2)
     assert sh.install(c) is True
-    expect = "post_hook" if int(torch.__version__.split(".")[0]) >= 2 else "wrap"
-    assert sh.mode() == expect
-    train(early, 5)
-    assert c.n == 5
+    v2 = int(torch.__version__.split(".")[0]) >= 2
+    assert sh.mode() == ("post_hook" if v2 else "wrap")
+    train(early, 6, early_sched)
+    assert c.n == (6 if v2 else 5)                   # < 2.0: from the first scheduler step on
+    assert early._step_count == 6 and early_sched.last_epoch == 6   # torch still counts
+    c.n = 5                                          # one baseline on every torch
     adam = torch.optim.Adam(model.parameters(), lr=0.01)
     train(adam, 5, torch.optim.lr_scheduler.StepLR(adam, 2))
     assert c.n == 10
