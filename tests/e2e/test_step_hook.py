@@ -346,3 +346,10 @@ def test_real_torch():
     del clipped                                      # ... until the primary is gone
     train(adam, 2)
     assert c.n == 17
+
+
+def test_shipped_in_both_build_tree_packages():
+    from python_util import PKG, require_packages
+    require_packages()
+    for pkg in ("msmonitor", "IPCMonitor"):
+        assert os.path.exists(os.path.join(PKG, pkg, "step_hook.py")), pkg
