@@ -55,8 +55,8 @@ def install(step_fn, torch_module=None):
     False, logged at DEBUG. torch present but no hook possible: False and one WARNING.
     `torch_module` replaces `import torch` (tests)."""
     with _lock:
-        _state["callback"] = step_fn
         if _state["mode"] is not None:
+            _state["callback"] = step_fn
             return True
         if _state["failed"]:
             return False
@@ -73,9 +73,12 @@ def install(step_fn, torch_module=None):
             except Exception as err:  # noqa: BLE001 (a broken torch install)
                 return _fail(f"import torch failed: {err}")
         try:
-            return _install(torch)
+            ok = _install(torch)
         except Exception as err:  # noqa: BLE001
-            return _fail(f"{type(err).__name__}: {err}")
+            ok = _fail(f"{type(err).__name__}: {err}")
+        # After a failure half-way, wrappers already in place stay inert: no callback.
+        _state["callback"] = step_fn if ok else None
+        return ok
 
 
 def _fail(reason):

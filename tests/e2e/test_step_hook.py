@@ -353,3 +353,23 @@ def test_shipped_in_both_build_tree_packages():
     require_packages()
     for pkg in ("msmonitor", "IPCMonitor"):
         assert os.path.exists(os.path.join(PKG, pkg, "step_hook.py")), pkg
+
+
+def test_half_installed_hook_stays_inert(capsys):
+    """A class that refuses patching after others were patched: the WARNING says to call
+    step() by hand, so the wrappers already in place must not count as well."""
+    sh, torch, c = load_step_hook(), fake_torch(False), Counter()
+
+    class Frozen(type):
+        def __setattr__(cls, name, value):
+            raise TypeError(f"cannot set {name}")
+
+    class Stubborn(torch.optim.SGD, metaclass=Frozen):
+        def step(self, closure=None):
+            return super().step(closure)
+
+    assert sh.install(c, torch_module=torch) is False
+    o = torch.optim.SGD()
+    o.step()
+    assert o.steps == 1 and c.n == 0
+    assert "cannot set step" in capsys.readouterr().err
