@@ -16,13 +16,14 @@
 
 #include "common/log.h"
 #include "common/strutil.h"
+#include "contract/cfgkeys.h"
+#include "contract/kvtext.h"
 #include "msmon/ipc_wire.h"
 #include "plugin/control/dyno.h"
 #include "plugin/control/mconfig.h"
 #include "plugin/control/monitor.h"
 #include "plugin/penv.h"
 
-#define CONTROL_MAX_ITEMS 256
 #define CONTROL_POLL_CAP (DYNO_MAX_CONFIG + 64)
 
 /* ---- configs and status ---- */
@@ -44,35 +45,17 @@ int control_apply_config(const char *const *keys, const char *const *values, siz
 
 int control_apply_text(const char *text, size_t len)
 {
-    const char *keys[CONTROL_MAX_ITEMS], *values[CONTROL_MAX_ITEMS];
-    char *copy, *line, *next;
-    size_t n = 0;
+    struct kvtext kv;
     int rc;
 
-    if (!memmem(text, len, "NPU_MONITOR_START", strlen("NPU_MONITOR_START"))) {
+    if (!memmem(text, len, CFGKEY_NPU_MONITOR_START, strlen(CFGKEY_NPU_MONITOR_START))) {
         LOG_INFO("MsMonitorPoll: ignored a config that is not an npu-monitor config (%zu bytes)", len);
         return -ENOMSG;
     }
-    copy = malloc(len + 1);
-    if (!copy)
-        return -ENOMEM;
-    memcpy(copy, text, len);
-    copy[len] = '\0';
-    for (line = copy; line && n < CONTROL_MAX_ITEMS; line = next) {
-        char *nl = strchr(line, '\n'), *eq;
-        next = nl ? nl + 1 : NULL;
-        if (nl)
-            *nl = '\0';
-        eq = strchr(line, '=');
-        if (!eq || strchr(eq + 1, '='))
-            continue; /* exactly two parts, like torch_npu */
-        *eq = '\0';
-        keys[n] = line;
-        values[n] = eq + 1;
-        n++;
-    }
-    rc = control_apply_config(keys, values, n);
-    free(copy);
+    rc = kvtext_parse(text, len, &kv); /* the one KEY=value rule, as on the shm path */
+    if (rc == 0)
+        rc = control_apply_config(kv.keys, kv.values, kv.n);
+    kvtext_fini(&kv);
     return rc;
 }
 

@@ -24,9 +24,9 @@
  * the session reports npuMonitorStatus itself. -EINVAL invalid (logged, nothing changes),
  * -ENOMEM, else 0 whatever the outcome of a start. */
 int control_apply_config(const char *const *keys, const char *const *values, size_t n);
-/* Apply one poll reply ("KEY=VALUE" lines, exactly one '=' per kept line) if it contains
- * NPU_MONITOR_START. 0 applied, -ENOMSG not an npu-monitor config (logged at INFO),
- * -EINVAL invalid, -ENOMEM. */
+/* Apply one poll reply if it contains NPU_MONITOR_START, parsed by the contract's kvtext
+ * rule (lines with exactly one '=', key and value stripped, last wins). 0 applied, -ENOMSG
+ * not an npu-monitor config (logged at INFO), -EINVAL invalid, -E2BIG, -ENOMEM. */
 int control_apply_text(const char *text, size_t len);
 /* Framework trace status: recorded for the nputrace/npu-monitor exclusion, then sent as
  * npuTraceStatus; status -1 (process leaving) also sends npuMonitorStatus -1. 0 or -errno. */

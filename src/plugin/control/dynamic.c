@@ -22,12 +22,16 @@
 #include "common/jw.h"
 #include "common/log.h"
 #include "common/strutil.h"
+#include "contract/cfgkeys.h"
+#include "contract/cjx.h"
+#include "contract/kvtext.h"
+#include "contract/rank.h"
 #include "msmon/ipc_wire.h"
 #include "plugin/control/control.h"
 #include "plugin/control/monitor.h"
 #include "plugin/penv.h"
 
-#define DYN_PY_WS " \t\n\r\v\f\x1c\x1d\x1e\x1f" /* what Python's str.strip() removes (ASCII) */
+#define DYN_PY_WS KVTEXT_WS
 #define DYN_STATUS_PERIOD_NS 1000000000ull
 #define DYN_RANK_LIST_MAX 4096
 #define DYN_TAKEOVER_GRACE_US 100000
@@ -54,14 +58,6 @@ static void dyn_note(enum log_level lvl, const char *fmt, ...)
 }
 
 /* ---- pure helpers ---- */
-
-void dyn_kv_fini(struct dyn_kv *kv)
-{
-    free(kv->store);
-    kv->store = NULL;
-    kv->n = 0;
-    kv->is_valid = false;
-}
 
 int dyn_shm_name(time_t now, char *buf, size_t cap)
 {
@@ -159,81 +155,23 @@ long dyn_stale_seconds(const char *raw)
     return v;
 }
 
-/* Insert or replace (last wins, like a Python dict). */
-static int dyn_kv_put(struct dyn_kv *kv, const char *key, const char *value)
-{
-    for (size_t i = 0; i < kv->n; i++) {
-        if (strcmp(kv->keys[i], key) == 0) {
-            kv->values[i] = value;
-            return 0;
-        }
-    }
-    if (kv->n == DYN_MAX_KEYS)
-        return -E2BIG;
-    kv->keys[kv->n] = key;
-    kv->values[kv->n] = value;
-    kv->n++;
-    return 0;
-}
-
-static char *dyn_strip(char *s)
-{
-    size_t n = strlen(s);
-
-    while (n > 0 && strchr(DYN_PY_WS, s[n - 1]))
-        s[--n] = '\0';
-    while (*s && strchr(DYN_PY_WS, *s))
-        s++;
-    return s;
-}
-
-int dyn_parse_config_text(const char *text, size_t len, struct dyn_kv *kv)
-{
-    char *line, *next;
-    int rc = 0;
-
-    memset(kv, 0, sizeof(*kv));
-    kv->store = malloc(len + 1);
-    if (!kv->store)
-        return -ENOMEM;
-    memcpy(kv->store, text, len);
-    kv->store[len] = '\0';
-    kv->is_valid = true;
-    for (line = kv->store; line; line = next) {
-        char *nl = strchr(line, '\n'), *eq;
-        next = nl ? nl + 1 : NULL;
-        if (nl)
-            *nl = '\0';
-        eq = strchr(line, '=');
-        if (!eq || strchr(eq + 1, '='))
-            continue; /* exactly two parts on '=' (values with '=' are lost, §7.3) */
-        *eq = '\0';
-        rc = dyn_kv_put(kv, dyn_strip(line), dyn_strip(eq + 1));
-        if (rc != 0)
-            break;
-    }
-    if (rc != 0)
-        dyn_kv_fini(kv);
-    return rc;
-}
-
-static const struct dyn_kv *dyn_sort_kv; /* qsort has no context argument in C11 */
+static const struct kvtext *dyn_sort_kv; /* qsort has no context argument in C11 */
 
 static int dyn_cmp_idx(const void *a, const void *b)
 {
     return strcmp(dyn_sort_kv->keys[*(const size_t *)a], dyn_sort_kv->keys[*(const size_t *)b]);
 }
 
-int dyn_config_json(const struct dyn_kv *kv, char **ret, size_t *ret_len)
+int dyn_config_json(const struct kvtext *kv, char **ret, size_t *ret_len)
 {
     static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
-    size_t idx[DYN_MAX_KEYS], n = 0;
-    bool valid_done = !kv->is_valid;
+    size_t idx[KVTEXT_MAX_KEYS], n = 0;
+    bool valid_done = false;
     struct jw w;
     int rc;
 
     for (size_t i = 0; i < kv->n; i++)
-        if (strcmp(kv->keys[i], "is_valid") != 0)
+        if (strcmp(kv->keys[i], CFGKEY_IS_VALID) != 0)
             idx[n++] = i;
     pthread_mutex_lock(&sort_lock);
     dyn_sort_kv = kv;
@@ -266,278 +204,6 @@ int dyn_config_json(const struct dyn_kv *kv, char **ret, size_t *ret_len)
     return 0;
 }
 
-/* ---- strict flat-object JSON parser, decoding into an arena ---- */
-
-struct dyn_jp {
-    const unsigned char *p, *end;
-    char *out; /* arena cursor */
-};
-
-static void dyn_jp_ws(struct dyn_jp *j)
-{
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
-        j->p++;
-}
-
-static int dyn_hex4(const unsigned char *p, const unsigned char *end, uint32_t *ret)
-{
-    uint32_t v = 0;
-
-    if (end - p < 4)
-        return -EINVAL;
-    for (int i = 0; i < 4; i++) {
-        int c = p[i], d;
-        if (c >= '0' && c <= '9')
-            d = c - '0';
-        else if (c >= 'a' && c <= 'f')
-            d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F')
-            d = c - 'A' + 10;
-        else
-            return -EINVAL;
-        v = v << 4 | (uint32_t)d;
-    }
-    *ret = v;
-    return 0;
-}
-
-static void dyn_put_utf8(struct dyn_jp *j, uint32_t cp)
-{
-    if (cp < 0x80) {
-        *j->out++ = (char)cp;
-    } else if (cp < 0x800) {
-        *j->out++ = (char)(0xC0 | cp >> 6);
-        *j->out++ = (char)(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        *j->out++ = (char)(0xE0 | cp >> 12);
-        *j->out++ = (char)(0x80 | (cp >> 6 & 0x3F));
-        *j->out++ = (char)(0x80 | (cp & 0x3F));
-    } else {
-        *j->out++ = (char)(0xF0 | cp >> 18);
-        *j->out++ = (char)(0x80 | (cp >> 12 & 0x3F));
-        *j->out++ = (char)(0x80 | (cp >> 6 & 0x3F));
-        *j->out++ = (char)(0x80 | (cp & 0x3F));
-    }
-}
-
-/* Length of the valid UTF-8 sequence at p (1..4), 0 if invalid (overlong, surrogate, > U+10FFFF). */
-static size_t dyn_utf8_len(const unsigned char *p, const unsigned char *end)
-{
-    size_t n, avail = (size_t)(end - p);
-    uint32_t cp;
-
-    if (p[0] < 0x80)
-        return 1;
-    if (p[0] >= 0xC2 && p[0] <= 0xDF)
-        n = 2, cp = p[0] & 0x1Fu;
-    else if (p[0] >= 0xE0 && p[0] <= 0xEF)
-        n = 3, cp = p[0] & 0x0Fu;
-    else if (p[0] >= 0xF0 && p[0] <= 0xF4)
-        n = 4, cp = p[0] & 0x07u;
-    else
-        return 0;
-    if (avail < n)
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-        cp = cp << 6 | (p[i] & 0x3Fu);
-    }
-    if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-        return 0;
-    return n;
-}
-
-static int dyn_jp_string(struct dyn_jp *j, const char **ret)
-{
-    char *start = j->out;
-
-    if (j->p >= j->end || *j->p != '"')
-        return -EINVAL;
-    j->p++;
-    while (j->p < j->end && *j->p != '"') {
-        uint32_t cp, lo;
-        size_t n;
-        if (*j->p < 0x20)
-            return -EINVAL;
-        if (*j->p != '\\') {
-            n = dyn_utf8_len(j->p, j->end);
-            if (n == 0)
-                return -EINVAL;
-            memcpy(j->out, j->p, n);
-            j->out += n;
-            j->p += n;
-            continue;
-        }
-        if (j->end - j->p < 2)
-            return -EINVAL;
-        switch (j->p[1]) {
-        case '"': case '\\': case '/':
-            *j->out++ = (char)j->p[1];
-            break;
-        case 'b': *j->out++ = '\b'; break;
-        case 'f': *j->out++ = '\f'; break;
-        case 'n': *j->out++ = '\n'; break;
-        case 'r': *j->out++ = '\r'; break;
-        case 't': *j->out++ = '\t'; break;
-        case 'u':
-            if (dyn_hex4(j->p + 2, j->end, &cp) != 0 || cp == 0 || (cp >= 0xDC00 && cp <= 0xDFFF))
-                return -EINVAL; /* NUL cannot live in a C string; lone low surrogate */
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                if (j->end - j->p < 12 || j->p[6] != '\\' || j->p[7] != 'u' ||
-                    dyn_hex4(j->p + 8, j->end, &lo) != 0 || lo < 0xDC00 || lo > 0xDFFF)
-                    return -EINVAL;
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                j->p += 6;
-            }
-            dyn_put_utf8(j, cp);
-            j->p += 4;
-            break;
-        default:
-            return -EINVAL;
-        }
-        j->p += 2;
-    }
-    if (j->p >= j->end)
-        return -EINVAL;
-    j->p++; /* closing quote */
-    *j->out++ = '\0';
-    *ret = start;
-    return 0;
-}
-
-static bool dyn_jp_lit(struct dyn_jp *j, const char *lit)
-{
-    size_t n = strlen(lit);
-
-    if ((size_t)(j->end - j->p) < n || memcmp(j->p, lit, n) != 0)
-        return false;
-    j->p += n;
-    return true;
-}
-
-static bool dyn_digit(const struct dyn_jp *j)
-{
-    return j->p < j->end && *j->p >= '0' && *j->p <= '9';
-}
-
-/* RFC 8259 number, copied verbatim into the arena. */
-static int dyn_jp_number(struct dyn_jp *j, const char **ret)
-{
-    const unsigned char *s = j->p;
-
-    if (j->p < j->end && *j->p == '-')
-        j->p++;
-    if (!dyn_digit(j))
-        return -EINVAL;
-    if (*j->p == '0')
-        j->p++;
-    else
-        while (dyn_digit(j))
-            j->p++;
-    if (j->p < j->end && *j->p == '.') {
-        j->p++;
-        if (!dyn_digit(j))
-            return -EINVAL;
-        while (dyn_digit(j))
-            j->p++;
-    }
-    if (j->p < j->end && (*j->p == 'e' || *j->p == 'E')) {
-        j->p++;
-        if (j->p < j->end && (*j->p == '+' || *j->p == '-'))
-            j->p++;
-        if (!dyn_digit(j))
-            return -EINVAL;
-        while (dyn_digit(j))
-            j->p++;
-    }
-    memcpy(j->out, s, (size_t)(j->p - s));
-    *ret = j->out;
-    j->out += j->p - s;
-    *j->out++ = '\0';
-    return 0;
-}
-
-/* One member value: *ret is its str() form, *ret_truthy Python's bool() of it. */
-static int dyn_jp_value(struct dyn_jp *j, const char **ret, bool *ret_truthy)
-{
-    int rc = 0;
-
-    if (j->p >= j->end)
-        return -EINVAL;
-    if (*j->p == '"') {
-        rc = dyn_jp_string(j, ret);
-        *ret_truthy = rc == 0 && (*ret)[0] != '\0';
-    } else if (dyn_jp_lit(j, "true")) {
-        *ret = "True";
-        *ret_truthy = true;
-    } else if (dyn_jp_lit(j, "false")) {
-        *ret = "False";
-        *ret_truthy = false;
-    } else {
-        rc = dyn_jp_number(j, ret); /* null, arrays and objects are not config values */
-        *ret_truthy = rc == 0 && strtod(*ret, NULL) != 0.0;
-    }
-    return rc;
-}
-
-int dyn_parse_json(const char *text, size_t len, struct dyn_kv *kv)
-{
-    struct dyn_jp j = { (const unsigned char *)text, (const unsigned char *)text + len, NULL };
-    int rc = -EINVAL;
-
-    memset(kv, 0, sizeof(*kv));
-    /* Decoded strings never grow; numbers and literals add at most one NUL per token. */
-    kv->store = malloc(2 * len + 16);
-    if (!kv->store)
-        return -ENOMEM;
-    j.out = kv->store;
-    dyn_jp_ws(&j);
-    if (j.p >= j.end || *j.p++ != '{')
-        goto fail;
-    dyn_jp_ws(&j);
-    if (j.p < j.end && *j.p == '}') {
-        j.p++;
-    } else {
-        for (;;) {
-            const char *key, *value;
-            bool truthy;
-            dyn_jp_ws(&j);
-            if (dyn_jp_string(&j, &key) != 0)
-                goto fail;
-            dyn_jp_ws(&j);
-            if (j.p >= j.end || *j.p++ != ':')
-                goto fail;
-            dyn_jp_ws(&j);
-            if (dyn_jp_value(&j, &value, &truthy) != 0)
-                goto fail;
-            if (strcmp(key, "is_valid") == 0) {
-                kv->is_valid = truthy;
-            } else if (dyn_kv_put(kv, key, value) != 0) {
-                rc = -E2BIG;
-                goto fail;
-            }
-            dyn_jp_ws(&j);
-            if (j.p < j.end && *j.p == ',') {
-                j.p++;
-                continue;
-            }
-            if (j.p < j.end && *j.p == '}') {
-                j.p++;
-                break;
-            }
-            goto fail;
-        }
-    }
-    dyn_jp_ws(&j);
-    if (j.p != j.end)
-        goto fail;
-    return 0;
-fail:
-    dyn_kv_fini(kv);
-    return rc;
-}
-
 /* ---- segment I/O ---- */
 
 int dyn_shm_write(uint8_t *shm, const char *json, size_t len, uint32_t now)
@@ -555,13 +221,14 @@ uint32_t dyn_shm_time(const uint8_t *shm)
     return le32toh(__atomic_load_n((const uint32_t *)(const void *)shm, __ATOMIC_ACQUIRE));
 }
 
-int dyn_shm_read(const uint8_t *shm, struct dyn_kv *kv)
+int dyn_shm_read(const uint8_t *shm, struct kvtext *kv, bool *ret_is_valid)
 {
     size_t len = DYN_SHM_SIZE - 4;
     char *copy;
     int rc;
 
-    memset(kv, 0, sizeof(*kv));
+    kvtext_init(kv);
+    *ret_is_valid = false;
     while (len > 0 && (shm[4 + len - 1] == ' ' || shm[4 + len - 1] == '\0'))
         len--;
     if (len == 0)
@@ -571,7 +238,7 @@ int dyn_shm_read(const uint8_t *shm, struct dyn_kv *kv)
     if (!copy)
         return -ENOMEM;
     memcpy(copy, shm + 4, len);
-    rc = dyn_parse_json(copy, len, kv);
+    rc = cjx_flat_object(copy, len, kv, ret_is_valid);
     free(copy);
     return rc;
 }
@@ -753,12 +420,11 @@ int dyn_attach_or_create(const char *path, long stale_s, int *ret_fd, bool *ret_
 
 /* ---- nputrace window ---- */
 
-static const char *dyn_get(const struct dyn_kv *kv, const char *key, const char *dflt)
+static const char *dyn_get(const struct kvtext *kv, const char *key, const char *dflt)
 {
-    for (size_t i = 0; i < kv->n; i++)
-        if (strcmp(kv->keys[i], key) == 0)
-            return kv->values[i];
-    return dflt;
+    const char *v = kvtext_get(kv, key);
+
+    return v ? v : dflt;
 }
 
 static bool dyn_rank_listed(const char *list, int32_t rank)
@@ -781,7 +447,7 @@ static bool dyn_rank_listed(const char *list, int32_t rank)
     return false;
 }
 
-int dyn_trace_config(struct dyn_trace *t, const struct dyn_kv *kv, int32_t rank, int32_t step)
+int dyn_trace_config(struct dyn_trace *t, const struct kvtext *kv, int32_t rank, int32_t step)
 {
     const char *is_rank = dyn_get(kv, "PROFILE_IS_RANK", "false");
     const char *start_s = dyn_get(kv, "PROFILE_START_STEP", "-1");
@@ -846,17 +512,12 @@ static struct {
     void *stop_hook_ctx;
 } dyn = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
 
+/* RANK, else RANK_ID; unknown counts as rank 0 here (init_dyno id, rank-list match). */
 static int32_t dyn_env_rank(void)
 {
-    int32_t r;
-    const char *v = penv_get(PENV_RANK);
+    int32_t r = rank_resolve(penv_get(PENV_RANK), penv_get(PENV_RANK_ID));
 
-    if (v && str_to_i32(v, &r) == 0)
-        return r < 0 ? 0 : r;
-    v = penv_get(PENV_RANK_ID);
-    if (v && str_to_i32(v, &r) == 0)
-        return r < 0 ? 0 : r;
-    return 0;
+    return r == RANK_UNKNOWN ? 0 : r;
 }
 
 /* The simulator when the msPTI library in use is the simulator (already loaded by the
@@ -913,13 +574,15 @@ static void dyn_mstx_end(uint64_t id)
 static void dyn_publish(void *ctx, const char *text, size_t len)
 {
     uint8_t *shm = ctx;
-    struct dyn_kv kv;
+    struct kvtext kv;
     char *json = NULL;
     size_t jlen = 0;
     int rc;
 
-    if (dyn_parse_config_text(text, len, &kv) != 0)
+    if (kvtext_parse(text, len, &kv) != 0) {
+        kvtext_fini(&kv);
         return;
+    }
     rc = kv.n > 0 ? dyn_config_json(&kv, &json, &jlen) : -ENODATA;
     if (rc == 0)
         rc = dyn_shm_write(shm, json, jlen, (uint32_t)time(NULL));
@@ -928,7 +591,7 @@ static void dyn_publish(void *ctx, const char *text, size_t len)
     else if (rc != -ENODATA)
         dyn_note(LOG_LVL_ERROR, "config of %zu keys dropped: %s", kv.n, errno_name(-rc));
     free(json);
-    dyn_kv_fini(&kv);
+    kvtext_fini(&kv);
 }
 
 static void dyn_poller_exit(void *ctx)
@@ -1054,15 +717,14 @@ static bool dyn_is_true(const char *v)
 
 static void dyn_apply(int32_t step)
 {
-    struct dyn_kv kv;
+    struct kvtext kv;
+    bool valid;
 
-    if (dyn_shm_read(dyn.shm, &kv) != 0)
-        return; /* empty or unparsable: ignored, like Python's read_config() -> None */
-    if (!kv.is_valid)
-        goto out;
-    if (dyn_get(&kv, "NPU_MONITOR_START", NULL)) {
+    if (dyn_shm_read(dyn.shm, &kv, &valid) != 0 || !valid)
+        goto out; /* empty or unparsable: ignored, like Python's read_config() -> None */
+    if (kvtext_get(&kv, CFGKEY_NPU_MONITOR_START)) {
         /* The session end writes the cluster layout next to the data (05-outputs.md). */
-        if (dyn.stop_hook && dyn_is_true(dyn_get(&kv, "NPU_MONITOR_STOP", NULL)))
+        if (dyn.stop_hook && dyn_is_true(kvtext_get(&kv, CFGKEY_NPU_MONITOR_STOP)))
             dyn.stop_hook(dyn.stop_hook_ctx);
         /* Every rank runs its own monitor and writes its own files. */
         (void)control_apply_config(kv.keys, kv.values, kv.n);
@@ -1071,7 +733,7 @@ static void dyn_apply(int32_t step)
     if (dyn_trace_config(&dyn.trace, &kv, dyn.rank, step) == 1)
         dyn.status_due = true; /* report the new state at once */
 out:
-    dyn_kv_fini(&kv);
+    kvtext_fini(&kv);
 }
 
 int dyn_step(void)

@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <time.h>
 
+#include "contract/kvtext.h"
 #include "plugin/control/control.h"
 
 #define DYN_SHM_PREFIX "DynamicProfileNpuShm"
@@ -20,18 +21,7 @@
 #define DYN_SHM_SIZE (1u << 20)
 #define DYN_STALE_S 60
 #define DYN_ATTACH_TRIES 10
-#define DYN_MAX_KEYS 256            /* cap on the keys of one config (shm or poll text) */
 #define DYN_DEFAULT_POLL_S 2.0
-
-/* One config: NUL-terminated views into `store` (or static strings). */
-struct dyn_kv {
-    char *store;                    /* owned; free with dyn_kv_fini() */
-    const char *keys[DYN_MAX_KEYS];
-    const char *values[DYN_MAX_KEYS];
-    size_t n;
-    bool is_valid;                  /* the "is_valid" member (JSON) / always true (poll text) */
-};
-void dyn_kv_fini(struct dyn_kv *kv);
 
 /* "DynamicProfileNpuShm" + UTC %Y%m%d%H of `now`. 0 or -ENOSPC. */
 int dyn_shm_name(time_t now, char *buf, size_t cap);
@@ -45,24 +35,20 @@ bool dyn_use_daemon(const char *msmon, const char *kineto);
 double dyn_poll_interval(const char *raw);
 long dyn_stale_seconds(const char *raw);
 
-/* The poller's line parsing (03-ipc.md §7.3): keep a line only if it splits on '=' into
- * exactly two parts, strip both; a repeated key keeps its last value. Then "is_valid" is
- * added (true). Fills kv (caller calls dyn_kv_fini). 0, -ENOMEM, -E2BIG (> DYN_MAX_KEYS). */
-int dyn_parse_config_text(const char *text, size_t len, struct dyn_kv *kv);
-/* Compact JSON of kv with byte-wise sorted keys. Caller owns *ret; free(). -E2BIG if the
- * text does not fit the segment. */
-int dyn_config_json(const struct dyn_kv *kv, char **ret, size_t *ret_len);
-/* Strict parse of one flat JSON object (string, true/false or number members; duplicates:
- * last wins) as found in the segment after trailing spaces/NULs are cut. Values are
- * converted like Python's str(): true -> "True", numbers verbatim. "is_valid" is not kept
- * as a key; its truthiness goes to kv->is_valid. 0 or -EINVAL/-ENOMEM/-E2BIG. */
-int dyn_parse_json(const char *text, size_t len, struct dyn_kv *kv);
+/* Compact JSON of a poll reply parsed by kvtext_parse() (contract/kvtext.h), byte-wise
+ * sorted keys, plus "is_valid": true (a text "is_valid" is overridden, as Python set
+ * cfg["is_valid"] = True after parsing). Caller owns *ret; free(). -E2BIG if the text does not
+ * fit the segment. */
+int dyn_config_json(const struct kvtext *kv, char **ret, size_t *ret_len);
 
 /* Segment I/O over a mapped DYN_SHM_SIZE buffer. The timestamp (uint32 LE unix seconds) is
  * written last with release order so a reader that sees it sees the whole text. */
 int dyn_shm_write(uint8_t *shm, const char *json, size_t len, uint32_t now);
 uint32_t dyn_shm_time(const uint8_t *shm);
-int dyn_shm_read(const uint8_t *shm, struct dyn_kv *kv);
+/* The segment's config object through the contract's reader (cjx_flat_object: flat object of
+ * strings, booleans or numbers, values in Python's str() form); trailing spaces/NULs are cut.
+ * Fills kv (kvtext_fini even on error) and *ret_is_valid. -ENODATA empty, -EINVAL, -ENOMEM. */
+int dyn_shm_read(const uint8_t *shm, struct kvtext *kv, bool *ret_is_valid);
 
 /* Open `path` or create it (one creator wins via link(2)). *ret_fd holds a shared flock for
  * cleanup-shm; the creator's also holds the creator lock (an OFD write lock on byte 0) for
@@ -83,7 +69,7 @@ struct dyn_trace {
 /* Apply an nputrace config seen at step `step` by rank `rank` (PROFILE_IS_RANK /
  * PROFILE_RANK_LIST select ranks; PROFILE_START_STEP -1 or not after `step` = next step;
  * ACTIVITIES_ITERATIONS >= 1). Returns 1 armed (Ready), 0 not for this rank, -EINVAL. */
-int dyn_trace_config(struct dyn_trace *t, const struct dyn_kv *kv, int32_t rank, int32_t step);
+int dyn_trace_config(struct dyn_trace *t, const struct kvtext *kv, int32_t rank, int32_t step);
 /* Advance at step `step`; returns true if the state changed. */
 bool dyn_trace_advance(struct dyn_trace *t, int32_t step);
 

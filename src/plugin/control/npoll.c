@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "common/log.h"
-#include "common/strutil.h"
+#include "contract/rank.h"
 #include "msmon/ipc_wire.h"
 #include "plugin/control/control.h"
 #include "plugin/penv.h"
@@ -25,17 +25,12 @@ int npoll_apply_text(const char *text, size_t len)
     return control_apply_text(text, len);
 }
 
+/* RANK, else RANK_ID (§12); unknown registers as npu 0. */
 static int32_t npoll_rank(void)
 {
-    int32_t r;
-    const char *v = penv_get(PENV_RANK);
+    int32_t r = rank_resolve(penv_get(PENV_RANK), penv_get(PENV_RANK_ID));
 
-    if (v && str_to_i32(v, &r) == 0)
-        return r;
-    v = penv_get(PENV_RANK_ID);
-    if (v && str_to_i32(v, &r) == 0)
-        return r;
-    return 0;
+    return r == RANK_UNKNOWN ? 0 : r;
 }
 
 static void npoll_on_config(void *ctx, const char *text, size_t len)

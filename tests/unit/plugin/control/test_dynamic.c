@@ -20,6 +20,8 @@
 
 #include "../../logcap.h"
 #include "common/log.h"
+#include "contract/cjx.h"
+#include "contract/kvtext.h"
 #include "plugin/control/dynamic.h"
 #include "plugin/penv.h"
 
@@ -62,17 +64,9 @@ static int teardown(void **state)
 #define log_text logcap_text
 #define log_clear logcap_clear
 
-static const char *kv_get(const struct dyn_kv *kv, const char *key)
+static void kv_from(struct kvtext *kv, const char *text)
 {
-    for (size_t i = 0; i < kv->n; i++)
-        if (strcmp(kv->keys[i], key) == 0)
-            return kv->values[i];
-    return NULL;
-}
-
-static void kv_from(struct dyn_kv *kv, const char *text)
-{
-    assert_int_equal(dyn_parse_config_text(text, strlen(text), kv), 0);
+    assert_int_equal(kvtext_parse(text, strlen(text), kv), 0);
 }
 
 static void test_shm_name(void **state)
@@ -141,50 +135,49 @@ static void test_config_text(void **state)
                         "K=2\n"
                         "\tEMPTY=\n"
                         "            REQUEST_TRACE_ID=7\n";
-    struct dyn_kv kv;
+    struct kvtext kv;
     char *json;
     size_t len;
 
     (void)state;
-    assert_int_equal(dyn_parse_config_text(text, strlen(text), &kv), 0);
+    assert_int_equal(kvtext_parse(text, strlen(text), &kv), 0);
     assert_int_equal(kv.n, 4);
-    assert_string_equal(kv_get(&kv, "NPU_MONITOR_START"), "true");
-    assert_null(kv_get(&kv, "LOG_FILE")); /* three parts: lost, like torch_npu */
-    assert_string_equal(kv_get(&kv, "K"), "2");
-    assert_string_equal(kv_get(&kv, "EMPTY"), "");
-    assert_string_equal(kv_get(&kv, "REQUEST_TRACE_ID"), "7");
-    assert_true(kv.is_valid);
+    assert_string_equal(kvtext_get(&kv, "NPU_MONITOR_START"), "true");
+    assert_null(kvtext_get(&kv, "LOG_FILE")); /* three parts: lost, like torch_npu */
+    assert_string_equal(kvtext_get(&kv, "K"), "2");
+    assert_string_equal(kvtext_get(&kv, "EMPTY"), "");
+    assert_string_equal(kvtext_get(&kv, "REQUEST_TRACE_ID"), "7");
     /* Keys byte-wise sorted, "is_valid": true in its place; the writer's JSON is compact. */
     assert_int_equal(dyn_config_json(&kv, &json, &len), 0);
     assert_string_equal(json, "{\"EMPTY\":\"\",\"K\":\"2\",\"NPU_MONITOR_START\":\"true\","
                               "\"REQUEST_TRACE_ID\":\"7\",\"is_valid\":true}");
     assert_int_equal(len, strlen(json));
     free(json);
-    dyn_kv_fini(&kv);
+    kvtext_fini(&kv);
 
     /* A text "is_valid" is overridden (Python sets cfg["is_valid"] = True after parsing). */
     kv_from(&kv, "is_valid=no\nzz=\"q\"\nA=1");
     assert_int_equal(dyn_config_json(&kv, &json, &len), 0);
     assert_string_equal(json, "{\"A\":\"1\",\"is_valid\":true,\"zz\":\"\\\"q\\\"\"}");
     free(json);
-    dyn_kv_fini(&kv);
+    kvtext_fini(&kv);
 
-    assert_int_equal(dyn_parse_config_text("nothing here", 12, &kv), 0);
+    assert_int_equal(kvtext_parse("nothing here", 12, &kv), 0);
     assert_int_equal(kv.n, 0);
-    dyn_kv_fini(&kv);
+    kvtext_fini(&kv);
 }
 
 static void test_config_text_key_cap(void **state)
 {
-    size_t cap = (DYN_MAX_KEYS + 1) * 16, len = 0;
+    size_t cap = (KVTEXT_MAX_KEYS + 1) * 16, len = 0;
     char *text = malloc(cap);
-    struct dyn_kv kv;
+    struct kvtext kv;
 
     (void)state;
-    for (int i = 0; i <= DYN_MAX_KEYS; i++)
+    for (int i = 0; i <= KVTEXT_MAX_KEYS; i++)
         len += (size_t)snprintf(text + len, cap - len, "K%d=v\n", i);
-    assert_int_equal(dyn_parse_config_text(text, len, &kv), -E2BIG);
-    assert_null(kv.store);
+    assert_int_equal(kvtext_parse(text, len, &kv), -E2BIG);
+    kvtext_fini(&kv);
     free(text);
 }
 
@@ -194,25 +187,26 @@ static void test_json_python_form(void **state)
     const char text[] = "{\"NPU_MONITOR_START\": \"true\", \"LOG_FILE\": \"/tmp/\\u00e9\\ud83d\\ude00\", "
                         "\"Q\": \"a\\\"b\\\\c\\/\\n\", \"N\": -1.5e3, \"K\": \"1\", \"K\": \"2\", "
                         "\"B\": false, \"is_valid\": true}  \n";
-    struct dyn_kv kv;
+    struct kvtext kv;
+    bool valid = false;
 
     (void)state;
-    assert_int_equal(dyn_parse_json(text, strlen(text), &kv), 0);
-    assert_true(kv.is_valid);
+    assert_int_equal(cjx_flat_object(text, strlen(text), &kv, &valid), 0);
+    assert_true(valid);
     assert_int_equal(kv.n, 6); /* is_valid is not a key; K once */
-    assert_null(kv_get(&kv, "is_valid"));
-    assert_string_equal(kv_get(&kv, "NPU_MONITOR_START"), "true");
-    assert_string_equal(kv_get(&kv, "LOG_FILE"), "/tmp/\xc3\xa9\xf0\x9f\x98\x80");
-    assert_string_equal(kv_get(&kv, "Q"), "a\"b\\c/\n");
-    assert_string_equal(kv_get(&kv, "N"), "-1.5e3");
-    assert_string_equal(kv_get(&kv, "K"), "2");
-    assert_string_equal(kv_get(&kv, "B"), "False");
-    dyn_kv_fini(&kv);
+    assert_null(kvtext_get(&kv, "is_valid"));
+    assert_string_equal(kvtext_get(&kv, "NPU_MONITOR_START"), "true");
+    assert_string_equal(kvtext_get(&kv, "LOG_FILE"), "/tmp/\xc3\xa9\xf0\x9f\x98\x80");
+    assert_string_equal(kvtext_get(&kv, "Q"), "a\"b\\c/\n");
+    assert_string_equal(kvtext_get(&kv, "N"), "-1.5e3");
+    assert_string_equal(kvtext_get(&kv, "K"), "2");
+    assert_string_equal(kvtext_get(&kv, "B"), "False");
+    kvtext_fini(&kv);
 
-    assert_int_equal(dyn_parse_json("{}", 2, &kv), 0);
+    assert_int_equal(cjx_flat_object("{}", 2, &kv, &valid), 0);
     assert_int_equal(kv.n, 0);
-    assert_false(kv.is_valid);
-    dyn_kv_fini(&kv);
+    assert_false(valid);
+    kvtext_fini(&kv);
 }
 
 static void test_json_is_valid_truthiness(void **state)
@@ -226,13 +220,14 @@ static void test_json_is_valid_truthiness(void **state)
         { "{\"is_valid\": 0}", false },     { "{\"is_valid\": 0.0}", false },
         { "{\"is_valid\": 2}", true },      { "{\"a\": \"b\"}", false },
     };
-    struct dyn_kv kv;
+    struct kvtext kv;
+    bool valid = false;
 
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        assert_int_equal(dyn_parse_json(cases[i].text, strlen(cases[i].text), &kv), 0);
-        assert_int_equal(kv.is_valid, cases[i].valid);
-        dyn_kv_fini(&kv);
+        assert_int_equal(cjx_flat_object(cases[i].text, strlen(cases[i].text), &kv, &valid), 0);
+        assert_int_equal(valid, cases[i].valid);
+        kvtext_fini(&kv);
     }
 }
 
@@ -246,14 +241,15 @@ static void test_json_rejects(void **state)
         "{\"a\":\"\x01\"}", "{\"a\":\"\xff\"}", "{\"a\":\"\xc0\xaf\"}", "{\"a\":\"\xed\xa0\x80\"}",
         "{\"a\":\"unterminated}", "{'a':'b'}", "{a:\"b\"}",
     };
-    struct dyn_kv kv;
+    struct kvtext kv;
+    bool valid = false;
 
     (void)state;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        int rc = dyn_parse_json(bad[i], strlen(bad[i]), &kv);
+        int rc = cjx_flat_object(bad[i], strlen(bad[i]), &kv, &valid);
         if (rc != -EINVAL)
             fail_msg("accepted or wrong error %d: %s", rc, bad[i]);
-        assert_null(kv.store);
+        kvtext_fini(&kv);
     }
 }
 
@@ -261,14 +257,15 @@ static void test_shm_roundtrip(void **state)
 {
     uint8_t *shm = malloc(DYN_SHM_SIZE);
     const char *json = "{\"NPU_MONITOR_START\":\"true\",\"is_valid\":true}";
-    struct dyn_kv kv;
+    struct kvtext kv;
+    bool valid = false;
     char *big;
 
     (void)state;
     memset(shm, ' ', DYN_SHM_SIZE);
     memset(shm, 0, 4);
     assert_int_equal(dyn_shm_time(shm), 0);
-    assert_int_equal(dyn_shm_read(shm, &kv), -ENODATA); /* freshly initialised segment */
+    assert_int_equal(dyn_shm_read(shm, &kv, &valid), -ENODATA); /* freshly initialised segment */
 
     assert_int_equal(dyn_shm_write(shm, json, strlen(json), 0x01020304u), 0);
     assert_memory_equal(shm, "\x04\x03\x02\x01", 4); /* uint32 little-endian */
@@ -276,25 +273,25 @@ static void test_shm_roundtrip(void **state)
     assert_int_equal(shm[4 + strlen(json)], ' ');
     assert_int_equal(shm[DYN_SHM_SIZE - 1], ' ');
     assert_int_equal(dyn_shm_time(shm), 0x01020304u);
-    assert_int_equal(dyn_shm_read(shm, &kv), 0);
-    assert_true(kv.is_valid);
-    assert_string_equal(kv_get(&kv, "NPU_MONITOR_START"), "true");
-    dyn_kv_fini(&kv);
+    assert_int_equal(dyn_shm_read(shm, &kv, &valid), 0);
+    assert_true(valid);
+    assert_string_equal(kvtext_get(&kv, "NPU_MONITOR_START"), "true");
+    kvtext_fini(&kv);
 
     /* A shorter config overwrites the tail of a longer one with spaces. */
     assert_int_equal(dyn_shm_write(shm, "{}", 2, 5), 0);
-    assert_int_equal(dyn_shm_read(shm, &kv), 0);
+    assert_int_equal(dyn_shm_read(shm, &kv, &valid), 0);
     assert_int_equal(kv.n, 0);
-    dyn_kv_fini(&kv);
+    kvtext_fini(&kv);
 
     /* Garbage (a torn or foreign write) is rejected, NUL padding is accepted. */
     memcpy(shm + 4, "{\"a\":", 5);
-    assert_int_equal(dyn_shm_read(shm, &kv), -EINVAL);
+    assert_int_equal(dyn_shm_read(shm, &kv, &valid), -EINVAL);
     memset(shm + 4, '\0', DYN_SHM_SIZE - 4);
     memcpy(shm + 4, "{\"a\": \"b\"}", 10);
-    assert_int_equal(dyn_shm_read(shm, &kv), 0);
-    assert_string_equal(kv_get(&kv, "a"), "b");
-    dyn_kv_fini(&kv);
+    assert_int_equal(dyn_shm_read(shm, &kv, &valid), 0);
+    assert_string_equal(kvtext_get(&kv, "a"), "b");
+    kvtext_fini(&kv);
 
     big = malloc(DYN_SHM_SIZE);
     memset(big, 'x', DYN_SHM_SIZE);
@@ -491,13 +488,13 @@ static void test_creator_election(void **state)
 static void test_trace_window(void **state)
 {
     struct dyn_trace t = { DYN_TRACE_IDLE, -1, -1 };
-    struct dyn_kv kv;
+    struct kvtext kv;
 
     (void)state;
     /* PROFILE_START_STEP -1: the next step; [start, start + iterations). */
     kv_from(&kv, "PROFILE_START_STEP=-1\nACTIVITIES_ITERATIONS=2");
     assert_int_equal(dyn_trace_config(&t, &kv, 0, 5), 1);
-    dyn_kv_fini(&kv);
+    kvtext_fini(&kv);
     assert_int_equal(t.state, DYN_TRACE_READY);
     assert_int_equal(t.start, 6);
     assert_int_equal(t.stop, 8);
@@ -511,12 +508,12 @@ static void test_trace_window(void **state)
     /* A start in the past becomes the next step; iterations < 1 become 1; defaults. */
     kv_from(&kv, "PROFILE_START_STEP=3\nACTIVITIES_ITERATIONS=0");
     assert_int_equal(dyn_trace_config(&t, &kv, 0, 5), 1);
-    dyn_kv_fini(&kv);
+    kvtext_fini(&kv);
     assert_int_equal(t.start, 6);
     assert_int_equal(t.stop, 7);
     kv_from(&kv, "PROFILE_START_STEP= 20 ");
     assert_int_equal(dyn_trace_config(&t, &kv, 0, 5), 1);
-    dyn_kv_fini(&kv);
+    kvtext_fini(&kv);
     assert_int_equal(t.start, 20);
     assert_int_equal(t.stop, 21);
     /* Ready -> Running -> Idle in one step when the window is already behind. */
@@ -530,16 +527,16 @@ static void test_trace_window(void **state)
     assert_int_equal(t.state, DYN_TRACE_IDLE);
     assert_int_equal(dyn_trace_config(&t, &kv, 11, 1), 1);
     assert_int_equal(dyn_trace_config(&t, &kv, 2, 1), 1);
-    dyn_kv_fini(&kv);
+    kvtext_fini(&kv);
     kv_from(&kv, "PROFILE_IS_RANK=false\nPROFILE_RANK_LIST=0");
     assert_int_equal(dyn_trace_config(&t, &kv, 1, 1), 1);
-    dyn_kv_fini(&kv);
+    kvtext_fini(&kv);
 
     log_clear();
     t = (struct dyn_trace){ DYN_TRACE_IDLE, -1, -1 };
     kv_from(&kv, "PROFILE_START_STEP=x");
     assert_int_equal(dyn_trace_config(&t, &kv, 0, 1), -EINVAL);
-    dyn_kv_fini(&kv);
+    kvtext_fini(&kv);
     assert_int_equal(t.state, DYN_TRACE_IDLE);
     assert_non_null(strstr(log_text(), "nputrace config ignored: PROFILE_START_STEP='x'"));
 }
