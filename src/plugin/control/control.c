@@ -59,11 +59,11 @@ int control_apply_text(const char *text, size_t len)
     return rc;
 }
 
-int control_report_status(int32_t status, int32_t current_step, int32_t start_step, int32_t stop_step)
+/* The IPC half of a status report. */
+static int control_send_status(int32_t status, int32_t current_step, int32_t start_step, int32_t stop_step)
 {
     int rc, rc2;
 
-    monitor_set_trace_status(status);
     rc = dyno_send_trace_status(status, current_step, start_step, stop_step);
     if (status == IPC_STATUS_UNINITIALIZED) {
         rc2 = dyno_send_monitor_status(IPC_STATUS_UNINITIALIZED);
@@ -71,6 +71,12 @@ int control_report_status(int32_t status, int32_t current_step, int32_t start_st
             rc = rc2;
     }
     return rc;
+}
+
+int control_report_status(int32_t status, int32_t current_step, int32_t start_step, int32_t stop_step)
+{
+    monitor_set_trace_status(status);
+    return control_send_status(status, current_step, start_step, stop_step);
 }
 
 /* ---- back-off ---- */
@@ -133,7 +139,7 @@ static void control_poller_flush_status(struct control_poller *p)
     memcpy(s, p->status, sizeof(s));
     p->status_pending = false;
     pthread_mutex_unlock(&p->lock);
-    (void)control_report_status(s[0], s[1], s[2], s[3]);
+    (void)control_send_status(s[0], s[1], s[2], s[3]);
     pthread_mutex_lock(&p->lock);
 }
 
@@ -235,7 +241,9 @@ static void *control_poller_main(void *arg)
         control_poller_wait(p, ok ? p->cfg.period_s : control_backoff_delay(&p->cfg.backoff, p->st.failures));
     }
     pthread_mutex_unlock(&p->lock);
-    if (p->st.registered && p->cfg.on_exit)
+    /* The goodbye only to a daemon that answered last time: an unreachable one would cost
+     * the exiting job a send (and its retries) for nothing. */
+    if (p->st.registered && p->st.reachable && p->cfg.on_exit)
         p->cfg.on_exit(p->cfg.ctx);
     return NULL;
 }
@@ -299,6 +307,7 @@ void control_poller_destroy(struct control_poller *p)
 void control_poller_post_status(struct control_poller *p, int32_t status, int32_t current_step, int32_t start_step,
                                 int32_t stop_step)
 {
+    monitor_set_trace_status(status); /* at once: the nputrace/npu-monitor exclusion */
     pthread_mutex_lock(&p->lock);
     p->status[0] = status;
     p->status[1] = current_step;

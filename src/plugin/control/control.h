@@ -54,7 +54,8 @@ struct control_poller_cfg {
     void (*on_config)(void *ctx, const char *text, size_t len);
     /* After each successful poll (status reports). May be NULL. */
     void (*on_tick)(void *ctx);
-    /* Once, on the poller thread, just before it exits, if it ever registered. May be NULL. */
+    /* Once, on the poller thread, just before it exits, if it registered and the daemon
+     * answered its last attempt. May be NULL. */
     void (*on_exit)(void *ctx);
     void *ctx;
     bool echo_stderr;     /* the lost/back lines also on stderr (Python callers) */
@@ -74,9 +75,10 @@ struct control_poller;
 int control_poller_create(const struct control_poller_cfg *cfg, struct control_poller **ret);
 /* Stop (wakes the thread out of any wait), join, free. NULL is a no-op. */
 void control_poller_destroy(struct control_poller *p);
-/* Status hand-off: keep (status, steps) as the latest report and let the poller thread send
- * it (control_report_status) as soon as the daemon is reachable. Never blocks on IPC, so a
- * training step that reports status is not delayed by a stale or missing daemon. */
+/* Status hand-off: record the trace status for the session at once, keep (status, steps) as
+ * the latest report and let the poller thread send it as soon as the daemon is reachable.
+ * Never blocks on IPC, so a training step that reports status is not delayed by a stale or
+ * missing daemon. */
 void control_poller_post_status(struct control_poller *p, int32_t status, int32_t current_step, int32_t start_step,
                                 int32_t stop_step);
 void control_poller_get_state(struct control_poller *p, struct control_poller_state *ret);
