@@ -1,6 +1,6 @@
-/* dynamic: dyno mode for non-Python programs (04-plugin.md §15). One per process: the segment
- * handoff of 03-ipc.md §7.2–7.4 exactly as python/msmonitor/dynamic_profile.py does it, the
- * creator's poller as a thread, and the per-step work of msmon_dynamic_step(). */
+/* dynamic: dyno mode (04-plugin.md §15), the one implementation of the segment handoff of
+ * 03-ipc.md §7.2–7.4 for C programs and msmonitor.dynamic_profile alike: creator election and
+ * killed-job takeover, the creator's poller (a control_poller), and the per-step work. */
 #include "plugin/control/dynamic.h"
 
 #include <dlfcn.h>
@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,7 +32,6 @@
 
 #define DYN_PY_WS KVTEXT_WS
 #define DYN_STATUS_PERIOD_NS 1000000000ull
-#define DYN_RANK_LIST_MAX 4096
 #define DYN_TAKEOVER_GRACE_US 100000
 
 _Static_assert(DYN_SHM_SIZE == 1048576, "segment size of 03-ipc.md §7.2");

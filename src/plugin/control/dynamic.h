@@ -1,8 +1,8 @@
-/* dynamic: the framework side of dyno mode for non-Python programs (04-plugin.md §15,
- * 03-ipc.md §7): msmon_dynamic_init()/msmon_dynamic_step() behind the C API. Byte-compatible
- * with python/msmonitor/dynamic_profile.py so C and Python ranks share one segment per node:
- * same name, layout, creator election, stale rule and error text. The creator's poller is a
- * thread (signals blocked) instead of a process; ranks never fork it. */
+/* dynamic: the framework side of dyno mode (04-plugin.md §15, 03-ipc.md §7), implemented once:
+ * msmon_dynamic_*() for C programs, and python/msmonitor/dynamic_profile.py through
+ * IPCMonitor_C.dynamic. One segment per node and hour: name, layout, creator election, the
+ * killed-job takeover, stale rule and error text. The creator's poller is a control_poller
+ * thread (signals blocked) in the creator rank; ranks never fork it. */
 #ifndef MSMON_PLUGIN_DYNAMIC_H
 #define MSMON_PLUGIN_DYNAMIC_H
 
