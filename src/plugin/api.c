@@ -1,6 +1,7 @@
-/* api: the exported C API of libmsmonitor.so (include/msmon/msmonitor.h). Thin: every call
- * makes sure logging and the backend are set up (first use), then delegates to the control
- * layer (control, dyno, npoll, dynamic) or the monitor. Nothing below calls back up here. The only exported symbols of the library are defined here. */
+/* api: the exported C API of libmsmonitor.so (include/msmon/msmonitor.h), the only file that
+ * includes that header. Thin: every call makes sure logging and the backend are set up (first
+ * use), then delegates down to the control layer (control, dyno, npoll, dynamic) or the
+ * monitor; nothing below calls back up here. The library's only exported symbols. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -9,7 +10,6 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "msmon/ipc_wire.h"
 #include "msmon/msmonitor.h"
 #include "plugin/outputs/proc_memory.h"
 #include "plugin/control/control.h"
