@@ -190,6 +190,11 @@ int cjx_parse(const char *text, size_t len, int max_depth, cJSON **ret)
     int rc;
 
     *ret = NULL;
+    /* cJSON skips a UTF-8 byte-order mark; the daemon never accepted one. */
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) {
+        rc = -EINVAL;
+        goto out;
+    }
     rc = cjx_lex(text, len, &ns);
     if (rc < 0)
         goto out;

@@ -18,7 +18,8 @@
 /* Parse exactly text[0..len) (whitespace around the value allowed). Nesting deeper than
  * max_depth (arrays and objects count, {"a":[1]} is 2) fails. Every number item carries its
  * source text in valuestring. Caller owns *ret; free with cJSON_Delete(). 0, -EINVAL (syntax,
- * depth, number, UTF-8, control byte, \u0000) or -ENOMEM. */
+ * depth, number, UTF-8, control byte, \u0000, a number longer than 63 characters, a leading
+ * byte-order mark) or -ENOMEM. */
 int cjx_parse(const char *text, size_t len, int max_depth, cJSON **ret);
 
 /* Member of an object by exact key; with duplicate keys the last one wins (nlohmann).

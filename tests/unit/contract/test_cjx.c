@@ -43,7 +43,8 @@ static void test_rejects(void **state)
     static const char *const bad[] = { "", "01", "1.", "[1,]", "{\"a\"}", "\"\\ud800\"", "tru", "\"a\x01\"",
                                        "\"\xc0\xaf\"", "{\"a\":1,}", "-", "+1", ".5", "[1-2]", "\"\\x\"",
                                        "\"\\u0000\"", "{\x01\"a\":1}", "[1] x", "\"abc", "[1e]",
-                                       "\"\xed\xa0\x80\"", "[[[[[[[[[[[]]]]]]]]]]]" };
+                                       "\"\xed\xa0\x80\"", "[[[[[[[[[[[]]]]]]]]]]]", "\xef\xbb\xbf{}",
+                                       "[1234567890123456789012345678901234567890123456789012345678901234]" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         cJSON *v = NULL;
         assert_int_equal(cjx_parse(bad[i], strlen(bad[i]), 10, &v), -EINVAL);
