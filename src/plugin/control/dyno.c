@@ -25,6 +25,7 @@ struct dyno_state {
     bool ctrl_failed;                /* last control send failed: repeats are not logged */
     unsigned registrations;          /* successful ctxt sends (first and re-registrations) */
     int32_t last_monitor_status;
+    int32_t last_trace[4];           /* status, current, start, stop of the last trace status sent */
     int32_t pids[IPC_PLUGIN_MAX_PIDS];
     int npids;
     char *pending;                   /* non-empty config not yet returned */
@@ -35,6 +36,7 @@ struct dyno_state {
 static struct dyno_state dyno = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .last_monitor_status = IPC_STATUS_IDLE,
+    .last_trace = { IPC_STATUS_IDLE, -1, -1, -1 },
 };
 static pthread_mutex_t dyno_client_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -115,8 +117,14 @@ static int dyno_send_status_locked(struct ipc_client *c, const char *tag, int32_
         .pid = (int32_t)getpid(), ._pad = 0, .job_id = 0,
     };
     int rc = dyno_send_ctrl(c, tag, &st, sizeof(st));
-    if (rc == 0 && strcmp(tag, IPC_TYPE_MONITOR_STATUS) == 0)
+    if (rc == 0 && strcmp(tag, IPC_TYPE_MONITOR_STATUS) == 0) {
         dyno.last_monitor_status = status;
+    } else if (rc == 0) {
+        dyno.last_trace[0] = status;
+        dyno.last_trace[1] = cur;
+        dyno.last_trace[2] = start;
+        dyno.last_trace[3] = stop;
+    }
     return rc;
 }
 
@@ -221,8 +229,12 @@ static void dyno_recover_locked(struct ipc_client *c)
     if (stamp == 0 || (stamp == dyno.reg_stamp && !dyno.ctrl_failed))
         return;
     LOG_INFO("dyno: daemon socket changed or was unreachable, registering again");
-    if (dyno_register_locked(c) == 0)
+    if (dyno_register_locked(c) == 0) {
+        /* A new daemon knows neither status; its npu-monitor gate needs both. */
+        (void)dyno_send_status_locked(c, IPC_TYPE_TRACE_STATUS, dyno.last_trace[0], dyno.last_trace[1],
+                                      dyno.last_trace[2], dyno.last_trace[3]);
         (void)dyno_send_status_locked(c, IPC_TYPE_MONITOR_STATUS, dyno.last_monitor_status, -1, -1, -1);
+    }
 }
 
 static int dyno_take(char *buf, size_t cap, size_t *ret_len)
@@ -376,6 +388,8 @@ void dyno_reset(void)
     dyno.reg_stamp = 0;
     dyno.npids = 0;
     dyno.last_monitor_status = IPC_STATUS_IDLE;
+    dyno.last_trace[0] = IPC_STATUS_IDLE;
+    dyno.last_trace[1] = dyno.last_trace[2] = dyno.last_trace[3] = -1;
     free(dyno.pending);
     dyno.pending = NULL;
     dyno.pending_len = 0;

@@ -5,7 +5,7 @@
  * the next `req` anyway, but its ctxt registrations and status view are lost. Before each
  * poll we stat <dir>/dynolog.sock; if its inode differs from the one seen at the last
  * successful registration (new daemon) or the previous control send failed, we re-send
- * ctxt and the last reported npuMonitorStatus. The training process never needs a restart. */
+ * ctxt and the last reported npuTraceStatus and npuMonitorStatus. The training process never needs a restart. */
 #ifndef MSMON_PLUGIN_DYNO_H
 #define MSMON_PLUGIN_DYNO_H
 
