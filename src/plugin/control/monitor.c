@@ -25,6 +25,7 @@
 #include "plugin/backend/bufpool.h"
 #include "plugin/control/dyno.h"
 #include "plugin/pipeline/filter.h"
+#include "plugin/pipeline/pipeline.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/penv.h"
 #include "plugin/plog.h"
@@ -47,6 +48,8 @@ struct mon_state {
     const struct backend *be;     /* read by the completion path */
     const struct proc_ops *ops;
     struct proc *proc;
+    struct pipeline *pl;          /* the session's pipeline: owns proc */
+    uint64_t declined0;           /* bufpool declines before this session */
     struct bufpool *pool;         /* created once, never freed: late completions return to it */
     struct filter_state *filter;  /* created once */
     msptiSubscriberHandle sub;
@@ -121,13 +124,12 @@ static void mon_request_cb(uint8_t **buf, size_t *size, size_t *max_records)
     *buf = bufpool_get(mon.pool, size);
 }
 
-/* Filter and consume one batch: the filter reads its snapshot once per batch. */
+/* Deliver one batch through the session's pipeline (filter, cutoff, pairing, counters). */
 static void mon_flush_batch(struct filter_state *fs, struct mon_record *batch, size_t n)
 {
-    if (fs)
-        n = filter_state_apply(fs, batch, n);
+    (void)fs;
     if (n)
-        mon.ops->consume(mon.proc, batch, n);
+        pipeline_deliver(mon.pl, batch, n);
 }
 
 static void mon_consume_buffer(const struct backend *be, uint8_t *buf, size_t valid)
@@ -162,7 +164,7 @@ static void mon_complete_cb(uint8_t *buf, size_t size, size_t valid)
     if (!buf)
         return; /* a declined request being completed */
     pthread_rwlock_rdlock(&mon.cb_lock);
-    if (mon.be && mon.ops && mon.proc && valid > 0)
+    if (mon.be && mon.ops && mon.pl && valid > 0)
         mon_consume_buffer(mon.be, buf, valid);
     pthread_rwlock_unlock(&mon.cb_lock);
     bufpool_put(mon.pool, buf); /* always, also for empty buffers (D4) */
@@ -173,7 +175,8 @@ static void mon_complete_cb(uint8_t *buf, size_t size, size_t valid)
 static void mon_teardown(void)
 {
     const struct proc_ops *ops = mon.ops;
-    struct proc *p;
+    struct bufpool_stats bs;
+    struct pipeline *pl;
     char *pgi = NULL;
 
     for (int k = 1; k < MON_KIND_LIMIT; k++)
@@ -182,19 +185,22 @@ static void mon_teardown(void)
     (void)mon.be->flush_all(1);
     (void)mon.be->unsubscribe(mon.sub);
     pthread_rwlock_wrlock(&mon.cb_lock);
-    p = mon.proc;
+    pl = mon.pl;
+    mon.pl = NULL;
     mon.proc = NULL;
     mon.ops = NULL;
     pthread_rwlock_unlock(&mon.cb_lock);
+    bufpool_stats(mon.pool, &bs);
+    pipeline_set_declined(pl, bs.declined_total - mon.declined0);
     /* Our own copy: set_cluster_config_data may replace the text while we write with it. */
     pthread_mutex_lock(&mon.lock);
     if (mon.parallel_group_info && !(pgi = strdup(mon.parallel_group_info)))
         LOG_WARN("MsptiMonitor: out of memory copying parallel_group_info; not written");
     pthread_mutex_unlock(&mon.lock);
     pthread_mutex_lock(&mon.proc_lock);
-    if (ops->stop(p, pgi) != 0)
+    if (pipeline_stop(pl, pgi) != 0)
         LOG_WARN("MsptiMonitor: processor %s reported an error at stop", ops->name);
-    ops->destroy(p);
+    pipeline_destroy(pl);
     pthread_mutex_unlock(&mon.proc_lock);
     free(pgi);
     if (mon.filter)
@@ -403,6 +409,8 @@ static int mon_start_locked(const struct monitor_start_args *a)
     const struct proc_ops *ops;
     struct proc_config pc;
     struct proc *proc = NULL;
+    struct pipeline *pl = NULL;
+    struct bufpool_stats bs;
     sigset_t all, old;
     msptiResult r;
     int rc;
@@ -441,7 +449,9 @@ static int mon_start_locked(const struct monitor_start_args *a)
         .jsonl_rotate_files = a->rotate_files, .send = dyno_send_data, .send_ctx = NULL,
     };
     pthread_mutex_unlock(&mon.lock);
-    rc = ops->create(&pc, &proc);
+    rc = pipeline_create(&pc, mon.filter, ops, &pl);
+    if (rc == 0)
+        proc = pipeline_proc(pl);
     if (rc != 0) {
         LOG_ERROR("MsptiMonitor start failed: cannot create the %s processor: %s", ops->name, errno_name(-rc));
         return rc;
@@ -463,7 +473,10 @@ static int mon_start_locked(const struct monitor_start_args *a)
     mon.be = be;
     mon.ops = ops;
     mon.proc = proc;
+    mon.pl = pl;
     pthread_rwlock_unlock(&mon.cb_lock);
+    bufpool_stats(mon.pool, &bs);
+    mon.declined0 = bs.declined_total;
     mon.enabled_mask = 0;
     mon.duration_s = a->duration_s > 0 ? a->duration_s : 0;
 
@@ -505,13 +518,14 @@ err_detach:
     pthread_rwlock_wrlock(&mon.cb_lock);
     mon.ops = NULL;
     mon.proc = NULL;
+    mon.pl = NULL;
     pthread_rwlock_unlock(&mon.cb_lock);
     (void)be->flush_all(1);
 err_unsub:
     (void)be->unsubscribe(mon.sub);
     mon.sub = NULL;
 err_proc:
-    ops->destroy(proc);
+    pipeline_destroy(pl);
     return rc;
 }
 
