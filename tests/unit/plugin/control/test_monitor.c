@@ -101,7 +101,9 @@ static msptiResult f_flush(uint32_t flag)
     note('F');
     fk.req(&buf, &size, &max);
     for (; buf && fk.pending > 0 && valid + sizeof(msptiActivityApi) <= size; fk.pending--) {
-        msptiActivityApi a = { .kind = MSPTI_ACTIVITY_KIND_API, .start = 100, .end = 150,
+        /* now: records ending before the session start are cut by the pipeline */
+        uint64_t now = clock_real_ns();
+        msptiActivityApi a = { .kind = MSPTI_ACTIVITY_KIND_API, .start = now - 50, .end = now,
                                .pt = { 1, 2 }, .correlationId = 7, .name = "aclnnMatMul" };
         memcpy(buf + valid, &a, sizeof(a));
         valid += sizeof(a);
@@ -141,8 +143,10 @@ static int c_create(const struct proc_config *cfg, struct proc **ret)
     return 0;
 }
 static int c_start(struct proc *p) { (void)p; cap.started++; return 0; }
-static void c_consume(struct proc *p, const struct mon_record *r, size_t n)
+static void c_consume(struct proc *p, const struct pl_batch *b)
 {
+    const struct mon_record *r = b->recs;
+    size_t n = b->nrecs;
     (void)p;
     for (size_t i = 0; i < n; i++)
         assert_string_equal(r[i].u.api.name, "aclnnMatMul");
