@@ -864,21 +864,24 @@ static void timespec_at(struct timespec *ts, uint64_t mono_ns)
     ts->tv_nsec = (long)(mono_ns % 1000000000ull);
 }
 
-/* lock held. Queue the current chunk and get an empty one: from the free list, a new one
- * below the bound, else wait for the writer until *deadline (set on first wait). NULL when
- * none came in time (the caller drops). */
-static struct db_chunk *next_chunk(struct proc *p, uint64_t *deadline)
+/* lock held. Queue the current (full) chunk. */
+static void queue_cur(struct proc *p)
 {
-    if (p->cur) {
-        p->cur->next = NULL;
-        if (p->qtail)
-            p->qtail->next = p->cur;
-        else
-            p->qhead = p->cur;
-        p->qtail = p->cur;
-        p->cur = NULL;
-        pthread_cond_signal(&p->work);
-    }
+    p->cur->next = NULL;
+    if (p->qtail)
+        p->qtail->next = p->cur;
+    else
+        p->qhead = p->cur;
+    p->qtail = p->cur;
+    p->cur = NULL;
+    pthread_cond_signal(&p->work);
+}
+
+/* lock held. An empty chunk: from the free list, a new one below the bound, else wait for the
+ * writer until *deadline (set on the first wait). NULL when none came in time. The lock is
+ * released while waiting: other producers may install a chunk meanwhile. */
+static struct db_chunk *get_chunk(struct proc *p, uint64_t *deadline)
+{
     for (;;) {
         if (p->free_chunks) {
             struct db_chunk *c = p->free_chunks;
@@ -912,12 +915,20 @@ static bool put_item(struct proc *p, bool is_range, const void *v, uint64_t *dea
 {
     if (*gave_up)
         return false;
-    if (!p->cur || p->cur->n == DB_CHUNK_ITEMS) {
-        p->cur = next_chunk(p, deadline);
-        if (!p->cur) {
+    while (!p->cur || p->cur->n == DB_CHUNK_ITEMS) {
+        if (p->cur)
+            queue_cur(p);
+        struct db_chunk *c = get_chunk(p, deadline);
+        if (!c) {
             *gave_up = true;
             return false;
         }
+        if (p->cur) { /* another producer installed one while we waited: use it */
+            c->next = p->free_chunks;
+            p->free_chunks = c;
+            continue;
+        }
+        p->cur = c;
     }
     struct db_item *it = &p->cur->items[p->cur->n++];
     it->is_range = is_range;

@@ -387,6 +387,53 @@ static void test_burst_db_lossless(void **state)
     free(dir);
 }
 
+/* Several completion threads into a DB queue of two chunks: producers wait for each other and
+ * the writer (back-pressure); not one record may get lost between them. */
+struct burst_arg {
+    struct proc *p;
+    uint64_t n, base;
+};
+static void *burst_thread(void *a)
+{
+    struct burst_arg *b = a;
+    struct mon_record r[256];
+    for (uint64_t n = 0; n < b->n; n += 256) {
+        size_t k = b->n - n < 256 ? (size_t)(b->n - n) : 256;
+        for (size_t i = 0; i < k; i++)
+            r[i] = r_kernel(T0 + n + i, T0 + n + i + 5, 0, 1, b->base + n + i, "AI_CORE", "MatMul_mt");
+        pt_consume(b->p, r, k);
+    }
+    return NULL;
+}
+
+static void test_db_concurrent_producers_lossless(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_make();
+    struct proc_config cfg = {.mode = PROC_DB, .log_dir = dir, .session_start_ns = T0};
+    struct proc *p = NULL;
+    struct pipeline_stats s;
+    pthread_t th[4];
+    struct burst_arg a[4];
+    proc_db_test_set_queue(2, 60000);
+    assert_int_equal(pt_create(&proc_db_ops, &cfg, &p), 0);
+    assert_int_equal(proc_db_ops.start(p), 0);
+    for (int i = 0; i < 4; i++) {
+        a[i] = (struct burst_arg){p, BURST / 20, (uint64_t)i * BURST};
+        assert_int_equal(pthread_create(&th[i], NULL, burst_thread, &a[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(pt_stop(p, NULL), 0);
+    pipeline_stats(pt_pl(p), &s);
+    pt_destroy(p);
+    proc_db_test_set_queue(0, 5000);
+    assert_int_equal(s.dropped_queue, 0);
+    assert_int_equal(s.written, 2 * 4 * (BURST / 20));
+    rm_rf(dir);
+    free(dir);
+}
+
 /* ---- forced drops: counted, and in the stop line ---- */
 
 static void test_forced_drops_in_stop_line(void **state)
@@ -517,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_sigkill_db_resolves),
         cmocka_unit_test(test_burst_jsonl_lossless),
         cmocka_unit_test(test_burst_db_lossless),
+        cmocka_unit_test(test_db_concurrent_producers_lossless),
     };
     log_set_level(LOG_LVL_WARNING);
     return cmocka_run_group_tests(tests, NULL, NULL);
