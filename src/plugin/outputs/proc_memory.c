@@ -36,13 +36,27 @@ static bool standalone_kind(int32_t k)
            k == MON_KIND_ACL_API || k == MON_KIND_NODE_API || k == MON_KIND_RUNTIME_API;
 }
 
+/* Backend strings live for the process at fixed addresses (record.h), so a direct-mapped
+ * cache from the backend's pointer to our copy skips hashing the text on almost every record. */
+#define PTR_CACHE 1024
+static struct { const char *src, *copy; } g_ptr_cache[PTR_CACHE];
+
 /* Interned copy of s (g_mu held); NULL only when out of memory. */
 static const char *pool_str(const char *s)
 {
     const char *t = NULL;
+    size_t slot = ((uintptr_t)s >> 3) * 0x9E3779B97F4A7C15ull >> 54; /* 10 bits */
+    if (s && g_ptr_cache[slot].src == s)
+        return g_ptr_cache[slot].copy;
     if (!g_pool && pl_strpool_create(0, &g_pool) < 0)
         return NULL;
-    return pl_strpool_id(g_pool, s, &t) < 0 ? NULL : t;
+    if (pl_strpool_id(g_pool, s, &t) < 0)
+        return NULL;
+    if (s) {
+        g_ptr_cache[slot].src = s;
+        g_ptr_cache[slot].copy = t;
+    }
+    return t;
 }
 
 static void reset_locked(void)
@@ -53,6 +67,7 @@ static void reset_locked(void)
     }
     pl_strpool_destroy(g_pool);
     g_pool = NULL;
+    memset(g_ptr_cache, 0, sizeof(g_ptr_cache));
 }
 
 void proc_memory_reset(void)
