@@ -156,6 +156,7 @@ struct proc {
     pthread_t writer;
     /* writer side (writer thread; the stopping thread after the join) */
     struct pl_strpool *pool;
+    struct sid_slot { const char *ptr; int64_t id; } sid_cache[256];
     size_t str_written;   /* STRING_IDS rows committed to the current file */
     bool consts_written;  /* constant tables in the current file */
     bool extra_enums_written;
@@ -176,9 +177,17 @@ struct proc {
     uint64_t fail_streak; /* consecutive failed batches */
 };
 
+/* Backend strings live for the process at fixed addresses (record.h): a direct-mapped cache
+ * from pointer to id skips hashing the text for almost every record. */
 static int64_t sid(struct proc *p, const char *s)
 {
-    return pl_strpool_id(p->pool, s, NULL);
+    size_t slot = (size_t)(((uintptr_t)s >> 3) * 0x9E3779B97F4A7C15ull >> 56); /* 8 bits */
+    if (s && p->sid_cache[slot].ptr == s)
+        return p->sid_cache[slot].id;
+    int64_t id = pl_strpool_id(p->pool, s, NULL);
+    if (s && id >= 0)
+        p->sid_cache[slot] = (struct sid_slot){s, id};
+    return id;
 }
 
 static int64_t *row_add(struct rows *r, int ncols)
@@ -251,7 +260,7 @@ static int add_comm(struct proc *p, const struct mon_comm *c)
         snprintf(heap, (size_t)need + 1, "%s_%s_%llu_1", c->name ? c->name : "", g, (unsigned long long)k);
         op = heap;
     }
-    int64_t opid = sid(p, op);
+    int64_t opid = pl_strpool_id(p->pool, op, NULL); /* our own buffer: not for the pointer cache */
     free(heap);
     int64_t alg = sid(p, c->alg_type), optype = sid(p, c->name);
     ADD_ROW(p, T_COMMUNICATION_OP, r);

@@ -58,7 +58,8 @@ struct pl_counters {
     _Atomic uint64_t filtered;          /* removed by the filter */
     _Atomic uint64_t before_start;      /* ended before the session start */
     _Atomic uint64_t dropped_queue;     /* output queue full after back-pressure */
-    _Atomic uint64_t dropped_declined;  /* backend buffers declined (records never seen) */
+    _Atomic uint64_t dropped_declined;  /* buffers the backend asked for and we declined (their
+                                         * records were never seen; set via pipeline_set_declined) */
     _Atomic uint64_t dropped_write;     /* lines/rows lost to a write error */
     _Atomic uint64_t written;           /* lines/rows on disk */
     _Atomic uint64_t bytes_written;
