@@ -1,4 +1,5 @@
-/* proc_db: the SQLite exporter (--export-type DB, 05-outputs.md §3), streaming. consume()
+/* proc_db: the SQLite writer of the DB export (--export-type DB, 05-outputs.md §3), streaming; rows
+ * come from the pure formatter db_rows.c. consume()
  * copies the batch (records + paired marker parts) into fixed chunks of a bounded queue,
  * waiting for room (back-pressure on the completion thread) before it drops and counts. A
  * writer thread turns items into rows in arrival order (string ids numbered like upstream,
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "plugin/outputs/db_rows.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/outputs/proc.h"
 
@@ -29,63 +31,9 @@
 #define DB_TX_ROWS 65536                  /* rows per transaction (bounds the row arrays) */
 #define DB_IDLE_NS 100000000ull           /* writer takes a partial chunk after this idle time */
 #define DB_MAX_DEVICES 4096
-#define DB_MAX_STRINGS (16u * 1024 * 1024)
-#define DB_INVALID_U32 4294967295LL
-#define DB_MARKER_CONN_OFFSET 4000000000ULL
 #define DB_MULTI_ROWS 64                  /* rows per INSERT execution (<= 999 / 15 params) */
 
 /* ---- table definitions ---- */
-enum db_table_id {
-    T_CANN_API = 0, T_TASK, T_COMPUTE_TASK_INFO, T_COMMUNICATION_OP, T_MSTX_EVENTS,
-    T_MSMONITOR_HCCL, T_MSMONITOR_MEMORY, T_MSMONITOR_MEMSET, T_MSMONITOR_MEMCPY,
-    T_INCR_COUNT
-};
-#define T_FIRST_EXTRA T_MSMONITOR_HCCL
-
-struct db_table {
-    const char *name;
-    const char *cols;  /* column definitions for CREATE TABLE */
-    int ncols;
-    int real_col;      /* index of the one REAL column bound as double, or -1 */
-};
-
-static const struct db_table incr_tables[T_INCR_COUNT] = {
-    [T_CANN_API] = {"CANN_API",
-                    "startNs INTEGER, endNs INTEGER, type INTEGER, globalTid INTEGER, connectionId INTEGER, "
-                    "name INTEGER", 6, -1},
-    [T_TASK] = {"TASK",
-                "startNs INTEGER, endNs INTEGER, deviceId INTEGER, connectionId INTEGER, globalTaskId INTEGER, "
-                "globalPid INTEGER, taskType INTEGER, contextId INTEGER, streamId INTEGER, taskId INTEGER, "
-                "modelId INTEGER", 11, -1},
-    [T_COMPUTE_TASK_INFO] = {"COMPUTE_TASK_INFO",
-                             "name INTEGER, globalTaskId INTEGER, blockNum INTEGER, mixBlockNum INTEGER, "
-                             "taskType INTEGER, opType INTEGER, inputFormats INTEGER, inputDataTypes INTEGER, "
-                             "inputShapes INTEGER, outputFormats INTEGER, outputDataTypes INTEGER, "
-                             "outputShapes INTEGER, attrInfo INTEGER, opState INTEGER, hf32Eligible INTEGER",
-                             15, -1},
-    [T_COMMUNICATION_OP] = {"COMMUNICATION_OP",
-                            "opName INTEGER, startNs INTEGER, endNs INTEGER, connectionId INTEGER, "
-                            "groupName INTEGER, opId INTEGER, relay INTEGER, retry INTEGER, dataType INTEGER, "
-                            "algType INTEGER, count NUMERIC, opType INTEGER, deviceId INTEGER", 13, -1},
-    [T_MSTX_EVENTS] = {"MSTX_EVENTS",
-                       "startNs INTEGER, endNs INTEGER, eventType INTEGER, rangeId INTEGER, category INTEGER, "
-                       "message INTEGER, globalTid INTEGER, endGlobalTid INTEGER, domainId INTEGER, "
-                       "connectionId INTEGER", 10, -1},
-    [T_MSMONITOR_HCCL] = {"MSMONITOR_HCCL",
-                          "startNs INTEGER, endNs INTEGER, deviceId INTEGER, streamId INTEGER, bandWidth REAL, "
-                          "name INTEGER, commName INTEGER, globalPid INTEGER", 8, 4},
-    [T_MSMONITOR_MEMORY] = {"MSMONITOR_MEMORY",
-                            "startNs INTEGER, endNs INTEGER, deviceId INTEGER, streamId INTEGER, "
-                            "connectionId INTEGER, operationType INTEGER, memoryKind INTEGER, address INTEGER, "
-                            "bytes INTEGER, processId INTEGER", 10, -1},
-    [T_MSMONITOR_MEMSET] = {"MSMONITOR_MEMSET",
-                            "startNs INTEGER, endNs INTEGER, deviceId INTEGER, streamId INTEGER, "
-                            "connectionId INTEGER, value INTEGER, bytes INTEGER, isAsync INTEGER", 8, -1},
-    [T_MSMONITOR_MEMCPY] = {"MSMONITOR_MEMCPY",
-                            "startNs INTEGER, endNs INTEGER, deviceId INTEGER, streamId INTEGER, "
-                            "connectionId INTEGER, copyKind INTEGER, bytes INTEGER, isAsync INTEGER", 8, -1},
-};
-
 struct enum_row {
     int64_t id;
     const char *name;
@@ -122,12 +70,6 @@ struct db_chunk {
     struct db_item items[DB_CHUNK_ITEMS];
 };
 
-/* ---- growable int64 row arrays, one per incremental table ---- */
-struct rows {
-    int64_t *v;
-    size_t n, cap; /* rows */
-};
-
 /* A cached INSERT of an incremental table and the values its parameters hold. */
 struct ins_stmt {
     sqlite3_stmt *st;
@@ -140,7 +82,6 @@ struct proc {
     char *log_dir;
     int32_t rank;
     uint64_t session_start_ns;
-    int64_t pid;
     struct pipeline *pl;
     struct pl_counters *ctr;
     /* queue: protected by lock */
@@ -155,15 +96,10 @@ struct proc {
     struct log_ratelimit drop_rl;
     pthread_t writer;
     /* writer side (writer thread; the stopping thread after the join) */
-    struct pl_strpool *pool;
-    struct sid_slot { const char *ptr; int64_t id; } sid_cache[256];
+    struct db_rows fmt;   /* the row formatter: string pool, rows of this transaction */
     size_t str_written;   /* STRING_IDS rows committed to the current file */
     bool consts_written;  /* constant tables in the current file */
     bool extra_enums_written;
-    size_t tx_rows;
-    struct rows rows[T_INCR_COUNT];
-    int64_t next_task_id, next_op_id;
-    bool extra_rows;      /* any MSMONITOR_* table received rows this session */
     bool append_ok;       /* at least one append committed */
     /* SQLite */
     char path[OUTFILE_PATH_MAX + 128];
@@ -176,190 +112,6 @@ struct proc {
     bool stopped;
     uint64_t fail_streak; /* consecutive failed batches */
 };
-
-/* Backend strings live for the process at fixed addresses (record.h): a direct-mapped cache
- * from pointer to id skips hashing the text for almost every record. */
-static int64_t sid(struct proc *p, const char *s)
-{
-    size_t slot = (size_t)(((uintptr_t)s >> 3) * 0x9E3779B97F4A7C15ull >> 56); /* 8 bits */
-    if (s && p->sid_cache[slot].ptr == s)
-        return p->sid_cache[slot].id;
-    int64_t id = pl_strpool_id(p->pool, s, NULL);
-    if (s && id >= 0)
-        p->sid_cache[slot] = (struct sid_slot){s, id};
-    return id;
-}
-
-static int64_t *row_add(struct rows *r, int ncols)
-{
-    if (r->n == r->cap) {
-        size_t nc = r->cap ? r->cap * 2 : 1024;
-        int64_t *nv = realloc(r->v, nc * (size_t)ncols * sizeof(*nv));
-        if (!nv)
-            return NULL;
-        r->v = nv;
-        r->cap = nc;
-    }
-    return &r->v[r->n++ * (size_t)ncols];
-}
-
-static int64_t gtid(uint32_t pid, uint32_t tid)
-{
-    return (int64_t)(((uint64_t)pid << 32) | tid);
-}
-
-#define ADD_ROW(p, t, r)                                             \
-    int64_t *r = row_add(&(p)->rows[t], incr_tables[t].ncols);      \
-    if (!r)                                                          \
-        return -ENOMEM
-
-static int add_api(struct proc *p, const struct mon_record *rec)
-{
-    const struct mon_api *a = &rec->u.api;
-    int64_t type = rec->kind == MON_KIND_ACL_API ? 20000 : rec->kind == MON_KIND_RUNTIME_API ? 5000 : 10000;
-    int64_t name = sid(p, a->name);
-    ADD_ROW(p, T_CANN_API, r);
-    p->tx_rows++;
-    r[0] = (int64_t)a->start; r[1] = (int64_t)a->end; r[2] = type;
-    r[3] = gtid(a->pid, a->tid); r[4] = (int64_t)a->correlation_id; r[5] = name;
-    return 0;
-}
-
-static int add_kernel(struct proc *p, const struct mon_kernel *k)
-{
-    int64_t name = sid(p, k->name), type = sid(p, k->type), na = sid(p, "N/A");
-    int64_t task = p->next_task_id++;
-    ADD_ROW(p, T_TASK, t);
-    t[0] = (int64_t)k->start; t[1] = (int64_t)k->end; t[2] = k->device_id; t[3] = (int64_t)k->correlation_id;
-    t[4] = task; t[5] = p->pid; t[6] = type; t[7] = DB_INVALID_U32; t[8] = k->stream_id;
-    t[9] = DB_INVALID_U32; t[10] = DB_INVALID_U32;
-    ADD_ROW(p, T_COMPUTE_TASK_INFO, c);
-    c[0] = name; c[1] = task; c[2] = DB_INVALID_U32; c[3] = DB_INVALID_U32; c[4] = type;
-    for (int i = 5; i < 15; i++)
-        c[i] = na;
-    p->tx_rows += 2;
-    return 0;
-}
-
-static int add_comm(struct proc *p, const struct mon_comm *c)
-{
-    int64_t group = pl_strpool_id(p->pool, c->comm_name, NULL);
-    uint64_t k = group >= 0 ? (*pl_strpool_counter(p->pool, (size_t)group))++ : 0;
-    const char *cname = c->comm_name ? c->comm_name : "";
-    char hash[24], opname[1024];
-    int hl = snprintf(hash, sizeof(hash), "%llu",
-                      (unsigned long long)outfile_hash_id(cname, strlen(cname)));
-    const char *g = hl > 3 ? hash + hl - 3 : hash;
-    char *op = opname;
-    char *heap = NULL;
-    int need = snprintf(opname, sizeof(opname), "%s_%s_%llu_1", c->name ? c->name : "", g, (unsigned long long)k);
-    if (need >= (int)sizeof(opname)) {
-        heap = malloc((size_t)need + 1);
-        if (!heap)
-            return -ENOMEM;
-        snprintf(heap, (size_t)need + 1, "%s_%s_%llu_1", c->name ? c->name : "", g, (unsigned long long)k);
-        op = heap;
-    }
-    int64_t opid = pl_strpool_id(p->pool, op, NULL); /* our own buffer: not for the pointer cache */
-    free(heap);
-    int64_t alg = sid(p, c->alg_type), optype = sid(p, c->name);
-    ADD_ROW(p, T_COMMUNICATION_OP, r);
-    r[0] = opid; r[1] = (int64_t)c->start; r[2] = (int64_t)c->end; r[3] = (int64_t)c->correlation_id;
-    r[4] = group; r[5] = p->next_op_id++; r[6] = 0; r[7] = 0; r[8] = c->data_type; r[9] = alg;
-    r[10] = (int64_t)c->count; r[11] = optype; r[12] = c->device_id;
-    p->tx_rows++;
-    return 0;
-}
-
-/* Marker records only request their string ids (§3.5, every flag); rows come from the
- * completed parts (add_range). */
-static void marker_ids(struct proc *p, const struct mon_marker *m)
-{
-    if (m->source_kind == 0) {
-        (void)sid(p, m->name);
-        (void)sid(p, m->domain);
-    } else {
-        (void)sid(p, "MsTx");
-    }
-}
-
-/* Host part → MSTX_EVENTS (globalTid from START, endGlobalTid from END); device part → TASK
- * (deviceId/streamId from the END record, a new globalTaskId). */
-static int add_range(struct proc *p, const struct pl_range *m)
-{
-    if (m->done == PL_PART_HOST) {
-        int64_t name = sid(p, m->name), domain = sid(p, m->domain);
-        ADD_ROW(p, T_MSTX_EVENTS, r);
-        r[0] = (int64_t)m->host_start; r[1] = (int64_t)m->host_end; r[2] = m->instant ? 0 : 2;
-        r[3] = r[4] = DB_INVALID_U32; r[5] = name; r[6] = gtid(m->pid, m->tid);
-        r[7] = gtid(m->end_pid, m->end_tid); r[8] = domain; r[9] = (int64_t)(m->id + DB_MARKER_CONN_OFFSET);
-    } else {
-        int64_t type = sid(p, "MsTx");
-        ADD_ROW(p, T_TASK, t);
-        t[0] = (int64_t)m->dev_start; t[1] = (int64_t)m->dev_end; t[2] = m->device_id;
-        t[3] = (int64_t)(m->id + DB_MARKER_CONN_OFFSET); t[4] = p->next_task_id++; t[5] = p->pid; t[6] = type;
-        t[7] = DB_INVALID_U32; t[8] = m->stream_id; t[9] = DB_INVALID_U32; t[10] = DB_INVALID_U32;
-    }
-    p->tx_rows++;
-    return 0;
-}
-
-static int add_extra(struct proc *p, const struct mon_record *rec)
-{
-    switch (rec->kind) {
-    case MON_KIND_HCCL: {
-        const struct mon_hccl *h = &rec->u.hccl;
-        int64_t name = sid(p, h->name), comm = sid(p, h->comm_name);
-        ADD_ROW(p, T_MSMONITOR_HCCL, r);
-        r[0] = (int64_t)h->start; r[1] = (int64_t)h->end; r[2] = h->device_id; r[3] = h->stream_id;
-        memcpy(&r[4], &h->bandwidth, sizeof(double));
-        r[5] = name; r[6] = comm; r[7] = p->pid;
-        break;
-    }
-    case MON_KIND_MEMORY: {
-        const struct mon_memory *m = &rec->u.memory;
-        ADD_ROW(p, T_MSMONITOR_MEMORY, r);
-        r[0] = (int64_t)m->start; r[1] = (int64_t)m->end; r[2] = m->device_id; r[3] = m->stream_id;
-        r[4] = (int64_t)m->correlation_id; r[5] = m->op_type; r[6] = m->memory_kind;
-        r[7] = (int64_t)m->address; r[8] = (int64_t)m->bytes; r[9] = m->pid;
-        break;
-    }
-    case MON_KIND_MEMSET: {
-        const struct mon_memset *m = &rec->u.memset;
-        ADD_ROW(p, T_MSMONITOR_MEMSET, r);
-        r[0] = (int64_t)m->start; r[1] = (int64_t)m->end; r[2] = m->device_id; r[3] = m->stream_id;
-        r[4] = (int64_t)m->correlation_id; r[5] = m->value; r[6] = (int64_t)m->bytes; r[7] = m->is_async;
-        break;
-    }
-    case MON_KIND_MEMCPY: {
-        const struct mon_memcpy *m = &rec->u.memcpy;
-        ADD_ROW(p, T_MSMONITOR_MEMCPY, r);
-        r[0] = (int64_t)m->start; r[1] = (int64_t)m->end; r[2] = m->device_id; r[3] = m->stream_id;
-        r[4] = (int64_t)m->correlation_id; r[5] = m->copy_kind; r[6] = (int64_t)m->bytes; r[7] = m->is_async;
-        break;
-    }
-    default:
-        return 0;
-    }
-    p->extra_rows = true;
-    p->tx_rows++;
-    return 0;
-}
-
-
-static int add_record(struct proc *p, const struct mon_record *rec)
-{
-    if (mon_kind_is_api(rec->kind))
-        return add_api(p, rec);
-    switch (rec->kind) {
-    case MON_KIND_KERNEL: return add_kernel(p, &rec->u.kernel);
-    case MON_KIND_COMMUNICATION: return add_comm(p, &rec->u.comm);
-    case MON_KIND_MARKER:
-        marker_ids(p, &rec->u.marker);
-        return 0;
-    default: return add_extra(p, rec);
-    }
-}
 
 /* ---- SQLite ---- */
 
@@ -591,8 +343,8 @@ static int step_rows(struct proc *p, struct ins_stmt *s, const struct db_table *
  * tail one row at a time. SQLite rc. */
 static int insert_rows(struct proc *p, int t)
 {
-    const struct db_table *d = &incr_tables[t];
-    const struct rows *r = &p->rows[t];
+    const struct db_table *d = &db_rows_tables[t];
+    const struct rows *r = &p->fmt.rows[t];
     struct ins_stmt *multi = &p->ins[t][1], *one = &p->ins[t][0];
     size_t i = 0;
     int rc = SQLITE_OK;
@@ -716,9 +468,7 @@ static void db_check_file(struct proc *p)
 
 static void clear_rows(struct proc *p)
 {
-    for (int t = 0; t < T_INCR_COUNT; t++)
-        p->rows[t].n = 0;
-    p->tx_rows = 0;
+    db_rows_clear(&p->fmt);
 }
 
 /* Commit the rows built so far in one transaction with the strings they introduced (and the
@@ -726,8 +476,8 @@ static void clear_rows(struct proc *p)
  * rows are counted as dropped_write. */
 static int commit_tx(struct proc *p)
 {
-    size_t nstr = pl_strpool_count(p->pool);
-    size_t rows = p->tx_rows;
+    size_t nstr = pl_strpool_count(p->fmt.pool);
+    size_t rows = p->fmt.tx_rows;
     const char *what = "begin transaction for", *table = "batch";
     char names[512] = ""; /* the tables of this transaction, for a failing COMMIT */
     size_t nl = 0;
@@ -735,7 +485,7 @@ static int commit_tx(struct proc *p)
     if (rows == 0 && (!p->db || nstr == p->str_written))
         return 0;
     db_check_file(p);
-    if (!p->db && (nstr > 0 || p->extra_rows) && db_open(p) == 0)
+    if (!p->db && (nstr > 0 || p->fmt.extra_rows) && db_open(p) == 0)
         file_reset(p);
     if (!p->db) {
         atomic_fetch_add_explicit(&p->ctr->dropped_write, rows, memory_order_relaxed);
@@ -748,22 +498,22 @@ static int commit_tx(struct proc *p)
         table = "constant tables";
         rc = insert_consts(p);
     }
-    if (rc == SQLITE_OK && p->extra_rows && !p->extra_enums_written) {
+    if (rc == SQLITE_OK && p->fmt.extra_rows && !p->extra_enums_written) {
         what = "insert into";
         table = "ENUM_MSMONITOR_*";
         rc = insert_extra_enums(p);
     }
     for (int t = 0; t < T_INCR_COUNT && rc == SQLITE_OK; t++) {
-        if (p->rows[t].n == 0)
+        if (p->fmt.rows[t].n == 0)
             continue;
         what = "insert into";
-        table = incr_tables[t].name;
+        table = db_rows_tables[t].name;
         if (nl < sizeof(names))
             nl += (size_t)snprintf(names + nl, sizeof(names) - nl, "%s%s", nl ? "+" : "", table);
         rc = insert_rows(p, t);
     }
     if (rc == SQLITE_OK && nstr > p->str_written) {
-        struct str_ctx sc = {p->pool, p->str_written};
+        struct str_ctx sc = {p->fmt.pool, p->str_written};
         what = "insert into";
         table = "STRING_IDS";
         rc = insert_small(p, "STRING_IDS", "id INTEGER, value TEXT", 2, bind_string_id, &sc, nstr - p->str_written);
@@ -773,7 +523,7 @@ static int commit_tx(struct proc *p)
     rc = batch_end(p, table, rc, what);
     if (rc == 0) {
         p->consts_written = true;
-        p->extra_enums_written = p->extra_enums_written || p->extra_rows;
+        p->extra_enums_written = p->extra_enums_written || p->fmt.extra_rows;
         p->str_written = nstr;
         p->append_ok = true;
         atomic_fetch_add_explicit(&p->ctr->written, rows, memory_order_relaxed);
@@ -792,13 +542,13 @@ static void build_chunk(struct proc *p, const struct db_chunk *c)
 {
     for (size_t i = 0; i < c->n; i++) {
         const struct db_item *it = &c->items[i];
-        int rc = it->is_range ? add_range(p, &it->u.rng) : add_record(p, &it->u.rec);
+        int rc = it->is_range ? db_rows_add_range(&p->fmt, &it->u.rng) : db_rows_add_record(&p->fmt, &it->u.rec);
         if (rc < 0) {
             LOG_ERROR("db: out of memory while building rows; %zu records dropped", c->n - i);
             atomic_fetch_add_explicit(&p->ctr->dropped_write, c->n - i, memory_order_relaxed);
             break;
         }
-        if (p->tx_rows >= DB_TX_ROWS)
+        if (p->fmt.tx_rows >= DB_TX_ROWS)
             (void)commit_tx(p);
     }
 }
@@ -1075,9 +825,7 @@ static void db_destroy(struct proc *p)
         return;
     writer_join(p);
     db_close(p);
-    pl_strpool_destroy(p->pool);
-    for (int t = 0; t < T_INCR_COUNT; t++)
-        free(p->rows[t].v);
+    db_rows_fini(&p->fmt);
     struct db_chunk *lists[3] = {p->qhead, p->cur, p->free_chunks};
     if (p->cur)
         p->cur->next = NULL;
@@ -1115,10 +863,9 @@ static int db_create(const struct proc_config *cfg, struct proc **ret)
         goto fail;
     p->rank = cfg->rank;
     p->session_start_ns = cfg->session_start_ns;
-    p->pid = getpid();
     p->pl = cfg->pl;
     p->ctr = pipeline_counters(cfg->pl);
-    if ((rc = pl_strpool_create(DB_MAX_STRINGS, &p->pool)) < 0)
+    if ((rc = db_rows_init(&p->fmt, getpid())) < 0)
         goto fail;
     *ret = p;
     return 0;
