@@ -77,4 +77,14 @@ static inline void conn_close(struct conn *c)
  * even on failure). Caller owns *ret; free with conn_close(). */
 int conn_tcp_create(struct loop *l, int fd, struct conn **ret);
 
+/* How a listener turns an accepted socket into a connection: the server is handed one and
+ * never names an implementation, so TLS is a factory built by main (arg = the TLS context).
+ * create takes ownership of fd (closed even on failure). */
+struct conn_factory {
+    const char *name;
+    int (*create)(struct loop *l, int fd, void *arg, struct conn **ret);
+    void *arg;
+};
+extern const struct conn_factory conn_tcp_factory;   /* conn_tcp_create; arg unused */
+
 #endif

@@ -164,3 +164,11 @@ out_close:
     close(fd);
     return rc;
 }
+
+static int tcp_factory_create(struct loop *l, int fd, void *arg, struct conn **ret)
+{
+    (void)arg;
+    return conn_tcp_create(l, fd, ret);
+}
+
+const struct conn_factory conn_tcp_factory = { "tcp", tcp_factory_create, NULL };

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "daemon/conn.h"
 #include "daemon/data_sink.h"
 #include "daemon/flags.h"
 #include "daemon/gc.h"
@@ -181,7 +182,8 @@ int main(int argc, char **argv)
 
     /* 7. events on the loop: RPC listeners, IPC sockets, the registry GC timer */
     struct rpc_ctx ctx = { reg, st, MSMON_VERSION };
-    rpc = rpc_server_create(loop, tcp_fd, dyno_sock.fd, flags.rpc_max_clients, &ctx);
+    rpc = rpc_server_create(loop, tcp_fd, &conn_tcp_factory, dyno_sock.fd, flags.rpc_max_clients,
+                            &ctx);
     if (!rpc) {
         LOG_ERROR("cannot start the RPC server");
         goto out_ipc;

@@ -38,15 +38,12 @@ struct rpc_conn {
     struct rpc_conn *prev, *next;
 };
 
-/* Wraps an accepted socket into a connection; TLS will be one more factory. */
-typedef int (*rpc_conn_factory)(struct loop *l, int fd, struct conn **ret);
-
 struct rpc_listener {
     struct rpc_server *srv;
     int fd;
     bool local;                  /* dyno.sock: peer-credential check, peer name "local" */
     struct loop_event *ev;
-    rpc_conn_factory wrap;
+    const struct conn_factory *wrap;   /* plain sockets, or TLS on the TCP listener */
 };
 
 struct rpc_server {
@@ -333,7 +330,7 @@ static void serve(struct rpc_listener *ls, int fd)
         close(fd);
         return;
     }
-    if (ls->wrap(s->loop, fd, &conn) != 0)       /* closes fd on failure */
+    if (ls->wrap->create(s->loop, fd, ls->wrap->arg, &conn) != 0)   /* closes fd on failure */
         goto out_free;
     if (loop_timer_add(s->loop, RPC_DEADLINE_MS, false, on_timeout, c, &c->timer) != 0)
         goto out_conn;
@@ -398,19 +395,20 @@ static void on_accept(struct loop_event *ev, int lfd, unsigned events, void *arg
     }
 }
 
-static int listener_init(struct rpc_server *s, struct rpc_listener *ls, int fd, bool local)
+static int listener_init(struct rpc_server *s, struct rpc_listener *ls, int fd, bool local,
+                         const struct conn_factory *wrap)
 {
     ls->srv = s;
     ls->fd = fd;
     ls->local = local;
-    ls->wrap = conn_tcp_create;   /* TLS (--certs_dir) will pick conn_tls_create for TCP */
+    ls->wrap = wrap;
     if (fd < 0)
         return 0;
     return loop_fd_add(s->loop, fd, LOOP_READ, on_accept, ls, &ls->ev);
 }
 
-struct rpc_server *rpc_server_create(struct loop *l, int tcp_fd, int local_fd, int max_clients,
-                                     const struct rpc_ctx *ctx)
+struct rpc_server *rpc_server_create(struct loop *l, int tcp_fd, const struct conn_factory *tcp_conn,
+                                     int local_fd, int max_clients, const struct rpc_ctx *ctx)
 {
     struct rpc_server *s = calloc(1, sizeof(*s));
     if (!s) {
@@ -422,8 +420,9 @@ struct rpc_server *rpc_server_create(struct loop *l, int tcp_fd, int local_fd, i
     s->max_clients = max_clients;
     s->ctx = ctx;
     s->tcp.fd = s->local.fd = -1;
-    if (listener_init(s, &s->tcp, tcp_fd, false) != 0 ||
-        listener_init(s, &s->local, local_fd, true) != 0)
+    /* dyno.sock is never TLS (01-rpc.md §1.4) */
+    if (listener_init(s, &s->tcp, tcp_fd, false, tcp_conn ? tcp_conn : &conn_tcp_factory) != 0 ||
+        listener_init(s, &s->local, local_fd, true, &conn_tcp_factory) != 0)
         goto fail;
     return s;
 fail:

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "daemon/conn.h"
 #include "daemon/loop.h"
 #include "daemon/rpc_methods.h"
 
@@ -20,10 +21,12 @@ struct rpc_server;
 int rpc_listen_tcp(int port, const char *bind_address, int *ret_fd, char *err, size_t errcap);
 
 /* Registers the listeners on l (served once loop_run runs). Takes ownership of tcp_fd (even
- * on failure); local_fd (dyno.sock listener, or -1) stays owned by the caller. l and ctx are
- * borrowed until rpc_server_destroy(). Caller owns; free with rpc_server_destroy(). */
-struct rpc_server *rpc_server_create(struct loop *l, int tcp_fd, int local_fd, int max_clients,
-                                     const struct rpc_ctx *ctx);
+ * on failure; -1 = none); its connections are built by tcp_conn (NULL = plain sockets; TLS
+ * passes its factory here). local_fd (dyno.sock listener, or -1) stays owned by the caller and
+ * is always plain. l, tcp_conn and ctx are borrowed until rpc_server_destroy(). Caller owns;
+ * free with rpc_server_destroy(). */
+struct rpc_server *rpc_server_create(struct loop *l, int tcp_fd, const struct conn_factory *tcp_conn,
+                                     int local_fd, int max_clients, const struct rpc_ctx *ctx);
 /* Stop accepting; done(arg) runs on the loop once the in-flight connections have finished
  * (each within its 3 s deadline), at once when there are none. Later calls do nothing. */
 void rpc_server_shutdown(struct rpc_server *s, void (*done)(void *arg), void *arg);

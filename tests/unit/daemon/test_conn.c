@@ -150,6 +150,16 @@ static void test_errors_and_close(void **state)
     char b;
     assert_int_equal(read(sv[1], &b, 1), 0);
     close(sv[1]);
+    /* the factory the RPC server is handed builds the same connection */
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    assert_string_equal(conn_tcp_factory.name, "tcp");
+    assert_int_equal(conn_tcp_factory.create(l, sv[0], conn_tcp_factory.arg, &c), 0);
+    assert_int_equal(write(sv[1], "q", 1), 1);
+    assert_int_equal(conn_read(c, &b, 1), 1);
+    assert_int_equal(b, 'q');
+    assert_int_equal(conn_read(c, &b, 1), -EAGAIN);
+    conn_close(c);
+    close(sv[1]);
     loop_destroy(l);
 }
 

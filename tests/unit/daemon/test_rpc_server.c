@@ -89,7 +89,7 @@ static struct fixture *fixture_new(int max_clients)
     assert_int_equal(sock_file_create(&f->local, f->dir, "dyno.sock", SOCK_STREAM, 0600), 0);
     f->port = pick_port();
     assert_int_equal(rpc_listen_tcp(f->port, "127.0.0.1", &tcp_fd, err, sizeof(err)), 0);
-    f->srv = rpc_server_create(f->loop, tcp_fd, f->local.fd, max_clients, &f->ctx);
+    f->srv = rpc_server_create(f->loop, tcp_fd, NULL, f->local.fd, max_clients, &f->ctx);
     assert_non_null(f->srv);
     assert_int_equal(loop_timer_add(f->loop, 5, true, on_watch, f, &f->watch), 0);
     return f;
