@@ -38,6 +38,7 @@ struct registry {
     struct reg_ctxt ctxt[REGISTRY_MAX_CTXT];
     int nctxt;
     struct log_ratelimit rl_full;      /* "registry full" is logged once a second at most */
+    struct log_ratelimit rl_ctxt_full; /* so is "Max register count reached" */
 };
 
 struct registry *registry_create(const char *hostname)
@@ -242,7 +243,9 @@ int registry_ctxt(struct registry *r, int64_t job, int32_t npu, int32_t pid)
     }
     if (!exists) {
         if (r->nctxt >= REGISTRY_MAX_CTXT) {
-            LOG_ERROR("Max register count reached, can not register more libkineto contexts.");
+            /* a refused client retrying in a loop would write this on every datagram */
+            LOG_RL(&r->rl_ctxt_full, 1000, LOG_LVL_ERROR,
+                   "Max register count reached, can not register more libkineto contexts.");
             rc = -ENOSPC;
             goto out_unlock;
         }

@@ -1,6 +1,6 @@
 /* Unit test of the registration log levels (03-ipc.md §4.4, issue 10): a ctxt flood from one
  * (pid, job) through the IPC dispatch writes the FAQ's INFO line once, repeats go to DEBUG, and
- * every new (pid, job) gets its own INFO line. */
+ * every new (pid, job) gets its own INFO line; refusals at the cap are rate-limited. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -99,6 +99,16 @@ static void test_repeat_registrations(void **state)
     assert_int_equal(count(text, "Registered process (4242) for job 7. (already registered)"), 3);
     assert_int_equal(count(text, "Registered process"), 3);
     log_set_level(LOG_LVL_INFO);
+
+    /* at the 50 cap, a flood of refused registrations writes the ERROR once a second at most */
+    for (int i = 0; registry_ctxt_count(reg) < REGISTRY_MAX_CTXT; i++)
+        send_ctxt(s, 0, 5000 + i, 9);
+    logcap_clear();
+    for (int i = 0; i < 1000; i++)
+        send_ctxt(s, 0, 6000 + i, 9);
+    text = logcap_text();
+    assert_int_equal(count(text, "Max register count reached, can not register more libkineto contexts."), 1);
+    assert_int_equal(registry_ctxt_count(reg), REGISTRY_MAX_CTXT);
 
     ipc_server_destroy(s);
     status_destroy(st);
