@@ -38,7 +38,8 @@ int loop_fd_add(struct loop *l, int fd, unsigned events, loop_fd_fn fn, void *ar
 int loop_fd_set(struct loop_event *ev, unsigned events);
 
 /* A timer that fires after ms (one-shot) or every ms (periodic, fixed cadence). ms 0 with
- * one-shot creates it disarmed. Caller owns *ret. */
+ * one-shot creates it disarmed. Resolution: one kernel tick (it may fire up to ~10 ms early
+ * or late). Caller owns *ret. */
 int loop_timer_add(struct loop *l, uint64_t ms, bool periodic, loop_timer_fn fn, void *arg,
                    struct loop_event **ret);
 /* (Re)start a timer: the next expiry is ms from now (periodic ones keep that period). */

