@@ -18,6 +18,7 @@ import threading
 import time
 import weakref
 
+from . import step_hook
 from .dynamic_monitor_proxy import PyDynamicMonitorProxy
 from .utils import get_rank_id
 
@@ -419,33 +420,8 @@ _HOOKED = []
 
 
 def _install_optimizer_hook():
-    """Call step() after each step of the last-constructed torch optimizer (like torch_npu)."""
-    if _HOOKED or os.environ.get("MSMONITOR_NO_OPTIMIZER_HOOK") == "1":
-        return
-    try:
-        if importlib.util.find_spec("torch") is None:
-            return
-        import torch  # pylint: disable=import-outside-toplevel
-        opt_cls = torch.optim.Optimizer
-        register = getattr(torch.optim.optimizer, "register_optimizer_step_post_hook", None)
-        if register is None:
-            return
-        last = [None]
-        orig_init = opt_cls.__init__
-
-        def init_wrapper(self, *args, **kwargs):
-            orig_init(self, *args, **kwargs)
-            last[0] = weakref.ref(self)
-
-        def post_hook(optimizer, _args, _kwargs):
-            if last[0] is not None and last[0]() is optimizer:
-                step()
-
-        opt_cls.__init__ = init_wrapper
-        register(post_hook)
-        _HOOKED.append(True)
-    except Exception as err:  # noqa: BLE001 (never break the training script)
-        _log("WARNING", f"optimizer hook not installed: {err}")
+    """Call step() after each optimizer step, on every PyTorch we support (step_hook.py)."""
+    step_hook.install(step)
 
 
 def init():

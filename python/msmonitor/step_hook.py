@@ -1,0 +1,309 @@
+"""msmonitor.step_hook: run a function after every step of the training loop's optimizer, on
+every PyTorch we support, so a loop that only calls `dynamic_profile.init()` and
+`optimizer.step()` is monitored (04-plugin.md §15). No torch import happens unless torch is
+installed; nothing here may ever break the training script.
+
+Two strategies, chosen once per process:
+- "post_hook" (PyTorch >= 2.0): torch.optim.optimizer.register_optimizer_step_post_hook.
+- "wrap" (older PyTorch, e.g. Debian's 1.13.1): `step` is wrapped on the Optimizer classes
+  themselves: every subclass already defined (walked through __subclasses__(), so optimizers
+  constructed before install() are covered, no gc scan), later ones through
+  __init_subclass__, and the class of every optimizer constructed later (a `step` assigned
+  after the class statement). An LR scheduler built before install() has replaced its
+  optimizer's `step` by an instance attribute; the schedulers' `step` hands it to us.
+Only one optimizer counts (the primary: the last one constructed after install(), else the
+first one that steps), so a GAN's two optimizers give one call per iteration; a subclass
+whose `step` calls super().step() counts once (a per-thread, per-optimizer nesting depth)."""
+import functools
+import importlib.util
+import os
+import sys
+import threading
+import types
+import weakref
+
+_LEVELS = {"DEBUG": 0, "INFO": 1, "WARNING": 2, "ERROR": 3}
+_MARK = "_msmonitor_step_hook"   # set on our wrappers; functools.wraps carries it outward
+
+_lock = threading.Lock()
+_tls = threading.local()
+_state = {
+    "mode": None,        # "post_hook" | "wrap" once installed
+    "failed": False,     # the one WARNING was given; never retried
+    "callback": None,    # step_fn of the latest install()
+    "primary": None,     # weakref.ref to the optimizer that counts
+    "cb_warned": False,
+    "opt_cls": None,     # torch.optim.Optimizer on the wrap path
+}
+
+
+def _log(level, msg):
+    # Read per call, not cached: install() runs once per init(), so the cost does not matter.
+    threshold = _LEVELS.get(os.environ.get("MSMONITOR_LOG_LEVEL", "INFO").strip().upper(), 1)
+    if _LEVELS[level] >= threshold:
+        print(f"[{level}] [msmonitor.step_hook {os.getpid()}] {msg}", file=sys.stderr, flush=True)
+
+
+def mode():
+    """The strategy in use ("post_hook", "wrap") or None when no hook is installed."""
+    return _state["mode"]
+
+
+def install(step_fn, torch_module=None):
+    """Call step_fn() after each step() of the primary torch optimizer. Returns True when a
+    hook is (already) installed. Repeated calls only replace step_fn. torch not installed:
+    False, logged at DEBUG. torch present but no hook possible: False and one WARNING.
+    `torch_module` replaces `import torch` (tests)."""
+    with _lock:
+        if _state["mode"] is not None:
+            _state["callback"] = step_fn
+            return True
+        if _state["failed"]:
+            return False
+        if os.environ.get("MSMONITOR_NO_OPTIMIZER_HOOK") == "1":
+            _log("DEBUG", "MSMONITOR_NO_OPTIMIZER_HOOK=1: no optimizer step hook")
+            return False
+        torch = torch_module
+        if torch is None:
+            try:
+                if importlib.util.find_spec("torch") is None:
+                    _log("DEBUG", "torch not installed: no optimizer step hook")
+                    return False
+                import torch  # pylint: disable=import-outside-toplevel
+            except Exception as err:  # noqa: BLE001 (a broken torch install)
+                return _fail(f"import torch failed: {err}")
+        try:
+            ok = _install(torch)
+        except Exception as err:  # noqa: BLE001
+            ok = _fail(f"{type(err).__name__}: {err}")
+        # After a failure half-way, wrappers already in place stay inert: no callback.
+        _state["callback"] = step_fn if ok else None
+        return ok
+
+
+def _fail(reason):
+    _state["failed"] = True
+    _log("WARNING", f"optimizer step hook not installed ({reason}); call "
+         "msmonitor.dynamic_profile.step() once per iteration to be monitored")
+    return False
+
+
+def _install(torch):
+    optim = getattr(torch, "optim", None)
+    opt_cls = getattr(optim, "Optimizer", None)
+    if not isinstance(opt_cls, type):
+        return _fail("torch.optim.Optimizer not found")
+    # torch.optim deletes its submodule names on some versions (1.13): fall back to sys.modules.
+    mod = getattr(optim, "optimizer", None)
+    if not isinstance(mod, types.ModuleType):
+        mod = sys.modules.get(f"{getattr(torch, '__name__', 'torch')}.optim.optimizer")
+    register = getattr(mod, "register_optimizer_step_post_hook", None)
+    if callable(register):
+        _wrap_init(opt_cls, patch_class=False)
+        register(_post_hook)
+        _state["mode"] = "post_hook"
+    else:
+        _state["opt_cls"] = opt_cls
+        _patch_tree(opt_cls, opt_cls)
+        _hook_subclassing(opt_cls)
+        _wrap_init(opt_cls, patch_class=True)
+        _hook_schedulers(torch, optim)
+        _state["mode"] = "wrap"
+    _log("DEBUG", f"optimizer step hook installed ({_state['mode']}, torch "
+         f"{getattr(torch, '__version__', '?')})")
+    return True
+
+
+# -- which optimizer counts --
+
+def _claim(opt):
+    try:
+        _state["primary"] = weakref.ref(opt)
+    except TypeError:          # no weakref support: hold it (an optimizer lives for the run)
+        _state["primary"] = lambda: opt
+
+
+def _fire(opt):
+    ref = _state["primary"]
+    primary = ref() if ref is not None else None
+    if primary is None:
+        _claim(opt)
+        primary = opt
+    if primary is not opt:
+        return
+    callback = _state["callback"]
+    if callback is None:
+        return
+    try:
+        callback()
+    except Exception as err:  # noqa: BLE001 (never break optimizer.step())
+        if not _state["cb_warned"]:
+            _state["cb_warned"] = True
+            _log("WARNING", f"step hook callback failed: {err}")
+
+
+def _wrap_init(opt_cls, patch_class):
+    orig = opt_cls.__dict__.get("__init__", opt_cls.__init__)
+    if getattr(orig, _MARK, False):
+        return
+
+    @functools.wraps(orig)
+    def __init__(self, *args, **kwargs):
+        orig(self, *args, **kwargs)
+        if patch_class:
+            _patch_tree(type(self), opt_cls, walk_subclasses=False)
+        _claim(self)
+
+    setattr(__init__, _MARK, True)
+    opt_cls.__init__ = __init__
+
+
+# -- PyTorch >= 2.0 --
+
+def _post_hook(optimizer, _args, _kwargs):
+    # torch runs post hooks from its step wrapper, one per patched class: a subclass step
+    # calling super().step() on a class that is patched too runs them twice. Count only the
+    # outermost: no caller frame of the same wrapper code for the same optimizer.
+    try:
+        wrapper = sys._getframe(1)  # pylint: disable=protected-access
+        frame = wrapper.f_back
+        while frame is not None:
+            if frame.f_code is wrapper.f_code and frame.f_locals.get("self") is optimizer:
+                return
+            frame = frame.f_back
+    except (AttributeError, ValueError):
+        pass
+    _fire(optimizer)
+
+
+# -- older PyTorch: wrap `step` on the classes --
+
+def _depths():
+    d = getattr(_tls, "depth", None)
+    if d is None:
+        d = _tls.depth = {}
+    return d
+
+
+def _counted(opt, call, args, kwargs):
+    """Run one step of `opt`; fire after the outermost one of this thread returns."""
+    depths = _depths()
+    key = id(opt)
+    outer = key not in depths
+    depths[key] = depths.get(key, 0) + 1
+    try:
+        out = call(*args, **kwargs)
+    finally:
+        if depths[key] == 1:
+            del depths[key]
+        else:
+            depths[key] -= 1
+    if outer:
+        _fire(opt)
+    return out
+
+
+def _wrap_step(fn):
+    @functools.wraps(fn)
+    def step(self, *args, **kwargs):
+        return _counted(self, fn, (self,) + args, kwargs)
+
+    setattr(step, _MARK, True)
+    return step
+
+
+def _wrap_instance_step(opt, inst):
+    """`opt.step` is an instance attribute (an LR scheduler's step counter built before
+    install(), bound to the class function as it was then): wrap that attribute."""
+    ref = weakref.ref(opt)
+
+    def step(*args, **kwargs):
+        return _counted(ref(), inst, args, kwargs)
+
+    try:
+        step = functools.wraps(inst)(step)     # keeps torch's `_with_counter` mark
+    except (AttributeError, TypeError):
+        pass
+    setattr(step, _MARK, True)
+    return step
+
+
+def _adopt(opt):
+    inst = getattr(opt, "__dict__", {}).get("step")
+    if inst is None or not callable(inst) or getattr(inst, _MARK, False):
+        return
+    if isinstance(opt, _state["opt_cls"]):
+        opt.step = _wrap_instance_step(opt, inst)
+
+
+def _wrap_sched_step(fn):
+    @functools.wraps(fn)
+    def step(self, *args, **kwargs):
+        try:
+            _adopt(getattr(self, "optimizer", None))
+        except Exception:  # noqa: BLE001 (never break scheduler.step())
+            pass
+        return fn(self, *args, **kwargs)
+
+    setattr(step, _MARK, True)
+    return step
+
+
+def _hook_schedulers(torch, optim):
+    """Schedulers built before install() have already replaced their optimizer's `step` by an
+    instance attribute that bypasses the class: their step() hands it to _adopt(), so such an
+    optimizer counts from its first scheduler step on. No gc scan."""
+    lrs = getattr(optim, "lr_scheduler", None)
+    if not isinstance(lrs, types.ModuleType):
+        lrs = sys.modules.get(f"{getattr(torch, '__name__', 'torch')}.optim.lr_scheduler")
+    bases = [getattr(lrs, n, None) for n in ("_LRScheduler", "LRScheduler", "ReduceLROnPlateau")]
+    seen, todo = set(), [b for b in bases if isinstance(b, type)]
+    while todo:
+        c = todo.pop()
+        if c in seen:
+            continue
+        seen.add(c)
+        fn = c.__dict__.get("step")
+        if isinstance(fn, types.FunctionType) and not getattr(fn, _MARK, False):
+            c.step = _wrap_sched_step(fn)
+        todo.extend(type.__subclasses__(c))
+
+
+def _patch_class(cls):
+    fn = cls.__dict__.get("step")
+    if isinstance(fn, types.FunctionType) and not getattr(fn, _MARK, False):
+        cls.step = _wrap_step(fn)
+
+
+def _patch_tree(cls, opt_cls, walk_subclasses=True):
+    """Patch `cls`, its optimizer bases and (walk_subclasses) every subclass defined so far."""
+    for base in cls.__mro__:
+        if isinstance(base, type) and issubclass(base, opt_cls):
+            _patch_class(base)
+    if not walk_subclasses:
+        return
+    seen, todo = set(), [cls]
+    while todo:
+        c = todo.pop()
+        if c in seen:
+            continue
+        seen.add(c)
+        _patch_class(c)
+        todo.extend(type.__subclasses__(c))
+
+
+def _hook_subclassing(opt_cls):
+    orig = opt_cls.__dict__.get("__init_subclass__")
+    orig_fn = orig.__func__ if isinstance(orig, classmethod) else None
+    if orig_fn is not None and getattr(orig_fn, _MARK, False):
+        return
+
+    def __init_subclass__(cls, **kwargs):
+        if orig_fn is not None:
+            orig_fn(cls, **kwargs)
+        else:
+            super(opt_cls, cls).__init_subclass__(**kwargs)
+        _patch_class(cls)
+
+    setattr(__init_subclass__, _MARK, True)
+    opt_cls.__init_subclass__ = classmethod(__init_subclass__)

@@ -1,0 +1,375 @@
+"""msmonitor.step_hook against fake torch-like modules shaped like PyTorch 1.13 (no global hook
+API; __init__ wraps the class `step` for the profiler) and 2.x (the wrapper also runs the global
+post hooks), then against the real torch when it is installed. Each test loads a fresh copy of
+the module: its state is per process."""
+import functools
+import importlib.util
+import itertools
+import os
+import types
+
+import pytest
+
+from conftest import SOURCE
+
+_seq = itertools.count()
+
+
+def load_step_hook():
+    path = os.path.join(SOURCE, "python", "msmonitor", "step_hook.py")
+    spec = importlib.util.spec_from_file_location(f"step_hook_under_test_{next(_seq)}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def fake_torch(v2):
+    """A torch-like module: optim.Optimizer patches its class's step on construction the way
+    torch does (1.13 `_hook_for_profile`, 2.x `_patch_step_function`); with v2 the wrapper
+    runs global post hooks registered through optim.optimizer."""
+    torch = types.ModuleType(f"faketorch{next(_seq)}")
+    optim = types.ModuleType(torch.__name__ + ".optim")
+    torch.optim = optim
+    post_hooks = []
+
+    class Optimizer:
+        def __init__(self, params=None):
+            self.params = params
+            self.steps = 0
+            if not getattr(type(self).step, "hooked", False):
+                type(self).step = self._profile_hook_step(type(self).step)
+                type(self).step.hooked = True
+
+        @staticmethod
+        def _profile_hook_step(func):
+            @functools.wraps(func)
+            def wrapper(*args, **kwargs):
+                self, *_ = args
+                out = func(*args, **kwargs)
+                if v2:
+                    for hook in list(post_hooks):
+                        hook(self, args, kwargs)
+                return out
+            return wrapper
+
+        def step(self, closure=None):
+            raise NotImplementedError
+
+    class SGD(Optimizer):
+        def step(self, closure=None):
+            self.steps += 1
+            if closure == "raise":
+                raise RuntimeError("boom")
+
+    class Adam(SGD):
+        pass
+
+    class _LRScheduler:
+        """Like 1.13's: replaces optimizer.step by a counting instance attribute bound to the
+        class function as it is now."""
+
+        def __init__(self, optimizer):
+            self.optimizer = optimizer
+            func = type(optimizer).step
+
+            @functools.wraps(func)
+            def with_counter(*args, **kwargs):
+                optimizer.counted = getattr(optimizer, "counted", 0) + 1
+                return func(optimizer, *args, **kwargs)
+
+            with_counter._with_counter = True
+            optimizer.step = with_counter
+
+        def step(self):
+            pass
+
+    class StepLR(_LRScheduler):
+        pass
+
+    lrs = types.ModuleType(optim.__name__ + ".lr_scheduler")
+    lrs._LRScheduler, lrs.StepLR = _LRScheduler, StepLR
+    optim.Optimizer, optim.SGD, optim.Adam, optim.lr_scheduler = Optimizer, SGD, Adam, lrs
+    if v2:
+        optmod = types.ModuleType(optim.__name__ + ".optimizer")
+        optmod.register_optimizer_step_post_hook = post_hooks.append
+        optim.optimizer = optmod
+    return torch
+
+
+class Counter:
+    def __init__(self):
+        self.n = 0
+
+    def __call__(self):
+        self.n += 1
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    monkeypatch.delenv("MSMONITOR_NO_OPTIMIZER_HOOK", raising=False)
+    monkeypatch.delenv("MSMONITOR_LOG_LEVEL", raising=False)
+
+
+@pytest.mark.parametrize("v2,expect", [(True, "post_hook"), (False, "wrap")])
+def test_counts_every_step_of_one_optimizer(v2, expect):
+    sh, torch, c = load_step_hook(), fake_torch(v2), Counter()
+    assert sh.install(c, torch_module=torch) is True
+    assert sh.mode() == expect
+    opt = torch.optim.SGD()
+    for _ in range(7):
+        opt.step()
+    assert opt.steps == 7 and c.n == 7
+
+
+@pytest.mark.parametrize("v2", [True, False])
+def test_optimizer_constructed_before_install(v2):
+    sh, torch, c = load_step_hook(), fake_torch(v2), Counter()
+    early = torch.optim.Adam()
+    early.step()                                     # torch already patched its class
+    sh.install(c, torch_module=torch)
+    for _ in range(4):
+        early.step()
+    assert c.n == 4
+
+
+def test_wrap_covers_classes_defined_after_install_and_late_step():
+    sh, torch, c = load_step_hook(), fake_torch(False), Counter()
+    sh.install(c, torch_module=torch)
+
+    class Lion(torch.optim.Optimizer):               # __init_subclass__
+        def step(self, closure=None):
+            self.steps += 1
+
+    class Late(torch.optim.Optimizer):
+        pass
+
+    Late.step = lambda self, closure=None: None      # assigned after the class statement
+    for cls in (Lion, Late):
+        before = c.n
+        o = cls()
+        o.step()
+        o.step()
+        assert c.n - before == 2, cls
+
+
+@pytest.mark.parametrize("v2", [True, False])
+def test_subclass_calling_super_step_counts_once(v2):
+    sh, torch, c = load_step_hook(), fake_torch(v2), Counter()
+    sh.install(c, torch_module=torch)
+
+    class Clipped(torch.optim.SGD):
+        def step(self, closure=None):
+            return super().step(closure)
+
+    torch.optim.SGD()                                # its class gets patched too
+    o = Clipped()                                    # the primary
+    for _ in range(5):
+        o.step()
+    assert o.steps == 5 and c.n == 5
+
+
+@pytest.mark.parametrize("v2", [True, False])
+def test_two_optimizers_count_once_per_iteration(v2):
+    sh, torch, c = load_step_hook(), fake_torch(v2), Counter()
+    sh.install(c, torch_module=torch)
+    gen, disc = torch.optim.Adam(), torch.optim.SGD()
+    for _ in range(3):
+        disc.step()
+        gen.step()
+    assert c.n == 3
+
+
+def test_nested_optimizer_inner_primary_counted():
+    """A wrapper optimizer that builds its inner one last and steps it from its own step."""
+    sh, torch, c = load_step_hook(), fake_torch(False), Counter()
+    sh.install(c, torch_module=torch)
+
+    class Lookahead(torch.optim.Optimizer):
+        def __init__(self):
+            super().__init__()
+            self.inner = torch.optim.SGD()
+
+        def step(self, closure=None):
+            self.inner.step(closure)
+
+    la = Lookahead()
+    for _ in range(3):
+        la.step()
+    assert c.n == 3
+
+
+def test_scheduler_built_before_install_counts_from_its_first_step():
+    sh, torch, c = load_step_hook(), fake_torch(False), Counter()
+    o = torch.optim.SGD()
+    sched = torch.optim.lr_scheduler.StepLR(o)
+    sh.install(c, torch_module=torch)
+    o.step()                                         # the instance attribute: not seen yet
+    sched.step()                                     # hands o.step to the hook
+    for _ in range(3):
+        o.step()
+        sched.step()
+    assert c.n == 3 and o.counted == 4 and o.steps == 4
+    assert o.step._with_counter is True              # torch's mark kept
+
+
+def test_scheduler_built_after_install_not_wrapped_twice():
+    sh, torch, c = load_step_hook(), fake_torch(False), Counter()
+    sh.install(c, torch_module=torch)
+    o = torch.optim.SGD()
+    sched = torch.optim.lr_scheduler.StepLR(o)
+    for _ in range(3):
+        o.step()
+        sched.step()
+    assert c.n == 3 and o.counted == 3
+
+
+def test_raising_step_not_counted_and_does_not_stick():
+    sh, torch, c = load_step_hook(), fake_torch(False), Counter()
+    sh.install(c, torch_module=torch)
+    o = torch.optim.SGD()
+    with pytest.raises(RuntimeError):
+        o.step("raise")
+    o.step()
+    assert c.n == 1
+
+
+@pytest.mark.parametrize("v2", [True, False])
+def test_install_is_idempotent(v2):
+    sh, torch, c1, c2 = load_step_hook(), fake_torch(v2), Counter(), Counter()
+    assert sh.install(c1, torch_module=torch)
+    o = torch.optim.SGD()
+    assert sh.install(c2, torch_module=torch)        # replaces the callback, hooks nothing twice
+    assert sh.install(c2, torch_module=torch)
+    o.step()
+    o.step()
+    assert (c1.n, c2.n) == (0, 2)
+
+
+def test_failing_callback_never_breaks_step(capsys):
+    sh, torch = load_step_hook(), fake_torch(False)
+
+    def bad():
+        raise ValueError("nope")
+
+    sh.install(bad, torch_module=torch)
+    o = torch.optim.SGD()
+    o.step()
+    o.step()
+    assert o.steps == 2
+    assert capsys.readouterr().err.count("step hook callback failed: nope") == 1
+
+
+def test_one_warning_when_no_hook_possible(capsys):
+    sh, c = load_step_hook(), Counter()
+    broken = types.ModuleType("brokentorch")         # torch importable, no torch.optim.Optimizer
+    assert sh.install(c, torch_module=broken) is False
+    assert sh.install(c, torch_module=broken) is False
+    err = capsys.readouterr().err
+    assert err.count("[WARNING]") == 1, err
+    assert "optimizer step hook not installed (torch.optim.Optimizer not found)" in err
+    assert "dynamic_profile.step()" in err
+    assert sh.mode() is None
+
+
+def test_one_warning_when_patching_fails(capsys):
+    sh, torch, c = load_step_hook(), fake_torch(False), Counter()
+
+    class Frozen(type):
+        def __setattr__(cls, name, value):
+            raise TypeError(f"cannot set {name}")
+
+    torch.optim.Optimizer = Frozen("Optimizer", (), {"step": lambda self: None})
+    assert sh.install(c, torch_module=torch) is False
+    err = capsys.readouterr().err
+    assert err.count("[WARNING]") == 1 and "cannot set" in err, err
+
+
+def test_torch_missing_is_debug_only(monkeypatch, capsys):
+    import sys
+    monkeypatch.setitem(sys.modules, "torch", None)  # find_spec("torch") -> None
+    sh = load_step_hook()
+    assert sh.install(Counter()) is False
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("MSMONITOR_LOG_LEVEL", "DEBUG")
+    assert sh.install(Counter()) is False
+    assert "[DEBUG]" in capsys.readouterr().err
+
+
+def test_env_turns_it_off(monkeypatch):
+    monkeypatch.setenv("MSMONITOR_NO_OPTIMIZER_HOOK", "1")
+    sh, torch, c = load_step_hook(), fake_torch(True), Counter()
+    assert sh.install(c, torch_module=torch) is False
+    torch.optim.SGD().step()
+    assert c.n == 0
+
+
+def test_real_torch():
+    """Whatever torch is installed (Debian 12: 1.13.1, the wrap path): an optimizer and its LR
+    scheduler built before install(), one built after with a scheduler, a super().step()
+    subclass."""
+    torch = pytest.importorskip("torch", reason="torch not importable (Debian: python3-torch)")
+    sh, c = load_step_hook(), Counter()
+    model = torch.nn.Linear(4, 1)
+
+    def train(opt, n, sched=None):
+        for _ in range(n):
+            opt.zero_grad()
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            opt.step()
+            if sched is not None:
+                sched.step()
+
+    early = torch.optim.SGD(model.parameters(), lr=0.01)
+    early_sched = torch.optim.lr_scheduler.StepLR(early, 2)
+    assert sh.install(c) is True
+    v2 = int(torch.__version__.split(".")[0]) >= 2
+    assert sh.mode() == ("post_hook" if v2 else "wrap")
+    train(early, 6, early_sched)
+    assert c.n == (6 if v2 else 5)                   # < 2.0: from the first scheduler step on
+    assert early._step_count == 6 and early_sched.last_epoch == 6   # torch still counts
+    c.n = 5                                          # one baseline on every torch
+    adam = torch.optim.Adam(model.parameters(), lr=0.01)
+    train(adam, 5, torch.optim.lr_scheduler.StepLR(adam, 2))
+    assert c.n == 10
+
+    class Clipped(torch.optim.SGD):
+        def step(self, closure=None):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            return super().step(closure)
+
+    clipped = Clipped(model.parameters(), lr=0.01)
+    train(clipped, 5)
+    assert c.n == 15
+    assert sh.install(c) is True                     # idempotent on the real thing too
+    train(adam, 2)
+    assert c.n == 15                                 # adam is no longer the primary
+    del clipped                                      # ... until the primary is gone
+    train(adam, 2)
+    assert c.n == 17
+
+
+def test_shipped_in_both_build_tree_packages():
+    from python_util import PKG, require_packages
+    require_packages()
+    for pkg in ("msmonitor", "IPCMonitor"):
+        assert os.path.exists(os.path.join(PKG, pkg, "step_hook.py")), pkg
+
+
+def test_half_installed_hook_stays_inert(capsys):
+    """A class that refuses patching after others were patched: the WARNING says to call
+    step() by hand, so the wrappers already in place must not count as well."""
+    sh, torch, c = load_step_hook(), fake_torch(False), Counter()
+
+    class Frozen(type):
+        def __setattr__(cls, name, value):
+            raise TypeError(f"cannot set {name}")
+
+    class Stubborn(torch.optim.SGD, metaclass=Frozen):
+        def step(self, closure=None):
+            return super().step(closure)
+
+    assert sh.install(c, torch_module=torch) is False
+    o = torch.optim.SGD()
+    o.step()
+    assert o.steps == 1 and c.n == 0
+    assert "cannot set step" in capsys.readouterr().err
