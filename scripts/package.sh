@@ -4,6 +4,7 @@
 # §5) and one mindstudio_monitor wheel per CPython with headers. See docs/packaging.md.
 #
 # Usage: scripts/package.sh [OUTDIR]
+#        scripts/package.sh --deps-only   fetch/build the static cJSON archive, print its path
 # Environment:
 #   MSMON_VERSION_OVERRIDE  package/binary version instead of the VERSION file's (upgrade tests)
 #   MSMON_PKG_BUILD_DIR     CMake build dir of the static build (default OUTDIR/.build/static-<v>)
@@ -16,6 +17,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DEPS_ONLY=0
+if [ "${1:-}" = --deps-only ]; then DEPS_ONLY=1; shift; fi
 OUT=$(mkdir -p "${1:-$ROOT/out}" && cd "${1:-$ROOT/out}" && pwd)
 JOBS=${JOBS:-2}
 VERSION=${MSMON_VERSION_OVERRIDE:-$(head -n1 "$ROOT/VERSION" | tr -d '[:space:]')}
@@ -72,6 +75,7 @@ cjson_static() {
 
 # --- dynolog + dyno, static third-party libraries --------------------------------------------
 CJSON_A=$(cjson_static)
+if [ "$DEPS_ONLY" = 1 ]; then echo "$CJSON_A"; exit 0; fi
 log "version $VERSION, arch $ARCH, build dir $BUILD"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMSMON_STATIC_DEPS=ON \
       -DMSMON_CJSON_STATIC_LIB="$CJSON_A" -DMSMON_VERSION_OVERRIDE="$VERSION" > "$BUILD.configure.log" \
