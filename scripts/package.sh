@@ -63,6 +63,8 @@ cjson_static() {
              -o "Dir::State::Lists=$apt/lists" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=)
     echo "package: fetching Debian's cjson $ver source for a static libcjson.a" >&2
     apt-get "${o[@]}" -qq update >&2
+    ls "$apt/lists"/*Sources* > /dev/null 2>&1 \
+      || { echo "package: cannot fetch Debian's source index (no network?); set MSMON_CJSON_STATIC_LIB" >&2; return 1; }
     (cd "$dir/src" && apt-get "${o[@]}" -qq source "cjson=$ver" >&2)
     local c
     c=$(find "$dir/src" -maxdepth 2 -name cJSON.c | head -n1)

@@ -40,6 +40,21 @@ def sh(argv, check=True, **kw):
     return r
 
 
+def _outer_netns_pid():
+    """The nearest ancestor in another network namespace (run_netns.sh's caller), or None."""
+    try:
+        mine = os.readlink("/proc/self/ns/net")
+        pid = os.getppid()
+        while pid > 1:
+            if os.readlink(f"/proc/{pid}/ns/net") != mine:
+                return pid
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        pass
+    return None
+
+
 @pytest.fixture(scope="module")
 def pkgs(tmp_path_factory):
     out = tmp_path_factory.mktemp("pkg")
@@ -48,9 +63,10 @@ def pkgs(tmp_path_factory):
     # The static cJSON comes from Debian's source archive (package.sh). ctest runs this file in
     # a private network namespace, so a first fetch steps back into the host's (root only).
     script = os.path.join(SOURCE, "scripts", "package.sh")
-    in_netns = os.path.exists("/proc/1/ns/net") and os.geteuid() == 0 and \
-        os.readlink("/proc/self/ns/net") != os.readlink("/proc/1/ns/net")
-    prefix = ["nsenter", "-t", "1", "-n"] if in_netns and shutil.which("nsenter") else []
+    prefix = []
+    host_ns = _outer_netns_pid() if os.geteuid() == 0 and shutil.which("nsenter") else None
+    if host_ns:
+        prefix = ["nsenter", "-t", str(host_ns), "-n"]
     sh(prefix + ["bash", script, "--deps-only", str(out)], env=env, timeout=600)
     sh(["bash", script, str(out)], env=env, timeout=900)
     env2 = dict(env, MSMON_VERSION_OVERRIDE=VERSION2, MSMON_PKG_WHEELS="0", MSMON_PKG_RPM="0")
