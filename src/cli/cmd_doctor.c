@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -399,8 +398,9 @@ static void check_env(struct report *r, long long pid)
         say(r, M_OK, "pid %lld has MSMONITOR_USE_DAEMON=1", pid);
     else
         say(r, M_FAIL, "pid %lld %s%s%s - fix: export MSMONITOR_USE_DAEMON=1 before starting the "
-            "job (it is read once at start-up) (R3)", pid, val ? "has MSMONITOR_USE_DAEMON=" : "lacks MSMONITOR_USE_DAEMON",
-            val ? val : "", val ? " (must be 1)" : "");
+            "job (it is read once at start-up) (R3)", pid,
+            val ? "has MSMONITOR_USE_DAEMON=" : "lacks MSMONITOR_USE_DAEMON", val ? val : "",
+            val ? " (must be 1)" : "");
     free(buf);
 }
 

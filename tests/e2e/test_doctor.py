@@ -4,14 +4,12 @@ nputrace state, library and drop counters (when the status carries them), socket
 target's MSMONITOR_USE_DAEMON, leftover shm with and without a live owner, log-dir space —
 plus many hosts and the exit code."""
 import json
-import mmap
 import os
 import shutil
 import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 
 import pytest
