@@ -278,6 +278,12 @@ static void scan_fields(struct report *r, long long pid, const cJSON *o, int dep
         const char *k = f->string ? f->string : "";
         if (cJSON_IsObject(f)) {
             scan_fields(r, pid, f, depth + 1, nlib, ndrop);
+        } else if (cJSON_IsArray(f)) {   /* e.g. a list of sessions, each with its counters */
+            const cJSON *e;
+            cJSON_ArrayForEach(e, f) {
+                if (cJSON_IsObject(e))
+                    scan_fields(r, pid, e, depth + 1, nlib, ndrop);
+            }
         } else if (cJSON_IsString(f) && (has_word(k, "lib") || has_word(k, "backend"))) {
             const char *v = f->valuestring;
             (*nlib)++;

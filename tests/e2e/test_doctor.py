@@ -266,6 +266,10 @@ def test_drop_counters(env, fake):
     line(r, OK, "pid 4242: dropped_records = 0")
     r = doctor(fake(good_replies([proc(4242, session={"dropped_records": 12})])).port, env)
     assert "--report-interval-s" in line(r, FAIL, "pid 4242: dropped_records = 12 records dropped")
+    r = doctor(fake(good_replies([proc(4242, sessions=[{"dropped_queue": 0}, {"dropped_write": 3}])])).port,
+               env)
+    line(r, OK, "pid 4242: dropped_queue = 0")
+    line(r, FAIL, "pid 4242: dropped_write = 3 records dropped")
 
 
 # --- the target process's environment --------------------------------------------------------
