@@ -33,7 +33,7 @@ case "$ARCH" in
 esac
 WORK="$OUT/.build"
 BUILD=${MSMON_PKG_BUILD_DIR:-$WORK/static-$VERSION}
-DEPS_CACHE=${MSMON_DEPS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/msmonitor-deps}
+DEPS_CACHE=${MSMON_DEPS_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/msmonitor-deps}
 mkdir -p "$WORK"
 
 log() { echo "package: $*"; }
