@@ -131,7 +131,8 @@ if [ "${MSMON_PKG_WHEELS:-1}" != 0 ]; then
   for py in /usr/bin/python3 /usr/bin/python3.[0-9]* /usr/local/bin/python3.[0-9]*; do
     case "$py" in *-config|*m) continue ;; esac
     [ -x "$py" ] || continue
-    tag=$("$py" -c 'import sys; print("cp%d%d" % sys.version_info[:2])' 2>/dev/null) || continue
+    tag=$("$py" -c 'import sys; assert sys.version_info >= (3, 8); print("cp%d%d" % sys.version_info[:2])' \
+          2>/dev/null) || continue   # the wheel supports CPython 3.8+
     [ -z "${seen[$tag]:-}" ] || continue
     if ! "$py" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null; then
       log "skip $py ($tag): no CPython headers"; continue
