@@ -112,6 +112,7 @@ class Report:
         self.db_paths = {}        # rank -> [paths]
         self.jsonl_paths = {}
         self.pid_rank = {}
+        self.basis = "host"
 
     def note(self, text):
         if text not in self.notes:
@@ -448,9 +449,31 @@ class Report:
         self._file(path, "plugin log", f"{found} session stats line(s)")
 
     # ---------------------------------------------------------------- analysis
+    def step_basis(self):
+        """'device' (the device span of the step marker: the work of the step, which a slow rank's
+        peers do not inherit by waiting in the collective) when every step of every rank has one,
+        else 'host' (the host marker range, as the framework's step() sees it)."""
+        with_steps = [rk for rk in self.ranks.values() if rk.steps]
+        # A step cut by the session stop may miss its device part: tolerate 10% (at least 1).
+        for rk in with_steps:
+            missing = sum(1 for v in rk.steps.values() if v[1] is None)
+            if missing > max(1, len(rk.steps) // 10) or missing == len(rk.steps):
+                return "host"
+        return "device" if with_steps else "host"
+
+    def step_value(self, v):
+        return v[1] if self.basis == "device" else v[0]
+
+    def points(self, rk):
+        """[[step, ns]] in step order on the chosen basis (steps without a value left out)."""
+        return [[n, self.step_value(rk.steps[n])] for n in sorted(rk.steps) if self.step_value(rk.steps[n]) is not None]
+
+    def values(self, rk):
+        return [p[1] for p in self.points(rk)]
+
     def slow_ranks(self):
-        meds = {r: _median([v[0] for v in rk.steps.values()]) for r, rk in self.ranks.items()
-                if len(rk.steps) >= SLOW_MIN_STEPS}
+        self.basis = self.step_basis()
+        meds = {r: _median(self.values(rk)) for r, rk in self.ranks.items() if len(self.values(rk)) >= SLOW_MIN_STEPS}
         slow = []
         detail = {}
         if len(meds) < 2:
@@ -472,9 +495,9 @@ class Report:
             rank = 0 if 0 in ranks else (ranks[0] if ranks else None)
         step = self.want_step
         if step is None and rank in self.ranks and self.ranks[rank].steps:
-            st = self.ranks[rank].steps
-            order = sorted(st, key=lambda n: (st[n][0], n))
-            step = order[(len(order) - 1) // 2]
+            pts = self.points(self.ranks[rank])
+            order = sorted(pts, key=lambda p: (p[1], p[0]))
+            step = order[(len(order) - 1) // 2][0] if order else None
         return rank, step
 
     def timeline(self, rank, step):
@@ -654,10 +677,10 @@ def _trace_timeline(rel, events, want_step):
         label = f"{pnames.get(pid, pid)} / {tnames.get((pid, tid), tid)}"
         cat = str(e.get("cat") or "")
         low = (cat + " " + label).lower()
-        kind = ("communication" if ("comm" in low or "hccl" in low or "nccl" in low) else
+        kind = ("marker" if STEP_RE.match(str(e.get("name", ""))) or "user_annotation" in cat.lower() else
+                "communication" if ("comm" in low or "hccl" in low or "nccl" in low) else
                 "memcpy" if "memcpy" in low or "memset" in low else
-                "api" if ("api" in low or "cpu" in low or "runtime" in low or "host" in low) else
-                "marker" if STEP_RE.match(str(e.get("name", ""))) or "user_annotation" in low else "compute")
+                "api" if ("api" in low or "cpu" in low or "runtime" in low or "host" in low) else "compute")
         out.append([_lane(lanes, label), int(round(ts * 1000)), int(round(dur * 1000)), str(e.get("name", "")), kind])
     out.sort(key=lambda x: x[1])
     return {"source": f"trace {rel}", "step": want_step, "window": [int(round(lo_us * 1000)), int(round(hi_us * 1000))],
@@ -905,12 +928,13 @@ def build(root, want_rank=None, want_step=None):
     ranked = sorted((r for r, rk in rep.ranks.items() if rk.steps), key=lambda r: (r not in slow, r))
     for i, r in enumerate(ranked):
         rk = rep.ranks[r]
-        pts = [[n, rk.steps[n][0]] for n in sorted(rk.steps)]
+        pts = rep.points(rk)
         drawn, cap = _downsample(pts, MAX_POINTS)
-        dev = [[n, rk.steps[n][1]] for n in sorted(rk.steps) if rk.steps[n][1] is not None]
+        host = [rk.steps[n][0] for n in rk.steps]
+        dev = [rk.steps[n][1] for n in rk.steps if rk.steps[n][1] is not None]
         steps[str(r)] = {"n": len(pts), "points": drawn, "capped": cap, "median_ns": _median([p[1] for p in pts]),
-                         "device_median_ns": _median([p[1] for p in dev]) if dev else None, "slow": r in slow,
-                         "drawn": i < MAX_SERIES}
+                         "host_median_ns": _median(host), "device_median_ns": _median(dev) if dev else None,
+                         "slow": r in slow, "drawn": i < MAX_SERIES}
         if cap:
             capped_notes.append(f"rank {r}: {len(pts)} steps drawn as {len(drawn)} bucket means")
         if i < MAX_SERIES:
@@ -919,6 +943,7 @@ def build(root, want_rank=None, want_step=None):
     if len(ranked) > MAX_SERIES:
         capped_notes.append(f"{len(ranked)} ranks have steps; {MAX_SERIES} lines drawn (slow ranks first)")
     data["steps"] = steps
+    data["step_basis"] = rep.basis
     data["slow_ranks"] = slow
     data["slow_rule"] = {"k": SLOW_K, "min_rel": SLOW_MIN_REL, "min_steps": SLOW_MIN_STEPS,
                          "detail": {str(r): v for r, v in detail.items()}}
@@ -960,12 +985,15 @@ def build(root, want_rank=None, want_step=None):
         for r in ranked:
             st = steps[str(r)]
             dm = st["device_median_ns"]
-            rows.append((f"rank {r}" + (" — SLOW" if r in slow else ""), st["n"], _fmt_ns(st["median_ns"]),
+            rows.append((f"rank {r}" + (" — SLOW" if r in slow else ""), st["n"], _fmt_ns(st["host_median_ns"]),
                          _fmt_ns(dm) if dm is not None else "—",
                          _fmt_ns(detail[r]["threshold_ns"]) if r in detail else "—"))
         parts.append(_table(["rank", "steps", "median step (host)", "median step (device)", "slow threshold"],
                             rows, numeric=(1, 2, 3, 4)))
-        parts.append(f'<p class="muted">Step time = host duration of the <code>step N</code> marker range. '
+        basis = ("device span of the <code>step N</code> marker (device start to device end of the range)"
+                 if rep.basis == "device" else "host duration of the <code>step N</code> marker range "
+                 "(not every step has a device part)")
+        parts.append(f'<p class="muted">Step time drawn = {basis}. '
                      f'Slow rule: a rank with ≥ {SLOW_MIN_STEPS} steps is slow when its median step time exceeds '
                      f'M + max({SLOW_K:g}·1.4826·MAD, {SLOW_MIN_REL:.0%}·M), M and MAD being the median and median '
                      f'absolute deviation of the other ranks\' medians.'
