@@ -3,6 +3,7 @@ CSS and a tiny self-check script; no network) from the DB / JSONL files, Chrome 
 files and plugin logs of a run. Aggregation happens in SQLite (GROUP BY) or while streaming JSONL;
 drawn points are capped; partial data becomes a note in the page, never an exception.
 Every string from the data is escaped (html.escape, or JSON with `<`, `>`, `&` escaped)."""
+import concurrent.futures
 import glob
 import html
 import json
@@ -144,9 +145,10 @@ class Report:
                 self._read_trace(p)
             elif base.endswith(".log"):
                 logs.append(p)
-        for rank, ps in sorted(self.db_paths.items()):
-            for p in ps:
-                self._read_db(p, self.rank(rank))
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(min(os.cpu_count() or 1, 4), 2)) as self.pool:
+            for rank, ps in sorted(self.db_paths.items()):
+                for p in ps:
+                    self._read_db(p, self.rank(rank))
         for rank, ps in sorted(self.jsonl_paths.items()):
             for p in ps:
                 self._read_jsonl(p, self.rank(rank))
@@ -232,28 +234,32 @@ class Report:
                 if any(w in str(k).lower() for w in ("stat", "count", "kept", "drop", "filter", "cpu")):
                     rk.counters.setdefault(f"DB META_DATA ({rel})", {})[str(k)] = str(v)
 
+        # The three full-table aggregates run on their own connections in worker threads (the
+        # sqlite3 module releases the GIL while SQLite works) while this thread does the rest.
+        bg = {}
+        if "TASK" in tables and "COMPUTE_TASK_INFO" in tables:
+            # Kernels are the TASK rows with a COMPUTE_TASK_INFO row: the per-name GROUP BY also
+            # gives the compute total and the window (no second pass over TASK).
+            bg["kern"] = self._bg(path, "SELECT c.name, COUNT(*), SUM(t.endNs - t.startNs), "
+                                  "MIN(t.endNs - t.startNs), MAX(t.endNs - t.startNs), MIN(t.startNs), MAX(t.endNs) "
+                                  "FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId "
+                                  "GROUP BY c.name")
+        elif "TASK" in tables:
+            # No COMPUTE_TASK_INFO: one pass, no sort; kernels are the rows that are not markers.
+            bg["task"] = self._bg(path, "SELECT SUM(CASE WHEN taskType IS ?1 THEN 0 ELSE endNs - startNs END), "
+                                  "SUM(taskType IS NOT ?1), MIN(CASE WHEN taskType IS ?1 THEN NULL ELSE startNs END), "
+                                  "MAX(CASE WHEN taskType IS ?1 THEN NULL ELSE endNs END) FROM TASK", (mstx_id,))
+        if "CANN_API" in tables:
+            bg["api"] = self._bg(path, "SELECT name, type, COUNT(*), SUM(endNs - startNs) FROM CANN_API GROUP BY 1, 2")
+
         # Device step markers: TASK rows of type MsTx, matched to host ranges by connectionId.
         dev_marker = {}
-        if "TASK" in tables:
-            if mstx_id is not None:
-                for conn, st, en in db.execute(
-                        "SELECT connectionId, startNs, endNs FROM TASK WHERE taskType = ?", (mstx_id,)):
-                    dev_marker[conn] = (st, en)
-                if dev_marker:
-                    rk.kinds.add("Marker")
-            for is_marker, n, total, lo, hi in db.execute(
-                    "SELECT taskType IS ?, COUNT(*), SUM(endNs - startNs), MIN(startNs), MAX(endNs) "
-                    "FROM TASK GROUP BY 1", (mstx_id,)):
-                if not is_marker and n:
-                    rk.busy["compute"] += total or 0
-                    rk.widen(lo, hi)
-                    rk.kinds.add("Kernel")
-            if "COMPUTE_TASK_INFO" in tables:
-                for nm, n, total, lo, hi in db.execute(
-                        "SELECT c.name, COUNT(*), SUM(t.endNs - t.startNs), MIN(t.endNs - t.startNs), "
-                        "MAX(t.endNs - t.startNs) FROM TASK t JOIN COMPUTE_TASK_INFO c "
-                        "ON c.globalTaskId = t.globalTaskId GROUP BY c.name"):
-                    _kernel_add(rk.kernels, name(nm), n, total or 0, lo or 0, hi or 0)
+        if "TASK" in tables and mstx_id is not None:
+            for conn, st, en in db.execute(
+                    "SELECT connectionId, startNs, endNs FROM TASK WHERE taskType = ?", (mstx_id,)):
+                dev_marker[conn] = (st, en)
+            if dev_marker:
+                rk.kinds.add("Marker")
         if "MSTX_EVENTS" in tables:
             if have_strings:
                 rows = db.execute(
@@ -313,11 +319,39 @@ class Report:
                 rk.kinds.add(label)
         if "MSMONITOR_MEMORY" in tables and db.execute("SELECT 1 FROM MSMONITOR_MEMORY LIMIT 1").fetchone():
             rk.kinds.add("Memory")
-        if "CANN_API" in tables:
-            for nm, typ, n, total in db.execute(
-                    "SELECT name, type, COUNT(*), SUM(endNs - startNs) FROM CANN_API GROUP BY 1, 2"):
-                _add(rk.api, (name(nm), API_TYPES.get(typ, str(typ))), (n, total or 0))
-                rk.kinds.add(API_TYPES.get(typ, "API"))
+        for key, fut in bg.items():
+            try:
+                rows = fut.result()
+            except sqlite3.Error as e:
+                self.note(f"{rel}: an aggregate over {'CANN_API' if key == 'api' else 'TASK'} failed ({e}).")
+                continue
+            if key == "task":
+                total, n, lo, hi = rows[0]
+                if n:
+                    rk.busy["compute"] += total or 0
+                    rk.widen(lo, hi)
+                    rk.kinds.add("Kernel")
+            elif key == "kern":
+                for nm, n, total, lo, hi, first, last in rows:
+                    _kernel_add(rk.kernels, name(nm), n, total or 0, lo or 0, hi or 0)
+                    rk.busy["compute"] += total or 0
+                    rk.widen(first, last)
+                    rk.kinds.add("Kernel")
+            else:
+                for nm, typ, n, total in rows:
+                    _add(rk.api, (name(nm), API_TYPES.get(typ, str(typ))), (n, total or 0))
+                    rk.kinds.add(API_TYPES.get(typ, "API"))
+
+    def _bg(self, path, sql, params=()):
+        def run():
+            db = self._open_db(path)
+            if db is None:
+                raise sqlite3.OperationalError("cannot reopen the database")
+            try:
+                return db.execute(sql, params).fetchall()
+            finally:
+                db.close()
+        return self.pool.submit(run)
 
     # ---------------------------------------------------------------- JSONL
     def _read_jsonl(self, path, rk):
@@ -828,8 +862,9 @@ def svg_shares(shares, width=920, bar_h=20):
             pct = 100.0 * sh[k + "_ns"] / total
             out.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{KIND_COLORS[k]}">'
                        f'<title>rank {esc(r)} {k}: {pct:.1f}% ({esc(_fmt_ns(sh[k + "_ns"]))})</title></rect>')
-            if w > 84:
-                out.append(f'<text class="in" x="{x + 4:.1f}" y="{y + bar_h - 6}">{k[:5]} {pct:.0f}%</text>')
+            label = f"{k} {pct:.0f}%" if w > 130 else f"{pct:.0f}%" if w > 34 else ""
+            if label:
+                out.append(f'<text class="in" x="{x + 4:.1f}" y="{y + bar_h - 6}">{label}</text>')
             x += w
     ly = height - 12
     for j, k in enumerate(KINDS):
