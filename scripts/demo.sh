@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's demo: dynolog + a simulated 2-rank training job (SIMULATOR, no NPU needed) +
-# `dyno npu-monitor` writing DB files, then a summary read back from them.
+# `dyno npu-monitor` writing DB files, then a summary read back from them and an HTML report.
 # Environment: BUILD_DIR (default <repo>/build), DEMO_SKIP_SETUP=1 (skip deps + build),
 # DEMO_STEPS (default 100 at 5 steps/s), DEMO_DIR (keep outputs there; default a temp dir).
 set -euo pipefail
@@ -92,4 +92,8 @@ fi
 "$BUILD_DIR/src/cli/dyno" --port "$PORT" status 2>/dev/null | sed 's/^/    /' || true
 say "summary of $(ls "$WORK"/out/*.db 2>/dev/null | wc -l) DB file(s):"
 "$PY" "$ROOT/scripts/demo_summary.py" "$WORK/out"
+say "rendering the HTML report (python -m msmonitor report; hint for any --log-file run, docs/report.md)"
+PYTHONPATH="$BUILD_DIR/python/pkg${PYTHONPATH:+:$PYTHONPATH}" \
+  "$PY" -m msmonitor report "$WORK/out" -o "$WORK/report.html" 2>&1 | sed 's/^/    /'
+say "report: $WORK/report.html (open it in a browser; it needs no network)"
 say "done; logs and DB files are in $WORK"

@@ -95,7 +95,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=5_000_000)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--keep", help="write the DB and the report into this directory and keep them")
+    ap.add_argument("--keep", help="write the DB and the report into this directory and keep them "
+                                   "(a later run with the same --rows reuses the DB)")
     ap.add_argument("--pythonpath", help="directory holding the msmonitor package (default: the source tree)")
     args = ap.parse_args()
     sys.path.insert(0, args.pythonpath or os.path.join(os.path.dirname(__file__), "..", "..", "python"))
@@ -104,12 +105,18 @@ def main():
     work = args.keep or tempfile.mkdtemp(prefix="mmbench")
     os.makedirs(work, exist_ok=True)
     db_path = os.path.join(work, "msmonitor_4242_20260101000000000_0.db")
-    if os.path.exists(db_path):
-        os.unlink(db_path)
-    t = time.monotonic()
-    total, steps = generate(db_path, args.rows)
-    gen = time.monotonic() - t
-    print(f"generated {total} rows ({steps} steps) in {gen:.2f} s, {os.path.getsize(db_path) / 2**20:.0f} MiB")
+    stamp = db_path + f".rows{args.rows}"
+    if args.keep and os.path.exists(stamp) and os.path.exists(db_path):
+        print(f"reusing {db_path} ({args.rows} rows requested)")
+    else:
+        for p in (db_path, stamp):
+            if os.path.exists(p):
+                os.unlink(p)
+        t = time.monotonic()
+        total, steps = generate(db_path, args.rows)
+        gen = time.monotonic() - t
+        open(stamp, "w").close()
+        print(f"generated {total} rows ({steps} steps) in {gen:.2f} s, {os.path.getsize(db_path) / 2**20:.0f} MiB")
 
     db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     t = time.monotonic()
