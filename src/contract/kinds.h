@@ -1,0 +1,32 @@
+/* kinds: the 11 user-visible msPTI activity kinds (R9, 06-mspti-abi.md §4) — names, values and
+ * the comma-list rule of --mspti-activity-kind / MSPTI_ACTIVITY_KIND. Names are case-sensitive
+ * everywhere (CLI, config text, filter); this is the only table of them. */
+#ifndef MSMON_CONTRACT_KINDS_H
+#define MSMON_CONTRACT_KINDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define KINDS_COUNT 11
+#define KINDS_VALUE_LIMIT 13 /* every kind value is < this: size of per-kind arrays */
+
+/* "Marker, Kernel, API, Hccl, Memory, MemSet, MemCpy, Communication, AclAPI, NodeAPI,
+ * RuntimeAPI": the order of R9, used in every "possible values" message. */
+extern const char kinds_list_text[];
+
+/* Name of kind value v ("Kernel" for 2); NULL for values that are not one of the 11. Static. */
+const char *kinds_name(int v);
+/* Value of the exact (case-sensitive) name name[0..len); -EINVAL if it is not one of the 11. */
+int kinds_from_name(const char *name, size_t len);
+/* The i-th kind in R9 order, i in [0, KINDS_COUNT); -EINVAL otherwise. */
+int kinds_at(size_t i);
+
+/* A comma list of kinds (items trimmed of spaces and tabs). Strict (CLI): an empty item is
+ * an error like an unknown one. Lenient (plugin): empty items are dropped. On success
+ * *ret_mask has bit (1u << value) per kind (0 for an empty list). On -EINVAL *ret_bad and
+ * *ret_bad_len (either may be NULL) point at the offending trimmed item inside s. */
+int kinds_parse_list(const char *s, size_t len, bool strict, uint32_t *ret_mask,
+                     const char **ret_bad, size_t *ret_bad_len);
+
+#endif
