@@ -42,6 +42,7 @@ API_TYPES = {10000: "API/NodeAPI", 20000: "AclAPI", 5000: "RuntimeAPI"}
 FILE_RE = re.compile(r"^msmonitor_(\d+)_(\d+)_(-?\d+)\.(db|jsonl)$")
 STATS_RE = re.compile(r"MsptiMonitor session stats: (.*)$")
 RANKID_RE = re.compile(r"rankid: (-?\d+)")
+RING_RE = re.compile(r"RingBuffer full (\d+) times")
 KINDS = ("compute", "communication", "memcpy", "idle")
 KIND_COLORS = {"compute": "#4878d0", "communication": "#ee854a", "memcpy": "#6acc64", "idle": "#d0d0d0"}
 PALETTE = ("#4878d0", "#6acc64", "#956cb4", "#8c613c", "#dc7ec0", "#797979", "#d5bb67", "#82c6e2",
@@ -472,14 +473,25 @@ class Report:
             mr = RANKID_RE.search(text)
             rank = int(mr.group(1)) if mr else None
         found = 0
+        rel = os.path.relpath(path, self.root)
+        rk = self.rank(rank if rank is not None else -1)
         for line in text.splitlines():
             ms = STATS_RE.search(line)
             if not ms:
                 continue
             found += 1
             kv = dict(p.split("=", 1) for p in ms.group(1).split() if "=" in p)
-            rk = self.rank(rank if rank is not None else -1)
-            rk.counters[f"log {os.path.relpath(path, self.root)} #{found}"] = kv
+            rk.counters[f"log {rel} #{found}"] = kv
+        # Older plugins have no stats line, but log their drops.
+        drops = {}
+        ring = [int(x) for x in RING_RE.findall(text)]
+        if ring:
+            drops["jsonl_ring_full"] = str(sum(ring))
+        exhausted = text.count("Buffer allocation exhausted")
+        if exhausted:
+            drops["buffer_exhausted_lines"] = str(exhausted)
+        if drops:
+            rk.counters[f"log {rel} drops"] = drops
         self._file(path, "plugin log", f"{found} session stats line(s)")
 
     # ---------------------------------------------------------------- analysis

@@ -185,6 +185,14 @@ def test_report_db_run(daemon):
     assert data["timeline"]["source"] == "DB rows"
     assert data["header"]["hosts"]
     assert data["header"]["duration_ns"] > 0
+    # Plugins that log `MsptiMonitor session stats: ...` at stop get their counters into the page.
+    logs = "".join(open(f).read() for f in glob.glob(os.path.join(out, "logs", "*.log")))
+    if "MsptiMonitor session stats" in logs:
+        for r in ("0", "1", "2"):
+            kv = [v for v in data["counters"][r].values() if "kept" in v]
+            assert kv and int(kv[0]["kept"]) > 0, data["counters"]
+    else:
+        assert "were not" in page and "recorded" in page
     assert 'id="selfcheck"' in page and "https://" not in page and "http://" not in page
     # Another rank and step by option.
     s1 = sorted(truth[0][1])[1]
