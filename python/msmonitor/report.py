@@ -1059,7 +1059,7 @@ def build(root, want_rank=None, want_step=None):
     data["kernels"] = [{"name": n, "count": v[0], "total_ns": v[1], "avg_ns": v[1] / v[0] if v[0] else 0,
                         "min_ns": v[2], "max_ns": v[3]} for n, v in top]
     data["kernels_distinct"] = len(kern)
-    parts.append(f"<h2>Top kernels by total device time (all ranks)</h2>")
+    parts.append("<h2>Top kernels by total device time (all ranks)</h2>")
     if top:
         parts.append(svg_bars([(n, v[1], f"{_fmt_ns(v[1])} · {v[0]}×") for n, v in top]))
         svg_count += 1

@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import time
 
-from conftest import BUILD, SOURCE, run_dyno
+from conftest import BUILD, run_dyno
 from plugin_util import Workload, wait_registered
 
 KINDS = "Marker,Kernel,AclAPI,Communication,MemCpy,MemSet"
@@ -61,7 +61,7 @@ def _run(daemon, export, tmp):
         for w in ws:
             w.stop()
     # The plugin logs of the ranks go next to the data so the report finds the session stats.
-    for i, w in enumerate(ws):
+    for w in ws:
         for f in glob.glob(os.path.join(w.tmpdir, "msmonitor_log", "*.log")):
             os.makedirs(os.path.join(out, "logs"), exist_ok=True)
             shutil.copy(f, os.path.join(out, "logs", os.path.basename(f)))
@@ -296,3 +296,38 @@ def test_report_caps_long_runs(tmp_path):
     st = data["steps"]["0"]
     assert st["n"] == 30000 and st["capped"] and len(st["points"]) <= 2000
     assert any("bucket means" in c for c in data["capped"]) and "Capped for drawing" in page
+
+
+def test_report_killed_rank_db(daemon):
+    """kill -9 during a DB session: committed batches survive (WAL), STRING_IDS and the session
+    tables were never written; the page reports what is there with a note."""
+    import signal
+    tmp = tempfile.mkdtemp(prefix="mmrepk")
+    out = os.path.join(tmp, "run")
+    w = Workload(daemon, tmp, extra_env={"RANK": "0"}, args=["--rate", "20", "--layers", "1"])
+    try:
+        wait_registered(daemon, w.p.pid)
+        r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--report-interval-s", "1",
+                     "--mspti-activity-kind", "Marker,Kernel", "--log-file", out, "--export-type", "DB")
+        assert r.returncode == 0, r.stderr + r.stdout
+        w.wait_plugin_log("MsptiMonitor start successfully")
+        deadline = time.monotonic() + 20
+        while not glob.glob(os.path.join(out, "*.db")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(2.5)
+    finally:
+        w.stop(signal.SIGKILL)
+    (db_path,) = glob.glob(os.path.join(out, "*.db"))
+    db = sqlite3.connect(db_path)
+    tables = {t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert "STRING_IDS" not in tables and "TASK" in tables
+    n_kernels = db.execute("SELECT count(*) FROM TASK t JOIN COMPUTE_TASK_INFO c "
+                           "ON c.globalTaskId = t.globalTaskId").fetchone()[0]
+    n_ranges = db.execute("SELECT count(*) FROM MSTX_EVENTS WHERE eventType = 2").fetchone()[0]
+    db.close()
+    page, data = _report(out)
+    assert any("STRING_IDS is missing" in n for n in data["notes"])
+    assert data["kernels_distinct"] <= 25 and sum(k["count"] for k in data["kernels"]) == n_kernels > 0
+    assert all(k["name"].startswith("#") for k in data["kernels"])
+    assert data["steps"]["0"]["n"] == n_ranges and data["step_basis"] == "host"
+    assert data["timeline"] is not None and data["timeline"]["events"]
