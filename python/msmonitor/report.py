@@ -551,7 +551,9 @@ class Report:
         for rel, trank, events in self.traces:
             if trank is not None and rank is not None and trank != rank:
                 continue
-            tl = _trace_timeline(rel, events, step)
+            # A step asked for by --step must be in the trace; by default the trace's own median
+            # step is drawn (a trace covers a few steps, the DB the whole session).
+            tl = _trace_timeline(rel, events, step, strict=self.want_step is not None)
             if tl:
                 return tl
         if rank is None or step is None or rank not in self.ranks or step not in self.ranks[rank].steps:
@@ -685,7 +687,7 @@ def _jsonl_timeline(path, lo, hi, lanes, events):
     return capped
 
 
-def _trace_timeline(rel, events, want_step):
+def _trace_timeline(rel, events, want_step, strict=False):
     steps = {}
     pnames, tnames = {}, {}
     for e in events:
@@ -700,7 +702,7 @@ def _trace_timeline(rel, events, want_step):
             m = STEP_RE.match(str(e.get("name", "")))
             if m and isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float)):
                 steps[int(m.group(1))] = (e["ts"], e["ts"] + e["dur"])
-    if not steps:
+    if not steps or (strict and want_step not in steps):
         return None
     if want_step not in steps:
         order = sorted(steps, key=lambda n: (steps[n][1] - steps[n][0], n))

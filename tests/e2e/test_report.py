@@ -198,7 +198,7 @@ def test_report_db_run(daemon):
     s1 = sorted(truth[0][1])[1]
     _, d2 = _report(out, "--rank", "1", "--step", str(s1))
     assert d2["timeline"]["rank"] == 1 and d2["timeline"]["step"] == s1
-    # With a trace for rank 0 the timeline comes from it: the median step (#3, 500 us; ties by number → 1).
+    # With a trace for rank 0 the timeline of a step it holds comes from it.
     _write_trace(os.path.join(out, "trace_rank0.json"), 0)
     _, d3 = _report(out, "--step", "2")
     tl = d3["timeline"]
@@ -210,6 +210,12 @@ def test_report_db_run(daemon):
     assert "NPU 0 / 0" in tl["lanes"] and "rank0 host / python <main>" in tl["lanes"]
     assert {e[4] for e in tl["events"]} == {"marker", "api", "compute", "communication"}
     assert [e[2] for e in tl["events"] if e[3] == "MatMul_2_0"] == [45500]
+    # Without --step the trace's own median-length step is drawn (#1 and #3 last 500 us, #2 800 us).
+    _, d4 = _report(out)
+    assert d4["timeline"]["source"] == "trace trace_rank0.json" and d4["timeline"]["step"] == 3
+    # A step the trace does not hold comes from the DB rows.
+    _, d5 = _report(out, "--step", str(sorted(truth[0][0])[2]))
+    assert d5["timeline"]["source"] == "DB rows"
     # The other charts still come from the DB.
     _check(d3 | {"timeline": data["timeline"]}, truth)
 
