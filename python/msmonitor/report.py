@@ -682,7 +682,8 @@ def _jsonl_timeline(path, lo, hi, lanes, events):
                 cat = {"Kernel": "compute", "MemCpy": "memcpy", "MemSet": "memcpy", "Marker": "marker"}.get(kind)
                 if cat is None:
                     continue
-                lane = f"device {d.get('deviceId')} " + ("markers" if cat == "marker" else f"stream {d.get('streamId')}")
+                where = "markers" if cat == "marker" else f"stream {d.get('streamId')}"
+                lane = f"device {d.get('deviceId')} {where}"
             events.append([_lane(lanes, lane), st, en - st, str(d.get("name") or kind), cat])
     return capped
 
@@ -920,16 +921,19 @@ def svg_timeline(tl, width=1100, lane_h=18):
 
 
 CSS = """
-body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1160px;color:#222;padding:0 16px}
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1160px;
+color:#222;padding:0 16px}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
-table{border-collapse:collapse;margin:6px 0 10px;font-size:13px} td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
+table{border-collapse:collapse;margin:6px 0 10px;font-size:13px}
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f4f4f4} td.n{text-align:right;font-variant-numeric:tabular-nums}
 .note{background:#fff8e1;border-left:4px solid #f0b400;padding:6px 10px;margin:6px 0}
 .muted{color:#777} .slow{color:#d62728;font-weight:600}
 svg.chart{display:block;background:#fff;border:1px solid #eee;margin:6px 0}
 svg .grid{stroke:#eee} svg .axis{stroke:#999} svg .tick{font-size:11px;fill:#555} svg .lbl{font-size:11px;fill:#333}
 svg .val{font-size:11px;fill:#333} svg .in{font-size:11px;fill:#fff}
-.legend span{display:inline-block;margin-right:14px} .legend i{display:inline-block;width:18px;height:4px;vertical-align:middle;margin-right:4px}
+.legend span{display:inline-block;margin-right:14px}
+.legend i{display:inline-block;width:18px;height:4px;vertical-align:middle;margin-right:4px}
 #selfcheck{float:right;font-size:12px;padding:2px 8px;border-radius:4px;background:#eee}
 """
 
@@ -939,12 +943,17 @@ SELF_CHECK = """
   try{
     var data=JSON.parse(document.getElementById('report-data').textContent);
     var svgs=document.querySelectorAll('svg');
-    for(var i=0;i<svgs.length;i++){var r=svgs[i].getBoundingClientRect(); if(!(r.width>0&&r.height>0)) bad.push('svg#'+i);}
+    for(var i=0;i<svgs.length;i++){
+      var r=svgs[i].getBoundingClientRect(); if(!(r.width>0&&r.height>0)) bad.push('svg#'+i);
+    }
     if(svgs.length!==data.svg_count) bad.push('svg count '+svgs.length+'!='+data.svg_count);
   }catch(e){bad.push(String(e));}
   var ok=bad.length===0;
   document.documentElement.setAttribute('data-selfcheck', ok?'ok':'fail: '+bad.join(', '));
-  if(el){el.textContent=ok?'self-check ok':'self-check FAILED: '+bad.join(', ');el.style.background=ok?'#dff0d8':'#f2dede';}
+  if(el){
+    el.textContent=ok?'self-check ok':'self-check FAILED: '+bad.join(', ');
+    el.style.background=ok?'#dff0d8':'#f2dede';
+  }
   if(ok) document.title='[ok] '+document.title;
 })();
 """
@@ -959,49 +968,26 @@ def _table(headers, rows, numeric=()):
     return "".join(out)
 
 
-def build(root, want_rank=None, want_step=None):
-    """Returns (html_text, data_dict)."""
-    t0 = time.monotonic()
-    rep = Report(root, want_rank, want_step)
-    rep.scan()
-    data = {"version": 1, "notes": rep.notes, "caps": {"max_points": MAX_POINTS, "max_series": MAX_SERIES,
-                                                        "top_n": TOP_N, "timeline_events": TIMELINE_CAP}}
-    parts = []
-    svg_count = 0
-    capped_notes = []
+class _Page:
+    """What the sections build: HTML parts, the JSON blob of every drawn number, the SVG count
+    the self-check expects, and the list of caps applied."""
 
-    # step time
-    slow, detail, meds = rep.slow_ranks()
-    steps = {}
-    series = []
-    ranked = sorted((r for r, rk in rep.ranks.items() if rk.steps), key=lambda r: (r not in slow, r))
-    for i, r in enumerate(ranked):
-        rk = rep.ranks[r]
-        pts = rep.points(rk)
-        drawn, cap = _downsample(pts, MAX_POINTS)
-        host = [rk.steps[n][0] for n in rk.steps]
-        dev = [rk.steps[n][1] for n in rk.steps if rk.steps[n][1] is not None]
-        steps[str(r)] = {"n": len(pts), "points": drawn, "capped": cap, "median_ns": _median([p[1] for p in pts]),
-                         "host_median_ns": _median(host), "device_median_ns": _median(dev) if dev else None,
-                         "slow": r in slow, "drawn": i < MAX_SERIES}
-        if cap:
-            capped_notes.append(f"rank {r}: {len(pts)} steps drawn as {len(drawn)} bucket means")
-        if i < MAX_SERIES:
-            series.append({"label": f"rank {r}" + (" (slow)" if r in slow else ""), "points": drawn,
-                           "slow": r in slow, "color": SLOW_COLOR if r in slow else PALETTE[i % len(PALETTE)]})
-    if len(ranked) > MAX_SERIES:
-        capped_notes.append(f"{len(ranked)} ranks have steps; {MAX_SERIES} lines drawn (slow ranks first)")
-    data["steps"] = steps
-    data["step_basis"] = rep.basis
-    data["slow_ranks"] = slow
-    data["slow_rule"] = {"k": SLOW_K, "min_rel": SLOW_MIN_REL, "min_steps": SLOW_MIN_STEPS,
-                         "detail": {str(r): v for r, v in detail.items()}}
+    def __init__(self, rep):
+        self.rep = rep
+        self.data = {"version": 1, "notes": rep.notes, "caps": {"max_points": MAX_POINTS, "max_series": MAX_SERIES,
+                                                                 "top_n": TOP_N, "timeline_events": TIMELINE_CAP}}
+        self.parts = []
+        self.svg_count = 0
+        self.capped = []
 
-    # header
-    all_kinds = sorted(set().union(*(rk.kinds for rk in rep.ranks.values())) if rep.ranks else [])
-    hosts = sorted(set().union(*(rk.hosts for rk in rep.ranks.values())) if rep.ranks else [])
-    sess = [rk.session for rk in rep.ranks.values() if rk.session[0] is not None and rk.session[1] is not None]
-    windows = [rk.window for rk in rep.ranks.values() if rk.window[0] is not None]
+
+def _section_header(pg):
+    """What was collected: kinds, filter, duration, hosts, ranks, sources, files."""
+    root = pg.rep.root
+    all_kinds = sorted(set().union(*(rk.kinds for rk in pg.rep.ranks.values())) if pg.rep.ranks else [])
+    hosts = sorted(set().union(*(rk.hosts for rk in pg.rep.ranks.values())) if pg.rep.ranks else [])
+    sess = [rk.session for rk in pg.rep.ranks.values() if rk.session[0] is not None and rk.session[1] is not None]
+    windows = [rk.window for rk in pg.rep.ranks.values() if rk.window[0] is not None]
     if sess:
         dur_ns = max(s[1] for s in sess) - min(s[0] for s in sess)
         dur_text = f"{_fmt_ns(dur_ns)} (SESSION_TIME_INFO, earliest start to latest stop)"
@@ -1010,26 +996,55 @@ def build(root, want_rank=None, want_step=None):
         dur_text = f"{_fmt_ns(dur_ns)} (first to last device record; no SESSION_TIME_INFO)"
     else:
         dur_ns, dur_text = None, "not recorded"
-    filt = sorted(rep.meta.get("filter", set()) | rep.meta.get("FILTER", set()))
-    data["header"] = {"kinds": all_kinds, "hosts": hosts, "ranks": sorted(rep.ranks), "duration_ns": dur_ns,
-                      "files": [f[0] for f in rep.files], "filter": filt or None}
+    filt = sorted(pg.rep.meta.get("filter", set()) | pg.rep.meta.get("FILTER", set()))
+    pg.data["header"] = {"kinds": all_kinds, "hosts": hosts, "ranks": sorted(pg.rep.ranks), "duration_ns": dur_ns,
+                         "files": [f[0] for f in pg.rep.files], "filter": filt or None}
     hdr = [("Directory", root), ("Kinds collected", ", ".join(all_kinds) or "none found"),
            ("Filter", ", ".join(filt) if filt else "not recorded in the files (the DB/JSONL formats do not store it)"),
            ("Duration", dur_text), ("Hosts", ", ".join(hosts) or "not recorded (JSONL has no host table)"),
-           ("Ranks", ", ".join(str(r) for r in sorted(rep.ranks)) or "none"),
-           ("Sources", ", ".join(sorted(set().union(*(rk.sources for rk in rep.ranks.values()))))
-            if rep.ranks else "none" + (" (traces only)" if rep.traces else "")),
-           ("Files", f"{len(rep.files)} (listed at the end)")]
-    if rep.parallel:
-        hdr.append(("parallel_group_info", "; ".join(sorted(rep.parallel))[:2000]))
-    parts.append(_table(["", ""], hdr))
+           ("Ranks", ", ".join(str(r) for r in sorted(pg.rep.ranks)) or "none"),
+           ("Sources", ", ".join(sorted(set().union(*(rk.sources for rk in pg.rep.ranks.values()))))
+            if pg.rep.ranks else "none" + (" (traces only)" if pg.rep.traces else "")),
+           ("Files", f"{len(pg.rep.files)} (listed at the end)")]
+    if pg.rep.parallel:
+        hdr.append(("parallel_group_info", "; ".join(sorted(pg.rep.parallel))[:2000]))
+    pg.parts.append(_table(["", ""], hdr))
 
-    parts.append("<h2>Step time per rank</h2>")
+
+def _section_steps(pg):
+    """Step time per rank: the series (capped), the slow-rank verdict and its table."""
+    slow, detail, _ = pg.rep.slow_ranks()
+    steps = {}
+    series = []
+    ranked = sorted((r for r, rk in pg.rep.ranks.items() if rk.steps), key=lambda r: (r not in slow, r))
+    for i, r in enumerate(ranked):
+        rk = pg.rep.ranks[r]
+        pts = pg.rep.points(rk)
+        drawn, cap = _downsample(pts, MAX_POINTS)
+        host = [rk.steps[n][0] for n in rk.steps]
+        dev = [rk.steps[n][1] for n in rk.steps if rk.steps[n][1] is not None]
+        steps[str(r)] = {"n": len(pts), "points": drawn, "capped": cap, "median_ns": _median([p[1] for p in pts]),
+                         "host_median_ns": _median(host), "device_median_ns": _median(dev) if dev else None,
+                         "slow": r in slow, "drawn": i < MAX_SERIES}
+        if cap:
+            pg.capped.append(f"rank {r}: {len(pts)} steps drawn as {len(drawn)} bucket means")
+        if i < MAX_SERIES:
+            series.append({"label": f"rank {r}" + (" (slow)" if r in slow else ""), "points": drawn,
+                           "slow": r in slow, "color": SLOW_COLOR if r in slow else PALETTE[i % len(PALETTE)]})
+    if len(ranked) > MAX_SERIES:
+        pg.capped.append(f"{len(ranked)} ranks have steps; {MAX_SERIES} lines drawn (slow ranks first)")
+    pg.data["steps"] = steps
+    pg.data["step_basis"] = pg.rep.basis
+    pg.data["slow_ranks"] = slow
+    pg.data["slow_rule"] = {"k": SLOW_K, "min_rel": SLOW_MIN_REL, "min_steps": SLOW_MIN_STEPS,
+                            "detail": {str(r): v for r, v in detail.items()}}
+
+    pg.parts.append("<h2>Step time per rank</h2>")
     if series:
-        parts.append(svg_line_chart(series))
-        svg_count += 1
+        pg.parts.append(svg_line_chart(series))
+        pg.svg_count += 1
         leg = "".join(f'<span><i style="background:{s["color"]}"></i>{esc(s["label"])}</span>' for s in series)
-        parts.append(f'<div class="legend">{leg}</div>')
+        pg.parts.append(f'<div class="legend">{leg}</div>')
         rows = []
         for r in ranked:
             st = steps[str(r)]
@@ -1037,45 +1052,49 @@ def build(root, want_rank=None, want_step=None):
             rows.append((f"rank {r}" + (" — SLOW" if r in slow else ""), st["n"], _fmt_ns(st["host_median_ns"]),
                          _fmt_ns(dm) if dm is not None else "—",
                          _fmt_ns(detail[r]["threshold_ns"]) if r in detail else "—"))
-        parts.append(_table(["rank", "steps", "median step (host)", "median step (device)", "slow threshold"],
-                            rows, numeric=(1, 2, 3, 4)))
+        pg.parts.append(_table(["rank", "steps", "median step (host)", "median step (device)", "slow threshold"],
+                               rows, numeric=(1, 2, 3, 4)))
         basis = ("device span of the <code>step N</code> marker (device start to device end of the range)"
-                 if rep.basis == "device" else "host duration of the <code>step N</code> marker range "
+                 if pg.rep.basis == "device" else "host duration of the <code>step N</code> marker range "
                  "(not every step has a device part)")
-        parts.append(f'<p class="muted">Step time drawn = {basis}. '
-                     f'Slow rule: a rank with ≥ {SLOW_MIN_STEPS} steps is slow when its median step time exceeds '
-                     f'M + max({SLOW_K:g}·1.4826·MAD, {SLOW_MIN_REL:.0%}·M), M and MAD being the median and median '
-                     f'absolute deviation of the other ranks\' medians.'
-                     + (f' <span class="slow">Slow: {esc(", ".join("rank " + str(r) for r in slow))}.</span>'
-                        if slow else " No slow rank.") + "</p>")
+        pg.parts.append(f'<p class="muted">Step time drawn = {basis}. '
+                        f'Slow rule: a rank with ≥ {SLOW_MIN_STEPS} steps is slow when its median step time exceeds '
+                        f'M + max({SLOW_K:g}·1.4826·MAD, {SLOW_MIN_REL:.0%}·M), M and MAD being the median '
+                        f'and median absolute deviation of the other ranks\' medians.'
+                        + (f' <span class="slow">Slow: {esc(", ".join("rank " + str(r) for r in slow))}.</span>'
+                           if slow else " No slow rank.") + "</p>")
     else:
-        parts.append('<p class="note">No <code>step N</code> marker ranges found (collect the Marker kind and call '
-                     'step() each iteration to get per-step times).</p>')
+        pg.parts.append('<p class="note">No <code>step N</code> marker ranges found (collect the Marker kind and call '
+                        'step() each iteration to get per-step times).</p>')
 
-    # kernels
+
+def _section_kernels(pg):
+    """Top kernels by total device time over all ranks."""
     kern = {}
-    for rk in rep.ranks.values():
+    for rk in pg.rep.ranks.values():
         for n, v in rk.kernels.items():
             _kernel_add(kern, n, *v)
     top = sorted(kern.items(), key=lambda kv: (-kv[1][1], kv[0]))[:TOP_N]
-    data["kernels"] = [{"name": n, "count": v[0], "total_ns": v[1], "avg_ns": v[1] / v[0] if v[0] else 0,
-                        "min_ns": v[2], "max_ns": v[3]} for n, v in top]
-    data["kernels_distinct"] = len(kern)
-    parts.append("<h2>Top kernels by total device time (all ranks)</h2>")
+    pg.data["kernels"] = [{"name": n, "count": v[0], "total_ns": v[1], "avg_ns": v[1] / v[0] if v[0] else 0,
+                           "min_ns": v[2], "max_ns": v[3]} for n, v in top]
+    pg.data["kernels_distinct"] = len(kern)
+    pg.parts.append("<h2>Top kernels by total device time (all ranks)</h2>")
     if top:
-        parts.append(svg_bars([(n, v[1], f"{_fmt_ns(v[1])} · {v[0]}×") for n, v in top]))
-        svg_count += 1
-        parts.append(_table(["kernel", "count", "total", "avg", "min", "max"],
-                            [(n, v[0], _fmt_ns(v[1]), _fmt_ns(v[1] / v[0]), _fmt_ns(v[2]), _fmt_ns(v[3]))
+        pg.parts.append(svg_bars([(n, v[1], f"{_fmt_ns(v[1])} · {v[0]}×") for n, v in top]))
+        pg.svg_count += 1
+        pg.parts.append(_table(["kernel", "count", "total", "avg", "min", "max"],
+                               [(n, v[0], _fmt_ns(v[1]), _fmt_ns(v[1] / v[0]), _fmt_ns(v[2]), _fmt_ns(v[3]))
                              for n, v in top], numeric=(1, 2, 3, 4, 5)))
         if len(kern) > TOP_N:
-            capped_notes.append(f"kernels: top {TOP_N} of {len(kern)} distinct names shown")
+            pg.capped.append(f"kernels: top {TOP_N} of {len(kern)} distinct names shown")
     else:
-        parts.append('<p class="note">No kernel records (Kernel kind not collected, or filtered out).</p>')
+        pg.parts.append('<p class="note">No kernel records (Kernel kind not collected, or filtered out).</p>')
 
-    # communication + copies
+
+def _section_comm(pg):
+    """Communication ops with sizes, Hccl, memory copies, host APIs."""
     comm, hccl, copies = {}, {}, {}
-    for rk in rep.ranks.values():
+    for rk in pg.rep.ranks.values():
         for k, v in rk.comm.items():
             _add(comm, k, v)
         for k, v in rk.hccl.items():
@@ -1083,107 +1102,132 @@ def build(root, want_rank=None, want_step=None):
         for k, v in rk.copies.items():
             _add(copies, k, v)
     crow = sorted(comm.items(), key=lambda kv: (-kv[1][1], kv[0]))
-    data["comm"] = [{"name": k[0], "group": k[1], "dataType": k[2], "count": v[0], "total_ns": v[1],
-                     "elements": v[2], "bytes": v[3]} for k, v in crow]
-    data["hccl"] = [{"name": k[0], "comm": k[1], "count": v[0], "total_ns": v[1],
-                     "avg_bandwidth": v[2] / v[0] if v[0] else 0} for k, v in sorted(hccl.items())]
-    data["copies"] = [{"name": k, "count": v[0], "total_ns": v[1], "bytes": v[2]} for k, v in sorted(copies.items())]
-    parts.append("<h2>Communication and memory copies</h2>")
+    pg.data["comm"] = [{"name": k[0], "group": k[1], "dataType": k[2], "count": v[0], "total_ns": v[1],
+                        "elements": v[2], "bytes": v[3]} for k, v in crow]
+    pg.data["hccl"] = [{"name": k[0], "comm": k[1], "count": v[0], "total_ns": v[1],
+                        "avg_bandwidth": v[2] / v[0] if v[0] else 0} for k, v in sorted(hccl.items())]
+    pg.data["copies"] = [{"name": k, "count": v[0], "total_ns": v[1], "bytes": v[2]} for k, v in sorted(copies.items())]
+    pg.parts.append("<h2>Communication and memory copies</h2>")
     if crow:
-        parts.append(svg_bars([(f"{k[0]} [{k[1]}]", v[1], f"{_fmt_ns(v[1])} · {_fmt_bytes(v[3])}") for k, v in crow[:TOP_N]],
-                              color=KIND_COLORS["communication"]))
-        svg_count += 1
-        parts.append(_table(["op", "group", "dataType", "count", "total", "avg", "elements", "bytes", "avg size"],
-                            [(k[0], k[1], k[2], v[0], _fmt_ns(v[1]), _fmt_ns(v[1] / v[0]), v[2], v[3],
+        bars = [(f"{k[0]} [{k[1]}]", v[1], f"{_fmt_ns(v[1])} · {_fmt_bytes(v[3])}") for k, v in crow[:TOP_N]]
+        pg.parts.append(svg_bars(bars, color=KIND_COLORS["communication"]))
+        pg.svg_count += 1
+        pg.parts.append(_table(["op", "group", "dataType", "count", "total", "avg", "elements", "bytes", "avg size"],
+                               [(k[0], k[1], k[2], v[0], _fmt_ns(v[1]), _fmt_ns(v[1] / v[0]), v[2], v[3],
                               _fmt_bytes(v[3] / v[0])) for k, v in crow], numeric=(3, 4, 5, 6, 7, 8)))
     else:
-        parts.append('<p class="note">No Communication records.</p>')
+        pg.parts.append('<p class="note">No Communication records.</p>')
     if hccl:
-        parts.append(_table(["Hccl op", "comm", "count", "total", "avg bandwidth"],
-                            [(d["name"], d["comm"], d["count"], _fmt_ns(d["total_ns"]), f'{d["avg_bandwidth"]:.3f}')
-                             for d in data["hccl"]], numeric=(2, 3, 4)))
+        pg.parts.append(_table(["Hccl op", "comm", "count", "total", "avg bandwidth"],
+                               [(d["name"], d["comm"], d["count"], _fmt_ns(d["total_ns"]), f'{d["avg_bandwidth"]:.3f}')
+                             for d in pg.data["hccl"]], numeric=(2, 3, 4)))
     if copies:
-        parts.append(_table(["copy", "count", "total", "bytes"],
-                            [(d["name"], d["count"], _fmt_ns(d["total_ns"]), _fmt_bytes(d["bytes"])) for d in data["copies"]],
-                            numeric=(1, 2, 3)))
+        pg.parts.append(_table(["copy", "count", "total", "bytes"],
+                               [(d["name"], d["count"], _fmt_ns(d["total_ns"]), _fmt_bytes(d["bytes"]))
+                                for d in pg.data["copies"]],
+                               numeric=(1, 2, 3)))
     api = {}
-    for rk in rep.ranks.values():
+    for rk in pg.rep.ranks.values():
         for k, v in rk.api.items():
             _add(api, k, v)
     if api:
         arow = sorted(api.items(), key=lambda kv: (-kv[1][1], kv[0]))[:TOP_N]
-        data["api"] = [{"name": k[0], "type": k[1], "count": v[0], "total_ns": v[1]} for k, v in arow]
-        parts.append("<h3>Top host APIs</h3>")
-        parts.append(_table(["API", "kind", "count", "total", "avg"],
-                            [(k[0], k[1], v[0], _fmt_ns(v[1]), _fmt_ns(v[1] / v[0])) for k, v in arow], numeric=(2, 3, 4)))
+        pg.data["api"] = [{"name": k[0], "type": k[1], "count": v[0], "total_ns": v[1]} for k, v in arow]
+        pg.parts.append("<h3>Top host APIs</h3>")
+        pg.parts.append(_table(["API", "kind", "count", "total", "avg"],
+                               [(k[0], k[1], v[0], _fmt_ns(v[1]), _fmt_ns(v[1] / v[0])) for k, v in arow],
+                               numeric=(2, 3, 4)))
 
-    # shares
+
+def _section_shares(pg):
+    """Device time by kind (compute, communication, memcpy, idle) per rank."""
     shares = {}
-    for r, rk in sorted(rep.ranks.items()):
+    for r, rk in sorted(pg.rep.ranks.items()):
         if rk.window[0] is None:
             continue
         win = rk.window[1] - rk.window[0]
         busy = sum(rk.busy.values())
         shares[str(r)] = {"compute_ns": rk.busy["compute"], "communication_ns": rk.busy["communication"],
                           "memcpy_ns": rk.busy["memcpy"], "idle_ns": max(win - busy, 0), "window_ns": win}
-    data["shares"] = shares
-    parts.append("<h2>Device time by kind per rank</h2>")
+    pg.data["shares"] = shares
+    pg.parts.append("<h2>Device time by kind per rank</h2>")
     if shares:
-        parts.append(svg_shares(shares))
-        svg_count += 1
-        parts.append('<p class="muted">Window = first to last device record of the rank. Kind times are sums of '
-                     'record durations over all streams; idle = window − their sum (0 when streams overlap by more '
-                     'than the idle time).</p>')
+        pg.parts.append(svg_shares(shares))
+        pg.svg_count += 1
+        pg.parts.append('<p class="muted">Window = first to last device record of the rank. Kind times are sums of '
+                        'record durations over all streams; idle = window − their sum (0 when streams overlap by '
+                        'more '
+                        'than the idle time).</p>')
     else:
-        parts.append('<p class="note">No device records (Kernel, Communication, MemCpy, MemSet) to split.</p>')
+        pg.parts.append('<p class="note">No device records (Kernel, Communication, MemCpy, MemSet) to split.</p>')
 
-    # timeline
-    rank, step = rep.pick_rank_step()
-    tl = rep.timeline(rank, step)
-    parts.append("<h2>Timeline of one step</h2>")
+
+def _section_timeline(pg):
+    """The timeline of one step of one rank (trace file, else DB/JSONL rows)."""
+    rank, step = pg.rep.pick_rank_step()
+    tl = pg.rep.timeline(rank, step)
+    pg.parts.append("<h2>Timeline of one step</h2>")
     if tl and tl["events"]:
         if "step" in tl:
             step = tl["step"]
-        data["timeline"] = {"rank": rank, "step": step, "source": tl["source"], "window": tl["window"],
-                            "lanes": tl["lanes"], "events": tl["events"], "capped": tl["capped"]}
-        parts.append(f'<p>Rank {esc(rank)}, step {esc(step)} ({esc(_fmt_ns(tl["window"][1] - tl["window"][0]))}), '
-                     f'from {esc(tl["source"])}; {len(tl["events"])} events. Use <code>--rank R --step N</code> '
-                     f'to choose another (default: the median-length step of rank 0, or of the first rank).</p>')
-        parts.append(svg_timeline(tl))
-        svg_count += 1
+        pg.data["timeline"] = {"rank": rank, "step": step, "source": tl["source"], "window": tl["window"],
+                               "lanes": tl["lanes"], "events": tl["events"], "capped": tl["capped"]}
+        pg.parts.append(f'<p>Rank {esc(rank)}, step {esc(step)} ({esc(_fmt_ns(tl["window"][1] - tl["window"][0]))}), '
+                        f'from {esc(tl["source"])}; {len(tl["events"])} events. Use <code>--rank R --step N</code> '
+                        f'to choose another (default: the median-length step of rank 0, or of the first rank).</p>')
+        pg.parts.append(svg_timeline(tl))
+        pg.svg_count += 1
         leg = "".join(f'<span><i style="background:{c}"></i>{k}</span>' for k, c in TL_COLORS.items())
-        parts.append(f'<div class="legend">{leg}</div>')
+        pg.parts.append(f'<div class="legend">{leg}</div>')
         if tl["capped"]:
-            capped_notes.append(f"timeline: first {TIMELINE_CAP} events of the step drawn")
+            pg.capped.append(f"timeline: first {TIMELINE_CAP} events of the step drawn")
     else:
-        data["timeline"] = None
+        pg.data["timeline"] = None
         why = ("rank %s has no step %s" % (rank, step)) if rank is not None and step is not None else "no steps"
-        parts.append(f'<p class="note">No timeline: {esc(why)} (neither a trace file nor DB/JSONL rows for it).</p>')
+        pg.parts.append(f'<p class="note">No timeline: {esc(why)} (neither a trace file nor DB/JSONL rows for it).</p>')
 
-    # counters
-    counters = {str(r): rk.counters for r, rk in sorted(rep.ranks.items()) if rk.counters}
-    data["counters"] = counters
-    parts.append("<h2>Session counters</h2>")
+
+def _section_counters(pg):
+    """The session counters, or a note that they were not recorded."""
+    counters = {str(r): rk.counters for r, rk in sorted(pg.rep.ranks.items()) if rk.counters}
+    pg.data["counters"] = counters
+    pg.parts.append("<h2>Session counters</h2>")
     if counters:
         rows = []
         for r, srcs in counters.items():
             for src, kv in srcs.items():
                 rows.append((f"rank {r}", src, " ".join(f"{k}={v}" for k, v in kv.items())))
-        parts.append(_table(["rank", "source", "counters"], rows))
-        parts.append('<p class="muted">kept/filtered/dropped_* are records; cpu_ns is the consumer thread\'s '
-                     'CPU time.</p>')
+        pg.parts.append(_table(["rank", "source", "counters"], rows))
+        pg.parts.append('<p class="muted">kept/filtered/dropped_* are records; cpu_ns is the consumer thread\'s '
+                        'CPU time.</p>')
     else:
-        parts.append('<p class="note">Session counters (records kept, filtered, dropped, consumer CPU) were not '
-                     'recorded: no <code>MsptiMonitor session stats</code> line in a plugin log under this directory '
-                     'and no counters in the DB/JSONL files. Point MSMONITOR_LOG_PATH below the run directory to '
-                     'include them.</p>')
+        pg.parts.append('<p class="note">Session counters (records kept, filtered, dropped, consumer CPU) were not '
+                        'recorded: no <code>MsptiMonitor session stats</code> line in a plugin log under this '
+                        'directory '
+                        'and no counters in the DB/JSONL files. Point MSMONITOR_LOG_PATH below the run directory to '
+                        'include them.</p>')
 
-    # files, notes, caps
-    parts.append("<h2>Files</h2>")
-    parts.append(_table(["file", "type", "bytes", "note"], [(f[0], f[1], f[2], f[3]) for f in rep.files],
-                        numeric=(2,)) if rep.files else '<p class="note">No files.</p>')
+
+def _section_files(pg):
+    """The files read, each with its note."""
+    pg.parts.append("<h2>Files</h2>")
+    pg.parts.append(_table(["file", "type", "bytes", "note"], [(f[0], f[1], f[2], f[3]) for f in pg.rep.files],
+                           numeric=(2,)) if pg.rep.files else '<p class="note">No files.</p>')
+
+
+def build(root, want_rank=None, want_step=None):
+    """Returns (html_text, data_dict)."""
+    t0 = time.monotonic()
+    rep = Report(root, want_rank, want_step)
+    rep.scan()
+    rep.slow_ranks()           # sets the step basis the header and sections use
+    pg = _Page(rep)
+    for section in (_section_header, _section_steps, _section_kernels, _section_comm, _section_shares,
+                    _section_timeline, _section_counters, _section_files):
+        section(pg)
+    data, capped_notes = pg.data, pg.capped
     data["capped"] = capped_notes
-    data["svg_count"] = svg_count
+    data["svg_count"] = pg.svg_count
     data["generated_s"] = round(time.monotonic() - t0, 3)
     notes_html = "".join(f'<p class="note">{esc(n)}</p>' for n in rep.notes)
     caps_html = ('<p class="muted">Capped for drawing: ' + esc("; ".join(capped_notes)) + ".</p>") if capped_notes \
@@ -1196,7 +1240,7 @@ def build(root, want_rank=None, want_step=None):
             f'<span id="selfcheck">self-check pending</span><h1>{esc(title)}</h1>'
             f'<p class="muted">Generated by <code>python -m msmonitor report</code> in {data["generated_s"]} s; '
             f'opens offline (no network).</p>'
-            + notes_html + caps_html + "".join(parts)
+            + notes_html + caps_html + "".join(pg.parts)
             + f'<script type="application/json" id="report-data">{_json_for_script(data)}</script>'
             + f"<script>{SELF_CHECK}</script></body></html>\n")
     return page, data
