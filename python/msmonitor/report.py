@@ -362,7 +362,7 @@ class Report:
         bad = lines = 0
         host_marker, dev_marker = {}, {}
         try:
-            fh = open(path, "rb")
+            fh = open(path, "r", encoding="utf-8", errors="replace")
         except OSError as e:
             self._file(path, "JSONL", f"unreadable: {e.strerror}")
             return
@@ -657,7 +657,7 @@ def _db_timeline(db, lo, hi, lanes, events):
 def _jsonl_timeline(path, lo, hi, lanes, events):
     capped = False
     try:
-        fh = open(path, "rb")
+        fh = open(path, "r", encoding="utf-8", errors="replace")
     except OSError:
         return False
     with fh:
