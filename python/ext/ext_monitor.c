@@ -9,13 +9,15 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "contract/kinds.h"
 #include "ext_xlsx.h"
 #include "msmon/msmonitor.h"
 
 pthread_mutex_t ext_results_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* msPTI kind values (06-mspti-abi.md §4); ActivityKind exposes only these. */
-enum {
+/* The kinds the standalone monitor exposes as ActivityKind, in member order (04-plugin.md
+ * §13); names and values come from the contract's one kind table. */
+enum { /* msPTI kind values (06-mspti-abi.md §4) */
     KIND_MARKER = 1,
     KIND_KERNEL = 2,
     KIND_API = 3,
@@ -24,22 +26,15 @@ enum {
     KIND_NODE_API = 11,
     KIND_RUNTIME_API = 12,
 };
-
-static const struct {
-    const char *name;
-    int32_t value;
-} kinds[] = {
-    {"API", KIND_API},         {"Kernel", KIND_KERNEL},        {"Communication", KIND_COMMUNICATION},
-    {"Marker", KIND_MARKER},   {"AclAPI", KIND_ACL_API},       {"NodeAPI", KIND_NODE_API},
-    {"RuntimeAPI", KIND_RUNTIME_API},
-};
+static const int32_t kinds[] = { KIND_API,    KIND_KERNEL,  KIND_COMMUNICATION, KIND_MARKER,
+                                 KIND_ACL_API, KIND_NODE_API, KIND_RUNTIME_API };
 #define N_KINDS (sizeof(kinds) / sizeof(kinds[0]))
 
 const char *ext_kind_name(int32_t kind)
 {
     for (size_t i = 0; i < N_KINDS; i++)
-        if (kinds[i].value == kind)
-            return kinds[i].name;
+        if (kinds[i] == kind)
+            return kinds_name(kind);
     return NULL;
 }
 
@@ -538,7 +533,7 @@ static PyObject *activity_kind_create(void)
     if (!members)
         goto out;
     for (size_t i = 0; i < N_KINDS; i++) {
-        PyObject *pair = Py_BuildValue("(si)", kinds[i].name, (int)kinds[i].value);
+        PyObject *pair = Py_BuildValue("(si)", kinds_name(kinds[i]), (int)kinds[i]);
         if (!pair || PyList_Append(members, pair) < 0) {
             Py_XDECREF(pair);
             goto out;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <xlsxwriter.h>
 
+#include "contract/utf8.h"
 #include "ext_monitor.h"
 #include "msmon/msmonitor.h"
 
@@ -91,35 +92,6 @@ static size_t row_cells(int32_t kind, const struct msmon_result *m, struct cell 
     return i;
 }
 
-/* Length of a valid UTF-8 sequence at s (n bytes left), 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if ((c & 0xE0) == 0xC0)
-        len = 2, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0)
-        len = 3, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0)
-        len = 4, cp = c & 0x07;
-    else
-        return 0;
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return len;
-}
-
 /* Strings from msPTI are arbitrary bytes; XML wants valid UTF-8 without control characters
  * and Excel caps a cell at 32767 characters. Bad bytes become '?'. */
 static void sanitize(const char *in, char *out, size_t cap)
@@ -127,7 +99,7 @@ static void sanitize(const char *in, char *out, size_t cap)
     const unsigned char *s = (const unsigned char *)in;
     size_t n = strlen(in), o = 0;
     for (size_t i = 0; i < n && o + 4 < cap;) {
-        size_t l = utf8_len(s + i, n - i);
+        size_t l = utf8_seq_len(s + i, n - i);
         if (l == 0 || (l == 1 && s[i] < 0x20 && s[i] != '\t' && s[i] != '\n')) {
             out[o++] = '?';
             i++;

@@ -11,14 +11,11 @@
 #include <unistd.h>
 
 #include "common/strutil.h"
+#include "contract/fgram.h"
+#include "contract/kinds.h"
 
 #define TRIM_SET " \t"
 
-static const char *const kinds[] = {"Marker", "Kernel", "API", "Hccl", "Memory", "MemSet",
-                                    "MemCpy", "Communication", "AclAPI", "NodeAPI",
-                                    "RuntimeAPI", NULL};
-const char cli_val_kind_list[] = "Marker, Kernel, API, Hccl, Memory, MemSet, MemCpy, "
-                                 "Communication, AclAPI, NodeAPI, RuntimeAPI";
 static const char *const host_sys_items[] = {"cpu", "mem", "disk", "network", "osrt", NULL};
 
 void cli_val_err(char *err, size_t cap, const char *flag, const char *value, const char *reason)
@@ -224,19 +221,18 @@ int cli_val_enum(const char *flag, const char *s, const char *const *choices, ch
 
 int cli_val_kinds(const char *flag, const char *s, char *err, size_t cap)
 {
+    const char *bad = s;
+    size_t bad_len = 0;
+    uint32_t mask;
+
     if (cli_val_config_str(flag, s, CLI_VAL_STR_MAX, err, cap) < 0)
         return -EINVAL;
-    struct list_iter it = { s, false };
-    const char *item;
-    size_t n;
-    while (list_next(&it, &item, &n)) {
-        if (!in_set(item, n, kinds)) {
-            char reason[CLI_VAL_STR_MAX + 256];
-            snprintf(reason, sizeof(reason), "Invalid MSPTI activity kind: %.*s, possible values: %s",
-                     (int)n, item, cli_val_kind_list);
-            cli_val_err(err, cap, flag, s, reason);
-            return -EINVAL;
-        }
+    if (kinds_parse_list(s, strlen(s), true, &mask, &bad, &bad_len) < 0) {
+        char reason[CLI_VAL_STR_MAX + 256];
+        snprintf(reason, sizeof(reason), "Invalid MSPTI activity kind: %.*s, possible values: %s",
+                 (int)bad_len, bad, kinds_list_text);
+        cli_val_err(err, cap, flag, s, reason);
+        return -EINVAL;
     }
     return 0;
 }
@@ -244,59 +240,21 @@ int cli_val_kinds(const char *flag, const char *s, char *err, size_t cap)
 int cli_val_filter(const char *flag, const char *s, char *err, size_t cap)
 {
     char reason[CLI_VAL_STR_MAX + 256];
-    if (strlen(s) > CLI_VAL_STR_MAX) {
+    int rc;
+
+    /* Length first, then the config-text rule, then the grammar (02-cli.md §5.2). */
+    if (strlen(s) > FGRAM_MAX_TEXT) {
         cli_val_err(err, cap, flag, s, "longer than 1024 bytes");
         return -EINVAL;
     }
     if (cli_val_config_str(flag, s, 0, err, cap) < 0)
         return -EINVAL;
-    const char *p = s;
-    for (;;) {
-        const char *semi = strchr(p, ';');
-        const char *item = p;
-        size_t n = semi ? (size_t)(semi - p) : strlen(p);
-        str_trim_view(&item, &n, TRIM_SET);
-        if (n > 0) {
-            const char *colon = memchr(item, ':', n);
-            if (!colon || memchr(colon + 1, ':', n - (size_t)(colon + 1 - item))) {
-                snprintf(reason, sizeof(reason), "item '%.*s' must have the form Kind:Name[,Name...]",
-                         (int)n, item);
-                goto bad;
-            }
-            const char *kind = item;
-            size_t kn = (size_t)(colon - item);
-            str_trim_view(&kind, &kn, TRIM_SET);
-            if (!in_set(kind, kn, kinds)) {
-                snprintf(reason, sizeof(reason), "unknown activity kind '%.*s' (possible values: %s)",
-                         (int)kn, kind, cli_val_kind_list);
-                goto bad;
-            }
-            const char *names = colon + 1;
-            size_t rest = n - (size_t)(names - item);
-            for (;;) {
-                const char *c = memchr(names, ',', rest);
-                const char *nm = names;
-                size_t nn = c ? (size_t)(c - names) : rest;
-                str_trim_view(&nm, &nn, TRIM_SET);
-                if (nn == 0) {
-                    snprintf(reason, sizeof(reason), "empty operator name in item '%.*s'", (int)n,
-                             item);
-                    goto bad;
-                }
-                if (!c)
-                    break;
-                rest -= (size_t)(c + 1 - names);
-                names = c + 1;
-            }
-        }
-        if (!semi)
-            break;
-        p = semi + 1;
+    rc = fgram_parse(s, strlen(s), FGRAM_STRICT, NULL, NULL, NULL, reason, sizeof(reason));
+    if (rc < 0) {
+        cli_val_err(err, cap, flag, s, reason);
+        return -EINVAL;
     }
     return 0;
-bad:
-    cli_val_err(err, cap, flag, s, reason);
-    return -EINVAL;
 }
 
 int cli_val_host_sys(const char *flag, const char *s, struct cli_buf *joined, char *err,

@@ -46,9 +46,11 @@ int cli_val_config_str(const char *flag, const char *s, size_t maxlen, char *err
 int cli_val_enum(const char *flag, const char *s, const char *const *choices, char *err,
                  size_t cap);
 
-/* --mspti-activity-kind: comma list of the 11 kinds, trimmed items, none empty. */
+/* --mspti-activity-kind: comma list of the 11 kinds, trimmed items, none empty (the strict
+ * rule of contract/kinds.h). */
 int cli_val_kinds(const char *flag, const char *s, char *err, size_t cap);
-/* --filter grammar of §5.2. */
+/* --filter: <= 1024 bytes, a valid config value, then the strict grammar of contract/fgram.h
+ * (the plugin parses the same text with the lenient mode of the same tokenizer). */
 int cli_val_filter(const char *flag, const char *s, char *err, size_t cap);
 /* --host-sys: "None" or a comma list subset of {cpu,mem,disk,network,osrt}, trimmed and
  * re-joined into `joined`. */
@@ -59,8 +61,5 @@ int cli_val_host_sys(const char *flag, const char *s, struct cli_buf *joined, ch
 int cli_val_log_dir(const char *flag, const char *s, bool required, char *err, size_t cap);
 /* Upstream's non-fatal path warnings, one line each, appended to out. */
 void cli_val_path_warnings(const char *path, struct cli_buf *out);
-
-/* The 11 msPTI activity kind names, comma+space separated (for messages). */
-extern const char cli_val_kind_list[];
 
 #endif

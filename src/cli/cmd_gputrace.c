@@ -7,6 +7,7 @@
 
 #include "cli/cli_val.h"
 #include "cli/cmd.h"
+#include "contract/cfgkeys.h"
 
 static const struct cli_flag gputrace_flags[] = {
     {"duration-ms", CLI_FLAG_VALUE, false, "500", "Trace duration in ms (duration mode)"},
@@ -63,24 +64,27 @@ static int gputrace_prepare(const struct cli_args *a, struct cmd_req *req, char 
         goto out;
     }
 
-    cli_buf_printf(&req->config, "ACTIVITIES_LOG_FILE=%s\n", log_file);
+    cli_buf_printf(&req->config, CFGKEY_ACTIVITIES_LOG_FILE "=%s\n", log_file);
     if (iterations > 0) {
         cli_buf_printf(&req->config,
-                       "PROFILE_START_ITERATION=0\nPROFILE_START_ITERATION_ROUNDUP=%" PRIu64
-                       "\nACTIVITIES_ITERATIONS=%" PRId64 "\n",
+                       CFGKEY_PROFILE_START_ITERATION "=0\n" CFGKEY_PROFILE_START_ITERATION_ROUNDUP
+                       "=%" PRIu64 "\n" CFGKEY_ACTIVITIES_ITERATIONS "=%" PRId64 "\n",
                        roundup, iterations);
     } else {
         cli_buf_printf(&req->config,
-                       "PROFILE_START_TIME=%" PRIu64 "\nACTIVITIES_DURATION_MSECS=%" PRIu64 "\n",
+                       CFGKEY_PROFILE_START_TIME "=%" PRIu64 "\n" CFGKEY_ACTIVITIES_DURATION_MSECS
+                       "=%" PRIu64 "\n",
                        start_time, duration);
     }
-    cli_buf_printf(&req->config, "PROFILE_REPORT_INPUT_SHAPES=%s\n", b(a, "record-shapes"));
+    cli_buf_printf(&req->config, CFGKEY_PROFILE_REPORT_INPUT_SHAPES "=%s\n", b(a, "record-shapes"));
     if (mem)
         cli_buf_printf(&req->config,
-                       "PROFILE_PROFILE_MEMORY=true\nPROFILE_MEMORY=true\n"
-                       "PROFILE_MEMORY_DURATION_MSECS=%" PRIu64 "\n",
+                       CFGKEY_PROFILE_PROFILE_MEMORY "=true\n" CFGKEY_PROFILE_MEMORY "=true\n"
+                       CFGKEY_PROFILE_MEMORY_DURATION_MSECS "=%" PRIu64 "\n",
                        duration);
-    cli_buf_printf(&req->config, "PROFILE_WITH_STACK=%s\nPROFILE_WITH_FLOPS=%s\nPROFILE_WITH_MODULES=%s",
+    cli_buf_printf(&req->config,
+                   CFGKEY_PROFILE_WITH_STACK "=%s\n" CFGKEY_PROFILE_WITH_FLOPS "=%s\n"
+                   CFGKEY_PROFILE_WITH_MODULES "=%s",
                    b(a, "with-stacks"), b(a, "with-flops"), b(a, "with-modules"));
     cmd_build_kineto_body(req, (long long)job_id, cli_buf_str(&pids), (unsigned long long)v);
     cli_buf_printf(&req->echo, "Kineto config = \n%s\n", cli_buf_str(&req->config));

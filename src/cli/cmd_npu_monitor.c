@@ -7,6 +7,7 @@
 #include "cli/cli_val.h"
 #include "cli/cmd.h"
 #include "common/strutil.h"
+#include "contract/cfgkeys.h"
 
 static const char *const export_types[] = {"DB", "Jsonl", NULL};
 
@@ -77,10 +78,11 @@ static int npu_monitor_prepare(const struct cli_args *a, struct cmd_req *req, ch
     bool start = cli_flags_bool(a, "npu-monitor-start");
     bool stop = cli_flags_bool(a, "npu-monitor-stop");
     cli_buf_printf(&req->config,
-                   "NPU_MONITOR_START=%s\nNPU_MONITOR_STOP=%s\nREPORT_INTERVAL_S=%" PRIu64
-                   "\nDURATION=%s\nMSPTI_ACTIVITY_KIND=%s\nNPU_MONITOR_LOG_FILE=%s\n"
-                   "NPU_MONITOR_EXPORT_TYPE=%s\nJSONL_ROTATE_LOG_LINES=%s\n"
-                   "JSONL_ROTATE_LOG_FILES=%s\nNPU_MONITOR_FILTER=%s",
+                   CFGKEY_NPU_MONITOR_START "=%s\n" CFGKEY_NPU_MONITOR_STOP "=%s\n"
+                   CFGKEY_REPORT_INTERVAL_S "=%" PRIu64 "\n" CFGKEY_DURATION "=%s\n"
+                   CFGKEY_MSPTI_ACTIVITY_KIND "=%s\n" CFGKEY_NPU_MONITOR_LOG_FILE "=%s\n"
+                   CFGKEY_NPU_MONITOR_EXPORT_TYPE "=%s\n" CFGKEY_JSONL_ROTATE_LOG_LINES "=%s\n"
+                   CFGKEY_JSONL_ROTATE_LOG_FILES "=%s\n" CFGKEY_NPU_MONITOR_FILTER "=%s",
                    start ? "true" : "false", stop ? "true" : "false", interval_v, dur, kinds,
                    log_file, export_type, lines_t, files_t, filter);
     cmd_build_kineto_body(req, 0, "0", 3);

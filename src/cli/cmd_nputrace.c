@@ -2,10 +2,12 @@
  * registered processes, always iteration-triggered (02-cli.md §4.4). */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cli/cli_val.h"
 #include "cli/cmd.h"
+#include "contract/cfgkeys.h"
 
 static const char *const activities[] = {"CPU,NPU", "NPU,CPU", "CPU", "NPU", NULL};
 static const char *const levels[] = {"Level0", "Level1", "Level2", "Level_none", NULL};
@@ -64,6 +66,7 @@ static int nputrace_prepare(const struct cli_args *a, struct cmd_req *req, char 
     int64_t job_id, iterations, start_step, v;
     uint64_t u, limit;
     char gc_text[CLI_VAL_F32_LEN] = "None";
+    char start_text[24], iter_text[24];
     struct cli_buf pids, host_sys, rank_list;
     int r = -EINVAL;
 
@@ -100,30 +103,40 @@ static int nputrace_prepare(const struct cli_args *a, struct cmd_req *req, char 
         goto out;
     limit = (uint64_t)v;
 
-    cli_buf_printf(&req->config,
-                   "ACTIVITIES_LOG_FILE=%s\nPROFILE_START_ITERATION=0\nPROFILE_START_STEP=%" PRId64
-                   "\nACTIVITIES_ITERATIONS=%" PRId64 "\n",
-                   log_file, start_step, iterations);
-    cli_buf_printf(&req->config,
-                   "PROFILE_RECORD_SHAPES=%s\nPROFILE_PROFILE_MEMORY=%s\nPROFILE_WITH_STACK=%s\n"
-                   "PROFILE_WITH_FLOPS=%s\nPROFILE_WITH_MODULES=%s\nPROFILE_ACTIVITIES=%s\n"
-                   "PROFILE_ANALYSE=%s\nPROFILE_ASYNC_MODE=%s\nPROFILE_PROFILER_LEVEL=%s\n"
-                   "PROFILE_AIC_METRICS=%s\nPROFILE_L2_CACHE=%s\nPROFILE_OP_ATTR=%s\n"
-                   "PROFILE_MSPROF_TX=%s\nPROFILE_GC_DETECT_THRESHOLD=%s\n",
-                   b(a, "record-shapes"), b(a, "profile-memory"), b(a, "with-stack"),
-                   b(a, "with-flops"), b(a, "with-modules"), cli_flags_get(a, "activities"),
-                   b(a, "analyse"), b(a, "async-mode"), cli_flags_get(a, "profiler-level"),
-                   cli_flags_get(a, "aic-metrics"), b(a, "l2-cache"), b(a, "op-attr"),
-                   b(a, "msprof-tx"), gc_text);
-    cli_buf_printf(&req->config,
-                   "PROFILE_DATA_SIMPLIFICATION=%s\nPROFILE_EXPORT_TYPE=%s\nPROFILE_HOST_SYS=%s\n"
-                   "PROFILE_SYS_IO=%s\nPROFILE_SYS_INTERCONNECTION=%s\n"
-                   "PROFILE_MSTX_DOMAIN_INCLUDE=%s\nPROFILE_MSTX_DOMAIN_EXCLUDE=%s\n"
-                   "PROFILE_IS_RANK=%s\nPROFILE_RANK_LIST=%s",
-                   cli_flags_get(a, "data-simplification"), cli_flags_get(a, "export-type"),
-                   cli_buf_str(&host_sys), b(a, "sys-io"), b(a, "sys-interconnection"),
-                   inc ? inc : "None", exc ? exc : "None", ranks ? "true" : "false",
-                   ranks ? cli_buf_str(&rank_list) : "None");
+    snprintf(start_text, sizeof(start_text), "%" PRId64, start_step);
+    snprintf(iter_text, sizeof(iter_text), "%" PRId64, iterations);
+    const struct { const char *key, *value; } lines[] = {
+        { CFGKEY_ACTIVITIES_LOG_FILE, log_file },
+        { CFGKEY_PROFILE_START_ITERATION, "0" },
+        { CFGKEY_PROFILE_START_STEP, start_text },
+        { CFGKEY_ACTIVITIES_ITERATIONS, iter_text },
+        { CFGKEY_PROFILE_RECORD_SHAPES, b(a, "record-shapes") },
+        { CFGKEY_PROFILE_PROFILE_MEMORY, b(a, "profile-memory") },
+        { CFGKEY_PROFILE_WITH_STACK, b(a, "with-stack") },
+        { CFGKEY_PROFILE_WITH_FLOPS, b(a, "with-flops") },
+        { CFGKEY_PROFILE_WITH_MODULES, b(a, "with-modules") },
+        { CFGKEY_PROFILE_ACTIVITIES, cli_flags_get(a, "activities") },
+        { CFGKEY_PROFILE_ANALYSE, b(a, "analyse") },
+        { CFGKEY_PROFILE_ASYNC_MODE, b(a, "async-mode") },
+        { CFGKEY_PROFILE_PROFILER_LEVEL, cli_flags_get(a, "profiler-level") },
+        { CFGKEY_PROFILE_AIC_METRICS, cli_flags_get(a, "aic-metrics") },
+        { CFGKEY_PROFILE_L2_CACHE, b(a, "l2-cache") },
+        { CFGKEY_PROFILE_OP_ATTR, b(a, "op-attr") },
+        { CFGKEY_PROFILE_MSPROF_TX, b(a, "msprof-tx") },
+        { CFGKEY_PROFILE_GC_DETECT_THRESHOLD, gc_text },
+        { CFGKEY_PROFILE_DATA_SIMPLIFICATION, cli_flags_get(a, "data-simplification") },
+        { CFGKEY_PROFILE_EXPORT_TYPE, cli_flags_get(a, "export-type") },
+        { CFGKEY_PROFILE_HOST_SYS, cli_buf_str(&host_sys) },
+        { CFGKEY_PROFILE_SYS_IO, b(a, "sys-io") },
+        { CFGKEY_PROFILE_SYS_INTERCONNECTION, b(a, "sys-interconnection") },
+        { CFGKEY_PROFILE_MSTX_DOMAIN_INCLUDE, inc ? inc : "None" },
+        { CFGKEY_PROFILE_MSTX_DOMAIN_EXCLUDE, exc ? exc : "None" },
+        { CFGKEY_PROFILE_IS_RANK, ranks ? "true" : "false" },
+        { CFGKEY_PROFILE_RANK_LIST, ranks ? cli_buf_str(&rank_list) : "None" },
+    };
+    /* one key per line in the order of 02-cli.md §4.4, '\n'-joined, no trailing newline */
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+        cli_buf_printf(&req->config, "%s%s=%s", i ? "\n" : "", lines[i].key, lines[i].value);
     cmd_build_kineto_body(req, (long long)job_id, cli_buf_str(&pids), (unsigned long long)limit);
     cli_val_path_warnings(log_file, &req->echo);
     cli_buf_printf(&req->echo, "NpuTrace config = \n%s\n", cli_buf_str(&req->config));

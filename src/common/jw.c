@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "contract/utf8.h"
+
 void jw_init(struct jw *w, char *buf, size_t cap)
 {
     memset(w, 0, sizeof(*w));
@@ -123,36 +125,6 @@ void jw_obj_end(struct jw *w) { close_(w, '}'); }
 void jw_arr_begin(struct jw *w) { open_(w, '['); }
 void jw_arr_end(struct jw *w) { close_(w, ']'); }
 
-/* Length of a valid UTF-8 sequence starting at s (1..4), or 0 if invalid. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    unsigned min;
-    unsigned cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2; cp = c & 0x1F; min = 0x80;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3; cp = c & 0x0F; min = 0x800;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4; cp = c & 0x07; min = 0x10000;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return len;
-}
-
 long jw_escape(char *dst, size_t cap, const char *src, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
@@ -186,7 +158,7 @@ long jw_escape(char *dst, size_t cap, const char *src, size_t n)
             i++;
             continue;
         }
-        size_t l = utf8_seq(s + i, n - i);
+        size_t l = utf8_seq_len(s + i, n - i); /* the contract's one validator */
         if (l == 0) {
             EMIT("\xEF\xBF\xBD", 3); /* U+FFFD */
             i++;

@@ -190,6 +190,11 @@ int cjx_parse(const char *text, size_t len, int max_depth, cJSON **ret)
     int rc;
 
     *ret = NULL;
+    /* cJSON skips a UTF-8 byte-order mark; the daemon never accepted one. */
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) {
+        rc = -EINVAL;
+        goto out;
+    }
     rc = cjx_lex(text, len, &ns);
     if (rc < 0)
         goto out;
@@ -425,4 +430,37 @@ int cjx_flat_object(const char *text, size_t len, struct kvtext *ret, bool *ret_
 out:
     cJSON_Delete(root);
     return rc;
+}
+
+void cjx_flat_object_write(struct jw *w, const struct kvtext *kv, bool is_valid)
+{
+    size_t idx[KVTEXT_MAX_KEYS], n = 0;
+    bool valid_done = !is_valid;
+
+    for (size_t i = 0; i < kv->n; i++) {
+        size_t j;
+        if (strcmp(kv->keys[i], CFGKEY_IS_VALID) == 0)
+            continue;
+        /* insertion sort: at most KVTEXT_MAX_KEYS keys, once per config */
+        for (j = n; j > 0 && strcmp(kv->keys[idx[j - 1]], kv->keys[i]) > 0; j--)
+            idx[j] = idx[j - 1];
+        idx[j] = i;
+        n++;
+    }
+    jw_obj_begin(w);
+    for (size_t i = 0; i < n; i++) {
+        const char *k = kv->keys[idx[i]];
+        if (!valid_done && strcmp(k, CFGKEY_IS_VALID) > 0) {
+            jw_key(w, CFGKEY_IS_VALID);
+            jw_bool(w, true);
+            valid_done = true;
+        }
+        jw_key(w, k);
+        jw_str(w, kv->values[idx[i]]);
+    }
+    if (!valid_done) {
+        jw_key(w, CFGKEY_IS_VALID);
+        jw_bool(w, true);
+    }
+    jw_obj_end(w);
 }

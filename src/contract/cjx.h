@@ -18,7 +18,8 @@
 /* Parse exactly text[0..len) (whitespace around the value allowed). Nesting deeper than
  * max_depth (arrays and objects count, {"a":[1]} is 2) fails. Every number item carries its
  * source text in valuestring. Caller owns *ret; free with cJSON_Delete(). 0, -EINVAL (syntax,
- * depth, number, UTF-8, control byte, \u0000) or -ENOMEM. */
+ * depth, number, UTF-8, control byte, \u0000, a number longer than 63 characters, a leading
+ * byte-order mark) or -ENOMEM. */
 int cjx_parse(const char *text, size_t len, int max_depth, cJSON **ret);
 
 /* Member of an object by exact key; with duplicate keys the last one wins (nlohmann).
@@ -46,5 +47,9 @@ void cjx_write(struct jw *w, const cJSON *v);
  * Member "is_valid" is not stored; its truthiness goes to *ret_is_valid (false when absent).
  * Fills *ret (kvtext_fini even on error). 0, -EINVAL, -ENOMEM, -E2BIG (too many keys). */
 int cjx_flat_object(const char *text, size_t len, struct kvtext *ret, bool *ret_is_valid);
+/* The writer side of the same object: compact JSON, keys sorted byte-wise, every value a
+ * string, plus "is_valid": true in its sorted place when is_valid (a kv key "is_valid" is
+ * skipped). What the poller writes into the segment (03-ipc.md §7.3). Errors in w->err. */
+void cjx_flat_object_write(struct jw *w, const struct kvtext *kv, bool is_valid);
 
 #endif

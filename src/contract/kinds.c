@@ -18,15 +18,18 @@ static const struct {
     { "AclAPI", 10 }, { "NodeAPI", 11 },       { "RuntimeAPI", 12 },
 };
 
-const char kinds_list_text[] = "Marker, Kernel, API, Hccl, Memory, MemSet, MemCpy, Communication, "
-                               "AclAPI, NodeAPI, RuntimeAPI";
+const char kinds_list_text[] = KINDS_LIST_TEXT;
 
 const char *kinds_name(int v)
 {
-    for (size_t i = 0; i < KINDS_COUNT; i++)
-        if (kinds_table[i].value == v)
-            return kinds_table[i].name;
-    return NULL;
+    /* Indexed by value: processors name a kind per record, so this must not scan. */
+    static const char *const by_value[KINDS_VALUE_LIMIT] = {
+        [1] = "Marker", [2] = "Kernel",         [3] = "API",     [4] = "Hccl",
+        [5] = "Memory", [6] = "MemSet",         [7] = "MemCpy",  [9] = "Communication",
+        [10] = "AclAPI", [11] = "NodeAPI",      [12] = "RuntimeAPI",
+    };
+
+    return v >= 0 && v < KINDS_VALUE_LIMIT ? by_value[v] : NULL;
 }
 
 int kinds_from_name(const char *name, size_t len)

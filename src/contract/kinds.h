@@ -11,8 +11,10 @@
 #define KINDS_COUNT 11
 #define KINDS_VALUE_LIMIT 13 /* every kind value is < this: size of per-kind arrays */
 
-/* "Marker, Kernel, API, Hccl, Memory, MemSet, MemCpy, Communication, AclAPI, NodeAPI,
- * RuntimeAPI": the order of R9, used in every "possible values" message. */
+/* The 11 names in R9 order, used in every "possible values" message; a literal so messages
+ * can be composed at compile time. kinds_list_text is the same text. */
+#define KINDS_LIST_TEXT                                                                          \
+    "Marker, Kernel, API, Hccl, Memory, MemSet, MemCpy, Communication, AclAPI, NodeAPI, RuntimeAPI"
 extern const char kinds_list_text[];
 
 /* Name of kind value v ("Kernel" for 2); NULL for values that are not one of the 11. Static. */

@@ -9,7 +9,7 @@
 
 #include "common/jw.h"
 #include "common/log.h"
-#include "daemon/djson.h"
+#include "contract/cjx.h"
 
 #define DATA_MAX_DEPTH 10
 
@@ -42,29 +42,43 @@ const char *data_norm_device(const char *text)
     return text;
 }
 
-static bool nonneg_int(const struct dj *v)
+static bool nonneg_int(const cJSON *v)
 {
-    return v && ((v->type == DJ_INT && v->v.i >= 0) || v->type == DJ_UINT);
+    int64_t i = -1;
+    enum cjx_num k = cjx_number(v, &i, NULL, NULL);
+
+    return (k == CJX_INT && i >= 0) || k == CJX_UINT;
 }
 
-static void set_num(struct sink_kv *kv, const char *key, const struct dj *v)
+/* Numbers keep their exact integer form (ns timestamps do not fit a double). */
+static void set_num(struct sink_kv *kv, const char *key, const cJSON *v)
 {
     kv->key = key;
-    if (v->type == DJ_UINT) {
+    switch (cjx_number(v, &kv->i, &kv->u, &kv->d)) {
+    case CJX_UINT:
         kv->type = SINK_UINT;
-        kv->u = v->v.u;
-    } else if (v->type == DJ_DOUBLE) {
+        break;
+    case CJX_DOUBLE:
         kv->type = SINK_DOUBLE;
-        kv->d = v->v.d;
-    } else {
+        break;
+    case CJX_INT:
         kv->type = SINK_INT;
-        kv->i = v->type == DJ_BOOL ? v->v.b : v->v.i;
+        break;
+    default:
+        kv->type = SINK_INT;
+        kv->i = cJSON_IsTrue(v);
+        break;
     }
 }
 
-static bool is_num(const struct dj *v)
+static bool is_num(const cJSON *v)
 {
-    return v && (v->type == DJ_INT || v->type == DJ_UINT || v->type == DJ_DOUBLE);
+    return cJSON_IsNumber(v);
+}
+
+static bool is_str(const cJSON *v)
+{
+    return cJSON_IsString(v);
 }
 
 static void set_str(struct sink_kv *kv, const char *key, const char *s, size_t n)
@@ -83,41 +97,41 @@ static int emit(struct data_router *dr, const struct sink_record *rec)
 }
 
 /* OpStats: one record per entry of "ops" (05 §2.2), keys in sorted order. */
-static int emit_opstats(struct data_router *dr, const struct dj *msg, const char *dev,
+static int emit_opstats(struct data_router *dr, const cJSON *msg, const char *dev,
                         uint64_t now_ns)
 {
-    const struct dj *ops = dj_get(msg, "ops");
-    const struct dj *activity = dj_get(msg, "activity");
-    const struct dj *ts = dj_get(msg, "timestamp");
+    const cJSON *ops = cjx_get(msg, "ops");
+    const cJSON *activity = cjx_get(msg, "activity");
+    const cJSON *ts = cjx_get(msg, "timestamp");
     int written = 0;
-    if (!ops || ops->type != DJ_ARRAY)
+    if (!cJSON_IsArray(ops))
         return 0;
-    for (const struct dj *op = ops->child; op; op = op->next) {
+    for (const cJSON *op = ops->child; op; op = op->next) {
         struct sink_kv kv[12];
         size_t n = 0;
-        if (op->type != DJ_OBJECT)
+        if (!cJSON_IsObject(op))
             continue;
-        const struct dj *f;
-        if (activity && activity->type == DJ_STRING)
-            set_str(&kv[n++], "activity", activity->str, activity->len);
-        if (is_num(f = dj_get(op, "avg")))
+        const cJSON *f;
+        if (is_str(activity))
+            set_str(&kv[n++], "activity", activity->valuestring, strlen(activity->valuestring));
+        if (is_num(f = cjx_get(op, "avg")))
             set_num(&kv[n++], "avg", f);
-        if (is_num(f = dj_get(op, "bytes")))
+        if (is_num(f = cjx_get(op, "bytes")))
             set_num(&kv[n++], "bytes", f);
-        if (is_num(f = dj_get(op, "count")))
+        if (is_num(f = cjx_get(op, "count")))
             set_num(&kv[n++], "count", f);
         set_str(&kv[n++], "deviceId", dev, strlen(dev));
-        if ((f = dj_get(op, "domain")) && f->type == DJ_STRING)
-            set_str(&kv[n++], "domain", f->str, f->len);
+        if (is_str(f = cjx_get(op, "domain")))
+            set_str(&kv[n++], "domain", f->valuestring, strlen(f->valuestring));
         set_str(&kv[n++], "kind", "OpStats", 7);
-        if (is_num(f = dj_get(op, "max")))
+        if (is_num(f = cjx_get(op, "max")))
             set_num(&kv[n++], "max", f);
-        if (is_num(f = dj_get(op, "min")))
+        if (is_num(f = cjx_get(op, "min")))
             set_num(&kv[n++], "min", f);
-        if ((f = dj_get(op, "name")) && f->type == DJ_STRING)
-            set_str(&kv[n++], "name", f->str, f->len);
+        if (is_str(f = cjx_get(op, "name")))
+            set_str(&kv[n++], "name", f->valuestring, strlen(f->valuestring));
         set_num(&kv[n++], "timestamp", ts);
-        if (is_num(f = dj_get(op, "total")))
+        if (is_num(f = cjx_get(op, "total")))
             set_num(&kv[n++], "total", f);
         struct sink_record rec = { now_ns, dev, kv, n };
         written += emit(dr, &rec);
@@ -127,58 +141,61 @@ static int emit_opstats(struct data_router *dr, const struct dj *msg, const char
 
 int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_t now_ns)
 {
-    struct dj *msg = NULL;
-    const struct dj *kind, *dur, *ts, *devv;
+    cJSON *msg = NULL;
+    const cJSON *kind, *dur, *ts, *devv;
+    int64_t dev_i = 0;
+    uint64_t dev_u = 0;
+    enum cjx_num dev_num;
     char devbuf[32];
     const char *dev;
     struct jw w;
     char line[8192];
     int rc = -EINVAL;
-    if (dj_parse(payload, len, DATA_MAX_DEPTH, &msg) != 0)
+    if (cjx_parse(payload, len, DATA_MAX_DEPTH, &msg) != 0)
         goto bad;
-    kind = dj_get(msg, "kind");
-    dur = dj_get(msg, "duration");
-    ts = dj_get(msg, "timestamp");
-    devv = dj_get(msg, "deviceId");
-    if (msg->type != DJ_OBJECT || !kind || kind->type != DJ_STRING || !nonneg_int(dur) ||
-        !nonneg_int(ts) || !devv ||
-        !(devv->type == DJ_INT || devv->type == DJ_UINT || devv->type == DJ_STRING))
+    kind = cjx_get(msg, "kind");
+    dur = cjx_get(msg, "duration");
+    ts = cjx_get(msg, "timestamp");
+    devv = cjx_get(msg, "deviceId");
+    dev_num = cjx_number(devv, &dev_i, &dev_u, NULL);
+    if (!cJSON_IsObject(msg) || !is_str(kind) || !nonneg_int(dur) || !nonneg_int(ts) ||
+        !(dev_num == CJX_INT || dev_num == CJX_UINT || is_str(devv)))
         goto bad;
-    if (devv->type == DJ_STRING) {
-        dev = data_norm_device(devv->str);
+    if (is_str(devv)) {
+        dev = data_norm_device(devv->valuestring);
     } else {
-        if (devv->type == DJ_INT)
-            snprintf(devbuf, sizeof(devbuf), "%" PRId64, devv->v.i);
+        if (dev_num == CJX_INT)
+            snprintf(devbuf, sizeof(devbuf), "%" PRId64, dev_i);
         else
-            snprintf(devbuf, sizeof(devbuf), "%" PRIu64, devv->v.u);
+            snprintf(devbuf, sizeof(devbuf), "%" PRIu64, dev_u);
         dev = data_norm_device(devbuf);
     }
     jw_init(&w, line, sizeof(line));
-    dj_write(&w, msg);
+    cjx_write(&w, msg);
     LOG_INFO("Received data message : %s", w.err ? "(too long to log)" : line);
     dr->accepted++;
-    if (kind->len == 7 && memcmp(kind->str, "OpStats", 7) == 0) {
+    if (strcmp(kind->valuestring, "OpStats") == 0) {
         rc = emit_opstats(dr, msg, dev, now_ns);
     } else {
         struct sink_kv kv[6];
         size_t n = 0;
-        const struct dj *f;
+        const cJSON *f;
         set_str(&kv[n++], "deviceId", dev, strlen(dev));
-        if ((f = dj_get(msg, "domain")) && f->type == DJ_STRING)
-            set_str(&kv[n++], "domain", f->str, f->len);
+        if (is_str(f = cjx_get(msg, "domain")))
+            set_str(&kv[n++], "domain", f->valuestring, strlen(f->valuestring));
         set_num(&kv[n++], "duration", dur);
-        set_str(&kv[n++], "kind", kind->str, kind->len);
-        if ((f = dj_get(msg, "name")) && f->type == DJ_STRING)
-            set_str(&kv[n++], "name", f->str, f->len);
+        set_str(&kv[n++], "kind", kind->valuestring, strlen(kind->valuestring));
+        if (is_str(f = cjx_get(msg, "name")))
+            set_str(&kv[n++], "name", f->valuestring, strlen(f->valuestring));
         set_num(&kv[n++], "timestamp", ts);
         struct sink_record rec = { now_ns, dev, kv, n };
         rc = emit(dr, &rec);
     }
-    dj_free(msg);
+    cJSON_Delete(msg);
     return rc;
 bad:
     dr->rejected++;
     LOG_ERROR("Error parsing message = %.*s", (int)len, payload);
-    dj_free(msg);
+    cJSON_Delete(msg);
     return -EINVAL;
 }

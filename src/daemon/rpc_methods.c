@@ -11,21 +11,22 @@
 
 #include "common/jw.h"
 #include "common/log.h"
-#include "daemon/djson.h"
+#include "contract/cfgkeys.h"
+#include "contract/cjx.h"
 
 #define REPLY_MAX (1u << 20)
 
-typedef int (*rpc_handler_fn)(const struct rpc_ctx *ctx, const struct dj *req, struct jw *w);
+typedef int (*rpc_handler_fn)(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w);
 
-static int m_get_status(const struct rpc_ctx *ctx, const struct dj *req, struct jw *w);
-static int m_get_version(const struct rpc_ctx *ctx, const struct dj *req, struct jw *w);
+static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w);
+static int m_get_version(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w);
 static int pid_cmp(const void *a, const void *b)
 {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     return x < y ? -1 : x > y;
 }
 
-static int m_set_ondemand(const struct rpc_ctx *ctx, const struct dj *req, struct jw *w);
+static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w);
 
 static const struct {
     const char *name;
@@ -63,7 +64,7 @@ static int leaf_cmp(const void *a, const void *b)
     return x->job < y->job ? -1 : x->job > y->job;
 }
 
-static int m_get_status(const struct rpc_ctx *ctx, const struct dj *req, struct jw *w)
+static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
 {
     struct status_last last;
     struct status_entry *ents = NULL;
@@ -148,7 +149,7 @@ out:
     return rc;
 }
 
-static int m_get_version(const struct rpc_ctx *ctx, const struct dj *req, struct jw *w)
+static int m_get_version(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
 {
     (void)req;
     jw_obj_begin(w);
@@ -211,22 +212,22 @@ static void write_full(struct jw *w, int busy, const int32_t *trig, size_t ntrig
 }
 
 /* Field type error in nlohmann's words; logged and returned as the failed status. */
-static void type_error(struct jw *w, const char *expected, const struct dj *actual)
+static void type_error(struct jw *w, const char *expected, const cJSON *actual)
 {
     char msg[160];
     snprintf(msg, sizeof(msg),
              "failed with exception = [json.exception.type_error.302] type must be %s, but is %s",
-             expected, dj_type_name(actual));
+             expected, cjx_type_name(actual));
     LOG_ERROR("setKinetOnDemandRequest: parsing exception = %s", msg + strlen("failed with exception = "));
     write_status_only(w, msg);
 }
 
-static int m_set_ondemand(const struct rpc_ctx *ctx, const struct dj *req, struct jw *w)
+static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
 {
-    const struct dj *config = dj_get(req, "config");
-    const struct dj *pids = dj_get(req, "pids");
-    const struct dj *job = dj_get(req, "job_id");
-    const struct dj *limit_v = dj_get(req, "process_limit");
+    const cJSON *config = cjx_get(req, "config");
+    const cJSON *pids = cjx_get(req, "pids");
+    const cJSON *job = cjx_get(req, "job_id");
+    const cJSON *limit_v = cjx_get(req, "process_limit");
     int32_t *pidv = NULL;
     size_t npids = 0;
     int64_t job_id = 0, limit = 1000;
@@ -235,20 +236,20 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const struct dj *req, struc
         write_status_only(w, "failed");
         return 0;
     }
-    if (config->type != DJ_STRING) {
+    if (!cJSON_IsString(config)) {
         type_error(w, "string", config);
         return 0;
     }
-    if (pids->type != DJ_ARRAY) {
+    if (!cJSON_IsArray(pids)) {
         type_error(w, "array", pids);
         return 0;
     }
-    pidv = malloc((pids->len + 1) * sizeof(*pidv));
+    pidv = malloc(((size_t)cJSON_GetArraySize(pids) + 1) * sizeof(*pidv));
     if (!pidv)
         return -ENOMEM;
-    for (const struct dj *c = pids->child; c; c = c->next) {
+    for (const cJSON *c = pids->child; c; c = c->next) {
         int64_t x;
-        if (dj_to_i64(c, INT32_MIN, INT32_MAX, &x) != 0) {
+        if (cjx_to_i64(c, INT32_MIN, INT32_MAX, &x) != 0) {
             type_error(w, "number", c);
             goto out_pids;
         }
@@ -262,22 +263,23 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const struct dj *req, struc
         if (u == 0 || pidv[u - 1] != pidv[k])
             pidv[u++] = pidv[k];
     npids = u;
-    if (job && dj_to_i64(job, INT64_MIN, INT64_MAX, &job_id) != 0) {
+    if (job && cjx_to_i64(job, INT64_MIN, INT64_MAX, &job_id) != 0) {
         type_error(w, "number", job);
         goto out_pids;
     }
-    if (limit_v && dj_to_i64(limit_v, INT64_MIN, INT64_MAX, &limit) != 0) {
+    if (limit_v && cjx_to_i64(limit_v, INT64_MIN, INT64_MAX, &limit) != 0) {
         type_error(w, "number", limit_v);
         goto out_pids;
     }
-    enum reg_kind kind = (config->len >= 17 && memcmp(config->str, "NPU_MONITOR_START", 17) == 0)
+    size_t config_len = strlen(config->valuestring);
+    enum reg_kind kind = cfgkeys_is_npu_monitor_text(config->valuestring, config_len)
                              ? REG_KIND_NPU_MONITOR : REG_KIND_TRACE;
     struct status_last last;
     status_get_last(ctx->st, &last);
     const char *gate = rpc_gate(kind, last.trace.status, last.monitor.status);
     int elig[2] = { kind, strcmp(gate, "effective") == 0 };
     struct reg_set_result res;
-    rc = registry_set_config(ctx->reg, job_id, pidv, npids, config->str, config->len, limit,
+    rc = registry_set_config(ctx->reg, job_id, pidv, npids, config->valuestring, config_len, limit,
                              eligible, elig, &res);
     if (rc)
         goto out_pids;
@@ -300,34 +302,34 @@ out_pids:
 int rpc_handle(const struct rpc_ctx *ctx, const char *body, size_t len, char **ret_reply,
                size_t *ret_len)
 {
-    struct dj *req = NULL;
+    cJSON *req = NULL;
     struct jw w;
     int rc = 0;
     *ret_reply = NULL;
     *ret_len = 0;
     LOG_INFO("RPC message received = %.*s", (int)len, body);
-    if (dj_parse(body, len, RPC_MAX_DEPTH, &req) != 0) {
+    if (cjx_parse(body, len, RPC_MAX_DEPTH, &req) != 0) {
         LOG_ERROR("Error parsing message = %.*s", (int)len, body);
         return 0;
     }
-    if (req->type != DJ_OBJECT || req->len == 0) {
+    if (!cJSON_IsObject(req) || !req->child) {
         LOG_ERROR("Request message should not be empty and should be json object.");
         goto out_req;
     }
     jw_init_dyn(&w, REPLY_MAX);
-    const struct dj *fn = dj_get(req, "fn");
+    const cJSON *fn = cjx_get(req, "fn");
     if (!fn) {
-        dj_write(&w, req);
+        cjx_write(&w, req);
         LOG_ERROR("Request must contain a 'fn' field for the RPC call request json = %s",
                   w.err ? "" : w.buf);
         goto out_w;
     }
     rpc_handler_fn handler = NULL;
-    for (size_t i = 0; fn->type == DJ_STRING && i < sizeof(methods) / sizeof(methods[0]); i++)
-        if (strlen(methods[i].name) == fn->len && memcmp(methods[i].name, fn->str, fn->len) == 0)
+    for (size_t i = 0; cJSON_IsString(fn) && i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (strcmp(methods[i].name, fn->valuestring) == 0)
             handler = methods[i].fn;
     if (!handler) {
-        dj_write(&w, fn);
+        cjx_write(&w, fn);
         LOG_ERROR("Unknown RPC call = %s", w.err ? "" : w.buf);
         goto out_w;
     }
@@ -342,6 +344,6 @@ int rpc_handle(const struct rpc_ctx *ctx, const char *body, size_t len, char **r
 out_w:
     jw_fini(&w);
 out_req:
-    dj_free(req);
+    cJSON_Delete(req);
     return rc;
 }

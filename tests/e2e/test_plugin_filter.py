@@ -69,6 +69,19 @@ def test_filter_kernel_matmul(daemon):
     assert "Softmax" in truth and "Softmax" not in got
 
 
+def test_filter_tab_is_trimmed_like_the_cli(daemon):
+    """Issue 10: `--filter $'Kernel:\tMatMul'` is accepted by dyno, so the plugin must read
+    it the same way (one grammar, spaces and tabs trimmed): it stores `MatMul` and matches,
+    instead of storing `\tMatMul` and matching nothing."""
+    w = _monitor_until_data(daemon, "Kernel", "Kernel:\tMatMul")
+    truth = _truth_counts(w.ground_truth(), ["Kernel"])["Kernel"]
+    got = _reported_counts(daemon, ["Kernel"])["Kernel"]
+    want = _names_containing(truth, ["MatMul"])
+    assert set(want) == {"MatMul", "BatchMatMul", "MatMulBackward", "BatchMatMulBackward"}
+    assert dict(got) == want
+    assert "skipped" not in w.plugin_log()
+
+
 def test_filter_two_kinds_faq_example(daemon):
     w = _monitor_until_data(daemon, "Kernel,Communication", "Kernel:MatMul,Conv2D;Communication:AllReduce")
     truth = _truth_counts(w.ground_truth(), ["Kernel", "Communication"])

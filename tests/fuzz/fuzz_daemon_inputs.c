@@ -1,14 +1,14 @@
 /* fuzz_daemon_inputs: the daemon's parsers of outside bytes: RPC request bodies (through
- * rpc_handle with a real registry/status), data datagrams (data_handle) and the djson
- * parser/writer round trip. The first byte selects the target. */
+ * rpc_handle with a real registry/status), data datagrams (data_handle) and the contract's JSON
+ * reader/writer round trip (cjx). The first byte selects the target. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "common/jw.h"
 #include "common/log.h"
+#include "contract/cjx.h"
 #include "daemon/data_sink.h"
-#include "daemon/djson.h"
 #include "daemon/json_logger.h"
 #include "daemon/rpc_methods.h"
 
@@ -49,18 +49,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         data_handle(&dr, text, len, 0);
         data_router_fini(&dr);
     } else {
-        struct dj *v = NULL;
-        if (dj_parse(text, len, 10, &v) == 0) {
+        cJSON *v = NULL;
+        if (cjx_parse(text, len, 10, &v) == 0) {
             struct jw w;
             jw_init_dyn(&w, 1 << 20);
-            dj_write(&w, v);
+            cjx_write(&w, v);
             /* a dump must parse again */
-            struct dj *again = NULL;
-            if (!w.err && dj_parse(w.buf, w.len, 10, &again) != 0)
+            cJSON *again = NULL;
+            if (!w.err && cjx_parse(w.buf, w.len, 10, &again) != 0)
                 abort();
-            dj_free(again);
+            cJSON_Delete(again);
             jw_fini(&w);
-            dj_free(v);
+            cJSON_Delete(v);
         }
     }
     return 0;

@@ -9,7 +9,8 @@
 
 #include "common/log.h"
 #include "common/strutil.h"
-#include "plugin/pipeline/record.h"
+#include "contract/cfgkeys.h"
+#include "contract/kinds.h"
 
 #define MCONFIG_MAX_VALUE 8192 /* longer than any valid value; longer ones are invalid */
 
@@ -24,28 +25,8 @@ static int mconfig_trim(const char *v, char *buf, size_t cap)
 
 static int mconfig_kinds(const char *v, uint32_t *mask)
 {
-    const char *p = v;
-
-    *mask = 0;
-    while (*p) {
-        const char *comma = strchr(p, ',');
-        const char *item = p;
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        int k;
-
-        str_trim_view(&item, &n, " \t");
-        if (n > 0) {
-            /* Kind names are ASCII; mon_kind_from_name matches exactly one of the 11. */
-            k = mon_kind_from_name(item, n);
-            if (k < 0)
-                return -EINVAL;
-            *mask |= 1u << k;
-        }
-        if (!comma)
-            break;
-        p = comma + 1;
-    }
-    return 0;
+    /* Lenient list rule of the contract: items trimmed, empty ones dropped, names exact. */
+    return kinds_parse_list(v, strlen(v), false, mask, NULL, NULL);
 }
 
 static int mconfig_bool(const char *v, bool *ret)
@@ -64,12 +45,12 @@ enum mconfig_key {
     MK_FILTER = MK_REQUIRED, MK_ROT_LINES, MK_ROT_FILES, MK_COUNT
 };
 static const char *const mconfig_keys[MK_COUNT] = {
-    "MSPTI_ACTIVITY_KIND", "REPORT_INTERVAL_S", "DURATION", "NPU_MONITOR_START",
-    "NPU_MONITOR_STOP", "NPU_MONITOR_LOG_FILE", "NPU_MONITOR_EXPORT_TYPE",
-    "NPU_MONITOR_FILTER", "JSONL_ROTATE_LOG_LINES", "JSONL_ROTATE_LOG_FILES",
+    CFGKEY_MSPTI_ACTIVITY_KIND, CFGKEY_REPORT_INTERVAL_S, CFGKEY_DURATION, CFGKEY_NPU_MONITOR_START,
+    CFGKEY_NPU_MONITOR_STOP, CFGKEY_NPU_MONITOR_LOG_FILE, CFGKEY_NPU_MONITOR_EXPORT_TYPE,
+    CFGKEY_NPU_MONITOR_FILTER, CFGKEY_JSONL_ROTATE_LOG_LINES, CFGKEY_JSONL_ROTATE_LOG_FILES,
 };
 static const char *const mconfig_rules[MK_REQUIRED] = {
-    "comma list of Marker, Kernel, API, Hccl, Memory, MemSet, MemCpy, Communication, AclAPI, NodeAPI, RuntimeAPI",
+    "comma list of " KINDS_LIST_TEXT,
     "digits only, at most 4294967295",
     "decimal number of seconds",
     "true or false",

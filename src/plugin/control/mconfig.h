@@ -7,8 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "contract/fgram.h"
+
 #define MCONFIG_MAX_LOG_FILE 4096
-#define MCONFIG_MAX_FILTER 1024
+#define MCONFIG_MAX_FILTER FGRAM_MAX_TEXT /* the contract's filter limit (R19) */
 
 struct mconfig {
     uint32_t kinds_mask;        /* bit (1u << kind); 0 = do not change kinds */

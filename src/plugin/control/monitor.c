@@ -21,6 +21,7 @@
 
 #include "common/log.h"
 #include "common/strutil.h"
+#include "contract/rank.h"
 #include "msmon/ipc_wire.h"
 #include "plugin/backend/bufpool.h"
 #include "plugin/control/dyno.h"
@@ -386,15 +387,8 @@ static const struct proc_ops *mon_ops_for(enum proc_mode mode)
 
 static int32_t mon_rank(void)
 {
-    int32_t r;
-    const char *v = penv_get(PENV_RANK);
-
-    if (!v || str_to_i32(v, &r) != 0) {
-        v = penv_get(PENV_RANK_ID);
-        if (!v || str_to_i32(v, &r) != 0)
-            r = -1;
-    }
-    return r;
+    /* the contract's rank rule over the read-once env table; -1 when unknown */
+    return rank_resolve(penv_get(PENV_RANK), penv_get(PENV_RANK_ID));
 }
 
 static int mon_start_locked(const struct monitor_start_args *a)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "contract/fgram.h"
 #include "plugin/pipeline/filter.h"
 #include "plugin/pipeline/idmap.h"
 
@@ -96,78 +97,33 @@ static int snap_add_name(struct fsnap *s, int kind, const char *name, size_t len
     return 0;
 }
 
-/* One `Kind:Name,Name` token (already trimmed, non-empty). 1 = valid item, 0 = skipped. */
-static int parse_token(struct fsnap *s, const char *tok, size_t len)
+/* One event of the contract's lenient parse: (kind, NULL) turns the kind on, then a name. */
+static int snap_item(void *arg, int kind, const char *name, size_t len)
 {
-    const char *colon = memchr(tok, ':', len);
-    if (!colon || memchr(colon + 1, ':', len - (size_t)(colon + 1 - tok))) {
-        LOG_WARN("filter: invalid item '%.*s' (expected Kind:Name[,Name...]); skipped", (int)len, tok);
-        return 0;
-    }
-    const char *kp = tok;
-    size_t kl = (size_t)(colon - tok);
-    const char *np = colon + 1;
-    size_t nl = len - kl - 1;
-    while (kl && kp[kl - 1] == ' ')
-        kl--;
-    while (nl && *np == ' ') {
-        np++;
-        nl--;
-    }
-    if (kl == 0 || nl == 0) {
-        LOG_WARN("filter: invalid item '%.*s' (empty kind or name list); skipped", (int)len, tok);
-        return 0;
-    }
-    int kind = mon_kind_from_name(kp, kl);
-    if (kind < 0) {
-        LOG_WARN("filter: unknown activity kind '%.*s' in item '%.*s'; skipped", (int)kl, kp, (int)len, tok);
-        return 0;
-    }
+    struct fsnap *s = arg;
+
+    if (kind <= 0 || kind >= MON_KIND_LIMIT)
+        return -EINVAL; /* cannot happen: fgram only reports the 11 kinds */
     s->kind_on[kind] = true;
-    const char *p = np, *end = np + nl;
-    while (p <= end) {
-        const char *c = memchr(p, ',', (size_t)(end - p));
-        const char *e = c ? c : end;
-        const char *a = p, *b = e;
-        while (a < b && *a == ' ')
-            a++;
-        while (b > a && b[-1] == ' ')
-            b--;
-        if (b > a && snap_add_name(s, kind, a, (size_t)(b - a)) < 0)
-            return -ENOMEM;
-        p = e + 1;
-    }
-    return 1;
+    return name ? snap_add_name(s, kind, name, len) : 0;
 }
 
+/* The grammar (and its warnings for skipped items) is the contract's, shared with the CLI;
+ * only the snapshot building is ours. */
 static int snap_parse(const char *text, size_t len, struct fsnap **ret)
 {
     struct fsnap *s = calloc(1, sizeof(*s));
+    size_t valid = 0;
+    int rc;
+
     if (!s)
         return -ENOMEM;
     atomic_init(&s->refs, 1);
-    int valid = 0;
-    const char *p = text, *end = text + len;
-    while (p < end) {
-        const char *semi = memchr(p, ';', (size_t)(end - p));
-        const char *e = semi ? semi : end;
-        const char *a = p, *b = e;
-        while (a < b && *a == ' ')
-            a++;
-        while (b > a && b[-1] == ' ')
-            b--;
-        if (b > a) {
-            int r = parse_token(s, a, (size_t)(b - a));
-            if (r < 0) {
-                snap_free(s);
-                return r;
-            }
-            valid += r;
-        }
-        p = e + 1;
+    rc = fgram_parse(text, len, FGRAM_LENIENT, snap_item, s, &valid, NULL, 0);
+    if (rc < 0) {
+        snap_free(s);
+        return rc;
     }
-    if (len > 0 && valid == 0)
-        LOG_ERROR("filter '%.*s' has no valid item; no filtering applied", (int)len, text);
     s->active = valid > 0;
     *ret = s;
     return 0;

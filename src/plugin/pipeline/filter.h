@@ -7,9 +7,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "contract/fgram.h"
 #include "plugin/pipeline/record.h"
 
-#define FILTER_MAX_TEXT 1024      /* FAQ limit (R19) */
+#define FILTER_MAX_TEXT FGRAM_MAX_TEXT /* FAQ limit (R19) */
 #define FILTER_COMPANION_CAP 65536 /* remembered ids of dropped markers (A3) */
 
 struct filter_state;
@@ -18,8 +19,10 @@ struct filter_state;
 int filter_state_create(struct filter_state **ret);
 /* Not concurrent with filter_state_keep() on the same state. */
 void filter_state_destroy(struct filter_state *fs);
-/* Replace the filter atomically; ""/NULL = no filter (R20, R22). Invalid tokens are skipped
- * with a WARNING; text without any valid item logs an ERROR and means no filter.
+/* Replace the filter atomically; ""/NULL = no filter (R20, R22). The text is parsed by the
+ * contract's lenient grammar (contract/fgram.h: items and names trimmed of spaces and tabs,
+ * like the CLI); invalid tokens are skipped with a WARNING; text without any valid item logs
+ * an ERROR and means no filter.
  * -EINVAL if text is longer than FILTER_MAX_TEXT bytes (nothing changed); -ENOMEM. */
 int filter_state_set(struct filter_state *fs, const char *text);
 /* ShouldKeepRecord (§6.2). Thread-safe, lock-free except for marker records (companion

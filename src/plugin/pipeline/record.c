@@ -6,35 +6,23 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "contract/kinds.h"
 #include "msmon/mspti.h"
 #include "plugin/pipeline/record.h"
 
-static const char *const kind_names[MON_KIND_LIMIT] = {
-    [MON_KIND_MARKER] = "Marker",       [MON_KIND_KERNEL] = "Kernel",
-    [MON_KIND_API] = "API",             [MON_KIND_HCCL] = "Hccl",
-    [MON_KIND_MEMORY] = "Memory",       [MON_KIND_MEMSET] = "MemSet",
-    [MON_KIND_MEMCPY] = "MemCpy",       [MON_KIND_COMMUNICATION] = "Communication",
-    [MON_KIND_ACL_API] = "AclAPI",      [MON_KIND_NODE_API] = "NodeAPI",
-    [MON_KIND_RUNTIME_API] = "RuntimeAPI",
-};
+/* Kind names live in the contract (one table for CLI, daemon, plugin and extension). */
+_Static_assert(MON_KIND_LIMIT == KINDS_VALUE_LIMIT, "per-kind arrays cover every kind value");
 
 const char *mon_kind_name(int kind)
 {
-    if (kind < 0 || kind >= MON_KIND_LIMIT)
-        return NULL;
-    return kind_names[kind];
+    return kinds_name(kind);
 }
 
 int mon_kind_from_name(const char *name, size_t len)
 {
-    if (!name)
-        return -1;
-    for (int k = 0; k < MON_KIND_LIMIT; k++) {
-        const char *n = kind_names[k];
-        if (n && strlen(n) == len && memcmp(n, name, len) == 0)
-            return k;
-    }
-    return -1;
+    int k = kinds_from_name(name, len);
+
+    return k < 0 ? -1 : k;
 }
 
 const char *mon_comm_dtype_name(int32_t dt)

@@ -43,7 +43,8 @@ static void test_rejects(void **state)
     static const char *const bad[] = { "", "01", "1.", "[1,]", "{\"a\"}", "\"\\ud800\"", "tru", "\"a\x01\"",
                                        "\"\xc0\xaf\"", "{\"a\":1,}", "-", "+1", ".5", "[1-2]", "\"\\x\"",
                                        "\"\\u0000\"", "{\x01\"a\":1}", "[1] x", "\"abc", "[1e]",
-                                       "\"\xed\xa0\x80\"", "[[[[[[[[[[[]]]]]]]]]]]" };
+                                       "\"\xed\xa0\x80\"", "[[[[[[[[[[[]]]]]]]]]]]", "\xef\xbb\xbf{}",
+                                       "[1234567890123456789012345678901234567890123456789012345678901234]" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         cJSON *v = NULL;
         assert_int_equal(cjx_parse(bad[i], strlen(bad[i]), 10, &v), -EINVAL);
@@ -124,6 +125,37 @@ static void test_flat_object(void **state)
     }
 }
 
+static void test_flat_object_write(void **state)
+{
+    (void)state;
+    struct kvtext kv, back;
+    bool valid = false;
+    char buf[512];
+    struct jw w;
+    const char *t = "NPU_MONITOR_START=true\nA=\"q\"\nis_valid=x\nzeta=1\nMSPTI_ACTIVITY_KIND=Kernel";
+    assert_int_equal(kvtext_parse(t, strlen(t), &kv), 0);
+    jw_init(&w, buf, sizeof(buf));
+    cjx_flat_object_write(&w, &kv, true);
+    assert_int_equal(w.err, 0);
+    assert_string_equal(buf, "{\"A\":\"\\\"q\\\"\",\"MSPTI_ACTIVITY_KIND\":\"Kernel\",\"NPU_MONITOR_START\":\"true\","
+                             "\"is_valid\":true,\"zeta\":\"1\"}");
+    /* and back: the reader gives the same dict */
+    assert_int_equal(cjx_flat_object(buf, strlen(buf), &back, &valid), 0);
+    assert_true(valid);
+    assert_int_equal(back.n, 4);
+    assert_string_equal(kvtext_get(&back, "A"), "\"q\"");
+    assert_string_equal(kvtext_get(&back, "zeta"), "1");
+    kvtext_fini(&back);
+    jw_init(&w, buf, sizeof(buf));
+    cjx_flat_object_write(&w, &kv, false);
+    assert_null(strstr(buf, "is_valid"));
+    kvtext_fini(&kv);
+    kvtext_init(&kv);
+    jw_init(&w, buf, sizeof(buf));
+    cjx_flat_object_write(&w, &kv, true);
+    assert_string_equal(buf, "{\"is_valid\":true}");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -131,6 +163,7 @@ int main(void)
         cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_numbers_and_lookup),
         cmocka_unit_test(test_flat_object),
+        cmocka_unit_test(test_flat_object_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,7 +11,6 @@
 #include <cmocka.h>
 
 #include "common/log.h"
-#include "daemon/djson.h"
 #include "daemon/rpc_methods.h"
 
 struct fx {
@@ -261,36 +260,6 @@ static void test_pid_matching_unsorted(void **state)
            "\"eventProfilersBusy\":0,\"eventProfilersTriggered\":[],\"processesMatched\":[20,30,10]}");
 }
 
-static void test_djson_roundtrip(void **state)
-{
-    (void)state;
-    static const struct { const char *in, *out; } cases[] = {
-        { "{\"b\":1,\"a\":[true,false,null],\"a\":2}", "{\"a\":2,\"b\":1}" },
-        { "\"\\u0001\\u001f\\b\\f\\n\\r\\t\\\"\\\\\\/\"", "\"\\u0001\\u001f\\b\\f\\n\\r\\t\\\"\\\\/\"" },
-        { "\"\\u00e9\\ud83d\\ude00\x7f\"", "\"\xc3\xa9\xf0\x9f\x98\x80\x7f\"" },
-        { "[18446744073709551615,-9223372036854775808,1749889801120000000,1.5,25e-1]",
-          "[18446744073709551615,-9223372036854775808,1749889801120000000,1.5,2.5]" },
-        { "{\"\\u00ff\":1,\"z\":2,\"A\":3}", "{\"A\":3,\"z\":2,\"\xc3\xbf\":1}" },
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct dj *v = NULL;
-        char buf[256];
-        struct jw w;
-        assert_int_equal(dj_parse(cases[i].in, strlen(cases[i].in), 10, &v), 0);
-        jw_init(&w, buf, sizeof(buf));
-        dj_write(&w, v);
-        assert_int_equal(w.err, 0);
-        assert_string_equal(buf, cases[i].out);
-        dj_free(v);
-    }
-    static const char *const bad[] = { "", "01", "1.", "[1,]", "{\"a\"}", "\"\\ud800\"", "tru",
-                                       "\"a\x01\"", "\"\xc0\xaf\"", "{\"a\":1,}", "-" };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        struct dj *v = NULL;
-        assert_int_equal(dj_parse(bad[i], strlen(bad[i]), 10, &v), -EINVAL);
-    }
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -302,7 +271,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gate_through_handler, setup, teardown),
         cmocka_unit_test_setup_teardown(test_origin_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pid_matching_unsorted, setup, teardown),
-        cmocka_unit_test(test_djson_roundtrip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -261,6 +261,20 @@ static void test_filter_parse(void **state)
     filter_state_destroy(fs);
 }
 
+/* Issue 10: the CLI trims tabs, so the plugin must too (one grammar, contract/fgram.h). */
+static void test_filter_tab_trimmed(void **state)
+{
+    (void)state;
+    struct filter_state *fs;
+    assert_int_equal(filter_state_create(&fs), 0);
+    assert_int_equal(filter_state_set(fs, "Kernel:\tMatMul"), 0);
+    assert_int_equal(filter_state_kind_names(fs, MON_KIND_KERNEL), 1);
+    assert_int_equal(kept_mask(fs), 0xF);
+    assert_int_equal(filter_state_set(fs, "\tKernel\t:\tMatMul\t,\tConv2D\t"), 0);
+    assert_int_equal(kept_mask(fs), 0x3F);
+    filter_state_destroy(fs);
+}
+
 static void test_filter_whitelist_hccl_empty(void **state)
 {
     (void)state;
@@ -461,6 +475,7 @@ int main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_filter_faq_examples),
         cmocka_unit_test(test_filter_parse),
+        cmocka_unit_test(test_filter_tab_trimmed),
         cmocka_unit_test(test_filter_whitelist_hccl_empty),
         cmocka_unit_test(test_filter_marker_companions),
         cmocka_unit_test(test_filter_apply_batch),
