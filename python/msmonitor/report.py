@@ -859,7 +859,7 @@ def svg_bars(rows, width=920, bar_h=16, color="#4878d0"):
 
 
 def svg_shares(shares, width=920, bar_h=20):
-    ranks = sorted(shares)
+    ranks = list(shares)            # drawn in the caller's order
     ml, mr = 90, 16
     height = len(ranks) * (bar_h + 6) + 30
     out = [f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
@@ -1152,12 +1152,15 @@ def _section_shares(pg):
     pg.data["shares"] = shares
     pg.parts.append("<h2>Device time by kind per rank</h2>")
     if shares:
-        pg.parts.append(svg_shares(shares))
+        slow = set(pg.data.get("slow_ranks", []))
+        drawn = sorted(shares, key=lambda r: (int(r) not in slow, int(r)))[:MAX_SERIES]
+        if len(shares) > MAX_SERIES:
+            pg.capped.append(f"device time by kind: {MAX_SERIES} of {len(shares)} ranks drawn (slow ranks first)")
+        pg.parts.append(svg_shares({r: shares[r] for r in drawn}))
         pg.svg_count += 1
         pg.parts.append('<p class="muted">Window = first to last device record of the rank. Kind times are sums of '
                         'record durations over all streams; idle = window − their sum (0 when streams overlap by '
-                        'more '
-                        'than the idle time).</p>')
+                        'more than the idle time).</p>')
     else:
         pg.parts.append('<p class="note">No device records (Kernel, Communication, MemCpy, MemSet) to split.</p>')
 

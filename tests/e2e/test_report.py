@@ -337,3 +337,25 @@ def test_report_killed_rank_db(daemon):
     assert all(k["name"].startswith("#") for k in data["kernels"])
     assert data["steps"]["0"]["n"] == n_ranges and data["step_basis"] == "host"
     assert data["timeline"] is not None and data["timeline"]["events"]
+
+
+def test_report_many_ranks(tmp_path):
+    """80 ranks, rank 57 at 1.5x: the rule flags exactly it, at most 64 lines and share bars are
+    drawn (slow ranks first), and the page says so."""
+    for r in range(80):
+        with open(tmp_path / f"msmonitor_{100 + r}_20260101000000000_{r}.jsonl", "w") as f:
+            for i in range(8):
+                dur = (1500 if r == 57 else 1000) + (r * 7 + i * 13) % 40   # ±2 % jitter
+                t = i * 10000
+                f.write(json.dumps({"kind": "Marker", "sourceKind": "Host", "id": i, "name": f"step {i + 1}",
+                                    "domain": "default", "startNs": t, "endNs": t + dur, "processId": 1,
+                                    "threadId": 1}) + "\n")
+                f.write(json.dumps({"kind": "Kernel", "name": "MatMul", "type": "KERNEL_AICORE", "deviceId": r % 8,
+                                    "streamId": 0, "correlationId": i, "startNs": t + 5, "endNs": t + dur - 5}) + "\n")
+    page, data = _report(str(tmp_path))
+    assert data["slow_ranks"] == [57]
+    assert sum(1 for s in data["steps"].values() if s["drawn"]) == 64 and data["steps"]["57"]["drawn"]
+    assert any("64 lines drawn" in c for c in data["capped"])
+    assert any("64 of 80 ranks drawn" in c for c in data["capped"])
+    assert len(data["shares"]) == 80
+    assert page.count("<polyline") == 64
