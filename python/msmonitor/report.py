@@ -12,6 +12,7 @@ import os
 import re
 import sqlite3
 import time
+import urllib.parse
 
 MAX_POINTS = 2000        # per step-time series (bucket means beyond that)
 MAX_SERIES = 64          # step-time lines drawn (slow ranks first)
@@ -101,6 +102,9 @@ def _kernel_add(d, name, count, total, lo, hi):
 
 
 class Report:
+    """The files found under `root`, read into per-rank aggregates, plus the notes on what was
+    missing or damaged. scan() reads; the other methods derive the verdicts the page draws."""
+
     def __init__(self, root, want_rank=None, want_step=None):
         self.root = root
         self.want_rank = want_rank
@@ -168,7 +172,9 @@ class Report:
 
     # ---------------------------------------------------------------- DB
     def _open_db(self, path):
-        for uri in (f"file:{path}?mode=ro", f"file:{path}?immutable=1"):
+        """Read-only; `immutable=1` as a fallback for a directory we cannot write the -shm into."""
+        url = "file:" + urllib.parse.quote(os.path.abspath(path))
+        for uri in (url + "?mode=ro", url + "?immutable=1"):
             try:
                 db = sqlite3.connect(uri, uri=True)
                 db.execute("PRAGMA query_only=1")
@@ -235,7 +241,7 @@ class Report:
                 if any(w in str(k).lower() for w in ("stat", "count", "kept", "drop", "filter", "cpu")):
                     rk.counters.setdefault(f"DB META_DATA ({rel})", {})[str(k)] = str(v)
 
-        # The three full-table aggregates run on their own connections in worker threads (the
+        # The full-table aggregates (kernels, APIs) run on their own connections in worker threads (the
         # sqlite3 module releases the GIL while SQLite works) while this thread does the rest.
         bg = {}
         if "TASK" in tables and "COMPUTE_TASK_INFO" in tables:
