@@ -901,7 +901,7 @@ TL_COLORS = {"compute": "#4878d0", "communication": "#ee854a", "memcpy": "#6acc6
 
 def svg_timeline(tl, width=1100, lane_h=18):
     lanes = tl["lanes"]
-    ml, mr, mt = 230, 12, 22
+    ml, mr, mt = 230, 34, 22
     height = mt + len(lanes) * (lane_h + 4) + 8
     lo, hi = tl["window"]
     span = max(hi - lo, 1)
@@ -932,7 +932,7 @@ color:#222;padding:0 16px}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
 table{border-collapse:collapse;margin:6px 0 10px;font-size:13px}
 td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f4f4f4} td.n{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f4f4f4} td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .note{background:#fff8e1;border-left:4px solid #f0b400;padding:6px 10px;margin:6px 0}
 .muted{color:#777} .slow{color:#d62728;font-weight:600}
 svg.chart{display:block;background:#fff;border:1px solid #eee;margin:6px 0}
@@ -1202,19 +1202,46 @@ def _section_counters(pg):
     pg.data["counters"] = counters
     pg.parts.append("<h2>Session counters</h2>")
     if counters:
-        rows = []
-        for r, srcs in counters.items():
-            for src, kv in srcs.items():
-                rows.append((f"rank {r}", src, " ".join(f"{k}={v}" for k, v in kv.items())))
-        pg.parts.append(_table(["rank", "source", "counters"], rows))
-        pg.parts.append('<p class="muted">kept/filtered/dropped_* are records; cpu_ns is the consumer thread\'s '
-                        'CPU time.</p>')
+        # The stop line's counters as columns (one row per session), anything else as text.
+        stats = [(r, src, kv) for r, srcs in counters.items() for src, kv in srcs.items()
+                 if "kept" in kv or "consumed" in kv]
+        cols = [k for k in STATS_COLUMNS if any(k in kv for _, _, kv in stats)]
+        cols += sorted({k for _, _, kv in stats for k in kv} - set(cols))
+        if stats:
+            pg.parts.append(_table(["rank", "source"] + [c.replace("_", " ") for c in cols],
+                                   [(_rank_label(r), src, *(_fmt_counter(c, kv.get(c)) for c in cols))
+                                    for r, src, kv in stats], numeric=tuple(range(2, 2 + len(cols)))))
+        other = [(_rank_label(r), src, " ".join(f"{k}={v}" for k, v in kv.items()))
+                 for r, srcs in counters.items() for src, kv in srcs.items()
+                 if "kept" not in kv and "consumed" not in kv]
+        if other:
+            pg.parts.append(_table(["rank", "source", "counters"], other))
+        pg.parts.append('<p class="muted">Records: consumed = read from msPTI; kept / filtered = passed / rejected '
+                        'by the filter; before start = ended before the session started; dropped * = lost (queue '
+                        'full, buffers declined, write failures); cpu ns = the consumer threads\' CPU time.</p>')
     else:
         pg.parts.append('<p class="note">Session counters (records kept, filtered, dropped, consumer CPU) were not '
                         'recorded: no <code>MsptiMonitor session stats</code> line in a plugin log under this '
-                        'directory '
-                        'and no counters in the DB/JSONL files. Point MSMONITOR_LOG_PATH below the run directory to '
-                        'include them.</p>')
+                        'directory and no counters in the DB/JSONL files. Point MSMONITOR_LOG_PATH below the run '
+                        'directory to include them.</p>')
+
+
+def _rank_label(r):
+    return "rank unknown" if str(r) == "-1" else f"rank {r}"
+
+
+STATS_COLUMNS = ("consumed", "kept", "filtered", "before_start", "dropped_queue", "dropped_declined",
+                 "dropped_write", "written", "bytes", "cpu_ns")
+
+
+def _fmt_counter(key, v):
+    if v is None:
+        return "—"
+    if key == "cpu_ns" and str(v).isdigit():
+        return _fmt_ns(int(v))
+    if key == "bytes" and str(v).isdigit():
+        return _fmt_bytes(int(v))
+    return v
 
 
 def _section_files(pg):
