@@ -1181,7 +1181,8 @@ def _section_timeline(pg):
             step = tl["step"]
         pg.data["timeline"] = {"rank": rank, "step": step, "source": tl["source"], "window": tl["window"],
                                "lanes": tl["lanes"], "events": tl["events"], "capped": tl["capped"]}
-        pg.parts.append(f'<p>Rank {esc(rank)}, step {esc(step)} ({esc(_fmt_ns(tl["window"][1] - tl["window"][0]))}), '
+        span = _fmt_ns(tl["window"][1] - tl["window"][0])
+        pg.parts.append(f'<p>Rank {esc("unknown" if rank is None else rank)}, step {esc(step)} ({esc(span)}), '
                         f'from {esc(tl["source"])}; {len(tl["events"])} events. Use <code>--rank R --step N</code> '
                         f'to choose another (default: the median-length step of rank 0, or of the first rank).</p>')
         pg.parts.append(svg_timeline(tl))

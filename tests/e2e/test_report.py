@@ -359,3 +359,15 @@ def test_report_many_ranks(tmp_path):
     assert any("64 of 80 ranks drawn" in c for c in data["capped"])
     assert len(data["shares"]) == 80
     assert page.count("<polyline") == 64
+
+
+def test_report_trace_only(tmp_path):
+    """Only trace files (as nputrace will write): the timeline comes from the trace, a broken or
+    unrelated JSON file is a note or ignored."""
+    _write_trace(str(tmp_path / "trace_rank0.json"), 0)
+    (tmp_path / "config.json").write_text('{"a": 1}')
+    (tmp_path / "broken.json").write_text('{"traceEvents": [')
+    page, data = _report(str(tmp_path))
+    assert data["timeline"]["source"] == "trace trace_rank0.json" and data["timeline"]["step"] == 3
+    assert any("broken.json: not readable" in n for n in data["notes"])
+    assert data["steps"] == {} and "No <code>step N</code> marker ranges" in page
