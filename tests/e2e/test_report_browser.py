@@ -22,9 +22,12 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 def _chromium(*args):
     profile = tempfile.mkdtemp(prefix="mmchrome")
+    # The sanitizer tree preloads the ASan runtime into every process; chromium is not ours and
+    # does not start under it.
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
     try:
         r = subprocess.run([CHROMIUM] + FLAGS + [f"--user-data-dir={profile}"] + list(args),
-                           capture_output=True, text=True, timeout=120)
+                           capture_output=True, text=True, timeout=120, env=env)
     finally:
         shutil.rmtree(profile, ignore_errors=True)
     return r
