@@ -43,8 +43,8 @@ def _run(daemon, export, tmp):
             wd = os.path.join(tmp, f"w{r}")
             os.makedirs(wd)
             scale = "4" if r == SLOW_RANK else "1"
-            ws.append(Workload(daemon, wd, extra_env={"RANK": str(r), "LOCAL_RANK": str(r), "MSSIM_CHECK_PRELOAD": "0"},
-                               args=["--rate", "20", "--scale", scale, "--layers", "2"]))
+            env = {"RANK": str(r), "LOCAL_RANK": str(r), "MSSIM_CHECK_PRELOAD": "0"}   # MemCpy without preload
+            ws.append(Workload(daemon, wd, extra_env=env, args=["--rate", "20", "--scale", scale, "--layers", "2"]))
         for w in ws:
             wait_registered(daemon, w.p.pid)
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--report-interval-s", "1",
