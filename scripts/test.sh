@@ -26,7 +26,7 @@ cmake --build build-asan -j"$JOBS"
 stage "build (TSan)"
 # ThreadSanitizer: the suites with completion callbacks and sessions on many threads.
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DMSMON_TSAN=ON >/dev/null
-cmake --build build-tsan -j"$JOBS" --target test_sim
+cmake --build build-tsan -j"$JOBS" --target test_sim test_pc_monitor test_pc_backend_mspti
 status=0
 stage "tests (release build)"
 (cd build && ctest --output-on-failure -j"$JOBS") || status=1
@@ -35,7 +35,7 @@ stage "tests (ASan+UBSan build)"
    ctest --output-on-failure -j"$JOBS") || status=1
 stage "tests (ThreadSanitizer build)"
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-   ctest --output-on-failure -R '^test_sim$') || status=1
+   ctest --output-on-failure -R '^(test_sim|test_pc_monitor|test_pc_backend_mspti)$') || status=1
 stage ""
 printf '== all stages took %ds ==\n' $((SECONDS - T0))
 exit $status

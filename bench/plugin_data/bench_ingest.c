@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "msmon/mspti.h"
+#include "plugin/backend/mspti_record.h"
 #include "plugin/pipeline/filter.h"
 #include "plugin/outputs/proc.h"
 

@@ -1,6 +1,6 @@
 /* bench_sim: records/s of the plugin's metric-mode ingestion path with the msPTI SIMULATOR as
  * the producer: mssim_bench_fill appends into the plugin's buffers, the simulator completes
- * them on its own threads, and the real libmsmonitor completion path (mon_complete_cb:
+ * them on its own threads, and the real libmsmonitor completion path (the msPTI backend's completion:
  * GetNextRecord -> convert -> filter -> metric aggregate) consumes them. The backend table is
  * the simulator's functions, with RegisterCallbacks wrapped so each completion is timed in
  * thread CPU time: the figure is records per second of ONE consuming core. Completions wait
@@ -21,7 +21,7 @@
 #include "common/log.h"
 #include "msmon/mspti.h"
 #include "msmon/mssim.h"
-#include "plugin/backend/backend.h"
+#include "plugin/backend/backend_mspti.h"
 #include "plugin/pipeline/filter.h"
 #include "plugin/control/mconfig.h"
 #include "plugin/control/monitor.h"
@@ -192,13 +192,16 @@ int main(int argc, char **argv)
     setenv("MSMONITOR_LOG_PATH", logdir, 1);
     setenv("MSMONITOR_SOCKET_DIR", logdir, 1);
 
-    static struct backend be = {
+    static const struct mspti_lib lib = {
         .subscribe = msptiSubscribe, .unsubscribe = msptiUnsubscribe, .register_callbacks = wrap_register,
         .enable = msptiActivityEnable, .disable = msptiActivityDisable,
         .get_next_record = msptiActivityGetNextRecord, .flush_all = msptiActivityFlushAll,
         .flush_period = msptiActivityFlushPeriod, .get_result_string = msptiGetResultString,
     };
-    monitor_test_set_backend(&be);
+    struct backend *be;
+    if (backend_mspti_create_from(&lib, &be) != 0)
+        return 1;
+    monitor_test_set_backend(be);
     /* monitor.c references the processors and the filter weakly: pull them in explicitly. */
     monitor_test_set_proc(PROC_METRIC, &proc_metric_ops);
     static int (*volatile keep_filter)(struct filter_state **) = filter_state_create;

@@ -120,15 +120,14 @@ MSMON_API int msmon_dynamic_step(void)
 
 static bool api_standalone_kind(int32_t k)
 {
-    return k == MSPTI_ACTIVITY_KIND_API || k == MSPTI_ACTIVITY_KIND_KERNEL || k == MSPTI_ACTIVITY_KIND_MARKER ||
-           k == MSPTI_ACTIVITY_KIND_COMMUNICATION || k == MSPTI_ACTIVITY_KIND_ACL_API ||
-           k == MSPTI_ACTIVITY_KIND_NODE_API || k == MSPTI_ACTIVITY_KIND_RUNTIME_API;
+    return k == MON_KIND_API || k == MON_KIND_KERNEL || k == MON_KIND_MARKER || k == MON_KIND_COMMUNICATION ||
+           k == MON_KIND_ACL_API || k == MON_KIND_NODE_API || k == MON_KIND_RUNTIME_API;
 }
 
 MSMON_API int msmon_monitor_start(const int32_t *kinds, size_t n)
 {
     struct monitor_start_args a = { .mode = PROC_STANDALONE, .standalone = true };
-    int32_t kept[MSPTI_ACTIVITY_KIND_COUNT];
+    int32_t kept[MON_KIND_LIMIT];
     uint32_t mask = 0;
     size_t nk = 0;
     int rc;

@@ -1,43 +1,63 @@
-/* backend: the vendor activity API as a table of function pointers (04-plugin.md §9), filled
- * by dlsym from the msPTI library found at run time. The monitor core only calls through
- * this table, so unit tests substitute a fake one. Optional entries may be NULL. */
+/* backend: the vendor activity interface (04-plugin.md §9, 07-kineto-and-cupti.md §3). A
+ * backend owns its library loading, its buffer protocol and the conversion of its raw records
+ * into struct mon_record; the core sees only this table and batches of normalised records.
+ * One file per implementation: backend_mspti.c, backend_fake.c (tests), later backend_cupti.c.
+ * This header includes no vendor header: nothing above backend/ ever sees one. */
 #ifndef MSMON_PLUGIN_BACKEND_H
 #define MSMON_PLUGIN_BACKEND_H
 
-#include <limits.h>
-#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-#include "msmon/mspti.h"
+#include "plugin/pipeline/record.h"
 
-struct backend {
-    char path[PATH_MAX];   /* library that provided the table ("" for fakes) */
-    void *dl;              /* dlopen handle, never closed (records point into it) */
-    /* mandatory */
-    __typeof__(msptiSubscribe) *subscribe;
-    __typeof__(msptiUnsubscribe) *unsubscribe;
-    __typeof__(msptiActivityRegisterCallbacks) *register_callbacks;
-    __typeof__(msptiActivityEnable) *enable;
-    __typeof__(msptiActivityDisable) *disable;
-    __typeof__(msptiActivityGetNextRecord) *get_next_record;
-    __typeof__(msptiActivityFlushAll) *flush_all;
-    /* optional */
-    __typeof__(msptiActivityFlushPeriod) *flush_period;
-    __typeof__(msptiActivityPushExternalCorrelationId) *push_external_id;
-    __typeof__(msptiActivityPopExternalCorrelationId) *pop_external_id;
-    __typeof__(msptiActivityEnableMarkerDomain) *enable_marker_domain;
-    __typeof__(msptiActivityDisableMarkerDomain) *disable_marker_domain;
-    __typeof__(msptiActivityIsEnabled) *is_enabled;
-    __typeof__(msptiEnableCallback) *enable_callback;
-    __typeof__(msptiEnableDomain) *enable_domain;
-    __typeof__(msptiGetResultString) *get_result_string;
+/* One batch of normalised records, called on the backend's completion threads (several may
+ * run at once) between start() and the return of stop(). The records are the backend's
+ * scratch: mutable (the core filters them in place) and borrowed until the call returns;
+ * their strings are the vendor library's and live for the process. */
+typedef void (*backend_sink_fn)(void *ctx, struct mon_record *recs, size_t n);
+
+/* What a backend lost during the current session (reset by start()). */
+struct backend_drops {
+    uint64_t buffers_declined;  /* buffer requests refused (pool cap or out of memory): the
+                                 * vendor drops the records it could not store */
+    uint64_t unknown_kind;      /* records of a kind the backend cannot convert (skipped) */
+    uint64_t read_errors;       /* record-iterator errors: the rest of that buffer is lost */
+    uint64_t vendor_dropped;    /* records the vendor library itself reports dropped */
 };
 
-/* Search the candidates of §9 in order and fill *ret from the first library that has every
- * mandatory symbol. -ENOENT (ERROR `msPTI library not found` naming what was searched) if
- * none. Thread-safe only with respect to other callers holding the caller's lock. */
-int backend_mspti_load(struct backend *ret);
-/* "MSPTI_ERROR_..." through msptiGetResultString when present, else our own table. */
-const char *backend_result_name(const struct backend *be, int result);
+struct backend;
+
+/* Threading: start, set_kinds, flush, stop and destroy are called by one thread at a time
+ * (the monitor's session actor); drops() may be called from any thread. */
+struct backend_ops {
+    const char *name; /* "mspti", "fake", ... */
+    /* Open a collection session (msPTI: subscribe, register the buffer callbacks); no kind is
+     * enabled yet. -EBUSY if another tool owns the vendor API, -EIO otherwise (logged). */
+    int (*start)(struct backend *be, backend_sink_fn sink, void *ctx);
+    /* Make the enabled set `want` (bit 1u << enum mon_kind): enable what is missing, disable
+     * what is not wanted, ascending kinds; failures are logged per kind. *ret_enabled gets
+     * the kinds actually on. 0, or -ENOENT without a session. */
+    int (*set_kinds)(struct backend *be, uint32_t want, uint32_t *ret_enabled);
+    /* Report-tick flush: on return every record produced so far has been through the sink. */
+    int (*flush)(struct backend *be);
+    /* Close the session (04 §5.2 steps 1–3): disable every kind, flush synchronously, detach.
+     * After it returns the sink is never called again (late completions are discarded). */
+    void (*stop)(struct backend *be);
+    /* Session drop counters; safe from any thread. */
+    void (*drops)(const struct backend *be, struct backend_drops *ret);
+    /* Free the object. Vendor libraries stay mapped (record strings point into them). */
+    void (*destroy)(struct backend *be);
+};
+
+/* Base of every implementation (first member), so the core holds one pointer type. */
+struct backend {
+    const struct backend_ops *ops;
+};
+
+/* The backend chosen by MSMONITOR_BACKEND: "mspti" (default, also when unset or empty) or
+ * "cupti" (not in this release: -ENOTSUP, logged). -ENOENT when the vendor library is not
+ * found (logged with what was searched). Caller owns; free with be->ops->destroy(). */
+int backend_create(struct backend **ret);
 
 #endif

@@ -1,173 +1,280 @@
-/* backend_mspti: finds libmspti.so (explicit path, LD_PRELOAD, already mapped, CANN paths)
- * and resolves its symbols. The explicit MSMONITOR_MSPTI_LIB is authoritative so tests can
- * pin the simulator and never pick up a real CANN install by accident. */
-#include "plugin/backend/backend.h"
+/* backend_mspti: msPTI's buffer protocol behind the backend interface. Requests come from the
+ * threads that record activities, completions from msPTI's completion threads (several at
+ * once); each completion walks its buffer to the end on its own thread (msPTI keeps a
+ * per-thread cursor, 06-mspti-abi.md §7), converts records into batches and hands them to
+ * the sink. The sink is attached under a rwlock taken shared once per buffer, so stop() can
+ * detach it while late completions are still possible. */
+#include "plugin/backend/backend_mspti.h"
 
-#include <dlfcn.h>
 #include <errno.h>
-#include <stdio.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
-#include "common/strutil.h"
-#include "plugin/penv.h"
+#include "plugin/backend/bufpool.h"
+#include "plugin/backend/mspti_record.h"
 
-#define BACKEND_LIB "libmspti.so"
+#define BM_BATCH 256 /* records per sink call: the filter reads its snapshot once per batch */
 
-struct backend_sym {
-    const char *name;
-    size_t off;
-    bool mandatory;
+struct backend_mspti {
+    struct backend base;
+    struct mspti_lib lib;
+    msptiSubscriberHandle sub;
+    uint32_t enabled;             /* kinds on (bit 1u << kind) */
+    bool started;
 };
 
-#define BSYM(field, sym, mand) { #sym, offsetof(struct backend, field), mand }
-static const struct backend_sym backend_syms[] = {
-    BSYM(subscribe, msptiSubscribe, true),
-    BSYM(unsubscribe, msptiUnsubscribe, true),
-    BSYM(register_callbacks, msptiActivityRegisterCallbacks, true),
-    BSYM(enable, msptiActivityEnable, true),
-    BSYM(disable, msptiActivityDisable, true),
-    BSYM(get_next_record, msptiActivityGetNextRecord, true),
-    BSYM(flush_all, msptiActivityFlushAll, true),
-    BSYM(flush_period, msptiActivityFlushPeriod, false),
-    BSYM(push_external_id, msptiActivityPushExternalCorrelationId, false),
-    BSYM(pop_external_id, msptiActivityPopExternalCorrelationId, false),
-    BSYM(enable_marker_domain, msptiActivityEnableMarkerDomain, false),
-    BSYM(disable_marker_domain, msptiActivityDisableMarkerDomain, false),
-    BSYM(is_enabled, msptiActivityIsEnabled, false),
-    BSYM(enable_callback, msptiEnableCallback, false),
-    BSYM(enable_domain, msptiEnableDomain, false),
-    BSYM(get_result_string, msptiGetResultString, false),
-};
+/* Process-wide, because msPTI's callbacks are: they carry no user data. */
+static struct {
+    pthread_rwlock_t lock;        /* completions (shared) vs. attach/detach (exclusive) */
+    struct backend_mspti *active; /* started instance, NULL when detached */
+    backend_sink_fn sink;
+    void *ctx;
+    struct bufpool *pool;         /* created once, never freed: late completions return to it */
+    atomic_uint_fast64_t declined, unknown, read_errors;
+    struct log_ratelimit next_rl;
+} bm = { .lock = PTHREAD_RWLOCK_INITIALIZER };
+static pthread_once_t bm_pool_once = PTHREAD_ONCE_INIT;
 
-/* Resolve every symbol of `dl` into *be; -ENOENT if a mandatory one is missing. */
-static int backend_resolve(void *dl, const char *path, struct backend *be)
+static void bm_pool_create(void)
 {
-    memset(be, 0, sizeof(*be));
-    for (size_t i = 0; i < sizeof(backend_syms) / sizeof(backend_syms[0]); i++) {
-        void *sym = dlsym(dl, backend_syms[i].name);
-        if (!sym && backend_syms[i].mandatory) {
-            LOG_ERROR("libmspti.so at %s lacks mandatory symbol %s", path, backend_syms[i].name);
-            return -ENOENT;
+    if (bufpool_create(bufpool_default_size(), &bm.pool) != 0)
+        bm.pool = NULL;
+}
+
+/* ---- completion path (msPTI threads) ---- */
+
+static void bm_request(uint8_t **buf, size_t *size, size_t *max_records)
+{
+    *max_records = 0;
+    *buf = bufpool_get(bm.pool, size); /* logs the decline, rate-limited (§7.1) */
+    if (!*buf)
+        atomic_fetch_add_explicit(&bm.declined, 1, memory_order_relaxed);
+}
+
+/* Walk one buffer (§7.2), batch by batch. bm.lock held shared. */
+static void bm_consume(const struct mspti_lib *lib, uint8_t *buf, size_t valid)
+{
+    struct mon_record batch[BM_BATCH];
+    __typeof__(msptiActivityGetNextRecord) *next = lib->get_next_record;
+    msptiActivity *rec = NULL;
+    uint64_t unknown = 0;
+    msptiResult r;
+    size_t n = 0;
+
+    while ((r = next(buf, valid, &rec)) == MSPTI_SUCCESS) {
+        if (mon_record_from_mspti(rec, &batch[n]) != 0) {
+            unknown++; /* a kind we do not know: its stride is msPTI's business, skip it */
+            continue;
         }
-        /* POSIX guarantees data and function pointers share a representation for dlsym. */
-        memcpy((char *)be + backend_syms[i].off, &sym, sizeof(sym));
+        if (++n == BM_BATCH) {
+            bm.sink(bm.ctx, batch, n);
+            n = 0;
+        }
     }
-    be->dl = dl;
-    str_copy(be->path, sizeof(be->path), path, strlen(path));
+    if (r != MSPTI_ERROR_MAX_LIMIT_REACHED) {
+        atomic_fetch_add_explicit(&bm.read_errors, 1, memory_order_relaxed);
+        LOG_RL(&bm.next_rl, 10000, LOG_LVL_ERROR, "MsptiMonitor GetNextRecord failed: %s (%d)",
+               mspti_lib_result_name(r), (int)r);
+        rec = NULL;
+        (void)next(buf, 0, &rec); /* resets msPTI's thread-local cursor */
+    }
+    if (n)
+        bm.sink(bm.ctx, batch, n);
+    if (unknown)
+        atomic_fetch_add_explicit(&bm.unknown, unknown, memory_order_relaxed);
+}
+
+static void bm_complete(uint8_t *buf, size_t size, size_t valid)
+{
+    (void)size;
+    if (!buf)
+        return; /* a declined request being completed */
+    pthread_rwlock_rdlock(&bm.lock);
+    if (bm.sink && valid > 0)
+        bm_consume(&bm.active->lib, buf, valid);
+    pthread_rwlock_unlock(&bm.lock);
+    bufpool_put(bm.pool, buf); /* always, also for empty buffers (D4) */
+}
+
+/* ---- the interface ---- */
+
+static struct backend_mspti *bm_of(struct backend *be)
+{
+    return (struct backend_mspti *)be; /* base is the first member */
+}
+
+static void bm_detach(void)
+{
+    pthread_rwlock_wrlock(&bm.lock);
+    bm.active = NULL;
+    bm.sink = NULL;
+    bm.ctx = NULL;
+    pthread_rwlock_unlock(&bm.lock);
+}
+
+static int bm_start(struct backend *be, backend_sink_fn sink, void *ctx)
+{
+    struct backend_mspti *m = bm_of(be);
+    msptiResult r;
+    int rc = 0;
+
+    pthread_once(&bm_pool_once, bm_pool_create);
+    if (!bm.pool) {
+        LOG_ERROR("MsptiMonitor start failed: cannot create the buffer pool");
+        rc = -ENOMEM;
+        goto out;
+    }
+    if (m->started || bm.active) {
+        rc = -EBUSY; /* one msPTI subscriber per process */
+        goto out;
+    }
+    r = m->lib.subscribe(&m->sub, NULL, NULL);
+    if (r != MSPTI_SUCCESS) {
+        LOG_ERROR("MsptiMonitor start failed: msptiSubscribe returned %s", mspti_lib_result_name(r));
+        rc = -EBUSY;
+        goto out;
+    }
+    pthread_rwlock_wrlock(&bm.lock);
+    bm.active = m;
+    bm.sink = sink;
+    bm.ctx = ctx;
+    atomic_store(&bm.declined, 0);
+    atomic_store(&bm.unknown, 0);
+    atomic_store(&bm.read_errors, 0);
+    pthread_rwlock_unlock(&bm.lock);
+    r = m->lib.register_callbacks(bm_request, bm_complete);
+    if (r != MSPTI_SUCCESS) {
+        LOG_ERROR("MsptiMonitor start failed: msptiActivityRegisterCallbacks returned %s",
+                  mspti_lib_result_name(r));
+        rc = -EIO;
+        goto err_detach;
+    }
+    m->enabled = 0;
+    m->started = true;
+    goto out;
+
+err_detach:
+    bm_detach();
+    (void)m->lib.unsubscribe(m->sub);
+    m->sub = NULL;
+out:
+    return rc;
+}
+
+static int bm_set_kinds(struct backend *be, uint32_t want, uint32_t *ret_enabled)
+{
+    struct backend_mspti *m = bm_of(be);
+    uint32_t enabled = m->enabled;
+
+    if (!m->started)
+        return -ENOENT;
+    for (int k = 1; k < MON_KIND_LIMIT; k++) {
+        uint32_t bit = 1u << k;
+        msptiResult r;
+        if (k == MSPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)
+            continue;
+        if ((want & bit) && !(enabled & bit)) {
+            r = m->lib.enable((msptiActivityKind)k);
+            if (r == MSPTI_SUCCESS)
+                enabled |= bit;
+            else
+                LOG_ERROR("MsptiMonitor enableActivity failed, kind: %s (%s)%s", mon_kind_name(k),
+                          mspti_lib_result_name(r),
+                          r == MSPTI_ERROR_WITHOUT_LD_PRELOAD
+                              ? "; this kind needs libmspti.so in LD_PRELOAD (CANN < 9.0.0, see FAQ)"
+                              : "");
+        } else if (!(want & bit) && (enabled & bit)) {
+            r = m->lib.disable((msptiActivityKind)k);
+            if (r != MSPTI_SUCCESS)
+                LOG_WARN("MsptiMonitor disableActivity failed, kind: %s (%s)", mon_kind_name(k),
+                         mspti_lib_result_name(r));
+            enabled &= ~bit; /* no longer wanted either way */
+        }
+    }
+    m->enabled = enabled;
+    *ret_enabled = enabled;
     return 0;
 }
 
-/* One candidate: 0 and *ret filled, or -errno (rejected, logged at DEBUG/ERROR). */
-static int backend_try(const char *path, int flags, struct backend *ret)
+static int bm_flush(struct backend *be)
 {
-    void *dl = dlopen(path, flags);
+    struct backend_mspti *m = bm_of(be);
+    msptiResult r;
 
-    if (!dl) {
-        const char *err = dlerror();
-        LOG_DEBUG("backend: dlopen %s: %s", path, err ? err : "?");
+    if (!m->started)
         return -ENOENT;
-    }
-    if (backend_resolve(dl, path, ret) != 0) {
-        dlclose(dl);
-        return -ENOENT;
-    }
-    if (flags & RTLD_NOLOAD) {
-        /* Name the file that was already mapped rather than the bare soname. */
-        Dl_info info;
-        if (dladdr((void *)ret->subscribe, &info) && info.dli_fname)
-            str_copy(ret->path, sizeof(ret->path), info.dli_fname, strlen(info.dli_fname));
-    }
-    LOG_INFO("Loaded msPTI library from %s", ret->path);
+    r = m->lib.flush_all(1);
+    return r == MSPTI_SUCCESS ? 0 : -EIO;
+}
+
+static void bm_stop(struct backend *be)
+{
+    struct backend_mspti *m = bm_of(be);
+
+    if (!m->started)
+        return;
+    /* §5.2: no new records, then everything produced so far reaches the sink, then detach. */
+    for (int k = 1; k < MON_KIND_LIMIT; k++)
+        if (m->enabled & (1u << k))
+            (void)m->lib.disable((msptiActivityKind)k);
+    (void)m->lib.flush_all(1);
+    (void)m->lib.unsubscribe(m->sub);
+    bm_detach();
+    m->sub = NULL;
+    m->enabled = 0;
+    m->started = false;
+}
+
+static void bm_drops(const struct backend *be, struct backend_drops *ret)
+{
+    (void)be; /* one instance at a time: the counters are the callbacks' */
+    memset(ret, 0, sizeof(*ret));
+    ret->buffers_declined = atomic_load_explicit(&bm.declined, memory_order_relaxed);
+    ret->unknown_kind = atomic_load_explicit(&bm.unknown, memory_order_relaxed);
+    ret->read_errors = atomic_load_explicit(&bm.read_errors, memory_order_relaxed);
+}
+
+static void bm_destroy(struct backend *be)
+{
+    if (!be)
+        return;
+    bm_stop(be);
+    free(bm_of(be));
+}
+
+static const struct backend_ops backend_mspti_ops = {
+    .name = "mspti", .start = bm_start, .set_kinds = bm_set_kinds, .flush = bm_flush,
+    .stop = bm_stop, .drops = bm_drops, .destroy = bm_destroy,
+};
+
+int backend_mspti_create_from(const struct mspti_lib *lib, struct backend **ret)
+{
+    struct backend_mspti *m = calloc(1, sizeof(*m));
+
+    if (!m)
+        return -ENOMEM;
+    m->base.ops = &backend_mspti_ops;
+    m->lib = *lib;
+    if (m->lib.disable_marker_domain)
+        (void)m->lib.disable_marker_domain("communication"); /* hide HCCL's internal markers (§2) */
+    *ret = &m->base;
     return 0;
 }
 
-/* Append "what" to the list of searched places shown when nothing was found. */
-static void backend_note(char *list, size_t cap, const char *what)
+int backend_mspti_create(struct backend **ret)
 {
-    size_t n = strlen(list);
-    snprintf(list + n, cap - n, "%s%s", n ? ", " : "", what);
-}
+    struct mspti_lib *lib = malloc(sizeof(*lib)); /* ~4 KiB of path: not on the caller's stack */
+    int rc;
 
-static int backend_try_preload(struct backend *ret, char *searched, size_t cap)
-{
-    const char *pre = penv_get(PENV_LD_PRELOAD);
-    const char *p = pre;
-
-    while (p && *p) {
-        char path[PATH_MAX];
-        size_t n = strcspn(p, ": ");
-        if (n > 0 && n < sizeof(path)) {
-            const char *base;
-            memcpy(path, p, n);
-            path[n] = '\0';
-            base = strrchr(path, '/');
-            base = base ? base + 1 : path;
-            if (strcmp(base, BACKEND_LIB) == 0) {
-                backend_note(searched, cap, path);
-                if (backend_try(path, RTLD_NOW | RTLD_GLOBAL, ret) == 0)
-                    return 0;
-            }
-        }
-        p += n;
-        p += strspn(p, ": ");
-    }
-    return -ENOENT;
-}
-
-int backend_mspti_load(struct backend *ret)
-{
-    static const char *const fixed[] = {
-        "/usr/local/Ascend/cann/lib64/" BACKEND_LIB,
-        "/usr/local/Ascend/ascend-toolkit/latest/lib64/" BACKEND_LIB,
-    };
-    const char *explicit = penv_get(PENV_MSPTI_LIB);
-    const char *home = penv_get(PENV_ASCEND_HOME);
-    char searched[4 * PATH_MAX + 256] = "";
-    char path[PATH_MAX];
-
-    if (explicit && explicit[0]) {
-        if (backend_try(explicit, RTLD_NOW | RTLD_GLOBAL, ret) == 0)
-            return 0;
-        LOG_ERROR("msPTI library not found (searched: MSMONITOR_MSPTI_LIB=%s)", explicit);
-        return -ENOENT;
-    }
-    if (backend_try_preload(ret, searched, sizeof(searched)) == 0)
-        return 0;
-    backend_note(searched, sizeof(searched), "already loaded " BACKEND_LIB);
-    if (backend_try(BACKEND_LIB, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL, ret) == 0)
-        return 0;
-    if (home && home[0]) {
-        int n = snprintf(path, sizeof(path), "%s/lib64/" BACKEND_LIB, home);
-        if (n > 0 && (size_t)n < sizeof(path)) {
-            backend_note(searched, sizeof(searched), path);
-            if (backend_try(path, RTLD_NOW | RTLD_GLOBAL, ret) == 0)
-                return 0;
-        }
-    }
-    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
-        backend_note(searched, sizeof(searched), fixed[i]);
-        if (backend_try(fixed[i], RTLD_NOW | RTLD_GLOBAL, ret) == 0)
-            return 0;
-    }
-    LOG_ERROR("msPTI library not found (searched: %s)", searched);
-    return -ENOENT;
-}
-
-const char *backend_result_name(const struct backend *be, int result)
-{
-    static const char *const names[] = {
-        "MSPTI_SUCCESS", "MSPTI_ERROR_INVALID_PARAMETER", "MSPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED",
-        "MSPTI_ERROR_MAX_LIMIT_REACHED", "MSPTI_ERROR_DEVICE_OFFLINE", "MSPTI_ERROR_QUEUE_EMPTY",
-        "MSPTI_ERROR_WITHOUT_LD_PRELOAD", "MSPTI_ERROR_NOT_INITIALIZED", "MSPTI_ERROR_INVALID_KIND",
-        "MSPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT",
-    };
-    /* Logs name the result symbolically (stable for greps across CANN versions); the optional
-     * msptiGetResultString text is a sentence that differs between releases. */
-    (void)be;
-    if (result >= 0 && (size_t)result < sizeof(names) / sizeof(names[0]))
-        return names[result];
-    if (result == MSPTI_ERROR_INNER)
-        return "MSPTI_ERROR_INNER";
-    return "MSPTI_ERROR_UNKNOWN";
+    if (!lib)
+        return -ENOMEM;
+    rc = mspti_lib_load(lib);
+    if (rc == 0)
+        rc = backend_mspti_create_from(lib, ret);
+    free(lib);
+    return rc;
 }

@@ -1,20 +1,20 @@
-/* monitor: the MsptiMonitor session. Locks, outermost first: session_lock (start, stop,
- * config handling) → proc_lock (calls into the processor from the config path and the timer
- * thread) → lock (timer state, condition variable). The completion path only takes cb_lock
- * shared, once per buffer, so teardown can detach the processor safely.
+/* monitor: the MsptiMonitor session as an actor. One thread (the session actor) owns every
+ * piece of session state; callers post commands (start, stop, config, kinds, interval) into
+ * a bounded queue and wait for the result with a bounded wait. The actor also runs the report
+ * ticks and the duration expiry, so nothing else ever touches the processor's control side.
+ * The backend's completion threads are the only concurrent readers: they see the session only
+ * through mon_deliver(), attached by the backend's start() and detached by its stop().
  *
- * Expiry runs on the timer thread without session_lock: under `lock` it marks the session
- * `expiring` unless a stop was already requested; session_lock holders that see `expiring`
- * join the thread, which finishes the teardown. That way nobody waits for a lock the other
- * side holds. A session_lock holder that works on the running session (filter, kinds) first
- * takes a hold (mon_hold); a due expiry waits until the hold is released, so the teardown
- * never runs under a replace_kinds that is still using the processor. */
+ * No IPC happens on the actor either: npuMonitorStatus goes through a one-slot mailbox to a
+ * short-lived reporter thread, newest value wins. A stale dynolog.sock (10 retries, ~10 s per
+ * send) therefore delays no command and no training step (docs/plugin.md "Session actor"). */
 #include "plugin/control/monitor.h"
 
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -23,90 +23,121 @@
 #include "common/strutil.h"
 #include "contract/rank.h"
 #include "msmon/ipc_wire.h"
-#include "plugin/backend/bufpool.h"
 #include "plugin/control/dyno.h"
-#include "plugin/pipeline/filter.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/penv.h"
+#include "plugin/pipeline/filter.h"
 #include "plugin/plog.h"
 
-#define MON_BATCH 256
+#define MON_QUEUE_CAP 16            /* commands in flight; a full queue waits, then -EAGAIN */
+#define MON_WAIT_CONFIG_MS 1000u    /* monitor_handle_config: the training step's path */
+#define MON_WAIT_CALL_MS 10000u     /* monitor_start, monitor_replace_kinds */
+#define MON_WAIT_STOP_MS 60000u     /* monitor_stop: the final flush and end-of-session files */
+#define MON_NAME_RUNNING "MsptiMonitor" /* FAQ R32: users look for it while monitoring */
+#define MON_NAME_IDLE "MsMonitorCtl"
+#define MON_LOG_DIR_CAP (MCONFIG_MAX_LOG_FILE + 1)
 
-struct mon_state {
-    pthread_mutex_t session_lock;
-    pthread_mutex_t proc_lock;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;          /* CLOCK_MONOTONIC */
-    pthread_rwlock_t cb_lock;     /* completion path (shared) vs. processor detach */
+enum mon_op { MON_OP_CONFIG, MON_OP_START, MON_OP_STOP, MON_OP_KINDS, MON_OP_INTERVAL };
+enum mon_slot { MON_SLOT_FREE, MON_SLOT_QUEUED, MON_SLOT_RUNNING, MON_SLOT_DONE };
 
-    struct backend loaded;        /* dlopen'ed backend, kept for the process */
-    bool loaded_ok;
-    const struct backend *test_be;
-    const struct proc_ops *test_ops[PROC_STANDALONE + 1];
+/* monitor_start()'s arguments, copied: a caller whose wait timed out has gone. */
+struct mon_start_copy {
+    struct monitor_start_args a;
+    char log_dir[MON_LOG_DIR_CAP];
+    char rotate_lines[sizeof(((struct mconfig *)0)->rotate_lines)];
+    char rotate_files[sizeof(((struct mconfig *)0)->rotate_files)];
+};
 
-    /* session (written under session_lock [+ lock for the flags]) */
-    const struct backend *be;     /* read by the completion path */
+struct mon_cmd {
+    enum mon_op op;
+    union {
+        struct mconfig cfg;
+        struct mon_start_copy start;
+        uint32_t u32;
+    } arg;
+    uint64_t seq;                 /* FIFO order */
+    int result;
+    enum mon_slot st;
+    bool waiter;                  /* a caller waits; else the actor frees the slot */
+};
+
+/* Session state: the actor's alone, except that completion threads read ops/proc/filter
+ * through mon_deliver() between the backend's start() and stop(). */
+struct mon_session {
+    struct backend *be;           /* the backend this session started on */
     const struct proc_ops *ops;
     struct proc *proc;
-    struct bufpool *pool;         /* created once, never freed: late completions return to it */
-    struct filter_state *filter;  /* created once */
-    msptiSubscriberHandle sub;
+    struct filter_state *filter;  /* created once, never freed */
+    bool running, standalone;
     uint32_t enabled_mask;
+    uint32_t interval_s;          /* kept while idle for the next start */
     double duration_s;
-    bool standalone;
-
-    /* timer thread state (under lock) */
-    bool running, expiring, stop_req, thread_joinable;
-    unsigned holds;               /* session_lock holders using the running session */
-    pthread_t thread;
-    uint32_t interval_s;
-    bool interval_changed;
     uint64_t deadline_ns;         /* monotonic; 0 = none */
-
-    int32_t trace_status;
-    char *parallel_group_info;    /* under lock: the expiry teardown does not hold session_lock */
-    struct log_ratelimit next_rl;
+    uint64_t next_tick_ns;        /* monotonic; 0 = no periodic report */
 };
 
-static struct mon_state mon = {
-    .session_lock = PTHREAD_MUTEX_INITIALIZER,
-    .proc_lock = PTHREAD_MUTEX_INITIALIZER,
-    .lock = PTHREAD_MUTEX_INITIALIZER,
-    .cb_lock = PTHREAD_RWLOCK_INITIALIZER,
+static struct {
+    /* queue */
+    pthread_mutex_t q_lock;
+    pthread_cond_t q_cond;        /* actor: a command arrived (CLOCK_MONOTONIC) */
+    pthread_cond_t done_cond;     /* callers: a result or a free slot (CLOCK_MONOTONIC) */
+    struct mon_cmd slots[MON_QUEUE_CAP];
+    uint64_t seq;
+    bool actor_started;
+    pthread_t actor;
+    struct log_ratelimit q_rl;
+
+    /* published by the actor for lock-free readers */
+    atomic_bool pub_running;
+    atomic_uint pub_kinds;
+    atomic_int trace_status;
+
+    /* backend and test seams */
+    pthread_mutex_t be_lock;
+    struct backend *loaded;       /* created once, kept for the process */
+    struct backend *test_be;
+    const struct proc_ops *test_ops[PROC_STANDALONE + 1];
+
+    pthread_mutex_t pgi_lock;
+    char *parallel_group_info;
+
+    /* status mailbox: one slot per status type, newest value wins */
+    pthread_mutex_t st_lock;
+    bool st_pending, st_alive;
+    int32_t st_value;
+    bool tr_pending;
+    int32_t tr_status, tr_cur, tr_start, tr_stop;
+    struct log_ratelimit st_rl;
+
+    struct mon_session sess;      /* actor only */
+} mon = {
+    .q_lock = PTHREAD_MUTEX_INITIALIZER,
+    .be_lock = PTHREAD_MUTEX_INITIALIZER,
+    .pgi_lock = PTHREAD_MUTEX_INITIALIZER,
+    .st_lock = PTHREAD_MUTEX_INITIALIZER,
     .trace_status = IPC_STATUS_UNINITIALIZED,
 };
-static pthread_once_t mon_cond_once = PTHREAD_ONCE_INIT;
+static pthread_once_t mon_init_once = PTHREAD_ONCE_INIT;
 static pthread_once_t mon_first_once = PTHREAD_ONCE_INIT;
 
-static void mon_cond_init(void)
-{
-    pthread_condattr_t a;
+/* ---- backend ---- */
 
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&mon.cond, &a);
-    pthread_condattr_destroy(&a);
-}
-
-static const struct backend *mon_backend(void)
+static struct backend *mon_backend(void)
 {
-    if (mon.test_be)
-        return mon.test_be;
-    if (!mon.loaded_ok)
-        mon.loaded_ok = backend_mspti_load(&mon.loaded) == 0; /* retried at every start */
-    return mon.loaded_ok ? &mon.loaded : NULL;
+    struct backend *be;
+
+    pthread_mutex_lock(&mon.be_lock);
+    if (!mon.test_be && !mon.loaded && backend_create(&mon.loaded) != 0)
+        mon.loaded = NULL; /* retried at every start (§9) */
+    be = mon.test_be ? mon.test_be : mon.loaded;
+    pthread_mutex_unlock(&mon.be_lock);
+    return be;
 }
 
 static void mon_do_first_use(void)
 {
-    const struct backend *be;
-
     plog_init();
-    pthread_mutex_lock(&mon.session_lock);
-    be = mon_backend();
-    if (be && be->disable_marker_domain)
-        (void)be->disable_marker_domain("communication"); /* hide HCCL's internal markers */
-    pthread_mutex_unlock(&mon.session_lock);
+    (void)mon_backend();
 }
 
 void monitor_first_use(void)
@@ -114,265 +145,102 @@ void monitor_first_use(void)
     pthread_once(&mon_first_once, mon_do_first_use);
 }
 
-/* ---- completion path (msPTI threads) ---- */
+/* ---- the delivery seam (completion threads) ---- */
 
-static void mon_request_cb(uint8_t **buf, size_t *size, size_t *max_records)
+/* Every normalised batch reaches the outputs here and only here: filter in place (the
+ * snapshot is read once per batch), then the processor consumes what is kept. */
+static void mon_deliver(void *ctx, struct mon_record *recs, size_t n)
 {
-    *max_records = 0;
-    *buf = bufpool_get(mon.pool, size);
-}
+    struct mon_session *s = ctx;
 
-/* Filter and consume one batch: the filter reads its snapshot once per batch. */
-static void mon_flush_batch(struct filter_state *fs, struct mon_record *batch, size_t n)
-{
-    if (fs)
-        n = filter_state_apply(fs, batch, n);
+    if (s->filter)
+        n = filter_state_apply(s->filter, recs, n);
     if (n)
-        mon.ops->consume(mon.proc, batch, n);
+        s->ops->consume(s->proc, recs, n);
 }
 
-static void mon_consume_buffer(const struct backend *be, uint8_t *buf, size_t valid)
+/* ---- status reporter ---- */
+
+static void *mon_reporter(void *arg)
 {
-    struct mon_record batch[MON_BATCH];
-    __typeof__(msptiActivityGetNextRecord) *next = be->get_next_record;
-    struct filter_state *fs = mon.filter;
-    msptiActivity *rec = NULL;
-    msptiResult r;
-    size_t n = 0;
-
-    while ((r = next(buf, valid, &rec)) == MSPTI_SUCCESS) {
-        if (mon_record_from_mspti(rec, &batch[n]) != 0)
-            continue; /* unknown kind: skipped */
-        if (++n == MON_BATCH) {
-            mon_flush_batch(fs, batch, n);
-            n = 0;
-        }
-    }
-    if (r != MSPTI_ERROR_MAX_LIMIT_REACHED) {
-        LOG_RL(&mon.next_rl, 10000, LOG_LVL_ERROR, "MsptiMonitor GetNextRecord failed: %s (%d)",
-               backend_result_name(be, r), (int)r);
-        rec = NULL;
-        (void)next(buf, 0, &rec); /* resets msPTI's thread-local cursor */
-    }
-    mon_flush_batch(fs, batch, n);
-}
-
-static void mon_complete_cb(uint8_t *buf, size_t size, size_t valid)
-{
-    (void)size;
-    if (!buf)
-        return; /* a declined request being completed */
-    pthread_rwlock_rdlock(&mon.cb_lock);
-    if (mon.be && mon.ops && mon.proc && valid > 0)
-        mon_consume_buffer(mon.be, buf, valid);
-    pthread_rwlock_unlock(&mon.cb_lock);
-    bufpool_put(mon.pool, buf); /* always, also for empty buffers (D4) */
-}
-
-/* ---- session teardown (§5.2 steps 1–3, 5–7) ---- */
-
-static void mon_teardown(void)
-{
-    const struct proc_ops *ops = mon.ops;
-    struct proc *p;
-    char *pgi = NULL;
-
-    for (int k = 1; k < MON_KIND_LIMIT; k++)
-        if (mon.enabled_mask & (1u << k))
-            (void)mon.be->disable((msptiActivityKind)k);
-    (void)mon.be->flush_all(1);
-    (void)mon.be->unsubscribe(mon.sub);
-    pthread_rwlock_wrlock(&mon.cb_lock);
-    p = mon.proc;
-    mon.proc = NULL;
-    mon.ops = NULL;
-    pthread_rwlock_unlock(&mon.cb_lock);
-    /* Our own copy: set_cluster_config_data may replace the text while we write with it. */
-    pthread_mutex_lock(&mon.lock);
-    if (mon.parallel_group_info && !(pgi = strdup(mon.parallel_group_info)))
-        LOG_WARN("MsptiMonitor: out of memory copying parallel_group_info; not written");
-    pthread_mutex_unlock(&mon.lock);
-    pthread_mutex_lock(&mon.proc_lock);
-    if (ops->stop(p, pgi) != 0)
-        LOG_WARN("MsptiMonitor: processor %s reported an error at stop", ops->name);
-    ops->destroy(p);
-    pthread_mutex_unlock(&mon.proc_lock);
-    free(pgi);
-    if (mon.filter)
-        (void)filter_state_set(mon.filter, NULL);
-    mon.enabled_mask = 0;
-    mon.duration_s = 0;
-    mon.sub = NULL;
-    LOG_INFO("MsptiMonitor stop successfully");
-}
-
-/* ---- timer thread ---- */
-
-static void mon_tick(void)
-{
-    pthread_mutex_lock(&mon.proc_lock);
-    (void)mon.be->flush_all(1); /* the interval's records are in this interval's report */
-    if (mon.ops->tick(mon.proc) != 0)
-        LOG_DEBUG("MsptiMonitor: processor tick reported an error");
-    pthread_mutex_unlock(&mon.proc_lock);
-}
-
-static uint64_t mon_interval_ns(void)
-{
-    return mon.standalone ? 0 : (uint64_t)mon.interval_s * 1000000000ull;
-}
-
-static void *mon_thread(void *arg)
-{
-    uint64_t next_tick, now;
-    bool expired = false;
-
     (void)arg;
-    pthread_setname_np(pthread_self(), "MsptiMonitor");
-    pthread_mutex_lock(&mon.lock);
-    now = clock_mono_ns();
-    next_tick = mon_interval_ns() ? now + mon_interval_ns() : 0;
-    while (!mon.stop_req) {
-        uint64_t wake;
-        bool held_expiry = false;
-        now = clock_mono_ns();
-        if (mon.deadline_ns && now >= mon.deadline_ns) {
-            if (!mon.holds) {
-                mon.expiring = expired = true;
-                break;
-            }
-            held_expiry = true; /* mon_release() signals us */
-        }
-        if (mon.interval_changed || (next_tick && now >= next_tick)) {
-            bool changed = mon.interval_changed;
-            mon.interval_changed = false;
-            pthread_mutex_unlock(&mon.lock);
-            mon_tick();
-            pthread_mutex_lock(&mon.lock);
-            now = clock_mono_ns();
-            if (!mon_interval_ns())
-                next_tick = 0;
-            else if (changed || next_tick + mon_interval_ns() <= now)
-                next_tick = now + mon_interval_ns();
-            else
-                next_tick += mon_interval_ns();
-            continue;
-        }
-        wake = next_tick;
-        if (mon.deadline_ns && !held_expiry && (!wake || mon.deadline_ns < wake))
-            wake = mon.deadline_ns;
-        if (!wake) {
-            pthread_cond_wait(&mon.cond, &mon.lock);
-        } else {
-            struct timespec ts = { .tv_sec = (time_t)(wake / 1000000000ull),
-                                   .tv_nsec = (long)(wake % 1000000000ull) };
-            pthread_cond_timedwait(&mon.cond, &mon.lock, &ts);
-        }
+    pthread_setname_np(pthread_self(), "MsMonitorStat");
+    pthread_mutex_lock(&mon.st_lock);
+    while (mon.st_pending || mon.tr_pending) {
+        bool st = mon.st_pending, tr = mon.tr_pending;
+        int32_t v = mon.st_value, t[4] = { mon.tr_status, mon.tr_cur, mon.tr_start, mon.tr_stop };
+        mon.st_pending = mon.tr_pending = false;
+        pthread_mutex_unlock(&mon.st_lock);
+        /* Each may retry for seconds (stale dynolog.sock): nobody waits for them. */
+        if (st)
+            (void)dyno_send_monitor_status(v);
+        if (tr)
+            (void)dyno_send_trace_status(t[0], t[1], t[2], t[3]);
+        pthread_mutex_lock(&mon.st_lock);
     }
-    pthread_mutex_unlock(&mon.lock);
-    if (expired) {
-        LOG_INFO("MsptiMonitor run duration: %gs expired", mon.duration_s);
-        mon_teardown();
-        (void)dyno_send_monitor_status(IPC_STATUS_IDLE);
-        pthread_mutex_lock(&mon.lock);
-        mon.running = false;
-        mon.expiring = false;
-        pthread_mutex_unlock(&mon.lock);
-    }
+    mon.st_alive = false;
+    pthread_mutex_unlock(&mon.st_lock);
     return NULL;
 }
 
-/* Join a thread that finished (expired) or is finishing its expiry. session_lock held. */
-static void mon_settle_locked(void)
+/* Create a thread with every signal blocked (it lives in someone else's process). */
+static int mon_thread_create(pthread_t *ret, void *(*fn)(void *), bool detached)
 {
-    bool join;
-
-    if (!mon.thread_joinable)
-        return;
-    pthread_mutex_lock(&mon.lock);
-    join = !mon.running || mon.expiring;
-    pthread_mutex_unlock(&mon.lock);
-    if (join) {
-        pthread_join(mon.thread, NULL);
-        mon.thread_joinable = false;
-    }
-}
-
-static bool mon_running_locked(void)
-{
-    bool r;
-
-    pthread_mutex_lock(&mon.lock);
-    r = mon.running && !mon.expiring;
-    pthread_mutex_unlock(&mon.lock);
-    return r;
-}
-
-bool monitor_running(void)
-{
-    return mon_running_locked();
-}
-
-/* Take a hold on the running session (session_lock held): its expiry waits until
- * mon_release(). False, and no hold, when no session runs. */
-static bool mon_hold(void)
-{
-    bool r;
-
-    pthread_mutex_lock(&mon.lock);
-    r = mon.running && !mon.expiring;
-    if (r)
-        mon.holds++;
-    pthread_mutex_unlock(&mon.lock);
-    return r;
-}
-
-static void mon_release(void)
-{
-    pthread_mutex_lock(&mon.lock);
-    mon.holds--;
-    pthread_cond_signal(&mon.cond);
-    pthread_mutex_unlock(&mon.lock);
-}
-
-static int mon_stop_locked(void)
-{
-    mon_settle_locked();
-    pthread_mutex_lock(&mon.lock);
-    if (!mon.running || mon.expiring) {
-        pthread_mutex_unlock(&mon.lock);
-        mon_settle_locked();
-        return -ENOENT;
-    }
-    mon.stop_req = true;
-    pthread_cond_signal(&mon.cond);
-    pthread_mutex_unlock(&mon.lock);
-    /* The thread only ticks; stopping it first keeps its flush out of the teardown. */
-    pthread_join(mon.thread, NULL);
-    mon.thread_joinable = false;
-    mon_teardown();
-    pthread_mutex_lock(&mon.lock);
-    mon.running = false;
-    pthread_mutex_unlock(&mon.lock);
-    return 0;
-}
-
-int monitor_stop(void)
-{
+    pthread_attr_t attr;
+    sigset_t all, old;
     int rc;
 
-    pthread_mutex_lock(&mon.session_lock);
-    rc = mon_stop_locked();
-    pthread_mutex_unlock(&mon.session_lock);
+    pthread_attr_init(&attr);
+    if (detached)
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    rc = -pthread_create(ret, &attr, fn, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
     return rc;
 }
 
+/* Start the reporter if it is not running. st_lock held. */
+static void mon_reporter_kick_locked(int32_t status)
+{
+    pthread_t t;
+
+    if (!mon.st_alive) {
+        if (mon_thread_create(&t, mon_reporter, true) == 0) {
+            mon.st_alive = true;
+        } else {
+            mon.st_pending = mon.tr_pending = false;
+            LOG_RL(&mon.st_rl, 10000, LOG_LVL_WARNING, "MsptiMonitor: cannot start the status thread; "
+                                                     "status %d not sent", (int)status);
+        }
+    }
+}
+
+/* Queue npuMonitorStatus for the daemon. The daemon only keeps the latest value, so a value
+ * not yet sent is replaced: Running then Idle never leaves the daemon at Running. */
+static void mon_status_post(int32_t status)
+{
+    pthread_mutex_lock(&mon.st_lock);
+    mon.st_value = status;
+    mon.st_pending = true;
+    mon_reporter_kick_locked(status);
+    pthread_mutex_unlock(&mon.st_lock);
+}
+
+/* ---- session (actor thread) ---- */
+
 static const struct proc_ops *mon_ops_for(enum proc_mode mode)
 {
+    const struct proc_ops *ops;
+
     if ((int)mode < 0 || mode > PROC_STANDALONE)
         return NULL;
-    if (mon.test_ops[mode])
-        return mon.test_ops[mode];
+    pthread_mutex_lock(&mon.be_lock);
+    ops = mon.test_ops[mode];
+    pthread_mutex_unlock(&mon.be_lock);
+    if (ops)
+        return ops;
     switch (mode) {
     case PROC_METRIC:
         return &proc_metric_ops;
@@ -391,20 +259,73 @@ static int32_t mon_rank(void)
     return rank_resolve(penv_get(PENV_RANK), penv_get(PENV_RANK_ID));
 }
 
-static int mon_start_locked(const struct monitor_start_args *a)
+static uint64_t mon_period_ns(void)
 {
-    const struct backend *be;
+    return mon.sess.standalone ? 0 : (uint64_t)mon.sess.interval_s * 1000000000ull;
+}
+
+static void mon_publish(void)
+{
+    atomic_store(&mon.pub_kinds, mon.sess.running ? mon.sess.enabled_mask : 0);
+    atomic_store(&mon.pub_running, mon.sess.running);
+}
+
+/* §5.2 steps 1–3 (the backend), 5–7. */
+static void mon_teardown(void)
+{
+    struct mon_session *s = &mon.sess;
+    struct backend *be = s->be;
+    struct backend_drops d;
+    char *pgi = NULL;
+
+    be->ops->stop(be); /* after this no completion reads the session */
+    be->ops->drops(be, &d);
+    if (d.buffers_declined || d.unknown_kind || d.read_errors || d.vendor_dropped)
+        LOG_WARN("MsptiMonitor: backend %s lost data this session: %llu buffer requests declined, %llu "
+                 "records of unknown kind, %llu record read errors, %llu records dropped by the library",
+                 be->ops->name, (unsigned long long)d.buffers_declined, (unsigned long long)d.unknown_kind,
+                 (unsigned long long)d.read_errors, (unsigned long long)d.vendor_dropped);
+    /* Our own copy: set_cluster_config_data may replace the text while the processor uses it. */
+    pthread_mutex_lock(&mon.pgi_lock);
+    if (mon.parallel_group_info && !(pgi = strdup(mon.parallel_group_info)))
+        LOG_WARN("MsptiMonitor: out of memory copying parallel_group_info; not written");
+    pthread_mutex_unlock(&mon.pgi_lock);
+    if (s->ops->stop(s->proc, pgi) != 0)
+        LOG_WARN("MsptiMonitor: processor %s reported an error at stop", s->ops->name);
+    s->ops->destroy(s->proc);
+    free(pgi);
+    s->proc = NULL;
+    s->ops = NULL;
+    if (s->filter)
+        (void)filter_state_set(s->filter, NULL);
+    s->running = false;
+    s->enabled_mask = 0;
+    s->duration_s = 0;
+    s->deadline_ns = s->next_tick_ns = 0;
+    mon_publish();
+    pthread_setname_np(pthread_self(), MON_NAME_IDLE); /* gone from `top -H` before the log line */
+    LOG_INFO("MsptiMonitor stop successfully");
+}
+
+static void mon_tick(void)
+{
+    (void)mon.sess.be->ops->flush(mon.sess.be); /* the interval's records are in this interval's report */
+    if (mon.sess.ops->tick(mon.sess.proc) != 0)
+        LOG_DEBUG("MsptiMonitor: processor tick reported an error");
+}
+
+static int mon_do_start(const struct monitor_start_args *a)
+{
+    struct mon_session *s = &mon.sess;
+    struct backend *be;
     const struct proc_ops *ops;
     struct proc_config pc;
     struct proc *proc = NULL;
-    sigset_t all, old;
-    msptiResult r;
     int rc;
 
-    mon_settle_locked();
-    if (mon_running_locked())
+    if (s->running)
         return -EALREADY;
-    if (mon.trace_status == IPC_STATUS_RUNNING) {
+    if (atomic_load(&mon.trace_status) == IPC_STATUS_RUNNING) {
         LOG_ERROR("MsptiMonitor start refused: nputrace is running in this process (msPTI allows one "
                   "subscriber; stop the trace first)");
         return -EBUSY;
@@ -419,238 +340,439 @@ static int mon_start_locked(const struct monitor_start_args *a)
         LOG_ERROR("MsptiMonitor start failed: invalid data processor mode %d", (int)a->mode);
         return -EINVAL;
     }
-    if (!mon.pool) {
-        rc = bufpool_create(bufpool_default_size(), &mon.pool);
-        if (rc != 0)
-            return rc;
-    }
-    if (!mon.filter && filter_state_create(&mon.filter) != 0)
-        mon.filter = NULL;
-
-    pthread_mutex_lock(&mon.lock);
-    mon.standalone = a->standalone;
+    if (!s->filter && filter_state_create(&s->filter) != 0)
+        s->filter = NULL;
+    s->standalone = a->standalone;
     pc = (struct proc_config){
         .mode = a->mode, .log_dir = a->log_dir, .rank = mon_rank(), .session_start_ns = clock_real_ns(),
-        .report_interval_s = a->standalone ? 0 : mon.interval_s, .jsonl_rotate_lines = a->rotate_lines,
+        .report_interval_s = a->standalone ? 0 : s->interval_s, .jsonl_rotate_lines = a->rotate_lines,
         .jsonl_rotate_files = a->rotate_files, .send = dyno_send_data, .send_ctx = NULL,
     };
-    pthread_mutex_unlock(&mon.lock);
     rc = ops->create(&pc, &proc);
     if (rc != 0) {
         LOG_ERROR("MsptiMonitor start failed: cannot create the %s processor: %s", ops->name, errno_name(-rc));
         return rc;
     }
-    r = be->subscribe(&mon.sub, NULL, NULL);
-    if (r != MSPTI_SUCCESS) {
-        LOG_ERROR("MsptiMonitor start failed: msptiSubscribe returned %s", backend_result_name(be, r));
-        rc = -EBUSY;
+    s->be = be;
+    s->ops = ops;
+    s->proc = proc;
+    rc = be->ops->start(be, mon_deliver, s); /* logs its own failures */
+    if (rc != 0)
         goto err_proc;
-    }
-    r = be->register_callbacks(mon_request_cb, mon_complete_cb);
-    if (r != MSPTI_SUCCESS) {
-        LOG_ERROR("MsptiMonitor start failed: msptiActivityRegisterCallbacks returned %s",
-                  backend_result_name(be, r));
-        rc = -EIO;
-        goto err_unsub;
-    }
-    pthread_rwlock_wrlock(&mon.cb_lock);
-    mon.be = be;
-    mon.ops = ops;
-    mon.proc = proc;
-    pthread_rwlock_unlock(&mon.cb_lock);
-    mon.enabled_mask = 0;
-    mon.duration_s = a->duration_s > 0 ? a->duration_s : 0;
-
-    pthread_mutex_lock(&mon.proc_lock);
     rc = ops->start(proc);
-    pthread_mutex_unlock(&mon.proc_lock);
     if (rc != 0) {
         LOG_ERROR("MsptiMonitor start failed: the %s processor did not start: %s", ops->name, errno_name(-rc));
-        goto err_detach;
+        be->ops->stop(be);
+        goto err_proc;
     }
-    pthread_mutex_lock(&mon.lock);
-    mon.deadline_ns = mon.duration_s > 0 ? clock_mono_ns() + (uint64_t)llround(mon.duration_s * 1e9) : 0;
-    mon.stop_req = false;
-    mon.expiring = false;
-    mon.interval_changed = false;
-    mon.running = true;
-    pthread_mutex_unlock(&mon.lock);
-    /* Our thread must never take the host process's signals. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    rc = -pthread_create(&mon.thread, NULL, mon_thread, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-        LOG_ERROR("MsptiMonitor start failed: cannot create the MsptiMonitor thread: %s", errno_name(-rc));
-        pthread_mutex_lock(&mon.lock);
-        mon.running = false;
-        pthread_mutex_unlock(&mon.lock);
-        pthread_mutex_lock(&mon.proc_lock);
-        (void)ops->stop(proc, NULL);
-        pthread_mutex_unlock(&mon.proc_lock);
-        goto err_detach;
-    }
-    mon.thread_joinable = true;
+    s->enabled_mask = 0;
+    s->duration_s = a->duration_s > 0 ? a->duration_s : 0;
+    s->deadline_ns = s->duration_s > 0 ? clock_mono_ns() + (uint64_t)llround(s->duration_s * 1e9) : 0;
+    s->next_tick_ns = mon_period_ns() ? clock_mono_ns() + mon_period_ns() : 0;
+    s->running = true;
+    mon_publish();
+    pthread_setname_np(pthread_self(), MON_NAME_RUNNING);
     LOG_INFO("MsptiMonitor start successfully");
     LOG_INFO("Start mspti monitor thread successfully, rankid: %d", (int)pc.rank);
     return 0;
 
-err_detach:
-    pthread_rwlock_wrlock(&mon.cb_lock);
-    mon.ops = NULL;
-    mon.proc = NULL;
-    pthread_rwlock_unlock(&mon.cb_lock);
-    (void)be->flush_all(1);
-err_unsub:
-    (void)be->unsubscribe(mon.sub);
-    mon.sub = NULL;
 err_proc:
     ops->destroy(proc);
+    s->ops = NULL;
+    s->proc = NULL;
     return rc;
 }
 
-int monitor_start(const struct monitor_start_args *a)
+static int mon_do_stop(void)
 {
-    int rc;
-
-    monitor_first_use();
-    pthread_mutex_lock(&mon.session_lock);
-    rc = mon_start_locked(a);
-    pthread_mutex_unlock(&mon.session_lock);
-    return rc;
-}
-
-void monitor_set_interval(uint32_t seconds)
-{
-    pthread_mutex_lock(&mon.lock);
-    if (seconds != mon.interval_s) {
-        mon.interval_s = seconds;
-        if (mon.running && !mon.expiring) {
-            mon.interval_changed = true; /* one tick now, then the new period */
-            pthread_cond_signal(&mon.cond);
-        }
-    }
-    pthread_mutex_unlock(&mon.lock);
-}
-
-/* session_lock and a hold (mon_hold) held. */
-static int mon_replace_kinds_locked(uint32_t mask)
-{
-    const struct backend *be = mon.be;
-    uint32_t enabled;
-
-    enabled = mon.enabled_mask;
-    for (int k = 1; k < MON_KIND_LIMIT; k++) {
-        uint32_t bit = 1u << k;
-        msptiResult r;
-        if (k == MSPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)
-            continue;
-        if ((mask & bit) && !(enabled & bit)) {
-            r = be->enable((msptiActivityKind)k);
-            if (r == MSPTI_SUCCESS)
-                enabled |= bit;
-            else
-                LOG_ERROR("MsptiMonitor enableActivity failed, kind: %s (%s)%s", mon_kind_name(k),
-                          backend_result_name(be, r),
-                          r == MSPTI_ERROR_WITHOUT_LD_PRELOAD
-                              ? "; this kind needs libmspti.so in LD_PRELOAD (CANN < 9.0.0, see FAQ)"
-                              : "");
-        } else if (!(mask & bit) && (enabled & bit)) {
-            r = be->disable((msptiActivityKind)k);
-            if (r != MSPTI_SUCCESS)
-                LOG_WARN("MsptiMonitor disableActivity failed, kind: %s (%s)", mon_kind_name(k),
-                         backend_result_name(be, r));
-            enabled &= ~bit; /* no longer wanted either way */
-        }
-    }
-    mon.enabled_mask = enabled;
-    pthread_mutex_lock(&mon.proc_lock);
-    mon.ops->set_kinds(mon.proc, enabled);
-    pthread_mutex_unlock(&mon.proc_lock);
+    if (!mon.sess.running)
+        return -ENOENT;
+    mon_teardown();
     return 0;
 }
 
-int monitor_replace_kinds(uint32_t mask)
+/* §7.3: a different value while running reports the data of the old interval now. */
+static void mon_do_interval(uint32_t seconds)
 {
-    int rc;
+    struct mon_session *s = &mon.sess;
 
-    pthread_mutex_lock(&mon.session_lock);
-    mon_settle_locked();
-    rc = -ENOENT;
-    if (mon_hold()) {
-        rc = mon_replace_kinds_locked(mask);
-        mon_release();
-    }
-    pthread_mutex_unlock(&mon.session_lock);
-    return rc;
+    if (seconds == s->interval_s)
+        return;
+    s->interval_s = seconds;
+    if (!s->running)
+        return;
+    mon_tick();
+    s->next_tick_ns = mon_period_ns() ? clock_mono_ns() + mon_period_ns() : 0;
 }
 
-uint32_t monitor_enabled_kinds(void)
+static int mon_do_kinds(uint32_t mask)
 {
-    uint32_t m;
+    struct mon_session *s = &mon.sess;
+    uint32_t enabled = s->enabled_mask;
 
-    pthread_mutex_lock(&mon.session_lock);
-    m = mon_running_locked() ? mon.enabled_mask : 0;
-    pthread_mutex_unlock(&mon.session_lock);
-    return m;
+    if (!s->running)
+        return -ENOENT;
+    (void)s->be->ops->set_kinds(s->be, mask, &enabled); /* logs per-kind failures */
+    s->enabled_mask = enabled;
+    mon_publish();
+    s->ops->set_kinds(s->proc, enabled);
+    return 0;
 }
 
-int monitor_handle_config(const struct mconfig *cfg)
+/* §4 DealMonitorReq; returns the status reported (1 running, 0 not). */
+static int mon_do_config(const struct mconfig *cfg)
 {
-    char dir[4096 + 1];
-    bool held = false;
+    struct mon_session *s = &mon.sess;
+    char *dir = NULL;
+    int status;
 
-    monitor_first_use();
-    pthread_mutex_lock(&mon.session_lock);
-    mon_settle_locked();
     if (cfg->stop) {
-        (void)mon_stop_locked();
+        (void)mon_do_stop();
         goto report;
     }
     if (cfg->report_interval_s != 0)
-        monitor_set_interval(cfg->report_interval_s);
-    if (cfg->start && !mon_running_locked()) {
+        mon_do_interval(cfg->report_interval_s);
+    if (cfg->start && !s->running) {
         struct monitor_start_args a = {
             .mode = PROC_METRIC, .duration_s = cfg->duration_s,
             .rotate_lines = cfg->rotate_lines, .rotate_files = cfg->rotate_files,
         };
         if (cfg->log_file[0]) {
-            if (outfile_prepare_dir(cfg->log_file, dir, sizeof(dir)) != 0) {
+            dir = malloc(MON_LOG_DIR_CAP);
+            if (!dir || outfile_prepare_dir(cfg->log_file, dir, MON_LOG_DIR_CAP) != 0) {
                 LOG_ERROR("Invalid log path, mspti monitor start failed");
                 goto report;
             }
             a.log_dir = dir;
             a.mode = cfg->export_db ? PROC_DB : PROC_JSONL;
         }
-        (void)mon_start_locked(&a);
+        (void)mon_do_start(&a);
     }
-    held = mon_hold();
-    if (held) {
-        if (mon.filter && filter_state_set(mon.filter, cfg->filter) != 0)
+    if (s->running) {
+        if (s->filter && filter_state_set(s->filter, cfg->filter) != 0)
             LOG_ERROR("MsptiMonitor: filter '%s' not applied", cfg->filter);
         if (cfg->kinds_mask)
-            (void)mon_replace_kinds_locked(cfg->kinds_mask);
+            (void)mon_do_kinds(cfg->kinds_mask);
     }
 report:
-    /* Sent under the hold: an expiry due meanwhile sends its Idle after our Running, so the
-     * daemon never keeps a stale Running. */
-    if (!held)
-        held = mon_hold();
-    (void)dyno_send_monitor_status(held ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE);
-    if (held)
-        mon_release();
-    pthread_mutex_unlock(&mon.session_lock);
-    return held ? 1 : 0;
+    free(dir);
+    status = s->running ? 1 : 0;
+    /* Queued in order on this thread: an expiry's later Idle always replaces this Running. */
+    mon_status_post(status ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE);
+    return status;
+}
+
+static void mon_do_expire(void)
+{
+    LOG_INFO("MsptiMonitor run duration: %gs expired", mon.sess.duration_s);
+    mon_teardown();
+    mon_status_post(IPC_STATUS_IDLE); /* dyno status shows Idle, nputrace is accepted again */
+}
+
+static int mon_run(struct mon_cmd *c)
+{
+    switch (c->op) {
+    case MON_OP_CONFIG:
+        return mon_do_config(&c->arg.cfg);
+    case MON_OP_START:
+        return mon_do_start(&c->arg.start.a);
+    case MON_OP_STOP:
+        return mon_do_stop();
+    case MON_OP_KINDS:
+        return mon_do_kinds(c->arg.u32);
+    case MON_OP_INTERVAL:
+        mon_do_interval(c->arg.u32);
+        return 0;
+    }
+    return -EINVAL;
+}
+
+/* Oldest queued command, or NULL. q_lock held. */
+static struct mon_cmd *mon_next_locked(void)
+{
+    struct mon_cmd *best = NULL;
+
+    for (int i = 0; i < MON_QUEUE_CAP; i++)
+        if (mon.slots[i].st == MON_SLOT_QUEUED && (!best || mon.slots[i].seq < best->seq))
+            best = &mon.slots[i];
+    return best;
+}
+
+/* No command queued or running. q_lock held. */
+static bool mon_idle_locked(void)
+{
+    for (int i = 0; i < MON_QUEUE_CAP; i++)
+        if (mon.slots[i].st == MON_SLOT_QUEUED || mon.slots[i].st == MON_SLOT_RUNNING)
+            return false;
+    return true;
+}
+
+static void mon_timedwait(pthread_cond_t *cv, uint64_t deadline_ns)
+{
+    struct timespec ts = { .tv_sec = (time_t)(deadline_ns / 1000000000ull),
+                           .tv_nsec = (long)(deadline_ns % 1000000000ull) };
+
+    pthread_cond_timedwait(cv, &mon.q_lock, &ts);
+}
+
+static void *mon_actor(void *arg)
+{
+    struct mon_session *s = &mon.sess;
+
+    (void)arg;
+    pthread_setname_np(pthread_self(), s->running ? MON_NAME_RUNNING : MON_NAME_IDLE);
+    pthread_mutex_lock(&mon.q_lock);
+    for (;;) {
+        struct mon_cmd *c = mon_next_locked();
+        uint64_t now, wake;
+
+        if (c) {
+            c->st = MON_SLOT_RUNNING;
+            pthread_mutex_unlock(&mon.q_lock);
+            c->result = mon_run(c);
+            pthread_mutex_lock(&mon.q_lock);
+            c->st = c->waiter ? MON_SLOT_DONE : MON_SLOT_FREE;
+            pthread_cond_broadcast(&mon.done_cond);
+            continue;
+        }
+        /* Commands first; then the session's own timers (§5.3, §7.3). */
+        now = clock_mono_ns();
+        if (s->running && s->deadline_ns && now >= s->deadline_ns) {
+            pthread_mutex_unlock(&mon.q_lock);
+            mon_do_expire();
+            pthread_mutex_lock(&mon.q_lock);
+            continue;
+        }
+        if (s->running && s->next_tick_ns && now >= s->next_tick_ns) {
+            pthread_mutex_unlock(&mon.q_lock);
+            mon_tick();
+            now = clock_mono_ns();
+            s->next_tick_ns += mon_period_ns();
+            if (s->next_tick_ns <= now) /* a tick longer than the period: no burst of catch-ups */
+                s->next_tick_ns = now + mon_period_ns();
+            pthread_mutex_lock(&mon.q_lock);
+            continue;
+        }
+        wake = s->running ? s->next_tick_ns : 0;
+        if (s->running && s->deadline_ns && (!wake || s->deadline_ns < wake))
+            wake = s->deadline_ns;
+        if (wake)
+            mon_timedwait(&mon.q_cond, wake);
+        else
+            pthread_cond_wait(&mon.q_cond, &mon.q_lock);
+    }
+    return NULL; /* not reached: the actor lives as long as the process */
+}
+
+/* ---- posting commands ---- */
+
+static void mon_atfork_prepare(void)
+{
+    pthread_mutex_lock(&mon.q_lock);
+    pthread_mutex_lock(&mon.st_lock);
+}
+
+static void mon_atfork_parent(void)
+{
+    pthread_mutex_unlock(&mon.st_lock);
+    pthread_mutex_unlock(&mon.q_lock);
+}
+
+/* The child has none of our threads: they are started again on its first command. Commands
+ * in flight belonged to the parent's threads. */
+static void mon_atfork_child(void)
+{
+    for (int i = 0; i < MON_QUEUE_CAP; i++)
+        mon.slots[i].st = MON_SLOT_FREE;
+    mon.actor_started = false;
+    mon.st_alive = false;
+    mon.st_pending = mon.tr_pending = false;
+    pthread_mutex_unlock(&mon.st_lock);
+    pthread_mutex_unlock(&mon.q_lock);
+}
+
+static void mon_init(void)
+{
+    pthread_condattr_t a;
+
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&mon.q_cond, &a);
+    pthread_cond_init(&mon.done_cond, &a);
+    pthread_condattr_destroy(&a);
+    (void)pthread_atfork(mon_atfork_prepare, mon_atfork_parent, mon_atfork_child);
+}
+
+/* Post *tmpl and, if wait_ms > 0, wait up to wait_ms for its result. A command whose wait
+ * times out still runs (a config a training step handed over must take effect); the caller
+ * gets -ETIMEDOUT. -EAGAIN if the queue stayed full, -EDEADLK from the actor itself. */
+static int mon_call(const struct mon_cmd *tmpl, unsigned wait_ms)
+{
+    uint64_t deadline = clock_mono_ns() + (uint64_t)(wait_ms ? wait_ms : MON_WAIT_CONFIG_MS) * 1000000ull;
+    struct mon_cmd *c = NULL;
+    int rc = 0;
+
+    pthread_once(&mon_init_once, mon_init);
+    pthread_mutex_lock(&mon.q_lock);
+    if (mon.actor_started && pthread_equal(mon.actor, pthread_self())) {
+        rc = -EDEADLK; /* a processor callback calling back into the monitor */
+        goto out;
+    }
+    if (tmpl->op == MON_OP_STOP && !atomic_load(&mon.pub_running) && mon_idle_locked()) {
+        rc = -ENOENT; /* nothing queued could start a session: no need to wake (or start) the actor */
+        goto out;
+    }
+    if (!mon.actor_started) {
+        rc = mon_thread_create(&mon.actor, mon_actor, true);
+        if (rc != 0) {
+            LOG_ERROR("MsptiMonitor: cannot create the session thread: %s", errno_name(-rc));
+            goto out;
+        }
+        mon.actor_started = true;
+    }
+    for (;;) {
+        for (int i = 0; i < MON_QUEUE_CAP && !c; i++)
+            if (mon.slots[i].st == MON_SLOT_FREE)
+                c = &mon.slots[i];
+        if (c)
+            break;
+        if (clock_mono_ns() >= deadline) {
+            LOG_RL(&mon.q_rl, 10000, LOG_LVL_WARNING, "MsptiMonitor: command queue full (%d); command dropped",
+                   MON_QUEUE_CAP);
+            rc = -EAGAIN;
+            goto out;
+        }
+        mon_timedwait(&mon.done_cond, deadline);
+    }
+    *c = *tmpl;
+    c->seq = ++mon.seq;
+    c->waiter = wait_ms > 0;
+    c->st = MON_SLOT_QUEUED;
+    pthread_cond_signal(&mon.q_cond);
+    if (!c->waiter)
+        goto out;
+    while (c->st != MON_SLOT_DONE) {
+        if (clock_mono_ns() >= deadline) {
+            c->waiter = false; /* the actor frees the slot when it is done */
+            LOG_RL(&mon.q_rl, 10000, LOG_LVL_WARNING, "MsptiMonitor: the session is busy; command left to "
+                                                    "finish in the background after %u ms", wait_ms);
+            rc = -ETIMEDOUT;
+            goto out;
+        }
+        mon_timedwait(&mon.done_cond, deadline);
+    }
+    rc = c->result;
+    c->st = MON_SLOT_FREE;
+    pthread_cond_broadcast(&mon.done_cond); /* a poster may wait for a free slot */
+out:
+    pthread_mutex_unlock(&mon.q_lock);
+    return rc;
+}
+
+/* Command templates are ~5 KiB: off the (possibly small) framework thread stacks. */
+static struct mon_cmd *mon_cmd_new(enum mon_op op)
+{
+    struct mon_cmd *c = calloc(1, sizeof(*c));
+
+    if (c)
+        c->op = op;
+    return c;
+}
+
+static int mon_call_simple(enum mon_op op, uint32_t arg, unsigned wait_ms)
+{
+    struct mon_cmd *c = mon_cmd_new(op);
+    int rc;
+
+    if (!c)
+        return -ENOMEM;
+    c->arg.u32 = arg;
+    rc = mon_call(c, wait_ms);
+    free(c);
+    return rc;
+}
+
+/* ---- monitor.h ---- */
+
+bool monitor_running(void)
+{
+    return atomic_load(&mon.pub_running);
+}
+
+int monitor_stop(void)
+{
+    return mon_call_simple(MON_OP_STOP, 0, MON_WAIT_STOP_MS);
+}
+
+static void mon_copy_str(char *dst, size_t cap, const char *src)
+{
+    dst[0] = '\0';
+    if (src)
+        str_copy(dst, cap, src, strlen(src));
+}
+
+int monitor_start(const struct monitor_start_args *a)
+{
+    struct mon_cmd *c;
+    struct mon_start_copy *sc;
+    int rc;
+
+    monitor_first_use();
+    if (a->log_dir && strlen(a->log_dir) >= MON_LOG_DIR_CAP)
+        return -ENAMETOOLONG;
+    c = mon_cmd_new(MON_OP_START);
+    if (!c)
+        return -ENOMEM;
+    sc = &c->arg.start;
+    sc->a = *a;
+    mon_copy_str(sc->log_dir, sizeof(sc->log_dir), a->log_dir);
+    mon_copy_str(sc->rotate_lines, sizeof(sc->rotate_lines), a->rotate_lines);
+    mon_copy_str(sc->rotate_files, sizeof(sc->rotate_files), a->rotate_files);
+    sc->a.log_dir = a->log_dir ? sc->log_dir : NULL;
+    sc->a.rotate_lines = a->rotate_lines ? sc->rotate_lines : NULL;
+    sc->a.rotate_files = a->rotate_files ? sc->rotate_files : NULL;
+    rc = mon_call(c, MON_WAIT_CALL_MS);
+    free(c);
+    return rc;
+}
+
+void monitor_set_interval(uint32_t seconds)
+{
+    (void)mon_call_simple(MON_OP_INTERVAL, seconds, 0); /* ordered with later commands */
+}
+
+int monitor_replace_kinds(uint32_t mask)
+{
+    return mon_call_simple(MON_OP_KINDS, mask, MON_WAIT_CALL_MS);
+}
+
+uint32_t monitor_enabled_kinds(void)
+{
+    return atomic_load(&mon.pub_kinds);
+}
+
+int monitor_handle_config(const struct mconfig *cfg)
+{
+    struct mon_cmd *c;
+    int rc;
+
+    monitor_first_use();
+    c = mon_cmd_new(MON_OP_CONFIG);
+    if (!c)
+        return 0;
+    c->arg.cfg = *cfg;
+    rc = mon_call(c, MON_WAIT_CONFIG_MS);
+    free(c);
+    /* Timed out: the config is still applied and reported by the actor; say "not running". */
+    return rc == 1 ? 1 : 0;
 }
 
 void monitor_set_trace_status(int32_t status)
 {
-    pthread_mutex_lock(&mon.lock);
-    mon.trace_status = status;
-    if (status == IPC_STATUS_RUNNING && mon.running && !mon.expiring)
+    atomic_store(&mon.trace_status, status);
+    if (status == IPC_STATUS_RUNNING && atomic_load(&mon.pub_running))
         LOG_WARN("nputrace reported Running while an npu-monitor session runs in this process; msPTI "
                  "allows one subscriber, stop npu-monitor before tracing");
-    pthread_mutex_unlock(&mon.lock);
 }
 
 int monitor_set_cluster_config(const char *key, const char *value)
@@ -664,30 +786,49 @@ int monitor_set_cluster_config(const char *key, const char *value)
     copy = strdup(value);
     if (!copy)
         return -ENOMEM;
-    pthread_mutex_lock(&mon.lock);
+    pthread_mutex_lock(&mon.pgi_lock);
     free(mon.parallel_group_info);
     mon.parallel_group_info = copy;
-    pthread_mutex_unlock(&mon.lock);
+    pthread_mutex_unlock(&mon.pgi_lock);
     return 0;
 }
 
-void monitor_test_set_backend(const struct backend *be)
+void monitor_backend_drops(struct backend_drops *ret)
 {
-    pthread_mutex_lock(&mon.session_lock);
+    struct backend *be;
+
+    memset(ret, 0, sizeof(*ret));
+    pthread_mutex_lock(&mon.be_lock);
+    be = mon.test_be ? mon.test_be : mon.loaded;
+    pthread_mutex_unlock(&mon.be_lock);
+    if (be)
+        be->ops->drops(be, ret);
+}
+
+void monitor_test_set_backend(struct backend *be)
+{
+    pthread_mutex_lock(&mon.be_lock);
     mon.test_be = be;
-    pthread_mutex_unlock(&mon.session_lock);
+    pthread_mutex_unlock(&mon.be_lock);
 }
 
 void monitor_test_set_proc(enum proc_mode mode, const struct proc_ops *ops)
 {
     if ((int)mode < 0 || mode > PROC_STANDALONE)
         return;
-    pthread_mutex_lock(&mon.session_lock);
+    pthread_mutex_lock(&mon.be_lock);
     mon.test_ops[mode] = ops;
-    pthread_mutex_unlock(&mon.session_lock);
+    pthread_mutex_unlock(&mon.be_lock);
 }
 
-__attribute__((constructor)) static void mon_ctor(void)
+void monitor_post_trace_status(int32_t status, int32_t cur, int32_t start, int32_t stop)
 {
-    pthread_once(&mon_cond_once, mon_cond_init); /* constructors only set up primitives */
+    pthread_mutex_lock(&mon.st_lock);
+    mon.tr_status = status;
+    mon.tr_cur = cur;
+    mon.tr_start = start;
+    mon.tr_stop = stop;
+    mon.tr_pending = true;
+    mon_reporter_kick_locked(status);
+    pthread_mutex_unlock(&mon.st_lock);
 }

@@ -1,6 +1,7 @@
-/* monitor: the MsptiMonitor singleton (04-plugin.md §4–§8): one msPTI session at a time,
- * its buffers, filter, enabled kinds, data processor and the `MsptiMonitor` timer thread.
- * Every entry point is thread-safe; session changes are serialised by one session mutex. */
+/* monitor: the MsptiMonitor singleton (04-plugin.md §4–§8): one collection session at a time
+ * over the backend (backend.h), its filter, enabled kinds and data processor. A session actor
+ * thread owns the state; every entry point is thread-safe and posts a command to it (bounded
+ * queue, bounded waits: docs/plugin.md "Session actor"). Nothing here waits for the daemon. */
 #ifndef MSMON_PLUGIN_MONITOR_H
 #define MSMON_PLUGIN_MONITOR_H
 
@@ -19,15 +20,17 @@ struct monitor_start_args {
     bool standalone;            /* report interval 0 for this session (§13) */
 };
 
-/* Apply one validated config (§4) and send npuMonitorStatus (03-ipc.md §5.3) before a
- * duration expiry can send its Idle. Returns the status sent (1 running, 0 not). */
+/* Apply one validated config (§4) and queue npuMonitorStatus (03-ipc.md §5.3) ahead of any
+ * later expiry's Idle. Returns the status reported (1 running, 0 not). Waits at most 1 s for
+ * the actor (the training step's path); on timeout the config still applies and 0 is returned. */
 int monitor_handle_config(const struct mconfig *cfg);
-/* §5.1; -EALREADY if running, -EBUSY if nputrace runs here, -ENOENT no backend, -errno. */
+/* §5.1; -EALREADY if running, -EBUSY if nputrace runs here, -ENOENT no backend, -errno;
+ * -ETIMEDOUT after 10 s of a busy actor (the start still happens). Arguments are copied. */
 int monitor_start(const struct monitor_start_args *a);
-/* §5.2; -ENOENT if no session was running. */
+/* §5.2; -ENOENT if no session was running. Waits up to 60 s for the final output. */
 int monitor_stop(void);
 bool monitor_running(void);
-/* §7.3 live interval change (stored while idle). */
+/* §7.3 live interval change (stored while idle). Queued; does not wait. */
 void monitor_set_interval(uint32_t seconds);
 /* §8; the mask holds bit (1u << kind). Only while running. */
 int monitor_replace_kinds(uint32_t mask);
@@ -39,9 +42,18 @@ int monitor_set_cluster_config(const char *key, const char *value);
 /* Load the backend once if possible (first use, §2); never fails. */
 void monitor_first_use(void);
 
-/* Test seams: a fake backend instead of the dlopen search (NULL restores it), and a
- * processor table replacing the one of a mode (NULL restores it). */
-void monitor_test_set_backend(const struct backend *be);
+/* What the backend lost in the current (or last) session; zeros before any. Any thread. */
+void monitor_backend_drops(struct backend_drops *ret);
+
+/* Test seams: a backend instead of the MSMONITOR_BACKEND one (NULL restores it; borrowed
+ * until restored), and a processor table replacing the one of a mode (NULL restores it). */
+void monitor_test_set_backend(struct backend *be);
 void monitor_test_set_proc(enum proc_mode mode, const struct proc_ops *ops);
+
+/* Queue a traceStatus for the daemon (03-ipc.md §5.3) on the status thread: returns at once,
+ * never waits for IPC (a stale dynolog.sock costs ~10 s per send); newest value wins. For the
+ * per-step status of dyno mode, which must not stall a training step. Does not change the
+ * nputrace exclusion: call monitor_set_trace_status() for that. */
+void monitor_post_trace_status(int32_t status, int32_t cur, int32_t start, int32_t stop);
 
 #endif

@@ -100,10 +100,6 @@ struct mon_record {
     } u;
 };
 
-/* Convert one packed msPTI record (pointer into a buffer, possibly unaligned fields) into
- * *out. Returns 0, or -ENOENT for a kind the plugin does not know (skip it). */
-int mon_record_from_mspti(const void *raw, struct mon_record *out);
-
 /* End time used by the per-session filter (records ending before the session start are
  * ignored): `end` for ranged records, `timestamp` for markers. */
 static inline uint64_t mon_record_end(const struct mon_record *r)

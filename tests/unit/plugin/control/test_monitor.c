@@ -1,7 +1,8 @@
-/* test_monitor: the MsptiMonitor state machine (04-plugin.md §4, §5, §7.3, §8) over a fake
- * msPTI backend (records API activities into our buffers at FlushAll) and a capture
- * processor: start/stop order, nothing lost at stop, empty buffers returned, subscribe and
- * enable failures, duration expiry, live interval change, nputrace exclusion. */
+/* test_monitor: the session actor (04-plugin.md §4, §5, §7.3, §8) over the fake backend
+ * (backend_fake.c: emits API records at flush) and a capture processor: start/stop order,
+ * nothing lost at stop, start and enable failures, duration expiry, live interval change,
+ * nputrace exclusion, drop counters, bounded waits, and a stale daemon socket that must not
+ * delay a config. The msPTI buffer protocol itself is tested in backend/test_backend_mspti.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,105 +18,15 @@
 #include <unistd.h>
 
 #include "../../logcap.h"
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #include "common/log.h"
+#include "plugin/backend/backend_fake.h"
 #include "plugin/control/monitor.h"
 
-/* ---- fake backend ---- */
-static struct {
-    pthread_mutex_t lock;
-    msptiBuffersCallbackRequestFunc req;
-    msptiBuffersCallbackCompleteFunc comp;
-    int subscribe_rc;
-    int enable_rc[16];
-    int pending;          /* records emitted at the next FlushAll */
-    char order[256];      /* "D"isable "F"lush "U"nsubscribe "S"ubscribe "E"nable */
-    int subscribed;
-    unsigned enable_sleep_ms; /* f_enable blocks this long (a config racing an expiry) */
-} fk = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-static void note(char c)
-{
-    size_t n = strlen(fk.order);
-    if (n + 1 < sizeof(fk.order)) {
-        fk.order[n] = c;
-        fk.order[n + 1] = '\0';
-    }
-}
-
-static msptiResult f_subscribe(msptiSubscriberHandle *h, msptiCallbackFunc cb, void *ud)
-{
-    (void)cb;
-    (void)ud;
-    note('S');
-    if (fk.subscribe_rc)
-        return (msptiResult)fk.subscribe_rc;
-    fk.subscribed = 1;
-    *h = (msptiSubscriberHandle)&fk;
-    return MSPTI_SUCCESS;
-}
-static msptiResult f_unsubscribe(msptiSubscriberHandle h)
-{
-    (void)h;
-    note('U');
-    fk.subscribed = 0;
-    return MSPTI_SUCCESS;
-}
-static msptiResult f_register(msptiBuffersCallbackRequestFunc r, msptiBuffersCallbackCompleteFunc c)
-{
-    fk.req = r;
-    fk.comp = c;
-    return MSPTI_SUCCESS;
-}
-static msptiResult f_enable(msptiActivityKind k)
-{
-    note('E');
-    if (fk.enable_sleep_ms)
-        usleep(fk.enable_sleep_ms * 1000u);
-    return (msptiResult)fk.enable_rc[k];
-}
-static msptiResult f_disable(msptiActivityKind k)
-{
-    (void)k;
-    note('D');
-    return MSPTI_SUCCESS;
-}
-static msptiResult f_next(uint8_t *buf, size_t valid, msptiActivity **rec)
-{
-    uint8_t *p;
-    if (!buf)
-        return MSPTI_ERROR_INVALID_PARAMETER;
-    p = *rec ? (uint8_t *)*rec + sizeof(msptiActivityApi) : buf;
-    if ((size_t)(p - buf) + sizeof(msptiActivityApi) > valid)
-        return MSPTI_ERROR_MAX_LIMIT_REACHED;
-    *rec = (msptiActivity *)p;
-    return MSPTI_SUCCESS;
-}
-/* Emits the pending records into one buffer (always requests one: an empty completion
- * must return the buffer too). */
-static msptiResult f_flush(uint32_t flag)
-{
-    uint8_t *buf = NULL;
-    size_t size = 0, max = 0, valid = 0;
-    (void)flag;
-    pthread_mutex_lock(&fk.lock);
-    note('F');
-    fk.req(&buf, &size, &max);
-    for (; buf && fk.pending > 0 && valid + sizeof(msptiActivityApi) <= size; fk.pending--) {
-        msptiActivityApi a = { .kind = MSPTI_ACTIVITY_KIND_API, .start = 100, .end = 150,
-                               .pt = { 1, 2 }, .correlationId = 7, .name = "aclnnMatMul" };
-        memcpy(buf + valid, &a, sizeof(a));
-        valid += sizeof(a);
-    }
-    if (buf)
-        fk.comp(buf, size, valid);
-    pthread_mutex_unlock(&fk.lock);
-    return MSPTI_SUCCESS;
-}
-
-static const struct backend fake_be = {
-    .subscribe = f_subscribe, .unsubscribe = f_unsubscribe, .register_callbacks = f_register,
-    .enable = f_enable, .disable = f_disable, .get_next_record = f_next, .flush_all = f_flush,
-};
+/* ---- fake backend (backend_fake.c: 'S'tart 'E'nable 'D'isable 'F'lush 'U' detach) ---- */
+static struct backend_fake fk;
 
 /* ---- capture processor ---- */
 struct proc {
@@ -126,7 +37,7 @@ static struct {
     atomic_ulong consumed;
     unsigned long consumed_at_tick;
     unsigned long consumed_at_stop;
-    uint32_t kinds;
+    atomic_uint kinds;
     uint32_t interval;
     int replace_pgi_at_stop;  /* stop() replaces parallel_group_info while using its argument */
     char pgi_seen[64];        /* the argument's text after that replacement */
@@ -173,10 +84,13 @@ static char sockdir[] = "/tmp/pc_monsock_XXXXXX";
 
 static void reset(void)
 {
+    pthread_mutex_lock(&fk.lock);
     memset(fk.enable_rc, 0, sizeof(fk.enable_rc));
-    fk.subscribe_rc = 0;
+    memset(&fk.drops, 0, sizeof(fk.drops));
+    fk.start_rc = 0;
     fk.pending = 0;
     fk.order[0] = '\0';
+    pthread_mutex_unlock(&fk.lock);
     cap.created = cap.started = cap.ticks = cap.stops = cap.destroyed = 0;
     cap.consumed = 0;
     cap.kinds = 0;
@@ -205,7 +119,16 @@ static struct mconfig cfg_of(int start, int stop, uint32_t interval, double dura
         assert_true(cond);                                    \
     } while (0)
 
-#define API_BIT (1u << MSPTI_ACTIVITY_KIND_API)
+#define API_BIT (1u << MON_KIND_API)
+#define KERNEL_BIT (1u << MON_KIND_KERNEL)
+#define MEMORY_BIT (1u << MON_KIND_MEMORY)
+
+static void set_pending(int n)
+{
+    pthread_mutex_lock(&fk.lock);
+    fk.pending = n;
+    pthread_mutex_unlock(&fk.lock);
+}
 
 static void test_start_stop_order(void **state)
 {
@@ -220,7 +143,7 @@ static void test_start_stop_order(void **state)
     assert_int_equal(monitor_enabled_kinds(), API_BIT);
     assert_true(log_has("MsptiMonitor start successfully"));
     assert_true(log_has("Start mspti monitor thread successfully, rankid: "));
-    fk.pending = 700; /* more than two batches */
+    set_pending(700); /* more than two batches */
     assert_int_equal(monitor_stop(), 0);
     assert_string_equal(fk.order, "SEDFU");
     assert_int_equal(cap.consumed_at_stop, 700);
@@ -238,10 +161,11 @@ static void test_stop_config_and_idle_interval(void **state)
     reset();
     assert_int_equal(monitor_handle_config(&c), 1);
     /* a second start while running: no new session, kinds/filter replaced */
-    c.kinds_mask = (1u << MSPTI_ACTIVITY_KIND_KERNEL);
+    c.kinds_mask = KERNEL_BIT;
     assert_int_equal(monitor_handle_config(&c), 1);
     assert_int_equal(cap.created, 1);
-    assert_int_equal(cap.kinds, 1u << MSPTI_ACTIVITY_KIND_KERNEL);
+    assert_int_equal(cap.kinds, KERNEL_BIT);
+    assert_int_equal(monitor_enabled_kinds(), KERNEL_BIT);
     c = cfg_of(0, 1, 0, 0, 0);
     assert_int_equal(monitor_handle_config(&c), 0);
     assert_int_equal(cap.stops, 1);
@@ -251,22 +175,23 @@ static void test_stop_config_and_idle_interval(void **state)
     assert_int_equal(cap.created, 1);
 }
 
-static void test_subscribe_and_enable_failures(void **state)
+static void test_start_and_enable_failures(void **state)
 {
-    struct mconfig c = cfg_of(1, 0, 0, 0, API_BIT | (1u << MSPTI_ACTIVITY_KIND_MEMORY));
+    struct mconfig c = cfg_of(1, 0, 0, 0, API_BIT | MEMORY_BIT);
     (void)state;
     reset();
-    fk.subscribe_rc = MSPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    fk.start_rc = -EBUSY; /* another profiler owns the vendor API */
     assert_int_equal(monitor_handle_config(&c), 0);
-    assert_true(log_has("MSPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"));
+    assert_false(monitor_running());
     assert_int_equal(cap.destroyed, cap.created); /* processor released */
+    assert_string_equal(fk.order, "S");
     reset();
-    fk.enable_rc[MSPTI_ACTIVITY_KIND_MEMORY] = MSPTI_ERROR_WITHOUT_LD_PRELOAD;
+    fk.enable_rc[MON_KIND_MEMORY] = 1;
     assert_int_equal(monitor_handle_config(&c), 1);
-    assert_int_equal(cap.kinds, API_BIT);
-    assert_true(log_has("MsptiMonitor enableActivity failed, kind: Memory (MSPTI_ERROR_WITHOUT_LD_PRELOAD); "
-                        "this kind needs libmspti.so in LD_PRELOAD (CANN < 9.0.0, see FAQ)"));
+    assert_int_equal(cap.kinds, API_BIT);        /* only successful enables count */
+    assert_int_equal(monitor_enabled_kinds(), API_BIT);
     assert_int_equal(monitor_stop(), 0);
+    assert_int_equal(monitor_enabled_kinds(), 0);
 }
 
 static void test_expiry(void **state)
@@ -275,7 +200,7 @@ static void test_expiry(void **state)
     (void)state;
     reset();
     assert_int_equal(monitor_handle_config(&c), 1);
-    fk.pending = 5;
+    set_pending(5);
     WAIT_FOR(cap.stops == 1);
     WAIT_FOR(!monitor_running());
     assert_int_equal(cap.consumed_at_stop, 5);
@@ -330,7 +255,7 @@ static void test_interval_change_ticks(void **state)
     reset();
     assert_int_equal(monitor_handle_config(&c), 1);
     assert_int_equal(cap.interval, 1000);
-    fk.pending = 10;
+    set_pending(10);
     monitor_set_interval(1000); /* same value: no tick */
     monitor_set_interval(2000);
     WAIT_FOR(cap.ticks == 1);
@@ -346,6 +271,7 @@ static void test_trace_exclusion(void **state)
     reset();
     monitor_set_trace_status(1);
     assert_int_equal(monitor_handle_config(&c), 0);
+    assert_int_equal(cap.created, 0);
     assert_true(log_has("nputrace is running in this process"));
     monitor_set_trace_status(0);
     assert_int_equal(monitor_handle_config(&c), 1);
@@ -355,13 +281,112 @@ static void test_trace_exclusion(void **state)
     assert_int_equal(monitor_stop(), 0);
 }
 
+/* The backend's loss counters reach the core and the stop line. */
+static void test_backend_drops(void **state)
+{
+    struct mconfig c = cfg_of(1, 0, 0, 0, API_BIT);
+    struct backend_drops d;
+    (void)state;
+    reset();
+    assert_int_equal(monitor_handle_config(&c), 1);
+    pthread_mutex_lock(&fk.lock);
+    fk.drops = (struct backend_drops){ .buffers_declined = 3, .unknown_kind = 4, .read_errors = 5 };
+    pthread_mutex_unlock(&fk.lock);
+    monitor_backend_drops(&d);
+    assert_int_equal(d.buffers_declined, 3);
+    assert_int_equal(d.unknown_kind, 4);
+    assert_int_equal(d.read_errors, 5);
+    assert_int_equal(monitor_stop(), 0);
+    assert_true(log_has("MsptiMonitor: backend fake lost data this session: 3 buffer requests declined, 4 "
+                        "records of unknown kind, 5 record read errors, 0 records dropped by the library"));
+}
+
+/* A config whose work outlasts the caller's bound: the caller returns after ~1 s, the
+ * config still takes effect on the actor. */
+static void test_config_wait_is_bounded(void **state)
+{
+    struct mconfig c = cfg_of(1, 0, 0, 0, API_BIT);
+    uint64_t t0;
+    (void)state;
+    reset();
+    fk.enable_sleep_ms = 1600;
+    t0 = clock_mono_ns();
+    assert_int_equal(monitor_handle_config(&c), 0); /* timed out */
+    assert_true(clock_mono_ns() - t0 < 1500000000ull);
+    assert_true(log_has("the session is busy"));
+    WAIT_FOR(cap.kinds == API_BIT);
+    fk.enable_sleep_ms = 0;
+    assert_true(monitor_running());
+    assert_int_equal(monitor_stop(), 0);
+    assert_int_equal(cap.stops, 1);
+}
+
+/* A processor calling back into the monitor from the actor gets -EDEADLK, not a hang. */
+static int reentrant_rc;
+static int c_tick_reenter(struct proc *p)
+{
+    (void)p;
+    reentrant_rc = monitor_replace_kinds(API_BIT);
+    cap.ticks++;
+    return 0;
+}
+
+static void test_reentry_refused(void **state)
+{
+    struct proc_ops ops = cap_ops;
+    struct mconfig c = cfg_of(1, 0, 0, 0, API_BIT);
+    (void)state;
+    reset();
+    ops.tick = c_tick_reenter;
+    monitor_test_set_proc(PROC_METRIC, &ops);
+    assert_int_equal(monitor_handle_config(&c), 1);
+    monitor_set_interval(4000);
+    WAIT_FOR(cap.ticks == 1);
+    assert_int_equal(reentrant_rc, -EDEADLK);
+    assert_int_equal(monitor_stop(), 0);
+    monitor_test_set_proc(PROC_METRIC, &cap_ops);
+}
+
+/* dynolog.sock exists but nobody reads it: each status send retries for ~10 s. Configs (the
+ * training step's path) must not wait for that. */
+static void test_stale_daemon_does_not_delay_config(void **state)
+{
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    struct mconfig on = cfg_of(1, 0, 0, 0, API_BIT), off = cfg_of(0, 1, 0, 0, 0);
+    uint64_t worst = 0;
+    int fd;
+    (void)state;
+    reset();
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s/dynolog.sock", sockdir);
+    fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    close(fd); /* the file stays: connect/send get ECONNREFUSED */
+    for (int i = 0; i < 6; i++) {
+        uint64_t t0 = clock_mono_ns(), dt;
+        assert_int_equal(monitor_handle_config(i % 2 ? &off : &on), i % 2 ? 0 : 1);
+        dt = clock_mono_ns() - t0;
+        worst = dt > worst ? dt : worst;
+    }
+    for (int i = 0; i < 20; i++) { /* the per-step trace status of dyno mode, the same */
+        uint64_t t0 = clock_mono_ns(), dt;
+        monitor_post_trace_status(0, i, -1, -1);
+        dt = clock_mono_ns() - t0;
+        worst = dt > worst ? dt : worst;
+    }
+    unlink(a.sun_path);
+    assert_true(worst < 200000000ull); /* far below one status send's ~10 s of retries */
+    assert_false(monitor_running());
+}
+
 static int setup(void **state)
 {
     (void)state;
     assert_non_null(mkdtemp(sockdir));
     setenv("MSMONITOR_SOCKET_DIR", sockdir, 1);
     setenv("MSMONITOR_LOG_PATH", sockdir, 1);
-    monitor_test_set_backend(&fake_be);
+    backend_fake_init(&fk);
+    monitor_test_set_backend(&fk.base);
     for (int m = PROC_METRIC; m <= PROC_STANDALONE; m++)
         monitor_test_set_proc((enum proc_mode)m, &cap_ops);
     monitor_first_use();
@@ -383,12 +408,16 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_start_stop_order),
         cmocka_unit_test(test_stop_config_and_idle_interval),
-        cmocka_unit_test(test_subscribe_and_enable_failures),
+        cmocka_unit_test(test_start_and_enable_failures),
         cmocka_unit_test(test_expiry),
         cmocka_unit_test(test_expiry_waits_for_config),
         cmocka_unit_test(test_expiry_cluster_config_race),
         cmocka_unit_test(test_interval_change_ticks),
         cmocka_unit_test(test_trace_exclusion),
+        cmocka_unit_test(test_backend_drops),
+        cmocka_unit_test(test_config_wait_is_bounded),
+        cmocka_unit_test(test_reentry_refused),
+        cmocka_unit_test(test_stale_daemon_does_not_delay_config),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "msmon/mspti.h"
+#include "plugin/backend/mspti_record.h"
 #include "plugin/pipeline/filter.h"
 #include "plugin/pipeline/idmap.h"
 #include "plugin/pipeline/record.h"
