@@ -5,6 +5,7 @@ drawn points are capped; partial data becomes a note in the page, never an excep
 Every string from the data is escaped (html.escape, or JSON with `<`, `>`, `&` escaped)."""
 import concurrent.futures
 import glob
+import gzip
 import html
 import json
 import math
@@ -18,7 +19,7 @@ MAX_POINTS = 2000        # per step-time series (bucket means beyond that)
 MAX_SERIES = 64          # step-time lines drawn (slow ranks first)
 TOP_N = 25               # kernels/ops listed
 TIMELINE_CAP = 4000      # events drawn in the step timeline
-TRACE_MAX_BYTES = 512 * 1024 * 1024
+TRACE_MAX_BYTES = 256 * 1024 * 1024   # on disk (a .gz may hold more)
 LOG_TAIL_BYTES = 4 * 1024 * 1024
 
 # Slow-rank rule (documented in docs/report.md): a rank with at least SLOW_MIN_STEPS steps is
@@ -146,7 +147,7 @@ class Report:
                 self.pid_rank[pid] = rank
                 (self.db_paths if ext == "db" else self.jsonl_paths).setdefault(rank, []).append(p)
                 self.rank(rank).pids.add(pid)
-            elif base.endswith(".json"):
+            elif base.endswith((".json", ".json.gz")):
                 self._read_trace(p)
             elif base.endswith(".log"):
                 logs.append(p)
@@ -441,9 +442,10 @@ class Report:
                 self._file(path, "trace", "too large, skipped")
                 self.note(f"{rel}: trace larger than {TRACE_MAX_BYTES >> 20} MiB; not read.")
                 return
-            with open(path, "rb") as fh:
+            opener = gzip.open if path.endswith(".gz") else open
+            with opener(path, "rb") as fh:
                 data = json.load(fh)
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, EOFError) as e:
             self._file(path, "json", "not a readable JSON trace")
             self.note(f"{rel}: not readable as JSON ({type(e).__name__}); skipped.")
             return
@@ -457,7 +459,7 @@ class Report:
             rank = r if isinstance(r, int) else None
         if rank is None:
             m = re.search(r"rank[_-]?(\d+)", os.path.basename(path)) or \
-                re.search(r"_(\d+)\.json$", os.path.basename(path))
+                re.search(r"_(\d+)\.json(?:\.gz)?$", os.path.basename(path))
             rank = int(m.group(1)) if m else None
         self._file(path, "trace", f"{len(events)} events" + (f", rank {rank}" if rank is not None else ""))
         self.traces.append((rel, rank, events))

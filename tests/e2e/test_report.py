@@ -5,6 +5,7 @@ independently with SQL / by reading the JSONL lines. Also partial data (empty, k
 truncated, garbage) and hostile names."""
 import collections
 import glob
+import gzip
 import json
 import os
 import re
@@ -371,3 +372,10 @@ def test_report_trace_only(tmp_path):
     assert data["timeline"]["source"] == "trace trace_rank0.json" and data["timeline"]["step"] == 3
     assert any("broken.json: not readable" in n for n in data["notes"])
     assert data["steps"] == {} and "No <code>step N</code> marker ranges" in page
+    # Compressed traces too; --rank picks the trace of that rank.
+    _write_trace(str(tmp_path / "t.json"), 1)
+    with open(tmp_path / "t.json", "rb") as src, gzip.open(tmp_path / "trace_rank1.json.gz", "wb") as dst:
+        dst.write(src.read())
+    os.unlink(tmp_path / "t.json")
+    _, data = _report(str(tmp_path), "--rank", "1")
+    assert data["timeline"]["source"] == "trace trace_rank1.json.gz" and data["timeline"]["rank"] == 1
