@@ -340,6 +340,28 @@ def test_report_killed_rank_db(daemon):
     assert data["timeline"] is not None and data["timeline"]["events"]
 
 
+def _synthetic_ranks(d, n, slow, factor, steps=8):
+    for r in range(n):
+        with open(d / f"msmonitor_{100 + r}_20260101000000000_{r}.jsonl", "w") as f:
+            for i in range(steps):
+                dur = int(1000 * (factor if r == slow else 1)) + (r * 7 + i * 13) % 40   # ±2 % jitter
+                t = i * 10000
+                f.write(json.dumps({"kind": "Marker", "sourceKind": "Host", "id": i, "name": f"step {i + 1}",
+                                    "domain": "default", "startNs": t, "endNs": t + dur, "processId": 1,
+                                    "threadId": 1}) + "\n")
+
+
+def test_report_slow_rule_small_runs(tmp_path):
+    """2 ranks: 1.3x is slow, 1.05x is not (the 10 % floor); 4 even ranks: none; 4 steps: too few."""
+    cases = [(2, 1.3, 8, [1]), (2, 1.05, 8, []), (4, 1.0, 8, []), (2, 2.0, 4, [])]
+    for i, (n, factor, steps, want) in enumerate(cases):
+        d = tmp_path / f"c{i}"
+        d.mkdir()
+        _synthetic_ranks(d, n, 1, factor, steps=steps)
+        _, data = _report(str(d))
+        assert data["slow_ranks"] == want, (n, factor, steps, data["slow_rule"])
+
+
 def test_report_many_ranks(tmp_path):
     """80 ranks, rank 57 at 1.5x: the rule flags exactly it, at most 64 lines and share bars are
     drawn (slow ranks first), and the page says so."""
