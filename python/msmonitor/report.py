@@ -12,6 +12,7 @@ import math
 import os
 import re
 import sqlite3
+import sys
 import time
 import urllib.parse
 
@@ -1295,8 +1296,15 @@ def write(root, out_path, want_rank=None, want_step=None):
 
 
 def main(args):
+    if not os.path.isdir(args.dir):
+        print(f"report: {args.dir}: not a directory (give the --log-file directory of the run)", file=sys.stderr)
+        return 2
     out = args.output or os.path.join(args.dir, "report.html")
-    data = write(args.dir, out, args.rank, args.step)
+    try:
+        data = write(args.dir, out, args.rank, args.step)
+    except OSError as e:
+        print(f"report: cannot write {out}: {e.strerror}", file=sys.stderr)
+        return 1
     print(f"report: {out} ({len(data['header']['ranks'])} rank(s), {len(data['header']['files'])} file(s), "
           f"{data['generated_s']} s)")
     for n in data["notes"]:

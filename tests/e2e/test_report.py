@@ -290,6 +290,13 @@ def test_report_partial_and_hostile_data(tmp_path):
     assert names[evil]["count"] == 6 and names["#0"]["count"] == 17
     assert data["timeline"]["rank"] == 3        # rank 3 is the only one with steps
     assert "counters" in data and "not recorded" in page
+    # Not a directory / an unwritable output: one line and a non-zero status, no traceback.
+    env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python", "pkg"))
+    for argv, rc, text in ((["/nonexistent-run"], 2, "not a directory"),
+                           ([d, "-o", "/nonexistent-dir/r.html"], 1, "cannot write")):
+        r = subprocess.run(["/usr/bin/python3", "-m", "msmonitor", "report"] + argv, env=env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == rc and text in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 def test_report_caps_long_runs(tmp_path):
