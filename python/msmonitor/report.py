@@ -1192,12 +1192,40 @@ def _section_timeline(pg):
         pg.svg_count += 1
         leg = "".join(f'<span><i style="background:{c}"></i>{k}</span>' for k, c in TL_COLORS.items())
         pg.parts.append(f'<div class="legend">{leg}</div>')
+        zoom = _device_zoom(tl)
+        if zoom:
+            pg.data["timeline"]["zoom_window"] = zoom["window"]
+            pg.parts.append(f'<p>Zoomed to the device activity of the step '
+                            f'({esc(_fmt_ns(zoom["window"][1] - zoom["window"][0]))}, '
+                            f'{len(zoom["events"])} events):</p>')
+            pg.parts.append(svg_timeline(zoom))
+            pg.svg_count += 1
         if tl["capped"]:
             pg.capped.append(f"timeline: first {TIMELINE_CAP} events of the step drawn")
     else:
         pg.data["timeline"] = None
         why = ("rank %s has no step %s" % (rank, step)) if rank is not None and step is not None else "no steps"
         pg.parts.append(f'<p class="note">No timeline: {esc(why)} (neither a trace file nor DB/JSONL rows for it).</p>')
+
+
+def _device_zoom(tl):
+    """The step's timeline cut to its device activity when that covers under 30 % of the step
+    (a step mostly spent waiting on the host), else None."""
+    dev = [e for e in tl["events"] if e[4] in ("compute", "communication", "memcpy")]
+    if not dev:
+        return None
+    lo, hi = tl["window"]
+    a = max(min(e[1] for e in dev), lo)
+    b = min(max(e[1] + e[2] for e in dev), hi)
+    if b <= a or (b - a) >= 0.3 * (hi - lo):
+        return None
+    pad = (b - a) // 50
+    a, b = max(a - pad, lo), min(b + pad, hi)
+    events = [e for e in tl["events"] if e[1] < b and e[1] + e[2] > a]
+    used = sorted({e[0] for e in events})
+    remap = {old: i for i, old in enumerate(used)}
+    return {"window": [a, b], "lanes": [tl["lanes"][i] for i in used],
+            "events": [[remap[e[0]]] + e[1:] for e in events]}
 
 
 def _section_counters(pg):
