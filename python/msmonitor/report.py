@@ -73,6 +73,7 @@ class Rank:
         self.kinds = set()
         self.counters = {}        # source -> {key: value}
         self.sources = set()      # "DB" / "JSONL"
+        self.jsonl_markers = {}   # "host"/"device" -> pid -> marker id -> times (while reading)
 
     def widen(self, lo, hi):
         if lo is None or hi is None:
@@ -159,6 +160,7 @@ class Report:
         for rank, ps in sorted(self.jsonl_paths.items()):
             for p in ps:
                 self._read_jsonl(p, self.rank(rank))
+            self._jsonl_steps(self.rank(rank))
         for p in logs:
             self._read_log(p)
         if not self.db_paths and not self.jsonl_paths and not self.traces:
@@ -368,7 +370,11 @@ class Report:
         rk.files.append(rel)
         rk.sources.add("JSONL")
         bad = lines = 0
-        host_marker, dev_marker = {}, {}
+        m = FILE_RE.match(os.path.basename(path))
+        pid = int(m.group(1)) if m else 0
+        # Step markers pair across the rotated files of one process: keyed by (pid, marker id).
+        host_marker = rk.jsonl_markers.setdefault("host", {}).setdefault(pid, {})
+        dev_marker = rk.jsonl_markers.setdefault("device", {}).setdefault(pid, {})
         try:
             fh = open(path, "r", encoding="utf-8", errors="replace")
         except OSError as e:
@@ -387,10 +393,17 @@ class Report:
         self._file(path, "JSONL", f"{bad} unreadable line(s)" if bad else "")
         if bad:
             self.note(f"{rel}: {bad} of {lines} line(s) could not be parsed (truncated by a kill?); skipped.")
-        for mid, (n, st, en) in host_marker.items():
-            d = dev_marker.get(mid)
-            rk.steps[n] = [en - st, (d[1] - d[0]) if d else None, st, en,
-                           d[0] if d else None, d[1] if d else None]
+
+    @staticmethod
+    def _jsonl_steps(rk):
+        """Host step ranges with their device spans, once all files of the rank are read."""
+        for pid, hosts in rk.jsonl_markers.get("host", {}).items():
+            devs = rk.jsonl_markers["device"].get(pid, {})
+            for mid, (n, st, en) in hosts.items():
+                d = devs.get(mid)
+                rk.steps[n] = [en - st, (d[1] - d[0]) if d else None, st, en,
+                               d[0] if d else None, d[1] if d else None]
+        rk.jsonl_markers = {}
 
     def _jsonl_line(self, d, rk, host_marker, dev_marker):
         kind = d.get("kind")

@@ -35,7 +35,7 @@ def _report(d, *extra):
     return page, json.loads(m.group(1))
 
 
-def _run(daemon, export, tmp):
+def _run(daemon, export, tmp, extra=()):
     """Three mssim-train ranks at 20 steps/s (rank 2 at 4x durations), one session."""
     out = os.path.join(tmp, "run")
     ws = []
@@ -49,7 +49,7 @@ def _run(daemon, export, tmp):
         for w in ws:
             wait_registered(daemon, w.p.pid)
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--report-interval-s", "1",
-                     "--mspti-activity-kind", KINDS, "--log-file", out, "--export-type", export)
+                     "--mspti-activity-kind", KINDS, "--log-file", out, "--export-type", export, *extra)
         assert r.returncode == 0, r.stderr + r.stdout
         for w in ws:
             w.wait_plugin_log("MsptiMonitor start successfully")
@@ -223,7 +223,9 @@ def test_report_db_run(daemon):
 
 def test_report_jsonl_run(daemon):
     tmp = tempfile.mkdtemp(prefix="mmrep")
-    out = _run(daemon, "Jsonl", tmp)
+    # Rotated every 500 lines: a step's host and device marker lines land in different files.
+    out = _run(daemon, "Jsonl", tmp, ["--json-rotate-log-lines", "500"])
+    assert len(glob.glob(os.path.join(out, "*_0.jsonl"))) > 3
     _, data = _report(out)
     _check(data, _jsonl_truth(out))
     assert data["timeline"]["source"] == "JSONL lines"
