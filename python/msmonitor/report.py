@@ -222,6 +222,9 @@ class Report:
             v = s.get(i)
             return v if v is not None else f"#{i}"
 
+        if "SESSION_TIME_INFO" not in tables:
+            self.note(f"{rel}: no SESSION_TIME_INFO, so the session never stopped (the rank was killed, or it "
+                      "is still running): only the batches committed so far are shown.")
         mstx = [i for i, v in s.items() if v == "MsTx"]
         mstx_id = mstx[0] if mstx else None
         if "HOST_INFO" in tables:

@@ -315,8 +315,8 @@ def test_report_caps_long_runs(tmp_path):
 
 
 def test_report_killed_rank_db(daemon):
-    """kill -9 during a DB session: committed batches survive (WAL), STRING_IDS and the session
-    tables were never written; the page reports what is there with a note."""
+    """kill -9 during a DB session: what the plugin committed before the kill (WAL batches; the
+    string pool only if the writer keeps it current) is reported, missing parts become notes."""
     import signal
     tmp = tempfile.mkdtemp(prefix="mmrepk")
     out = os.path.join(tmp, "run")
@@ -336,17 +336,20 @@ def test_report_killed_rank_db(daemon):
     (db_path,) = glob.glob(os.path.join(out, "*.db"))
     db = sqlite3.connect(db_path)
     tables = {t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert "STRING_IDS" not in tables and "TASK" in tables
+    assert "TASK" in tables and "SESSION_TIME_INFO" not in tables
     n_kernels = db.execute("SELECT count(*) FROM TASK t JOIN COMPUTE_TASK_INFO c "
                            "ON c.globalTaskId = t.globalTaskId").fetchone()[0]
-    n_ranges = db.execute("SELECT count(*) FROM MSTX_EVENTS WHERE eventType = 2").fetchone()[0]
     db.close()
     page, data = _report(out)
-    assert any("STRING_IDS is missing" in n for n in data["notes"])
     assert data["kernels_distinct"] <= 25 and sum(k["count"] for k in data["kernels"]) == n_kernels > 0
-    assert all(k["name"].startswith("#") for k in data["kernels"])
-    assert data["steps"]["0"]["n"] == n_ranges and data["step_basis"] == "host"
-    assert data["timeline"] is not None and data["timeline"]["events"]
+    assert data["steps"]["0"]["n"] > 0 and data["timeline"] and data["timeline"]["events"]
+    assert "no SESSION_TIME_INFO" in page and any("session never stopped" in n for n in data["notes"])
+    if "STRING_IDS" in tables:
+        assert "MatMul" in {k["name"] for k in data["kernels"]}
+    else:
+        assert any("STRING_IDS is missing" in n for n in data["notes"])
+        assert all(k["name"].startswith("#") for k in data["kernels"])
+        assert data["step_basis"] == "host"
 
 
 def _synthetic_ranks(d, n, slow, factor, steps=8):
