@@ -266,8 +266,31 @@ static void check_state(struct report *r, const cJSON *st)
     }
 }
 
+static double num_item(const cJSON *o, const char *key)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(it) ? it->valuedouble : 0;
+}
+
+/* This daemon's per-session counters (`session_stats`, the plugin's PluginStats): one line
+ * per process; any dropped record fails the check (R26). */
+static void check_session_stats(struct report *r, long long pid, const cJSON *s)
+{
+    double q = num_item(s, "dropped_queue"), d = num_item(s, "dropped_declined");
+    double w = num_item(s, "dropped_write");
+    if (q + d + w > 0)
+        say(r, M_FAIL, "pid %lld: session dropped %.0f records (queue %.0f, declined buffers %.0f, "
+            "write %.0f) - fix: a shorter --report-interval-s or a --filter; the job log shows "
+            "'Buffer allocation exhausted' (R26)", pid, q + d + w, q, d, w);
+    else
+        say(r, M_OK, "pid %lld: session consumed %.0f, kept %.0f, filtered %.0f, written %.0f, "
+            "0 dropped", pid, num_item(s, "consumed"), num_item(s, "kept"),
+            num_item(s, "filtered"), num_item(s, "written"));
+}
+
 /* Per-process msPTI library and session drop counters, if this daemon's status carries them
- * (any string field naming a library, any number field counting drops, at any depth). */
+ * (`session_stats`; else any string field naming a library, any number field counting drops,
+ * at any depth, so a daemon that reports them under other names is still read). */
 static void scan_fields(struct report *r, long long pid, const cJSON *o, int depth, int *nlib,
                         int *ndrop)
 {
@@ -276,7 +299,10 @@ static void scan_fields(struct report *r, long long pid, const cJSON *o, int dep
         return;
     cJSON_ArrayForEach(f, o) {
         const char *k = f->string ? f->string : "";
-        if (cJSON_IsObject(f)) {
+        if (cJSON_IsObject(f) && strcmp(k, "session_stats") == 0) {
+            (*ndrop)++;
+            check_session_stats(r, pid, f);
+        } else if (cJSON_IsObject(f)) {
             scan_fields(r, pid, f, depth + 1, nlib, ndrop);
         } else if (cJSON_IsArray(f)) {   /* e.g. a list of sessions, each with its counters */
             const cJSON *e;

@@ -272,6 +272,37 @@ def test_drop_counters(env, fake):
     line(r, FAIL, "pid 4242: dropped_write = 3 records dropped")
 
 
+def _stats(**over):
+    st = {k: 0 for k in ("before_start", "bytes_written", "consumed", "cpu_ns", "dropped_declined",
+                         "dropped_queue", "dropped_write", "filtered", "kept", "written")}
+    st.update(over)
+    return st
+
+
+def test_session_stats(env, fake):
+    """The daemon's own per-session counters (getStatus `session_stats`)."""
+    r = doctor(fake(good_replies([proc(4242, session_stats=_stats(consumed=10, kept=7, filtered=3))])).port,
+               env)
+    line(r, OK, "pid 4242: session consumed 10, kept 7, filtered 3, written 0, 0 dropped")
+    no_line(r, INFO, "drop counters")
+    r = doctor(fake(good_replies([proc(4242, session_stats=_stats(dropped_declined=4, dropped_queue=1))])).port,
+               env)
+    got = line(r, FAIL, "pid 4242: session dropped 5 records (queue 1, declined buffers 4, write 0)")
+    assert "Buffer allocation exhausted" in got
+    assert r.returncode == 1
+
+
+def test_session_stats_from_real_daemon(env):
+    """A real daemon with a process that reports stats: the line comes from its reply."""
+    d = Daemon(sockdir=env["MSMONITOR_SOCKET_DIR"])
+    try:
+        r = doctor(d.port, env)
+        # no process has run a session here: honest "not reported" rather than a failure
+        line(r, INFO, "session drop counters: not reported by this daemon")
+    finally:
+        d.stop()
+
+
 # --- the target process's environment --------------------------------------------------------
 
 @pytest.mark.parametrize("value,mark,text", [("1", OK, "has MSMONITOR_USE_DAEMON=1"),

@@ -312,7 +312,7 @@ static void mon_teardown(void)
 static void mon_tick(void)
 {
     (void)mon.sess.be->ops->flush(mon.sess.be); /* the interval's records are in this interval's report */
-    if (mon.sess.ops->tick(mon.sess.proc) != 0)
+    if (pipeline_tick(mon.sess.pl) != 0)
         LOG_DEBUG("MsptiMonitor: processor tick reported an error");
 }
 

@@ -2,7 +2,7 @@
  * into their own per-thread tables keyed by (kind, device, interned name pointer) under an
  * uncontended per-table lock; completed marker ranges come paired from the pipeline. Each
  * tick merges the tables by name text, sends the upstream per-device sum lines, the marker
- * ranges, the per-name OpStats datagrams and the session counters (PluginStats). */
+ * ranges and the per-name OpStats datagrams (the session counters are the pipeline's). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -664,45 +664,6 @@ static size_t fold_group(struct agg *g, size_t n)
     return NAMES_PER_GROUP + 1;
 }
 
-/* {"deviceId":-1,"duration":<consumer cpu ns>,"kind":"PluginStats","name":"consumed=…",
- * "stats":{…},"timestamp":<now>}: the upstream keys make any daemon accept it; `name` carries
- * the counters as text for loggers that keep only the known keys, `stats` as numbers. */
-static void send_stats(struct proc *p, uint64_t now, int *first_err)
-{
-    struct pipeline_stats st;
-    char buf[1024], text[512];
-    struct jw w;
-    pipeline_stats(p->pl, &st);
-    pipeline_stats_format(&st, text, sizeof(text));
-    jw_init(&w, buf, sizeof(buf));
-    jw_obj_begin(&w);
-    jw_key(&w, "deviceId");
-    jw_int(&w, -1);
-    jw_key(&w, "duration");
-    jw_uint(&w, st.cpu_ns);
-    jw_key(&w, "kind");
-    jw_str(&w, "PluginStats");
-    jw_key(&w, "name");
-    jw_str(&w, text);
-    jw_key(&w, "stats");
-    jw_obj_begin(&w);
-    const struct { const char *k; uint64_t v; } f[] = {
-        {"before_start", st.before_start}, {"bytes_written", st.bytes_written}, {"consumed", st.consumed},
-        {"cpu_ns", st.cpu_ns}, {"dropped_declined", st.dropped_declined}, {"dropped_queue", st.dropped_queue},
-        {"dropped_write", st.dropped_write}, {"filtered", st.filtered}, {"kept", st.kept},
-        {"written", st.written},
-    };
-    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
-        jw_key(&w, f[i].k);
-        jw_uint(&w, f[i].v);
-    }
-    jw_obj_end(&w);
-    jw_key(&w, "timestamp");
-    jw_uint(&w, now);
-    jw_obj_end(&w);
-    send_json(p, &w, first_err);
-}
-
 static int metric_tick(struct proc *p)
 {
     uint64_t now = clock_real_ns();
@@ -783,9 +744,6 @@ static int metric_tick(struct proc *p)
             i = j;
         }
     }
-    /* 6. The session counters with the interval's data (a kind the daemon passes through). */
-    if (p->pl)
-        send_stats(p, now, &first_err);
     free(done);
     free(m.v);
     free(m.index);

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "common/jw.h"
 #include "common/log.h"
 #include "plugin/outputs/proc.h"
 #include "plugin/pipeline/filter.h"
@@ -30,6 +32,8 @@ struct pipeline {
     struct markpair *mp;
     _Atomic uint64_t next_expire_ns;
     struct pl_counters c;
+    proc_send_fn send;            /* PluginStats to the daemon (NULL: not sent) */
+    void *send_ctx;
     _Atomic uint64_t fast_dev[PL_FAST_DEVICES / 64];
     pthread_mutex_t dev_mu;
     uint32_t slow_dev[PL_SLOW_DEVICES];
@@ -67,6 +71,10 @@ int pipeline_create(const struct proc_config *cfg, struct filter_state *fs, cons
     pl->ops = ops;
     pl->fs = fs;
     pl->session_start_ns = cfg->session_start_ns;
+    if (cfg->mode != PROC_STANDALONE) { /* standalone Monitor sessions have no daemon */
+        pl->send = cfg->send;
+        pl->send_ctx = cfg->send_ctx;
+    }
     twice = 2ull * cfg->report_interval_s * 1000000000ull;
     pl->max_age_ns = twice > PL_MIN_AGE_NS ? twice : PL_MIN_AGE_NS;
     rc = markpair_create(MARKPAIR_PENDING_CAP, &pl->mp);
@@ -263,6 +271,69 @@ size_t pipeline_stats_format(const struct pipeline_stats *s, char *buf, size_t c
     return (size_t)n < cap ? (size_t)n : (cap ? cap - 1 : 0);
 }
 
+size_t pipeline_stats_json(const struct pipeline_stats *s, int32_t pid, uint64_t now_ns, char *buf, size_t cap)
+{
+    char text[512];
+    struct jw w;
+    const struct { const char *k; uint64_t v; } f[] = {
+        {"before_start", s->before_start}, {"bytes_written", s->bytes_written}, {"consumed", s->consumed},
+        {"cpu_ns", s->cpu_ns}, {"dropped_declined", s->dropped_declined}, {"dropped_queue", s->dropped_queue},
+        {"dropped_write", s->dropped_write}, {"filtered", s->filtered}, {"kept", s->kept},
+        {"written", s->written},
+    };
+
+    pipeline_stats_format(s, text, sizeof(text));
+    jw_init(&w, buf, cap);
+    jw_obj_begin(&w);
+    jw_key(&w, "deviceId");
+    jw_int(&w, -1);
+    jw_key(&w, "duration");
+    jw_uint(&w, s->cpu_ns);
+    jw_key(&w, "kind");
+    jw_str(&w, PIPELINE_STATS_KIND);
+    jw_key(&w, "name");
+    jw_str(&w, text);
+    jw_key(&w, "pid");
+    jw_int(&w, pid);
+    jw_key(&w, "stats");
+    jw_obj_begin(&w);
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+        jw_key(&w, f[i].k);
+        jw_uint(&w, f[i].v);
+    }
+    jw_obj_end(&w);
+    jw_key(&w, "timestamp");
+    jw_uint(&w, now_ns);
+    jw_obj_end(&w);
+    return w.err ? 0 : w.len;
+}
+
+/* The session's counters to the daemon, so `dyno status` and its loggers show them. */
+static void pipeline_report(struct pipeline *pl)
+{
+    struct pipeline_stats s;
+    struct timespec ts;
+    char buf[1024];
+    size_t n;
+
+    if (!pl->send)
+        return;
+    pipeline_stats(pl, &s);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    n = pipeline_stats_json(&s, (int32_t)getpid(), (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec,
+                            buf, sizeof(buf));
+    if (n && pl->send(pl->send_ctx, buf, n) < 0)
+        LOG_DEBUG("MsptiMonitor: session stats not delivered to the daemon");
+}
+
+int pipeline_tick(struct pipeline *pl)
+{
+    int rc = pl->ops->tick(pl->proc);
+
+    pipeline_report(pl);
+    return rc;
+}
+
 int pipeline_stop(struct pipeline *pl, const char *parallel_group_info)
 {
     struct pipeline_stats s;
@@ -270,6 +341,7 @@ int pipeline_stop(struct pipeline *pl, const char *parallel_group_info)
     int rc;
 
     rc = pl->ops->stop(pl->proc, parallel_group_info);
+    pipeline_report(pl);
     pipeline_stats(pl, &s);
     pipeline_stats_format(&s, line, sizeof(line));
     if (s.dropped_queue || s.dropped_declined || s.dropped_write)

@@ -83,7 +83,10 @@ struct proc *pipeline_proc(struct pipeline *pl);
 /* Completion path: filter, cutoff and pair recs[0..n) (compacted in place), then hand the
  * batch to the output. Thread-safe; cheap; no allocation. */
 void pipeline_deliver(struct pipeline *pl, struct mon_record *recs, size_t n);
-/* End of session: ops->stop, then the one stats line. Not concurrent with deliver. */
+/* Report interval: ops->tick, then the session's counters to the daemon (PluginStats). */
+int pipeline_tick(struct pipeline *pl);
+/* End of session: ops->stop, the final counters to the daemon, then the one stats line.
+ * Not concurrent with deliver. */
 int pipeline_stop(struct pipeline *pl, const char *parallel_group_info);
 void pipeline_destroy(struct pipeline *pl);
 
@@ -96,6 +99,12 @@ void pipeline_stats(struct pipeline *pl, struct pipeline_stats *ret);
 void pipeline_last_stats(struct pipeline_stats *ret);
 /* "consumed=… kept=… …" into buf (always terminated); returns the length. */
 size_t pipeline_stats_format(const struct pipeline_stats *s, char *buf, size_t cap);
+/* The `data` payload carrying a session's counters (05-outputs.md keys the daemon accepts,
+ * plus "pid" and "stats"): {"deviceId":-1,"duration":<cpu_ns>,"kind":"PluginStats",
+ * "name":"consumed=… …","pid":<pid>,"stats":{…},"timestamp":<now>}. Pure; returns the length,
+ * 0 if cap is too small. */
+#define PIPELINE_STATS_KIND "PluginStats"
+size_t pipeline_stats_json(const struct pipeline_stats *s, int32_t pid, uint64_t now_ns, char *buf, size_t cap);
 /* Hook for the backend's declined-buffer count (absolute for this session). */
 void pipeline_set_declined(struct pipeline *pl, uint64_t n);
 
