@@ -339,9 +339,11 @@ static void check_sessions(struct report *r, const cJSON *procs, const struct op
             scan_fields(r, proc_pid(p), p, 0, &nlib, &ndrop);
     }
     if (nlib == 0)
-        say(r, M_INFO, "msPTI/CUPTI library per process: not reported by this daemon");
+        say(r, M_INFO, "msPTI/CUPTI library per process: not reported by this daemon (the job's "
+            "log names the library it loaded)");
     if (ndrop == 0)
-        say(r, M_INFO, "session drop counters: not reported by this daemon");
+        say(r, M_INFO, "session drop counters: not reported (no session has reported yet, or "
+            "this daemon does not carry them)");
 }
 
 /* R2, R30: the socket files, and whose home they are in. */

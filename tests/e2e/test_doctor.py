@@ -10,6 +10,8 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
+import time
 import threading
 
 import pytest
@@ -250,7 +252,7 @@ def test_state(env, fake):
 def test_library_and_drops_not_reported(env, fake):
     r = doctor(fake(good_replies()).port, env)
     line(r, INFO, "library per process: not reported by this daemon")
-    line(r, INFO, "session drop counters: not reported by this daemon")
+    line(r, INFO, "session drop counters: not reported")
     no_line(r, FAIL, "pid ")
 
 
@@ -292,14 +294,36 @@ def test_session_stats(env, fake):
     assert r.returncode == 1
 
 
-def test_session_stats_from_real_daemon(env):
-    """A real daemon with a process that reports stats: the line comes from its reply."""
+def test_real_job_end_to_end(env):
+    """The real daemon and a simulated job with the plugin: registered, env var set, and once
+    npu-monitor runs, the daemon's own session counters appear as a passing line."""
+    from plugin_util import Workload, wait_registered
+    from conftest import run_dyno
     d = Daemon(sockdir=env["MSMONITOR_SOCKET_DIR"])
+    w = None
     try:
         r = doctor(d.port, env)
-        # no process has run a session here: honest "not reported" rather than a failure
-        line(r, INFO, "session drop counters: not reported by this daemon")
+        line(r, INFO, "session drop counters: not reported")   # no session yet: not a failure
+        w = Workload(d, tempfile.mkdtemp(prefix="mmdoc"))
+        wait_registered(d, w.p.pid)
+        r = run_dyno(d, "npu-monitor", "--npu-monitor-start", "--report-interval-s", "1",
+                     "--mspti-activity-kind", "Kernel")
+        assert r.returncode == 0, r.stderr + r.stdout
+        w.wait_plugin_log("MsptiMonitor start successfully")
+        deadline = time.monotonic() + 20
+        while True:
+            r = doctor(d.port, env, "--pid", str(w.p.pid))
+            if [ln for ln in r.checks if f"pid {w.p.pid}: session consumed" in ln]:
+                break
+            assert time.monotonic() < deadline, r.stdout
+            time.sleep(0.3)
+        line(r, OK, f"pid {w.p.pid}: session consumed")
+        line(r, OK, f"pid {w.p.pid} has MSMONITOR_USE_DAEMON=1")
+        line(r, OK, f"npu-monitor Running (pid {w.p.pid})")
+        line(r, OK, "process registered for any job")
     finally:
+        if w:
+            w.stop()
         d.stop()
 
 
