@@ -28,6 +28,9 @@ enum penv_id {
     PENV_SHM_DIR,               /* MSMONITOR_SHM_DIR: dyno-mode segment directory (dynamic.h) */
     PENV_POLL_INTERVAL_S,       /* MSMONITOR_POLL_INTERVAL_S: dyno-mode poll period */
     PENV_SHM_STALE_S,           /* MSMONITOR_SHM_STALE_S: stale-rule threshold (tests) */
+    PENV_CUPTI_LIB,             /* MSMONITOR_CUPTI_LIB (07 §3.1) */
+    PENV_CUDA_HOME,             /* CUDA_HOME */
+    PENV_CUDA_INJECTION,        /* CUDA_INJECTION64_PATH: set when the driver injected us */
     PENV_COUNT
 };
 
