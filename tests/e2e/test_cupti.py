@@ -21,7 +21,7 @@ class CudaApp(Proc):
     """mssim-cuda-app with the plugin injected by the simulated driver; it waits for go()
     before its first step so collection can be started first."""
 
-    def __init__(self, daemon, tmpdir, steps=20, rate=50, extra_env=None):
+    def __init__(self, daemon, tmpdir, steps=20, rate=50, extra_env=None, unset=()):
         self.dump = os.path.join(tmpdir, "dump.jsonl")
         self.ready = os.path.join(tmpdir, "ready")
         self.gofile = os.path.join(tmpdir, "go")
@@ -37,6 +37,8 @@ class CudaApp(Proc):
         })
         if extra_env:
             env.update(extra_env)
+        for k in unset:
+            env.pop(k, None)
         argv = [os.path.join(SIMDIR, "mssim-cuda-app"), "--steps", str(steps), "--rate", str(rate),
                 "--ready-file", self.ready, "--go-file", self.gofile]
         super().__init__(argv, env=env, logname="cudaapp", tmpdir=tmpdir)
@@ -181,3 +183,29 @@ def test_cupti_lib_missing_keeps_app_running(daemon):
     finally:
         app.stop()
     assert app.p.returncode == 0, app.log()
+
+
+def test_fallback_when_mspti_absent(daemon):
+    """No MSMONITOR_BACKEND, no injection, no msPTI anywhere: the plugin (LD_PRELOAD) falls
+    back to CUPTI and finds the copy the program already mapped (RTLD_NOLOAD, §3.1)."""
+    tmp = tempfile.mkdtemp(prefix="mmc")
+    env = {"CUDA_INJECTION64_PATH": "", "LD_PRELOAD": binpath("libmsmonitor.so")}
+    app = CudaApp(daemon, tmp, steps=10, extra_env=env,
+                  unset=("MSMONITOR_CUPTI_LIB", "MSMONITOR_MSPTI_LIB", "ASCEND_HOME_PATH", "CUDA_HOME"))
+    try:
+        wait_registered(daemon, app.p.pid)
+        r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--report-interval-s", "1",
+                     "--mspti-activity-kind", "Kernel")
+        assert r.returncode == 0, r.stderr + r.stdout
+        app.wait_plugin_log("MsptiMonitor start successfully")
+        app.go()
+        app.p.wait(60)
+    finally:
+        app.stop()
+    assert app.p.returncode == 0, app.log()
+    log = app.plugin_log()
+    assert "msPTI not found; using the CUPTI backend" in log, log[-3000:]
+    assert "Loaded CUPTI library from " + os.path.join(SIMDIR, "libcupti.so") in log, log[-3000:]
+    _, cnt = _reported(daemon, "Kernel")
+    kern, _, _, _, _ = _truth(app)
+    assert cnt == kern and sum(cnt.values()) == 40
