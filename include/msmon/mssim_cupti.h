@@ -58,8 +58,9 @@ struct mssimc_stats {
     uint64_t appended, dropped_declined, dropped_injected, buffers_requested, buffers_completed;
 };
 MSSIMC_API void mssimc_get_stats(struct mssimc_stats *ret);
-/* Benchmark producer: n kernel records (names cycling over 8) through the real buffer path,
- * no API records, no dump. Returns the number appended. */
+/* Benchmark producer: n records through the real buffer path, alternating kernels (names
+ * cycling over 8, one an NCCL kernel) and runtime API records, no dump. Returns the number
+ * appended (only enabled kinds are). */
 MSSIMC_API int64_t mssimc_bench_fill(uint64_t n);
 
 /* ---- libmssim_cuda.so: the simulated CUDA entry ---- */

@@ -515,13 +515,22 @@ int64_t mssimc_bench_fill(uint64_t n)
                                          "flash_attn_fwd", "adam_step", "reduce_sum", "ncclDevKernel_AllReduce_Sum_f32_RING_LL" };
     uint8_t raw[SC_MAX_RECORD];
     struct cupti_abi_kernel k = { .kind = CUPTI_ABI_KIND_CONCURRENT_KERNEL, .contextId = 1 };
+    struct cupti_abi_api a = { .kind = CUPTI_ABI_KIND_RUNTIME, .cbid = MSSIMC_CBID_LAUNCH_KERNEL,
+                               .processId = (uint32_t)getpid(), .threadId = sc_tid() };
     uint64_t t = mssimc_now_ns();
     int64_t got = 0;
 
     sc_init();
     memset(raw, 0, sizeof(raw));
     for (uint64_t i = 0; i < n; i++) {
-        k.name = names[i % 8];
+        if (i & 1) { /* every other record a runtime API call: the msPTI bench's Kernel+API mix */
+            a.start = t + i * 1000;
+            a.end = a.start + 500;
+            a.correlationId = (uint32_t)i;
+            got += sc_append(&a, sizeof(a));
+            continue;
+        }
+        k.name = names[(i / 2) % 8];
         k.start = t + i * 1000;
         k.end = k.start + 900;
         k.correlationId = (uint32_t)i;
