@@ -209,3 +209,68 @@ def test_fallback_when_mspti_absent(daemon):
     _, cnt = _reported(daemon, "Kernel")
     kern, _, _, _, _ = _truth(app)
     assert cnt == kern and sum(cnt.values()) == 40
+
+
+_PY_WORKLOAD = r"""
+import ctypes, os, sys, time
+sys.path.insert(0, os.environ["MSMON_E2E_PYPATH"])
+from mssim import cupti
+sim = cupti.load()
+plugin = ctypes.CDLL(os.environ["MSMON_E2E_PLUGIN"], mode=ctypes.RTLD_GLOBAL)
+open(sys.argv[1], "w").close()
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.01)
+for step in range(10):
+    r = sim.range_start("step")
+    sim.kernel("py_gemm", 10000)
+    sim.nccl(duration_ns=20000)
+    sim.memcpy(4096)
+    sim.range_end(r)
+    time.sleep(0.02)
+sim.add_dropped(7)
+time.sleep(1.5)  # one report tick sees the dropped count
+plugin.msmon_native_poll_stop()
+plugin.msmon_finalize()
+print("STATS", sim.stats(), flush=True)
+"""
+
+
+class PyProc(Proc):
+    plugin_log = Workload.plugin_log
+    wait_plugin_log = Workload.wait_plugin_log
+
+
+def test_python_workload_on_simulated_cuda(daemon):
+    """A Python workload drives the simulated CUPTI through mssim.cupti, the plugin loaded with
+    MSMONITOR_BACKEND=cupti: Kernel and Communication metrics match, CUPTI's dropped count is
+    logged."""
+    from conftest import SOURCE
+    tmp = tempfile.mkdtemp(prefix="mmc")
+    ready, go = os.path.join(tmp, "ready"), os.path.join(tmp, "go")
+    env = daemon.client_env()
+    env.update({"MSMONITOR_USE_DAEMON": "1", "MSMONITOR_NATIVE_POLL": "1", "MSMONITOR_BACKEND": "cupti",
+                "MSMONITOR_CUPTI_LIB": os.path.join(SIMDIR, "libcupti.so"), "MSMONITOR_LOG_PATH": tmp,
+                "MSMON_E2E_PYPATH": os.path.join(SOURCE, "python"), "MSMON_E2E_PLUGIN": binpath("libmsmonitor.so"),
+                "PYTHONDONTWRITEBYTECODE": "1"})
+    w = PyProc(["/usr/bin/python3", "-c", _PY_WORKLOAD, ready, go], env=env, logname="py", tmpdir=tmp)
+    try:
+        deadline = time.monotonic() + 20
+        while not os.path.exists(ready):
+            assert w.p.poll() is None and time.monotonic() < deadline, w.log()
+            time.sleep(0.02)
+        wait_registered(daemon, w.p.pid)
+        r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--report-interval-s", "1",
+                     "--mspti-activity-kind", "Kernel,Communication")
+        assert r.returncode == 0, r.stderr + r.stdout
+        w.wait_plugin_log("MsptiMonitor start successfully")
+        open(go, "w").close()
+        w.p.wait(60)
+    finally:
+        w.stop()
+    assert w.p.returncode == 0, w.log()
+    _, cnt = _reported(daemon, "Kernel")
+    assert cnt["py_gemm"] == 10 and sum(cnt.values()) == 20, cnt
+    _, comm = _reported(daemon, "Communication")
+    assert comm == {"AllReduce": 10}, comm
+    log = w.plugin_log()
+    assert "CUPTI dropped 7 records" in log, log[-3000:]
