@@ -189,7 +189,8 @@ def test_fallback_when_mspti_absent(daemon):
     """No MSMONITOR_BACKEND, no injection, no msPTI anywhere: the plugin (LD_PRELOAD) falls
     back to CUPTI and finds the copy the program already mapped (RTLD_NOLOAD, §3.1)."""
     tmp = tempfile.mkdtemp(prefix="mmc")
-    env = {"CUDA_INJECTION64_PATH": "", "LD_PRELOAD": binpath("libmsmonitor.so")}
+    pre = os.environ.get("LD_PRELOAD")  # the sanitizer runtime in the ASan tree comes first
+    env = {"CUDA_INJECTION64_PATH": "", "LD_PRELOAD": (pre + ":" if pre else "") + binpath("libmsmonitor.so")}
     app = CudaApp(daemon, tmp, steps=10, extra_env=env,
                   unset=("MSMONITOR_CUPTI_LIB", "MSMONITOR_MSPTI_LIB", "ASCEND_HOME_PATH", "CUDA_HOME"))
     try:
