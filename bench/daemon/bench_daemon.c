@@ -1,6 +1,7 @@
 /* bench_daemon: measures a live dynolog (started here in a private socket dir):
  * RPC getVersion round trip p50/p99 over loopback, `req` polls answered per second with
- * 1000 registered processes (4 client sockets, pipelined), RSS, and CPU used while idle. */
+ * 1000 registered processes (4 client sockets, pipelined) and the daemon's CPU per poll, RSS,
+ * the daemon's thread count and CPU used while idle. Usage: bench_daemon [path/to/dynolog] (default: the one built here). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -8,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +82,22 @@ static long proc_field(pid_t pid, const char *key)
     if (fp)
         fclose(fp);
     return v;
+}
+
+/* Entries of /proc/<pid>/task: the daemon's threads. */
+static int thread_count(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] != '.')
+            n++;
+    if (d)
+        closedir(d);
+    return d ? n : -1;
 }
 
 static double cpu_secs(pid_t pid)
@@ -156,6 +174,7 @@ int main(int argc, char **argv)
     /* throughput: each socket keeps WINDOW requests in flight for ~2 s */
     uint64_t replies = 0, sent = 0;
     int inflight[NSOCK] = { 0 };
+    double cpu0 = cpu_secs(pid);
     uint64_t t0 = clock_mono_ns(), end = t0 + 2000000000ull;
     int next = 0;
     while (clock_mono_ns() < end) {
@@ -185,8 +204,13 @@ int main(int argc, char **argv)
         }
     }
     double secs = (double)(clock_mono_ns() - t0) / 1e9;
+    double cpu1 = cpu_secs(pid);
     printf("ipc_req_polls_per_s %.0f (registered %d, sockets %d, sent %llu, replies %llu)\n",
            (double)replies / secs, NPROCS, NSOCK, (unsigned long long)sent, (unsigned long long)replies);
+    /* the daemon's own CPU per answered poll: less sensitive to a noisy machine than polls/s
+     * (clock-tick resolution: 10 ms over the ~2 s window) */
+    if (replies)
+        printf("ipc_daemon_cpu_ns_per_poll %.0f\n", (cpu1 - cpu0) * 1e9 / (double)replies);
 
     /* RPC round trip */
     enum { N = 2000 };
@@ -207,6 +231,7 @@ int main(int argc, char **argv)
     printf("rpc_getStatus_1000procs_rtt_us p50 %.1f p99 %.1f\n", lat[100] / 1e3, lat[198] / 1e3);
 
     printf("rss_kib_with_%d_procs %ld\n", NPROCS, proc_field(pid, "VmRSS:"));
+    printf("threads %d\n", thread_count(pid));
     double c0 = cpu_secs(pid);
     sleep(3);
     double c1 = cpu_secs(pid);

@@ -10,6 +10,7 @@
 #include "msmon/mspti.h"
 #include "plugin/backend/mspti_record.h"
 #include "plugin/pipeline/filter.h"
+#include "plugin/pipeline/pipeline.h"
 #include "plugin/outputs/proc.h"
 
 static const char *const names[] = { "MatMul", "BatchMatMul", "MatMulBackward", "Conv2D",
@@ -43,7 +44,9 @@ static double run(const unsigned char *buf, size_t len, const char *filter, int 
     struct proc_config cfg = { .mode = PROC_METRIC, .send = null_send };
     filter_state_create(&fs);
     filter_state_set(fs, filter);
-    proc_metric_ops.create(&cfg, &p);
+    struct pipeline *pl;
+    pipeline_create(&cfg, fs, &proc_metric_ops, &pl);
+    p = pipeline_proc(pl);
     proc_metric_ops.set_kinds(p, (1u << 2) | (1u << 3));
     struct mon_record batch[256];
     uint64_t t0 = clock_mono_ns(), n = 0;
@@ -53,19 +56,17 @@ static double run(const unsigned char *buf, size_t len, const char *filter, int 
             int32_t kind;
             memcpy(&kind, buf + off, 4);
             if (mon_record_from_mspti(buf + off, &batch[nb]) == 0 && ++nb == 256) {
-                nb = filter_state_apply(fs, batch, nb); /* as mon_consume_buffer: per batch */
-                proc_metric_ops.consume(p, batch, nb);
+                pipeline_deliver(pl, batch, nb); /* as mon_consume_buffer: per batch */
                 nb = 0;
             }
             off += stride_of(kind);
             n++;
         }
-        nb = filter_state_apply(fs, batch, nb);
-        proc_metric_ops.consume(p, batch, nb);
+        pipeline_deliver(pl, batch, nb);
     }
     uint64_t t1 = clock_mono_ns();
     proc_metric_ops.stop(p, NULL);
-    proc_metric_ops.destroy(p);
+    pipeline_destroy(pl);
     filter_state_destroy(fs);
     return (double)n / ((double)(t1 - t0) / 1e9);
 }

@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "plugin/outputs/proc.h"
+#include "plugin/pipeline/pipeline.h"
 
 #define BATCH 1024
 
@@ -44,20 +45,22 @@ static double bench_db(uint64_t total)
     char *dir = mkdir_tmp();
     struct proc_config cfg = {.mode = PROC_DB, .log_dir = dir, .rank = 0, .session_start_ns = 1};
     struct proc *p;
+    struct pipeline *pl;
     struct mon_record *r = malloc(sizeof(*r) * BATCH);
-    if (proc_db_ops.create(&cfg, &p) < 0)
+    if (pipeline_create(&cfg, NULL, &proc_db_ops, &pl) < 0)
         return 0;
+    p = pipeline_proc(pl);
     proc_db_ops.start(p);
     uint64_t t0 = clock_mono_ns(), tick_every = 200000;
     for (uint64_t n = 0; n < total; n += BATCH) {
         fill(r, n);
-        proc_db_ops.consume(p, r, BATCH);
+        pipeline_deliver(pl, r, BATCH);
         if ((n + BATCH) % tick_every < BATCH)
             proc_db_ops.tick(p);
     }
     proc_db_ops.stop(p, NULL);
     double secs = (double)(clock_mono_ns() - t0) / 1e9;
-    proc_db_ops.destroy(p);
+    pipeline_destroy(pl);
     free(r);
     rm_dir(dir);
     free(dir);
@@ -68,14 +71,14 @@ static double bench_db(uint64_t total)
     return 2.0 * (double)total / secs;
 }
 
-struct prod { struct proc *p; uint64_t n; };
+struct prod { struct pipeline *pl; uint64_t n; };
 static void *producer(void *a)
 {
     struct prod *pr = a;
     struct mon_record *r = malloc(sizeof(*r) * BATCH);
     for (uint64_t n = 0; n < pr->n; n += BATCH) {
         fill(r, n);
-        proc_jsonl_ops.consume(pr->p, r, BATCH);
+        pipeline_deliver(pr->pl, r, BATCH);
     }
     free(r);
     return NULL;
@@ -87,10 +90,12 @@ static double bench_jsonl(uint64_t total)
     struct proc_config cfg = {.mode = PROC_JSONL, .log_dir = dir, .rank = 0, .session_start_ns = 1,
                               .jsonl_rotate_lines = "500000"};
     struct proc *p;
-    if (proc_jsonl_ops.create(&cfg, &p) < 0)
+    struct pipeline *pl;
+    if (pipeline_create(&cfg, NULL, &proc_jsonl_ops, &pl) < 0)
         return 0;
+    p = pipeline_proc(pl);
     proc_jsonl_ops.start(p);
-    struct prod pr = {p, total};
+    struct prod pr = {pl, total};
     pthread_t th;
     uint64_t t0 = clock_mono_ns();
     pthread_create(&th, NULL, producer, &pr);
@@ -98,7 +103,7 @@ static double bench_jsonl(uint64_t total)
     double prod_secs = (double)(clock_mono_ns() - t0) / 1e9;
     proc_jsonl_ops.stop(p, NULL);
     double secs = (double)(clock_mono_ns() - t0) / 1e9;
-    proc_jsonl_ops.destroy(p);
+    pipeline_destroy(pl);
     char cmd[256];
     snprintf(cmd, sizeof(cmd), "cat %s/*.jsonl | wc -l", dir);
     FILE *f = popen(cmd, "r");

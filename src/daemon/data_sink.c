@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -139,6 +140,36 @@ static int emit_opstats(struct data_router *dr, const cJSON *msg, const char *de
     return written;
 }
 
+/* PluginStats (ours): {"pid":<int>,"stats":{<counter>:<uint>,…}} beside the usual keys. The
+ * counters go to the pid's status entries for getStatus; a malformed stats object is ignored
+ * for status (the message is still logged like any other). Any local process can write to
+ * the data socket, so the counters are shown, never acted on. */
+static void take_stats(struct data_router *dr, const cJSON *msg)
+{
+    const cJSON *pidv = cjx_get(msg, "pid"), *sv = cjx_get(msg, "stats"), *f;
+    struct status_stats s = { 0 };
+    int64_t pid = 0;
+    uint64_t u = 0;
+    int64_t i = 0;
+    enum cjx_num k;
+
+    if (!dr->st || !cJSON_IsObject(sv) || cjx_number(pidv, &pid, NULL, NULL) != CJX_INT || pid <= 0 ||
+        pid > INT32_MAX)
+        return;
+#define TAKE(name)                                                        \
+    f = cjx_get(sv, #name);                                               \
+    k = cjx_number(f, &i, &u, NULL);                                      \
+    if (k == CJX_INT && i >= 0)                                           \
+        s.name = (uint64_t)i;                                             \
+    else if (k == CJX_UINT)                                               \
+        s.name = u;                                                       \
+    else                                                                  \
+        return;
+    STATUS_STATS_FIELDS(TAKE)
+#undef TAKE
+    (void)status_set_stats(dr->st, (int32_t)pid, &s);
+}
+
 int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_t now_ns)
 {
     cJSON *msg = NULL;
@@ -174,6 +205,8 @@ int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_
     cjx_write(&w, msg);
     LOG_INFO("Received data message : %s", w.err ? "(too long to log)" : line);
     dr->accepted++;
+    if (strcmp(kind->valuestring, "PluginStats") == 0)
+        take_stats(dr, msg);
     if (strcmp(kind->valuestring, "OpStats") == 0) {
         rc = emit_opstats(dr, msg, dev, now_ns);
     } else {

@@ -7,12 +7,14 @@
 #include <stdint.h>
 
 #include "daemon/sink.h"
+#include "daemon/status.h"
 
 #define DATA_MAX_SINKS 4
 
 struct data_router {
     struct sink sinks[DATA_MAX_SINKS];
     size_t nsinks;
+    struct status_table *st; /* borrowed, may be NULL: where PluginStats counters go */
     uint64_t accepted;   /* messages that passed validation */
     uint64_t rejected;
 };

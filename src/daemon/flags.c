@@ -53,7 +53,7 @@ static const struct flag_def table[] = {
     { "registry_gc_age_ms", FT_INT64, OFF(registry_gc_age_ms), "60000", 1, INT64_MAX / 1000000,
       "test knob: idle time after which a polling process is forgotten" },
     { "registry_gc_interval_ms", FT_INT64, OFF(registry_gc_interval_ms), "60000", 1, INT64_MAX / 1000000,
-      "test knob: period of the registry GC thread" },
+      "test knob: period of the registry GC timer" },
     { "rpc_bind_address", FT_STRING, OFF(rpc_bind_address), "", 0, 0,
       "RPC bind address; empty = all (IPv6 dual-stack, IPv4 fallback)" },
     { "rpc_max_clients", FT_INT32, OFF(rpc_max_clients), "16", 1, 4096,

@@ -1,7 +1,7 @@
 /* ipc_server: the daemon's datagram endpoints (03-ipc.md §1, §3): msMonitor control
  * (dynolog.sock), data (dynolog_data.sock) and the Kineto control endpoint (abstract
- * "dynolog" or $KINETO_IPC_SOCKET_DIR/dynolog). A control thread and a data thread each
- * block in poll(); replies leave through the receiving socket without ever blocking. */
+ * "dynolog" or $KINETO_IPC_SOCKET_DIR/dynolog), served as read events on the daemon loop;
+ * replies leave through the receiving socket without ever blocking. */
 #ifndef MSMON_DAEMON_IPC_SERVER_H
 #define MSMON_DAEMON_IPC_SERVER_H
 
@@ -12,6 +12,7 @@
 #include <sys/un.h>
 
 #include "daemon/data_sink.h"
+#include "daemon/loop.h"
 #include "daemon/registry.h"
 #include "daemon/status.h"
 
@@ -21,7 +22,7 @@ struct ipc_server_cfg {
     const char *kineto_dir;      /* NULL/empty = abstract "dynolog" */
     struct registry *reg;        /* borrowed */
     struct status_table *st;     /* borrowed */
-    struct data_router *data;    /* borrowed; used only by the data thread */
+    struct data_router *data;    /* borrowed; fed by the data socket's events */
 };
 
 struct ipc_server;
@@ -30,12 +31,13 @@ struct ipc_server;
  * failure; *ret_live_conflict is set when dynolog.sock is served by another live daemon.
  * Caller owns; free with ipc_server_destroy() (unlinks the files it created). */
 struct ipc_server *ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret_live_conflict);
-/* Start the "ipcControl" and "ipcData" threads. */
-int ipc_server_start(struct ipc_server *s);
+/* Serve the endpoints that exist as read events on l (borrowed until ipc_server_stop). */
+int ipc_server_start(struct ipc_server *s, struct loop *l);
+/* Unregister from the loop (the sockets stay open until destroy). Idempotent. */
 void ipc_server_stop(struct ipc_server *s);
 void ipc_server_destroy(struct ipc_server *s);
 
-/* Handle one received datagram as the control or data thread would (exposed for tests and
+/* Handle one received datagram as the control or data socket's event would (exposed for tests and
  * the fuzzer). `kineto` selects the Kineto endpoint's peer rules and origin. Any reply is
  * sent through fd to peer. */
 void ipc_server_dispatch(struct ipc_server *s, int fd, bool kineto, bool data,

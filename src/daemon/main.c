@@ -1,5 +1,6 @@
 /* dynolog: the per-node daemon. main() is the start-up sequence of 08-host-metrics.md §1.3,
- * each step undone in reverse order by the labels at the bottom. */
+ * each step undone in reverse order by the labels at the bottom. Everything runs on one event
+ * loop (loop.h) in the main thread: RPC, the IPC sockets, GC as a timer, signals as events. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -9,11 +10,13 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "daemon/conn.h"
 #include "daemon/data_sink.h"
 #include "daemon/flags.h"
-#include "daemon/gc_thread.h"
+#include "daemon/gc.h"
 #include "daemon/ipc_server.h"
 #include "daemon/json_logger.h"
+#include "daemon/loop.h"
 #include "daemon/registry.h"
 #include "daemon/rpc_methods.h"
 #include "daemon/rpc_server.h"
@@ -43,14 +46,57 @@ static int check_unsupported(const struct daemon_flags *f)
     return 0;
 }
 
+/* SIGTERM/SIGINT: stop accepting, let in-flight RPCs finish (<= 3 s each), then leave the loop
+ * and tear down in main. A second signal while draining changes nothing. */
+struct shutdown {
+    struct loop *loop;
+    struct rpc_server *rpc;
+    bool started;
+};
+
+static void on_drained(void *arg)
+{
+    struct shutdown *sd = arg;
+    loop_stop(sd->loop);
+}
+
+static void on_stop_signal(struct loop_event *ev, int signo, void *arg)
+{
+    struct shutdown *sd = arg;
+    (void)ev;
+    if (sd->started)
+        return;
+    sd->started = true;
+    LOG_INFO("Received signal %d (%s), shutting down", signo, strsignal(signo));
+    /* IPC and GC keep being served while the last RPCs drain, as before the loop existed */
+    rpc_server_shutdown(sd->rpc, on_drained, sd);
+}
+
+static void on_sighup(struct loop_event *ev, int signo, void *arg)
+{
+    (void)ev;
+    (void)arg;
+    /* 08 §1.3: SIGHUP is ignored (no config reload); watched only so it cannot kill us */
+    LOG_DEBUG("Received signal %d (%s), ignored", signo, strsignal(signo));
+}
+
 int main(int argc, char **argv)
 {
     struct daemon_flags flags;
     char err[1280];
     char dir[4096];
     char host[256] = "";
-    int tcp_fd = -1, rc = 1, sig = 0;
-    sigset_t sigs;
+    int tcp_fd = -1, rc = 1;
+    struct loop *loop = NULL;
+    struct loop_event *sig_term = NULL, *sig_int = NULL, *sig_hup = NULL;
+    struct shutdown sd = { 0 };
+    struct registry *reg = NULL;
+    struct status_table *st = NULL;
+    struct sock_file dyno_sock = { .fd = -1 };
+    struct data_router data;
+    struct ipc_server *ipc = NULL;
+    struct rpc_server *rpc = NULL;
+    struct gc *gc = NULL;
 
     /* 1. flags */
     flags_defaults(&flags);
@@ -72,26 +118,33 @@ int main(int argc, char **argv)
     LOG_INFO("Starting Ascend Extension for dynolog, version = %s, build git-hash = %s",
              MSMON_VERSION, MSMON_GIT_HASH);
 
-    /* Signals: SIGTERM/SIGINT are taken synchronously by main (blocked in every thread). */
+    /* The loop and its signal events come first, so a SIGTERM during start-up is queued and
+     * handled (a clean exit 0) as soon as the loop runs. SIGPIPE is ignored process-wide. */
     signal(SIGPIPE, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    if (loop_create(&loop) != 0) {
+        LOG_ERROR("cannot create the event loop");
+        return 1;
+    }
+    sd.loop = loop;
+    if (loop_signal_add(loop, SIGTERM, on_stop_signal, &sd, &sig_term) != 0 ||
+        loop_signal_add(loop, SIGINT, on_stop_signal, &sd, &sig_int) != 0 ||
+        loop_signal_add(loop, SIGHUP, on_sighup, NULL, &sig_hup) != 0) {
+        LOG_ERROR("cannot watch SIGTERM/SIGINT/SIGHUP");
+        goto out_loop;
+    }
 
     /* 2. RPC listener first: on failure nothing else has been touched */
     if (check_unsupported(&flags) != 0)
-        return 1;
+        goto out_loop;
     if (rpc_listen_tcp(flags.port, flags.rpc_bind_address, &tcp_fd, err, sizeof(err)) != 0) {
         LOG_ERROR("%s", err);
-        return 1;
+        goto out_loop;
     }
 
     /* 3. state shared by RPC and IPC */
     gethostname(host, sizeof(host) - 1);
-    struct registry *reg = registry_create(host);
-    struct status_table *st = status_create();
+    reg = registry_create(host);
+    st = status_create();
     if (!reg || !st) {
         close(tcp_fd);
         goto out_state;
@@ -102,7 +155,6 @@ int main(int argc, char **argv)
     }
 
     /* 4. local RPC socket dyno.sock (always) */
-    struct sock_file dyno_sock = { .fd = -1 };
     if (dir[0] && sock_file_create(&dyno_sock, dir, "dyno.sock", SOCK_STREAM,
                                    (mode_t)flags.ipc_socket_mode) == -EADDRINUSE) {
         LOG_ERROR("refusing to start: another dynolog serves %s/dyno.sock", dir);
@@ -111,13 +163,12 @@ int main(int argc, char **argv)
     }
 
     /* 5. loggers (sinks for data messages) */
-    struct data_router data;
     data_router_init(&data);
+    data.st = st;   /* PluginStats counters shown by getStatus */
     if (flags.use_JSON)
         data_router_add(&data, json_logger_sink());
 
     /* 6. IPC endpoints (non-fatal, except a live daemon on the same control socket) */
-    struct ipc_server *ipc = NULL;
     if (flags.enable_ipc_monitor && dir[0]) {
         bool conflict = false;
         const char *kdir = getenv("KINETO_IPC_SOCKET_DIR");
@@ -130,36 +181,35 @@ int main(int argc, char **argv)
         }
     }
 
-    /* 7. threads: RPC loop, IPC control + data, registry GC */
+    /* 7. events on the loop: RPC listeners, IPC sockets, the registry GC timer */
     struct rpc_ctx ctx = { reg, st, MSMON_VERSION };
-    struct rpc_server *rpc = rpc_server_create(tcp_fd, dyno_sock.fd, flags.rpc_max_clients, &ctx);
-    if (!rpc || rpc_server_start(rpc) != 0) {
+    rpc = rpc_server_create(loop, tcp_fd, &conn_tcp_factory, dyno_sock.fd, flags.rpc_max_clients,
+                            &ctx);
+    if (!rpc) {
         LOG_ERROR("cannot start the RPC server");
-        if (!rpc)
-            close(tcp_fd);
+        goto out_ipc;
+    }
+    sd.rpc = rpc;
+    if (ipc && ipc_server_start(ipc, loop) != 0) {
+        LOG_ERROR("cannot serve the IPC sockets");
         goto out_rpc;
     }
-    if (ipc && ipc_server_start(ipc) != 0) {
-        LOG_ERROR("cannot start the IPC threads");
+    if (gc_create(loop, reg, st, (uint64_t)flags.registry_gc_interval_ms,
+                  (uint64_t)flags.registry_gc_age_ms, &gc) != 0) {
+        LOG_ERROR("cannot start the registry GC timer");
         goto out_rpc;
     }
-    struct gc_thread *gc = gc_thread_create(reg, st, (uint64_t)flags.registry_gc_interval_ms,
-                                            (uint64_t)flags.registry_gc_age_ms);
-    if (!gc || gc_thread_start(gc) != 0) {
-        LOG_ERROR("cannot start the registry GC thread");
-        goto out_gc;
-    }
 
-    /* 8. run until SIGTERM/SIGINT */
-    while (sigwait(&sigs, &sig) != 0)
-        ;
-    LOG_INFO("Received signal %d (%s), shutting down", sig, strsignal(sig));
-    rc = 0;
+    /* 8. run until SIGTERM/SIGINT and the RPC drain */
+    if (loop_run(loop) != 0)
+        LOG_ERROR("the event loop failed");
+    else
+        rc = 0;
 
-out_gc:
-    gc_thread_destroy(gc);
+    gc_destroy(gc);
 out_rpc:
-    rpc_server_destroy(rpc);      /* stops accepting, finishes in-flight requests */
+    rpc_server_destroy(rpc);      /* closes what is left in flight and the TCP listener */
+    ipc_server_stop(ipc);
 out_ipc:
     ipc_server_destroy(ipc);      /* unlinks dynolog.sock / dynolog_data.sock if still ours */
     data_router_fini(&data);
@@ -167,5 +217,10 @@ out_ipc:
 out_state:
     status_destroy(st);
     registry_destroy(reg);
+out_loop:
+    loop_event_free(sig_hup);
+    loop_event_free(sig_int);
+    loop_event_free(sig_term);
+    loop_destroy(loop);
     return rc;
 }

@@ -38,6 +38,7 @@ struct registry {
     struct reg_ctxt ctxt[REGISTRY_MAX_CTXT];
     int nctxt;
     struct log_ratelimit rl_full;      /* "registry full" is logged once a second at most */
+    struct log_ratelimit rl_ctxt_full; /* so is "Max register count reached" */
 };
 
 struct registry *registry_create(const char *hostname)
@@ -231,14 +232,20 @@ out_unlock:
 int registry_ctxt(struct registry *r, int64_t job, int32_t npu, int32_t pid)
 {
     int rc = 0, count = 0;
-    bool exists = false;
+    bool exists = false, known = false;
     pthread_mutex_lock(&r->mu);
-    for (int i = 0; i < r->nctxt; i++)
-        if (r->ctxt[i].job == job && r->ctxt[i].npu == npu && r->ctxt[i].pid == pid)
-            exists = true;
+    for (int i = 0; i < r->nctxt; i++) {
+        if (r->ctxt[i].job == job && r->ctxt[i].pid == pid) {
+            known = true;
+            if (r->ctxt[i].npu == npu)
+                exists = true;
+        }
+    }
     if (!exists) {
         if (r->nctxt >= REGISTRY_MAX_CTXT) {
-            LOG_ERROR("Max register count reached, can not register more libkineto contexts.");
+            /* a refused client retrying in a loop would write this on every datagram */
+            LOG_RL(&r->rl_ctxt_full, 1000, LOG_LVL_ERROR,
+                   "Max register count reached, can not register more libkineto contexts.");
             rc = -ENOSPC;
             goto out_unlock;
         }
@@ -248,7 +255,12 @@ int registry_ctxt(struct registry *r, int64_t job, int32_t npu, int32_t pid)
         if (r->ctxt[i].job == job && r->ctxt[i].npu == npu)
             count++;
     rc = count;
-    LOG_INFO("Registered process (%d) for job %lld.", pid, (long long)job);
+    /* the FAQ's line (R31) once per (pid, job): a process that re-sends ctxt in a loop would
+     * otherwise write it on every datagram (593 k lines in 20 s in a registration flood) */
+    if (known)
+        LOG_DEBUG("Registered process (%d) for job %lld. (already registered)", pid, (long long)job);
+    else
+        LOG_INFO("Registered process (%d) for job %lld.", pid, (long long)job);
 out_unlock:
     pthread_mutex_unlock(&r->mu);
     return rc;

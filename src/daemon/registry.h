@@ -1,6 +1,6 @@
 /* registry: processes that poll for on-demand configs (03-ipc.md §4): job -> pid set ->
  * process with a one-shot config mailbox, plus Kineto ctxt registrations. Thread-safe (one
- * internal mutex); the IPC control thread, the RPC handlers and the GC thread share it. */
+ * internal mutex), although the daemon now calls it from its one loop thread only. */
 #ifndef MSMON_DAEMON_REGISTRY_H
 #define MSMON_DAEMON_REGISTRY_H
 
@@ -28,7 +28,9 @@ void registry_destroy(struct registry *r);
 int registry_poll(struct registry *r, int64_t job, const int32_t *pids, int n, int32_t type,
                   enum reg_origin origin, uint64_t now_ns, char **ret_cfg, size_t *ret_len);
 
-/* `ctxt` (§4.4): returns the registration count of (job, npu) (>= 1) or -ENOSPC at the cap. */
+/* `ctxt` (§4.4): returns the registration count of (job, npu) (>= 1) or -ENOSPC at the cap.
+ * Logs "Registered process (<pid>) for job <job>." at INFO the first time (pid, job) registers,
+ * at DEBUG on every repeat. */
 int registry_ctxt(struct registry *r, int64_t job, int32_t npu, int32_t pid);
 
 /* An NPU status from `pid`: processes whose leaf is pid become MSMON (§4.1). */

@@ -126,6 +126,16 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
         jw_int(w, e.pid);
         jw_key(w, "polling");
         jw_bool(w, polling);
+        if (e.has_stats) { /* ours: the session's counters (keys sorted, like every reply) */
+            jw_key(w, "session_stats");
+            jw_obj_begin(w);
+#define STATS_KEY(f)   \
+    jw_key(w, #f);     \
+    jw_uint(w, e.stats.f);
+            STATUS_STATS_FIELDS(STATS_KEY)
+#undef STATS_KEY
+            jw_obj_end(w);
+        }
         if (has_steps(e.trace)) {
             jw_key(w, "start_step");
             jw_int(w, e.start_step);

@@ -1,15 +1,13 @@
-/* rpc_server: one libevent loop serves every RPC connection without blocking: each
- * connection reads a 4-byte native length then the body under one deadline armed at
- * accept, runs the handler, writes the framed reply under a 3 s send deadline, closes. */
+/* rpc_server: RPC connections served on the daemon loop without blocking: each connection
+ * reads a 4-byte native length then the body under one deadline armed at accept, runs the
+ * handler, writes the framed reply under a 3 s send deadline, closes. All I/O goes through
+ * struct conn (conn.h); the listeners only accept(2) and hand the socket to a conn factory. */
 #include "daemon/rpc_server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <event2/event.h>
-#include <event2/thread.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,37 +18,43 @@
 
 #include "common/log.h"
 #include "common/strutil.h"
+#include "daemon/conn.h"
 
 #define BACKLOG 50
 
-enum conn_state { CONN_LEN, CONN_BODY, CONN_WRITE };
+enum rpc_phase { PHASE_SETUP, PHASE_LEN, PHASE_BODY, PHASE_WRITE };
 
 struct rpc_conn {
     struct rpc_server *srv;
-    int fd;
-    enum conn_state state;
-    struct event *io;
-    struct event *timer;
+    struct conn *conn;
+    struct loop_event *timer;    /* the one deadline: set-up + length + body, then the send */
+    enum rpc_phase phase;
     uint8_t lenbuf[4];
     size_t got;
     int32_t expected;
     char body[RPC_MAX_MSG];
-    char *out;           /* framed reply */
+    char *out;                   /* framed reply */
     size_t out_len, out_off;
+    struct rpc_conn *prev, *next;
+};
+
+struct rpc_listener {
+    struct rpc_server *srv;
+    int fd;
+    bool local;                  /* dyno.sock: peer-credential check, peer name "local" */
+    struct loop_event *ev;
+    const struct conn_factory *wrap;   /* plain sockets, or TLS on the TCP listener */
 };
 
 struct rpc_server {
-    struct event_base *base;
-    struct event *ev_tcp;
-    struct event *ev_local;
-    struct event *ev_stop;
-    int tcp_fd;
-    int local_fd;
+    struct loop *loop;
+    struct rpc_listener tcp, local;
     int max_clients;
     int active;
     bool stopping;
-    bool started;
-    pthread_t thread;
+    void (*drained)(void *arg);  /* rpc_server_shutdown's callback, run once */
+    void *drained_arg;
+    struct rpc_conn *conns;      /* in-flight connections */
     const struct rpc_ctx *ctx;
 };
 
@@ -154,64 +158,67 @@ fail:
 
 static void maybe_finish(struct rpc_server *s)
 {
-    if (s->stopping && s->active == 0)
-        event_base_loopbreak(s->base);
+    if (s->stopping && s->active == 0 && s->drained) {
+        void (*fn)(void *) = s->drained;
+        s->drained = NULL;
+        fn(s->drained_arg);
+    }
 }
 
-static void conn_free(struct rpc_conn *c)
+static void rpc_conn_free(struct rpc_conn *c)
 {
     struct rpc_server *s = c->srv;
-    event_free(c->io);
-    event_free(c->timer);
-    close(c->fd);
+    loop_event_free(c->timer);
+    conn_close(c->conn);          /* deferred by the conn when we are inside its handler */
     free(c->out);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
     free(c);
     s->active--;
     maybe_finish(s);
 }
 
-static void arm_timer(struct rpc_conn *c)
-{
-    struct timeval tv = { RPC_DEADLINE_MS / 1000, (RPC_DEADLINE_MS % 1000) * 1000 };
-    evtimer_add(c->timer, &tv);
-}
-
-static void on_timeout(evutil_socket_t fd, short what, void *arg)
+static void on_timeout(struct loop_event *ev, void *arg)
 {
     struct rpc_conn *c = arg;
-    (void)fd;
-    (void)what;
-    if (c->state == CONN_LEN)
+    (void)ev;
+    if (c->phase == PHASE_SETUP || c->phase == PHASE_LEN)
         LOG_ERROR("Timeout! Message received size is %zu", c->got);
-    else if (c->state == CONN_BODY)
+    else if (c->phase == PHASE_BODY)
         LOG_ERROR("Received partial message, expected size %d found : %zu", c->expected, c->got);
     else
         LOG_ERROR("Unable to write full response");
-    conn_free(c);
+    rpc_conn_free(c);
 }
 
 /* Returns true when the connection is done (freed). */
 static bool try_write(struct rpc_conn *c)
 {
     while (c->out_off < c->out_len) {
-        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        ssize_t n = conn_write(c->conn, c->out + c->out_off, c->out_len - c->out_off);
         if (n > 0) {
             c->out_off += (size_t)n;
             continue;
         }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        if (n == -EAGAIN)
             return false;
         LOG_ERROR("Unable to write full response");
-        conn_free(c);
+        rpc_conn_free(c);
         return true;
     }
-    conn_free(c);
+    rpc_conn_free(c);
     return true;
 }
 
-static void on_io(evutil_socket_t fd, short what, void *arg);
+static void on_writable(struct conn *conn, void *arg)
+{
+    (void)conn;
+    try_write(arg);
+}
 
 static void handle_request(struct rpc_conn *c)
 {
@@ -220,13 +227,13 @@ static void handle_request(struct rpc_conn *c)
     int rc = rpc_handle(c->srv->ctx, c->body, (size_t)c->expected, &reply, &rlen);
     if (rc || !reply) {
         free(reply);
-        conn_free(c);
+        rpc_conn_free(c);
         return;
     }
     c->out = malloc(rlen + 4);
     if (!c->out) {
         free(reply);
-        conn_free(c);
+        rpc_conn_free(c);
         return;
     }
     int32_t len = (int32_t)rlen;
@@ -234,63 +241,72 @@ static void handle_request(struct rpc_conn *c)
     memcpy(c->out + 4, reply, rlen);
     free(reply);
     c->out_len = rlen + 4;
-    c->state = CONN_WRITE;
-    event_del(c->io);
-    evtimer_del(c->timer);
+    c->phase = PHASE_WRITE;
+    conn_set_read_handler(c->conn, NULL, NULL);
+    loop_timer_disarm(c->timer);
     if (try_write(c))
         return;
-    event_assign(c->io, c->srv->base, c->fd, EV_WRITE | EV_PERSIST, on_io, c);
-    event_add(c->io, NULL);
-    arm_timer(c);   /* 3 s send timeout */
-}
-
-static void on_io(evutil_socket_t fd, short what, void *arg)
-{
-    struct rpc_conn *c = arg;
-    (void)fd;
-    if (c->state == CONN_WRITE) {
-        if (what & EV_WRITE)
-            try_write(c);
+    if (conn_set_write_handler(c->conn, on_writable, c) != 0) {
+        LOG_ERROR("Unable to write full response");
+        rpc_conn_free(c);
         return;
     }
+    loop_timer_arm(c->timer, RPC_DEADLINE_MS);   /* 3 s send timeout */
+}
+
+static void on_readable(struct conn *conn, void *arg)
+{
+    struct rpc_conn *c = arg;
     for (;;) {
         uint8_t *dst;
         size_t want;
-        if (c->state == CONN_LEN) {
+        if (c->phase == PHASE_LEN) {
             dst = c->lenbuf + c->got;
             want = 4 - c->got;
         } else {
             dst = (uint8_t *)c->body + c->got;
             want = (size_t)c->expected - c->got;
         }
-        ssize_t n = recv(c->fd, dst, want, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        ssize_t n = conn_read(conn, dst, want);
+        if (n == -EAGAIN)
             return;
         if (n <= 0) {
-            if (c->state == CONN_LEN)
+            if (c->phase == PHASE_LEN)
                 LOG_ERROR("Invalid message size = %zu", c->got);
             else
                 LOG_ERROR("Received partial message, expected size %d found : %zu", c->expected, c->got);
-            conn_free(c);
+            rpc_conn_free(c);
             return;
         }
         c->got += (size_t)n;
-        if (c->state == CONN_LEN && c->got == 4) {
+        if (c->phase == PHASE_LEN && c->got == 4) {
             memcpy(&c->expected, c->lenbuf, 4);
             if (c->expected <= 0 || c->expected >= RPC_MAX_MSG) {
                 LOG_ERROR("Invalid message size = %d", c->expected);
-                conn_free(c);
+                rpc_conn_free(c);
                 return;
             }
-            c->state = CONN_BODY;
+            c->phase = PHASE_BODY;
             c->got = 0;
-        } else if (c->state == CONN_BODY && c->got == (size_t)c->expected) {
+        } else if (c->phase == PHASE_BODY && c->got == (size_t)c->expected) {
             handle_request(c);
             return;
         }
     }
+}
+
+/* The connection is set up (at once for plain sockets, after the handshake for TLS). */
+static void on_ready(struct conn *conn, void *arg)
+{
+    struct rpc_conn *c = arg;
+    if (conn->state != CONN_STATE_CONNECTED) {
+        LOG_ERROR("RPC connection set-up failed: %s", errno_name(conn->last_errno));
+        rpc_conn_free(c);
+        return;
+    }
+    c->phase = PHASE_LEN;
+    if (conn_set_read_handler(conn, on_readable, c) != 0)
+        rpc_conn_free(c);
 }
 
 static void peer_name(const struct sockaddr_storage *ss, char *out, size_t cap)
@@ -304,10 +320,44 @@ static void peer_name(const struct sockaddr_storage *ss, char *out, size_t cap)
         snprintf(out, cap, "(unknown)");
 }
 
-static void on_accept(evutil_socket_t lfd, short what, void *arg)
+/* Starts serving an accepted socket; takes ownership of fd. */
+static void serve(struct rpc_listener *ls, int fd)
 {
-    struct rpc_server *s = arg;
-    (void)what;
+    struct rpc_server *s = ls->srv;
+    struct conn *conn = NULL;
+    struct rpc_conn *c = calloc(1, sizeof(*c));
+    if (!c) {
+        close(fd);
+        return;
+    }
+    if (ls->wrap->create(s->loop, fd, ls->wrap->arg, &conn) != 0)   /* closes fd on failure */
+        goto out_free;
+    if (loop_timer_add(s->loop, RPC_DEADLINE_MS, false, on_timeout, c, &c->timer) != 0)
+        goto out_conn;
+    c->srv = s;
+    c->conn = conn;
+    c->phase = PHASE_SETUP;
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    s->active++;
+    /* one deadline from accept covers set-up + length + body; on_ready may already free c */
+    if (conn_accept(conn, on_ready, c) != 0)
+        rpc_conn_free(c);
+    return;
+out_conn:
+    conn_close(conn);
+out_free:
+    free(c);
+}
+
+static void on_accept(struct loop_event *ev, int lfd, unsigned events, void *arg)
+{
+    struct rpc_listener *ls = arg;
+    struct rpc_server *s = ls->srv;
+    (void)ev;
+    (void)events;
     for (;;) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
@@ -322,7 +372,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
             }
             return;
         }
-        if (lfd == s->local_fd)
+        if (ls->local)
             ss.ss_family = AF_UNIX;
         peer_name(&ss, peer, sizeof(peer));
         if (s->active >= s->max_clients) {
@@ -330,7 +380,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
             close(fd);
             continue;
         }
-        if (lfd == s->local_fd) {
+        if (ls->local) {
             struct ucred cred = { .pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1 };
             socklen_t cl = sizeof(cred);
             if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
@@ -341,71 +391,38 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
             }
         }
         LOG_INFO("Received connection from %s", peer);
-        struct rpc_conn *c = calloc(1, sizeof(*c));
-        if (!c) {
-            close(fd);
-            continue;
-        }
-        c->srv = s;
-        c->fd = fd;
-        c->io = event_new(s->base, fd, EV_READ | EV_PERSIST, on_io, c);
-        c->timer = evtimer_new(s->base, on_timeout, c);
-        if (!c->io || !c->timer) {
-            if (c->io)
-                event_free(c->io);
-            if (c->timer)
-                event_free(c->timer);
-            close(fd);
-            free(c);
-            continue;
-        }
-        s->active++;
-        event_add(c->io, NULL);
-        arm_timer(c);   /* one deadline from accept covers length + body */
+        serve(ls, fd);
     }
 }
 
-static void on_stop(evutil_socket_t fd, short what, void *arg)
+static int listener_init(struct rpc_server *s, struct rpc_listener *ls, int fd, bool local,
+                         const struct conn_factory *wrap)
 {
-    struct rpc_server *s = arg;
-    (void)fd;
-    (void)what;
-    s->stopping = true;
-    if (s->ev_tcp)
-        event_del(s->ev_tcp);
-    if (s->ev_local)
-        event_del(s->ev_local);
-    maybe_finish(s);
+    ls->srv = s;
+    ls->fd = fd;
+    ls->local = local;
+    ls->wrap = wrap;
+    if (fd < 0)
+        return 0;
+    return loop_fd_add(s->loop, fd, LOOP_READ, on_accept, ls, &ls->ev);
 }
 
-struct rpc_server *rpc_server_create(int tcp_fd, int local_fd, int max_clients,
-                                     const struct rpc_ctx *ctx)
+struct rpc_server *rpc_server_create(struct loop *l, int tcp_fd, const struct conn_factory *tcp_conn,
+                                     int local_fd, int max_clients, const struct rpc_ctx *ctx)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
     struct rpc_server *s = calloc(1, sizeof(*s));
-    if (!s)
+    if (!s) {
+        if (tcp_fd >= 0)
+            close(tcp_fd);
         return NULL;
-    /* libevent's thread support makes event_active() from the main thread safe */
-    pthread_once(&once, (void (*)(void))evthread_use_pthreads);
-    s->tcp_fd = tcp_fd;
-    s->local_fd = local_fd;
+    }
+    s->loop = l;
     s->max_clients = max_clients;
     s->ctx = ctx;
-    s->base = event_base_new();
-    if (!s->base)
-        goto fail;
-    if (tcp_fd >= 0) {
-        s->ev_tcp = event_new(s->base, tcp_fd, EV_READ | EV_PERSIST, on_accept, s);
-        if (!s->ev_tcp || event_add(s->ev_tcp, NULL) != 0)
-            goto fail;
-    }
-    if (local_fd >= 0) {
-        s->ev_local = event_new(s->base, local_fd, EV_READ | EV_PERSIST, on_accept, s);
-        if (!s->ev_local || event_add(s->ev_local, NULL) != 0)
-            goto fail;
-    }
-    s->ev_stop = event_new(s->base, -1, 0, on_stop, s);
-    if (!s->ev_stop)
+    s->tcp.fd = s->local.fd = -1;
+    /* dyno.sock is never TLS (01-rpc.md §1.4) */
+    if (listener_init(s, &s->tcp, tcp_fd, false, tcp_conn ? tcp_conn : &conn_tcp_factory) != 0 ||
+        listener_init(s, &s->local, local_fd, true, &conn_tcp_factory) != 0)
         goto fail;
     return s;
 fail:
@@ -413,46 +430,35 @@ fail:
     return NULL;
 }
 
-static void *loop_main(void *arg)
+void rpc_server_shutdown(struct rpc_server *s, void (*done)(void *arg), void *arg)
 {
-    struct rpc_server *s = arg;
-    pthread_setname_np(pthread_self(), "rpcServer");
-    event_base_dispatch(s->base);
-    return NULL;
-}
-
-int rpc_server_start(struct rpc_server *s)
-{
-    int rc = pthread_create(&s->thread, NULL, loop_main, s);
-    if (rc)
-        return -rc;
-    s->started = true;
-    return 0;
-}
-
-void rpc_server_stop(struct rpc_server *s)
-{
-    if (!s || !s->started)
+    if (!s) {
+        if (done)
+            done(arg);
         return;
-    event_active(s->ev_stop, EV_TIMEOUT, 0);
-    pthread_join(s->thread, NULL);
-    s->started = false;
+    }
+    if (s->stopping)
+        return;
+    s->stopping = true;
+    s->drained = done;
+    s->drained_arg = arg;
+    loop_event_free(s->tcp.ev);
+    loop_event_free(s->local.ev);
+    s->tcp.ev = s->local.ev = NULL;
+    maybe_finish(s);
 }
 
 void rpc_server_destroy(struct rpc_server *s)
 {
     if (!s)
         return;
-    rpc_server_stop(s);
-    if (s->ev_tcp)
-        event_free(s->ev_tcp);
-    if (s->ev_local)
-        event_free(s->ev_local);
-    if (s->ev_stop)
-        event_free(s->ev_stop);
-    if (s->base)
-        event_base_free(s->base);
-    if (s->tcp_fd >= 0)
-        close(s->tcp_fd);
+    s->stopping = true;
+    s->drained = NULL;
+    while (s->conns)
+        rpc_conn_free(s->conns);
+    loop_event_free(s->tcp.ev);
+    loop_event_free(s->local.ev);
+    if (s->tcp.fd >= 0)
+        close(s->tcp.fd);
     free(s);
 }

@@ -1,11 +1,14 @@
 /* rpc_server: the RPC transport (01-rpc.md §1): TCP listener (dual-stack / IPv4 fallback /
- * --rpc_bind_address) and the local ~/dyno.sock stream socket, served concurrently by one
- * libevent loop thread with per-connection 3 s deadlines and a client cap. */
+ * --rpc_bind_address) and the local ~/dyno.sock stream socket, served concurrently on the
+ * daemon loop (loop.h) with per-connection 3 s deadlines and a client cap; connection I/O goes
+ * through struct conn (conn.h). */
 #ifndef MSMON_DAEMON_RPC_SERVER_H
 #define MSMON_DAEMON_RPC_SERVER_H
 
 #include <stddef.h>
 
+#include "daemon/conn.h"
+#include "daemon/loop.h"
 #include "daemon/rpc_methods.h"
 
 #define RPC_MAX_MSG 8192          /* valid request lengths are 1..8191 */
@@ -17,15 +20,17 @@ struct rpc_server;
  * returns a negative errno and the one-line reason in err. Caller owns *ret_fd. */
 int rpc_listen_tcp(int port, const char *bind_address, int *ret_fd, char *err, size_t errcap);
 
-/* Takes ownership of tcp_fd; local_fd (dyno.sock listener, or -1) stays owned by the caller.
- * ctx is borrowed until rpc_server_destroy(). Caller owns; free with rpc_server_destroy(). */
-struct rpc_server *rpc_server_create(int tcp_fd, int local_fd, int max_clients,
-                                     const struct rpc_ctx *ctx);
-/* Start the loop thread ("rpcServer"). */
-int rpc_server_start(struct rpc_server *s);
-/* Stop accepting, let in-flight connections finish (each ends within its 3 s deadline),
- * join the thread. Safe to call from another thread; idempotent. */
-void rpc_server_stop(struct rpc_server *s);
+/* Registers the listeners on l (served once loop_run runs). Takes ownership of tcp_fd (even
+ * on failure; -1 = none); its connections are built by tcp_conn (NULL = plain sockets; TLS
+ * passes its factory here). local_fd (dyno.sock listener, or -1) stays owned by the caller and
+ * is always plain. l, tcp_conn and ctx are borrowed until rpc_server_destroy(). Caller owns;
+ * free with rpc_server_destroy(). */
+struct rpc_server *rpc_server_create(struct loop *l, int tcp_fd, const struct conn_factory *tcp_conn,
+                                     int local_fd, int max_clients, const struct rpc_ctx *ctx);
+/* Stop accepting; done(arg) runs on the loop once the in-flight connections have finished
+ * (each within its 3 s deadline), at once when there are none. Later calls do nothing. */
+void rpc_server_shutdown(struct rpc_server *s, void (*done)(void *arg), void *arg);
+/* Closes what is still in flight and the TCP listener; frees s. NULL is a no-op. */
 void rpc_server_destroy(struct rpc_server *s);
 
 #endif

@@ -109,6 +109,22 @@ void status_update(struct status_table *st, enum status_dim dim, const struct ip
     pthread_mutex_unlock(&st->mu);
 }
 
+int status_set_stats(struct status_table *st, int32_t pid, const struct status_stats *s)
+{
+    int rc = -ENOENT;
+
+    pthread_mutex_lock(&st->mu);
+    for (size_t i = 0; i < st->n; i++) {
+        if (st->e[i].pid != pid)
+            continue;
+        st->e[i].stats = *s;
+        st->e[i].has_stats = true;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
 void status_get_last(struct status_table *st, struct status_last *ret)
 {
     pthread_mutex_lock(&st->mu);

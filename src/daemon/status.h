@@ -14,6 +14,15 @@
 
 enum status_dim { STATUS_TRACE = 0, STATUS_MONITOR = 1 };
 
+/* A session's counters as the plugin reports them (PluginStats data messages). */
+#define STATUS_STATS_FIELDS(X) X(before_start) X(bytes_written) X(consumed) X(cpu_ns) \
+    X(dropped_declined) X(dropped_queue) X(dropped_write) X(filtered) X(kept) X(written)
+struct status_stats {
+#define STATUS_STATS_MEMBER(f) uint64_t f;
+    STATUS_STATS_FIELDS(STATUS_STATS_MEMBER)
+#undef STATUS_STATS_MEMBER
+};
+
 struct status_entry {
     int64_t job;
     int32_t pid;
@@ -23,6 +32,8 @@ struct status_entry {
     int32_t start_step;
     int32_t stop_step;
     uint64_t updated_ns;
+    bool has_stats;         /* a PluginStats report arrived for this pid */
+    struct status_stats stats;
 };
 
 struct status_last {
@@ -40,6 +51,10 @@ void status_destroy(struct status_table *st);
 /* Apply one report of the given dimension. */
 void status_update(struct status_table *st, enum status_dim dim, const struct ipc_status *s,
                    uint64_t now_ns);
+/* Record the latest session counters of pid on its entries (every job it reported for).
+ * -ENOENT when the pid has no entry: counters alone never create one, so a sender cannot
+ * fill the table with pids that never reported a status. */
+int status_set_stats(struct status_table *st, int32_t pid, const struct status_stats *s);
 void status_get_last(struct status_table *st, struct status_last *ret);
 /* Copy of the per-process table sorted by (pid, job). Caller owns *ret (free()). */
 int status_list(struct status_table *st, struct status_entry **ret, size_t *ret_n);

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static struct backend_fake *bf_of(struct backend *be)
@@ -26,13 +27,18 @@ static void bf_note(struct backend_fake *f, char c)
 static void bf_emit(struct backend_fake *f)
 {
     struct mon_record batch[256];
+    struct timespec ts;
+    uint64_t now;
 
+    clock_gettime(CLOCK_REALTIME, &ts);
+    now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     while (f->sink && f->pending > 0) {
         size_t n = 0;
         for (; n < sizeof(batch) / sizeof(batch[0]) && f->pending > 0; n++, f->pending--) {
             memset(&batch[n], 0, sizeof(batch[n]));
             batch[n].kind = MON_KIND_API;
-            batch[n].u.api = (struct mon_api){ .start = 100, .end = 150, .pid = 1, .tid = 2,
+            /* stamped now: the pipeline cuts records that ended before the session start */
+            batch[n].u.api = (struct mon_api){ .start = now - 50, .end = now, .pid = 1, .tid = 2,
                                                .correlation_id = 7, .name = "aclnnMatMul" };
         }
         f->sink(f->ctx, batch, n);

@@ -27,6 +27,7 @@
 #include "plugin/outputs/outfile.h"
 #include "plugin/penv.h"
 #include "plugin/pipeline/filter.h"
+#include "plugin/pipeline/pipeline.h"
 #include "plugin/plog.h"
 
 #define MON_QUEUE_CAP 16            /* commands in flight; a full queue waits, then -EAGAIN */
@@ -66,7 +67,8 @@ struct mon_cmd {
 struct mon_session {
     struct backend *be;           /* the backend this session started on */
     const struct proc_ops *ops;
-    struct proc *proc;
+    struct proc *proc;            /* owned by pl */
+    struct pipeline *pl;          /* cutoff, filter, pairing, counters in front of proc */
     struct filter_state *filter;  /* created once, never freed */
     bool running, standalone;
     uint32_t enabled_mask;
@@ -147,16 +149,14 @@ void monitor_first_use(void)
 
 /* ---- the delivery seam (completion threads) ---- */
 
-/* Every normalised batch reaches the outputs here and only here: filter in place (the
- * snapshot is read once per batch), then the processor consumes what is kept. */
+/* Every normalised batch reaches the outputs here and only here, through the session's
+ * pipeline (cutoff, filter, marker pairing, counters), which hands the processor its batch. */
 static void mon_deliver(void *ctx, struct mon_record *recs, size_t n)
 {
     struct mon_session *s = ctx;
 
-    if (s->filter)
-        n = filter_state_apply(s->filter, recs, n);
     if (n)
-        s->ops->consume(s->proc, recs, n);
+        pipeline_deliver(s->pl, recs, n);
 }
 
 /* ---- status reporter ---- */
@@ -290,10 +290,12 @@ static void mon_teardown(void)
     if (mon.parallel_group_info && !(pgi = strdup(mon.parallel_group_info)))
         LOG_WARN("MsptiMonitor: out of memory copying parallel_group_info; not written");
     pthread_mutex_unlock(&mon.pgi_lock);
-    if (s->ops->stop(s->proc, pgi) != 0)
+    pipeline_set_declined(s->pl, d.buffers_declined);
+    if (pipeline_stop(s->pl, pgi) != 0)
         LOG_WARN("MsptiMonitor: processor %s reported an error at stop", s->ops->name);
-    s->ops->destroy(s->proc);
+    pipeline_destroy(s->pl);
     free(pgi);
+    s->pl = NULL;
     s->proc = NULL;
     s->ops = NULL;
     if (s->filter)
@@ -310,7 +312,7 @@ static void mon_teardown(void)
 static void mon_tick(void)
 {
     (void)mon.sess.be->ops->flush(mon.sess.be); /* the interval's records are in this interval's report */
-    if (mon.sess.ops->tick(mon.sess.proc) != 0)
+    if (pipeline_tick(mon.sess.pl) != 0)
         LOG_DEBUG("MsptiMonitor: processor tick reported an error");
 }
 
@@ -321,6 +323,7 @@ static int mon_do_start(const struct monitor_start_args *a)
     const struct proc_ops *ops;
     struct proc_config pc;
     struct proc *proc = NULL;
+    struct pipeline *pl = NULL;
     int rc;
 
     if (s->running)
@@ -348,14 +351,16 @@ static int mon_do_start(const struct monitor_start_args *a)
         .report_interval_s = a->standalone ? 0 : s->interval_s, .jsonl_rotate_lines = a->rotate_lines,
         .jsonl_rotate_files = a->rotate_files, .send = dyno_send_data, .send_ctx = NULL,
     };
-    rc = ops->create(&pc, &proc);
+    rc = pipeline_create(&pc, s->filter, ops, &pl);
     if (rc != 0) {
         LOG_ERROR("MsptiMonitor start failed: cannot create the %s processor: %s", ops->name, errno_name(-rc));
         return rc;
     }
+    proc = pipeline_proc(pl);
     s->be = be;
     s->ops = ops;
     s->proc = proc;
+    s->pl = pl;
     rc = be->ops->start(be, mon_deliver, s); /* logs its own failures */
     if (rc != 0)
         goto err_proc;
@@ -377,9 +382,10 @@ static int mon_do_start(const struct monitor_start_args *a)
     return 0;
 
 err_proc:
-    ops->destroy(proc);
+    pipeline_destroy(pl);
     s->ops = NULL;
     s->proc = NULL;
+    s->pl = NULL;
     return rc;
 }
 

@@ -6,6 +6,7 @@
 #include "plugin/outputs/linering.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,14 +49,15 @@ void linering_fini(struct linering *r)
     r->cells = NULL;
 }
 
-/* Reserve up to want lines; returns how many were granted (0 when full). */
-static size_t reserve_lines(struct linering *r, size_t want)
+/* Reserve up to want lines (all or nothing when `all`); returns how many were granted (0 when
+ * full). */
+static size_t reserve_lines(struct linering *r, size_t want, bool all)
 {
     size_t cur = atomic_load_explicit(&r->lines, memory_order_relaxed);
     for (;;) {
         size_t room = cur < r->mask ? r->mask - cur : 0;
         size_t take = want < room ? want : room;
-        if (take == 0)
+        if (take == 0 || (all && take < want))
             return 0;
         if (atomic_compare_exchange_weak_explicit(&r->lines, &cur, cur + take, memory_order_acquire,
                                                   memory_order_relaxed))
@@ -73,11 +75,13 @@ static void cut_block(struct lineblock *b, size_t k)
     b->nlines = k;
 }
 
-int linering_push(struct linering *r, struct lineblock *b)
+static int push(struct linering *r, struct lineblock *b, bool all)
 {
     if (!b || b->nlines == 0)
         return -EINVAL;
-    size_t k = reserve_lines(r, b->nlines);
+    size_t k = reserve_lines(r, b->nlines, all);
+    if (k == 0 && all)
+        return -EAGAIN;
     if (k == 0) {
         atomic_fetch_add_explicit(&r->dropped, b->nlines, memory_order_relaxed);
         return -ENOSPC;
@@ -107,6 +111,19 @@ int linering_push(struct linering *r, struct lineblock *b)
             pos = atomic_load_explicit(&r->head, memory_order_relaxed);
         }
     }
+}
+
+int linering_push(struct linering *r, struct lineblock *b)
+{
+    return push(r, b, false);
+}
+
+int linering_push_all(struct linering *r, struct lineblock *b)
+{
+    /* The capacity itself is too small for b: only the cutting push can take it. */
+    if (b && b->nlines > r->mask)
+        return -E2BIG;
+    return push(r, b, true);
 }
 
 int linering_pop(struct linering *r, struct lineblock **ret_block)

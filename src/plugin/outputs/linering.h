@@ -1,8 +1,8 @@
 /* linering: bounded lock-free multi-producer / single-consumer queue of line blocks (Vyukov's
  * bounded queue), feeding the JSONL writer thread from the msPTI completion threads. A block
  * carries many '\n'-terminated lines, so one queue operation moves a whole consume() batch;
- * the capacity still counts lines. Pushes never block: lines that do not fit are refused and
- * counted as drops (05-outputs.md §4.3). */
+ * the capacity still counts lines. Pushes never block: linering_push refuses and counts the
+ * lines that do not fit (05-outputs.md §4.3); linering_push_all lets the caller wait first. */
 #ifndef MSMON_PLUGIN_LINERING_H
 #define MSMON_PLUGIN_LINERING_H
 
@@ -45,6 +45,9 @@ void linering_fini(struct linering *r);
  * to the consumer), or -ENOSPC when not one line fitted (all counted as drops; the caller keeps
  * b and may reuse it), -EINVAL for an empty block. Safe from any number of threads. */
 int linering_push(struct linering *r, struct lineblock *b);
+/* All of b or nothing, and nothing counted: -EAGAIN when its lines do not fit now (the caller
+ * may wait for the consumer and retry: back-pressure), -E2BIG when they never will. */
+int linering_push_all(struct linering *r, struct lineblock *b);
 /* Single consumer: 0 and the oldest block (caller owns; free()) or -EAGAIN when empty. */
 int linering_pop(struct linering *r, struct lineblock **ret_block);
 /* Approximate number of queued lines (exact when producers are quiet). */

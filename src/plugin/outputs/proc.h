@@ -1,9 +1,10 @@
-/* proc: the data-processor interface between the monitor core and its outputs (metric
+/* proc: the data-processor interface between the pipeline and its outputs (metric
  * datagrams, SQLite DB, JSONL, in-memory standalone results). One file per implementation
- * (proc_metric.c, proc_db.c, proc_jsonl.c, proc_memory.c); the core only sees this table.
+ * (proc_metric.c, proc_db.c, proc_jsonl.c, proc_memory.c); outputs are created and fed by
+ * the pipeline (pipeline.h), which has already filtered, cut and paired the records.
  *
  * Threading contract: consume() runs on msPTI completion threads, possibly several at once,
- * and must be cheap and thread-safe. start/tick/set_kinds/stop/destroy are called by the
+ * and must be thread-safe; it may wait (back-pressure) but never on the training thread. start/tick/set_kinds/stop/destroy are called by the
  * monitor thread (or the stopping thread), never concurrently with each other; tick and stop
  * run after msptiActivityFlushAll, so every record of the interval has been consumed. */
 #ifndef MSMON_PLUGIN_PROC_H
@@ -13,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plugin/pipeline/pipeline.h"
 #include "plugin/pipeline/record.h"
 
 enum proc_mode { PROC_METRIC = 0, PROC_DB, PROC_JSONL, PROC_STANDALONE };
@@ -31,6 +33,7 @@ struct proc_config {
     const char *jsonl_rotate_files;  /* raw JSONL_ROTATE_LOG_FILES value, may be "" or NULL */
     proc_send_fn send;               /* metric mode */
     void *send_ctx;
+    struct pipeline *pl;             /* set by pipeline_create: counters, devices seen */
 };
 
 struct proc; /* opaque, one per session */
@@ -40,7 +43,8 @@ struct proc_ops {
     /* Allocate; the config's strings are copied. Caller owns; free with destroy(). */
     int (*create)(const struct proc_config *cfg, struct proc **ret);
     int (*start)(struct proc *p);                                  /* RunPreTask */
-    void (*consume)(struct proc *p, const struct mon_record *recs, size_t n);
+    /* Kept records and the marker parts they completed (pipeline.h); borrowed for the call. */
+    void (*consume)(struct proc *p, const struct pl_batch *b);
     int (*tick)(struct proc *p);                                   /* report interval */
     void (*set_kinds)(struct proc *p, uint32_t enabled_mask);      /* bit (1u << kind) */
     /* Final partial interval + end-of-session output. parallel_group_info may be NULL. */
@@ -52,5 +56,9 @@ extern const struct proc_ops proc_metric_ops;
 extern const struct proc_ops proc_db_ops;
 extern const struct proc_ops proc_jsonl_ops;
 extern const struct proc_ops proc_memory_ops;
+
+/* Test seam of the DB writer queue: at most max_chunks chunks of 4096 items (0 = default 32)
+ * and the longest a completion thread waits for room before it drops (default 5000 ms). */
+void proc_db_test_set_queue(size_t max_chunks, uint32_t backpressure_ms);
 
 #endif

@@ -1,86 +1,38 @@
-/* proc_db: the SQLite exporter (--export-type DB, 05-outputs.md §3). consume() only appends
- * record copies under a short lock; tick()/stop() run on the monitor thread, turn the records
- * into rows in arrival order (so string ids are numbered like upstream, §3.5), and write each
- * table's batch in one transaction through a cached 64-row INSERT that rebinds only changed
- * parameters (SQLite's per-execution cost dominated one-row inserts). A failed batch is
- * rolled back, logged with the file and SQLite's message, and dropped; the session and the
- * training go on. */
+/* proc_db: the SQLite writer of the DB export (--export-type DB, 05-outputs.md §3), streaming.
+ * consume() copies the batch (records + paired marker parts) into fixed chunks of a bounded
+ * queue, waiting for room (back-pressure on the completion thread) before it drops and counts.
+ * A writer thread turns items into rows in arrival order with the pure formatter db_rows.c
+ * (string ids numbered like upstream, §3.5) and commits them in bounded transactions that also
+ * carry the new STRING_IDS and, once per file, the constant tables, so a killed process leaves
+ * a DB whose every committed row resolves. A failed transaction is rolled back, logged and
+ * counted; the session and the training go on. tick() waits until the queue is written. */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
-#include "plugin/pipeline/idmap.h"
+#include "plugin/outputs/db_rows.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/outputs/proc.h"
 
-#define DB_MAX_PENDING (8u * 1024 * 1024) /* records buffered between two ticks */
-#define DB_MARKER_PENDING 65536           /* open marker ranges per map (A2) */
+#define DB_CHUNK_ITEMS 4096               /* items per queue chunk */
+#define DB_MAX_CHUNKS 32                  /* queue bound: ~15 MB of items */
+#define DB_TX_ROWS 65536                  /* rows per transaction (bounds the row arrays) */
+#define DB_IDLE_NS 100000000ull           /* writer takes a partial chunk after this idle time */
 #define DB_MAX_DEVICES 4096
-#define DB_MAX_STRINGS (16u * 1024 * 1024)
-#define DB_INVALID_U32 4294967295LL
-#define DB_MARKER_CONN_OFFSET 4000000000ULL
 #define DB_MULTI_ROWS 64                  /* rows per INSERT execution (<= 999 / 15 params) */
 
 /* ---- table definitions ---- */
-enum db_table_id {
-    T_CANN_API = 0, T_TASK, T_COMPUTE_TASK_INFO, T_COMMUNICATION_OP, T_MSTX_EVENTS,
-    T_MSMONITOR_HCCL, T_MSMONITOR_MEMORY, T_MSMONITOR_MEMSET, T_MSMONITOR_MEMCPY,
-    T_INCR_COUNT
-};
-#define T_FIRST_EXTRA T_MSMONITOR_HCCL
-
-struct db_table {
-    const char *name;
-    const char *cols;  /* column definitions for CREATE TABLE */
-    int ncols;
-    int real_col;      /* index of the one REAL column bound as double, or -1 */
-};
-
-static const struct db_table incr_tables[T_INCR_COUNT] = {
-    [T_CANN_API] = {"CANN_API",
-                    "startNs INTEGER, endNs INTEGER, type INTEGER, globalTid INTEGER, connectionId INTEGER, "
-                    "name INTEGER", 6, -1},
-    [T_TASK] = {"TASK",
-                "startNs INTEGER, endNs INTEGER, deviceId INTEGER, connectionId INTEGER, globalTaskId INTEGER, "
-                "globalPid INTEGER, taskType INTEGER, contextId INTEGER, streamId INTEGER, taskId INTEGER, "
-                "modelId INTEGER", 11, -1},
-    [T_COMPUTE_TASK_INFO] = {"COMPUTE_TASK_INFO",
-                             "name INTEGER, globalTaskId INTEGER, blockNum INTEGER, mixBlockNum INTEGER, "
-                             "taskType INTEGER, opType INTEGER, inputFormats INTEGER, inputDataTypes INTEGER, "
-                             "inputShapes INTEGER, outputFormats INTEGER, outputDataTypes INTEGER, "
-                             "outputShapes INTEGER, attrInfo INTEGER, opState INTEGER, hf32Eligible INTEGER",
-                             15, -1},
-    [T_COMMUNICATION_OP] = {"COMMUNICATION_OP",
-                            "opName INTEGER, startNs INTEGER, endNs INTEGER, connectionId INTEGER, "
-                            "groupName INTEGER, opId INTEGER, relay INTEGER, retry INTEGER, dataType INTEGER, "
-                            "algType INTEGER, count NUMERIC, opType INTEGER, deviceId INTEGER", 13, -1},
-    [T_MSTX_EVENTS] = {"MSTX_EVENTS",
-                       "startNs INTEGER, endNs INTEGER, eventType INTEGER, rangeId INTEGER, category INTEGER, "
-                       "message INTEGER, globalTid INTEGER, endGlobalTid INTEGER, domainId INTEGER, "
-                       "connectionId INTEGER", 10, -1},
-    [T_MSMONITOR_HCCL] = {"MSMONITOR_HCCL",
-                          "startNs INTEGER, endNs INTEGER, deviceId INTEGER, streamId INTEGER, bandWidth REAL, "
-                          "name INTEGER, commName INTEGER, globalPid INTEGER", 8, 4},
-    [T_MSMONITOR_MEMORY] = {"MSMONITOR_MEMORY",
-                            "startNs INTEGER, endNs INTEGER, deviceId INTEGER, streamId INTEGER, "
-                            "connectionId INTEGER, operationType INTEGER, memoryKind INTEGER, address INTEGER, "
-                            "bytes INTEGER, processId INTEGER", 10, -1},
-    [T_MSMONITOR_MEMSET] = {"MSMONITOR_MEMSET",
-                            "startNs INTEGER, endNs INTEGER, deviceId INTEGER, streamId INTEGER, "
-                            "connectionId INTEGER, value INTEGER, bytes INTEGER, isAsync INTEGER", 8, -1},
-    [T_MSMONITOR_MEMCPY] = {"MSMONITOR_MEMCPY",
-                            "startNs INTEGER, endNs INTEGER, deviceId INTEGER, streamId INTEGER, "
-                            "connectionId INTEGER, copyKind INTEGER, bytes INTEGER, isAsync INTEGER", 8, -1},
-};
-
 struct enum_row {
     int64_t id;
     const char *name;
@@ -102,24 +54,19 @@ static const struct enum_row enum_mem_op[] = {{0, "ALLOCATION"}, {1, "RELEASE"}}
 static const struct enum_row enum_mem_kind[] = {{0, "UNKNOWN"}, {1, "DEVICE"}};
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
-/* ---- string-id pool: text → 0, 1, 2 … in first-request order (§3.5) ---- */
-struct pool_ent {
-    char *s;
-    size_t len;
-    uint64_t hash;
-    uint64_t comm_counter; /* per-commName opName counter <k> (§3.3) */
-};
-struct strpool {
-    struct pool_ent *ents; /* by id */
-    size_t n, cap;
-    uint32_t *slots;       /* open addressing: id + 1, 0 = empty */
-    size_t nslots;
+/* One queued item: a record, or a marker part the pipeline completed. */
+struct db_item {
+    bool is_range;
+    union {
+        struct mon_record rec;
+        struct pl_range rng;
+    } u;
 };
 
-/* ---- growable int64 row arrays, one per incremental table ---- */
-struct rows {
-    int64_t *v;
-    size_t n, cap; /* rows */
+struct db_chunk {
+    struct db_chunk *next;
+    size_t n;
+    struct db_item items[DB_CHUNK_ITEMS];
 };
 
 /* A cached INSERT of an incremental table and the values its parameters hold. */
@@ -129,31 +76,29 @@ struct ins_stmt {
     bool shadow_ok;
 };
 
-struct dev_marker { uint64_t ts; int64_t task_id; };
-struct host_marker { uint64_t ts; int64_t name_id, domain_id, gtid; };
-
 struct proc {
     /* config */
     char *log_dir;
     int32_t rank;
     uint64_t session_start_ns;
-    int64_t pid;
-    /* consume side: protected by lock */
+    struct pipeline *pl;
+    struct pl_counters *ctr;
+    /* queue: protected by lock */
     pthread_mutex_t lock;
-    struct mon_record *pend;
-    size_t npend, cappend;
+    pthread_cond_t work;  /* writer: chunks queued, flush or stop requested */
+    pthread_cond_t room;  /* producers: a chunk was freed; tick: flush done */
+    struct db_chunk *qhead, *qtail, *cur, *free_chunks;
+    size_t nchunks;       /* allocated */
+    uint64_t flush_req, flush_done;
+    bool stop_req, writer_running;
     uint64_t dropped;
     struct log_ratelimit drop_rl;
-    /* monitor-thread side */
-    struct mon_record *work;
-    size_t capwork;
-    struct strpool pool;
-    struct rows rows[T_INCR_COUNT];
-    struct idmap *host_open, *dev_open;
-    int64_t next_task_id, next_op_id;
-    uint32_t devices[DB_MAX_DEVICES];
-    size_t ndevices;
-    bool extra_rows;      /* any MSMONITOR_* table received rows this session */
+    pthread_t writer;
+    /* writer side (writer thread; the stopping thread after the join) */
+    struct db_rows fmt;   /* the row formatter: string pool, rows of this transaction */
+    size_t str_written;   /* STRING_IDS rows committed to the current file */
+    bool consts_written;  /* constant tables in the current file */
+    bool extra_enums_written;
     bool append_ok;       /* at least one append committed */
     /* SQLite */
     char path[OUTFILE_PATH_MAX + 128];
@@ -166,305 +111,6 @@ struct proc {
     bool stopped;
     uint64_t fail_streak; /* consecutive failed batches */
 };
-
-/* FNV-1a: fast enough for names of a few dozen bytes and well spread for open addressing. */
-static uint64_t str_hash(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
-    return h;
-}
-
-static void pool_fini(struct strpool *p)
-{
-    for (size_t i = 0; i < p->n; i++)
-        free(p->ents[i].s);
-    free(p->ents);
-    free(p->slots);
-    memset(p, 0, sizeof(*p));
-}
-
-static int pool_grow(struct strpool *p)
-{
-    size_t ns = p->nslots ? p->nslots * 2 : 1024;
-    uint32_t *slots = calloc(ns, sizeof(*slots));
-    if (!slots)
-        return -ENOMEM;
-    for (size_t i = 0; i < p->n; i++) {
-        size_t j = p->ents[i].hash & (ns - 1);
-        while (slots[j])
-            j = (j + 1) & (ns - 1);
-        slots[j] = (uint32_t)(i + 1);
-    }
-    free(p->slots);
-    p->slots = slots;
-    p->nslots = ns;
-    return 0;
-}
-
-/* Id of text s (NULL = ""), allocated on first request; returns the entry (NULL on ENOMEM or
- * when the pool is full, in which case *ret_id is -1). */
-static struct pool_ent *pool_id(struct strpool *p, const char *s, int64_t *ret_id)
-{
-    if (!s)
-        s = "";
-    size_t n = strlen(s);
-    uint64_t h = str_hash(s, n);
-    *ret_id = -1;
-    if (p->nslots == 0 && pool_grow(p) < 0)
-        return NULL;
-    size_t j = h & (p->nslots - 1);
-    for (; p->slots[j]; j = (j + 1) & (p->nslots - 1)) {
-        struct pool_ent *e = &p->ents[p->slots[j] - 1];
-        if (e->hash == h && e->len == n && memcmp(e->s, s, n) == 0) {
-            *ret_id = (int64_t)(p->slots[j] - 1);
-            return e;
-        }
-    }
-    if (p->n >= DB_MAX_STRINGS)
-        return NULL;
-    if (p->n == p->cap) {
-        size_t nc = p->cap ? p->cap * 2 : 256;
-        struct pool_ent *ne = realloc(p->ents, nc * sizeof(*ne));
-        if (!ne)
-            return NULL;
-        p->ents = ne;
-        p->cap = nc;
-    }
-    char *copy = malloc(n + 1);
-    if (!copy)
-        return NULL;
-    memcpy(copy, s, n + 1);
-    p->ents[p->n] = (struct pool_ent){copy, n, h, 0};
-    p->slots[j] = (uint32_t)(p->n + 1);
-    *ret_id = (int64_t)p->n;
-    p->n++;
-    if (p->n * 2 > p->nslots && pool_grow(p) < 0) {
-        /* The table is still consistent (load < 1); growth is retried on the next insert. */
-    }
-    return &p->ents[*ret_id];
-}
-
-static int64_t sid(struct proc *p, const char *s)
-{
-    int64_t id;
-    pool_id(&p->pool, s, &id);
-    return id;
-}
-
-static int64_t *row_add(struct rows *r, int ncols)
-{
-    if (r->n == r->cap) {
-        size_t nc = r->cap ? r->cap * 2 : 1024;
-        int64_t *nv = realloc(r->v, nc * (size_t)ncols * sizeof(*nv));
-        if (!nv)
-            return NULL;
-        r->v = nv;
-        r->cap = nc;
-    }
-    return &r->v[r->n++ * (size_t)ncols];
-}
-
-static void device_seen(struct proc *p, uint32_t dev)
-{
-    size_t lo = 0, hi = p->ndevices;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (p->devices[mid] == dev)
-            return;
-        if (p->devices[mid] < dev)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (p->ndevices >= DB_MAX_DEVICES)
-        return;
-    memmove(&p->devices[lo + 1], &p->devices[lo], (p->ndevices - lo) * sizeof(p->devices[0]));
-    p->devices[lo] = dev;
-    p->ndevices++;
-}
-
-static int64_t gtid(uint32_t pid, uint32_t tid)
-{
-    return (int64_t)(((uint64_t)pid << 32) | tid);
-}
-
-#define ADD_ROW(p, t, r)                                             \
-    int64_t *r = row_add(&(p)->rows[t], incr_tables[t].ncols);      \
-    if (!r)                                                          \
-        return -ENOMEM
-
-static int add_api(struct proc *p, const struct mon_record *rec)
-{
-    const struct mon_api *a = &rec->u.api;
-    int64_t type = rec->kind == MON_KIND_ACL_API ? 20000 : rec->kind == MON_KIND_RUNTIME_API ? 5000 : 10000;
-    int64_t name = sid(p, a->name);
-    ADD_ROW(p, T_CANN_API, r);
-    r[0] = (int64_t)a->start; r[1] = (int64_t)a->end; r[2] = type;
-    r[3] = gtid(a->pid, a->tid); r[4] = (int64_t)a->correlation_id; r[5] = name;
-    return 0;
-}
-
-static int add_kernel(struct proc *p, const struct mon_kernel *k)
-{
-    int64_t name = sid(p, k->name), type = sid(p, k->type), na = sid(p, "N/A");
-    int64_t task = p->next_task_id++;
-    ADD_ROW(p, T_TASK, t);
-    t[0] = (int64_t)k->start; t[1] = (int64_t)k->end; t[2] = k->device_id; t[3] = (int64_t)k->correlation_id;
-    t[4] = task; t[5] = p->pid; t[6] = type; t[7] = DB_INVALID_U32; t[8] = k->stream_id;
-    t[9] = DB_INVALID_U32; t[10] = DB_INVALID_U32;
-    ADD_ROW(p, T_COMPUTE_TASK_INFO, c);
-    c[0] = name; c[1] = task; c[2] = DB_INVALID_U32; c[3] = DB_INVALID_U32; c[4] = type;
-    for (int i = 5; i < 15; i++)
-        c[i] = na;
-    device_seen(p, k->device_id);
-    return 0;
-}
-
-static int add_comm(struct proc *p, const struct mon_comm *c)
-{
-    int64_t group;
-    struct pool_ent *ge = pool_id(&p->pool, c->comm_name, &group);
-    uint64_t k = ge ? ge->comm_counter++ : 0;
-    const char *cname = c->comm_name ? c->comm_name : "";
-    char hash[24], opname[1024];
-    int hl = snprintf(hash, sizeof(hash), "%llu",
-                      (unsigned long long)outfile_hash_id(cname, strlen(cname)));
-    const char *g = hl > 3 ? hash + hl - 3 : hash;
-    char *op = opname;
-    char *heap = NULL;
-    int need = snprintf(opname, sizeof(opname), "%s_%s_%llu_1", c->name ? c->name : "", g, (unsigned long long)k);
-    if (need >= (int)sizeof(opname)) {
-        heap = malloc((size_t)need + 1);
-        if (!heap)
-            return -ENOMEM;
-        snprintf(heap, (size_t)need + 1, "%s_%s_%llu_1", c->name ? c->name : "", g, (unsigned long long)k);
-        op = heap;
-    }
-    int64_t opid = sid(p, op);
-    free(heap);
-    int64_t alg = sid(p, c->alg_type), optype = sid(p, c->name);
-    ADD_ROW(p, T_COMMUNICATION_OP, r);
-    r[0] = opid; r[1] = (int64_t)c->start; r[2] = (int64_t)c->end; r[3] = (int64_t)c->correlation_id;
-    r[4] = group; r[5] = p->next_op_id++; r[6] = 0; r[7] = 0; r[8] = c->data_type; r[9] = alg;
-    r[10] = (int64_t)c->count; r[11] = optype; r[12] = c->device_id;
-    device_seen(p, c->device_id);
-    return 0;
-}
-
-static int add_host_marker(struct proc *p, const struct mon_marker *m)
-{
-    int64_t name = sid(p, m->name), domain = sid(p, m->domain);
-    int64_t tid = gtid(m->obj0, m->obj1);
-    if (m->flag & MON_MARKER_INSTANT) {
-        ADD_ROW(p, T_MSTX_EVENTS, r);
-        r[0] = r[1] = (int64_t)m->timestamp; r[2] = 0; r[3] = r[4] = DB_INVALID_U32;
-        r[5] = name; r[6] = r[7] = tid; r[8] = domain; r[9] = (int64_t)(m->id + DB_MARKER_CONN_OFFSET);
-    } else if (m->flag & MON_MARKER_START) {
-        struct host_marker *h = idmap_put(p->host_open, m->id, NULL);
-        if (h)
-            *h = (struct host_marker){m->timestamp, name, domain, tid};
-    } else if (m->flag & MON_MARKER_END) {
-        struct host_marker *h = idmap_get(p->host_open, m->id);
-        if (!h)
-            return 0;
-        ADD_ROW(p, T_MSTX_EVENTS, r);
-        r[0] = (int64_t)h->ts; r[1] = (int64_t)m->timestamp; r[2] = 2; r[3] = r[4] = DB_INVALID_U32;
-        r[5] = h->name_id; r[6] = h->gtid; r[7] = tid; r[8] = h->domain_id;
-        r[9] = (int64_t)(m->id + DB_MARKER_CONN_OFFSET);
-        idmap_del(p->host_open, m->id);
-    }
-    return 0;
-}
-
-static int add_task_marker(struct proc *p, const struct mon_marker *m, uint64_t start, int64_t task, int64_t type)
-{
-    ADD_ROW(p, T_TASK, t);
-    t[0] = (int64_t)start; t[1] = (int64_t)m->timestamp; t[2] = m->obj0;
-    t[3] = (int64_t)(m->id + DB_MARKER_CONN_OFFSET); t[4] = task; t[5] = p->pid; t[6] = type;
-    t[7] = DB_INVALID_U32; t[8] = m->obj1; t[9] = DB_INVALID_U32; t[10] = DB_INVALID_U32;
-    return 0;
-}
-
-static int add_device_marker(struct proc *p, const struct mon_marker *m)
-{
-    int64_t type = sid(p, "MsTx");
-    if (m->flag & MON_MARKER_INSTANT) {
-        return add_task_marker(p, m, m->timestamp, p->next_task_id++, type);
-    } else if (m->flag & MON_MARKER_START) {
-        struct dev_marker *d = idmap_put(p->dev_open, m->id, NULL);
-        if (d)
-            *d = (struct dev_marker){m->timestamp, p->next_task_id++};
-    } else if (m->flag & MON_MARKER_END) {
-        struct dev_marker *d = idmap_get(p->dev_open, m->id);
-        if (!d)
-            return 0;
-        int rc = add_task_marker(p, m, d->ts, d->task_id, type);
-        idmap_del(p->dev_open, m->id);
-        device_seen(p, m->obj0);
-        return rc;
-    }
-    return 0;
-}
-
-static int add_extra(struct proc *p, const struct mon_record *rec)
-{
-    switch (rec->kind) {
-    case MON_KIND_HCCL: {
-        const struct mon_hccl *h = &rec->u.hccl;
-        int64_t name = sid(p, h->name), comm = sid(p, h->comm_name);
-        ADD_ROW(p, T_MSMONITOR_HCCL, r);
-        r[0] = (int64_t)h->start; r[1] = (int64_t)h->end; r[2] = h->device_id; r[3] = h->stream_id;
-        memcpy(&r[4], &h->bandwidth, sizeof(double));
-        r[5] = name; r[6] = comm; r[7] = p->pid;
-        break;
-    }
-    case MON_KIND_MEMORY: {
-        const struct mon_memory *m = &rec->u.memory;
-        ADD_ROW(p, T_MSMONITOR_MEMORY, r);
-        r[0] = (int64_t)m->start; r[1] = (int64_t)m->end; r[2] = m->device_id; r[3] = m->stream_id;
-        r[4] = (int64_t)m->correlation_id; r[5] = m->op_type; r[6] = m->memory_kind;
-        r[7] = (int64_t)m->address; r[8] = (int64_t)m->bytes; r[9] = m->pid;
-        break;
-    }
-    case MON_KIND_MEMSET: {
-        const struct mon_memset *m = &rec->u.memset;
-        ADD_ROW(p, T_MSMONITOR_MEMSET, r);
-        r[0] = (int64_t)m->start; r[1] = (int64_t)m->end; r[2] = m->device_id; r[3] = m->stream_id;
-        r[4] = (int64_t)m->correlation_id; r[5] = m->value; r[6] = (int64_t)m->bytes; r[7] = m->is_async;
-        break;
-    }
-    case MON_KIND_MEMCPY: {
-        const struct mon_memcpy *m = &rec->u.memcpy;
-        ADD_ROW(p, T_MSMONITOR_MEMCPY, r);
-        r[0] = (int64_t)m->start; r[1] = (int64_t)m->end; r[2] = m->device_id; r[3] = m->stream_id;
-        r[4] = (int64_t)m->correlation_id; r[5] = m->copy_kind; r[6] = (int64_t)m->bytes; r[7] = m->is_async;
-        break;
-    }
-    default:
-        return 0;
-    }
-    p->extra_rows = true;
-    return 0;
-}
-
-
-static int add_record(struct proc *p, const struct mon_record *rec)
-{
-    if (mon_record_end(rec) < p->session_start_ns)
-        return 0;
-    if (mon_kind_is_api(rec->kind))
-        return add_api(p, rec);
-    switch (rec->kind) {
-    case MON_KIND_KERNEL: return add_kernel(p, &rec->u.kernel);
-    case MON_KIND_COMMUNICATION: return add_comm(p, &rec->u.comm);
-    case MON_KIND_MARKER:
-        return rec->u.marker.source_kind == 0 ? add_host_marker(p, &rec->u.marker)
-                                              : add_device_marker(p, &rec->u.marker);
-    default: return add_extra(p, rec);
-    }
-}
 
 /* ---- SQLite ---- */
 
@@ -584,16 +230,10 @@ static int prepare_insert(struct proc *p, const char *table, int ncols, int nrow
     return rc;
 }
 
-/* BEGIN and CREATE TABLE IF NOT EXISTS of one table batch; *ret_what names a failing step. */
-static int batch_begin(struct proc *p, const char *table, const char *cols, const char **ret_what)
+/* CREATE TABLE IF NOT EXISTS, inside the caller's transaction. */
+static int create_table(struct proc *p, const char *table, const char *cols)
 {
     char sql[1024];
-    int rc = db_exec(p, "BEGIN");
-    if (rc != SQLITE_OK) {
-        *ret_what = "begin transaction for";
-        return rc;
-    }
-    *ret_what = "create table";
     snprintf(sql, sizeof(sql), "CREATE TABLE IF NOT EXISTS %s (%s)", table, cols);
     return db_exec(p, sql);
 }
@@ -619,20 +259,15 @@ static int batch_end(struct proc *p, const char *table, int rc, const char *what
     return 0;
 }
 
-/* One table batch: BEGIN, CREATE TABLE IF NOT EXISTS, prepared INSERT per row, COMMIT.
- * Used for the small end-of-session tables. Any failure → ROLLBACK. */
-static int write_batch(struct proc *p, const char *table, const char *cols, int ncols, bind_fn bind,
-                       const void *ctx, size_t n)
+/* CREATE TABLE IF NOT EXISTS and one prepared INSERT per row, inside the caller's
+ * transaction: the small tables. SQLite rc. */
+static int insert_small(struct proc *p, const char *table, const char *cols, int ncols, bind_fn bind,
+                        const void *ctx, size_t n)
 {
     sqlite3_stmt *st = NULL;
-    const char *what;
-    int rc = batch_begin(p, table, cols, &what);
-    if (rc == SQLITE_OK) {
-        what = "prepare insert into";
-        rc = prepare_insert(p, table, ncols, 1, &st);
-    }
+    int rc = create_table(p, table, cols);
     if (rc == SQLITE_OK)
-        what = "insert into";
+        rc = prepare_insert(p, table, ncols, 1, &st);
     for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
         rc = bind(st, ctx, i);
         if (rc == SQLITE_OK)
@@ -642,6 +277,19 @@ static int write_batch(struct proc *p, const char *table, const char *cols, int 
             rc = SQLITE_OK;
     }
     sqlite3_finalize(st);
+    return rc;
+}
+
+/* One small table in its own transaction (the end-of-session tables). 0 or -EIO. */
+static int write_batch(struct proc *p, const char *table, const char *cols, int ncols, bind_fn bind,
+                       const void *ctx, size_t n)
+{
+    const char *what = "begin transaction for";
+    int rc = db_exec(p, "BEGIN");
+    if (rc == SQLITE_OK) {
+        what = "insert into";
+        rc = insert_small(p, table, cols, ncols, bind, ctx, n);
+    }
     return batch_end(p, table, rc, what);
 }
 
@@ -689,24 +337,25 @@ static int step_rows(struct proc *p, struct ins_stmt *s, const struct db_table *
     sqlite3_reset(s->st);
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
-
-/* One incremental table batch: rows go DB_MULTI_ROWS at a time through a cached multi-row
- * INSERT (one statement execution per DB_MULTI_ROWS rows), the tail one row at a time. */
-static int write_rows(struct proc *p, int t)
+/* An incremental table's rows inside the caller's transaction: DB_MULTI_ROWS at a time
+ * through a cached multi-row INSERT (one statement execution per DB_MULTI_ROWS rows), the
+ * tail one row at a time. SQLite rc. */
+static int insert_rows(struct proc *p, int t)
 {
-    const struct db_table *d = &incr_tables[t];
-    const struct rows *r = &p->rows[t];
+    const struct db_table *d = &db_rows_tables[t];
+    const struct rows *r = &p->fmt.rows[t];
     struct ins_stmt *multi = &p->ins[t][1], *one = &p->ins[t][0];
-    const char *what;
     size_t i = 0;
-    int rc = batch_begin(p, d->name, d->cols, &what);
-    if (rc == SQLITE_OK)
-        what = "insert into";
+    int rc = SQLITE_OK;
+    if (!p->created[t]) {
+        rc = create_table(p, d->name, d->cols);
+        p->created[t] = rc == SQLITE_OK;
+    }
     for (; rc == SQLITE_OK && i + DB_MULTI_ROWS <= r->n; i += DB_MULTI_ROWS)
         rc = step_rows(p, multi, d, DB_MULTI_ROWS, &r->v[i * (size_t)d->ncols]);
     for (; rc == SQLITE_OK && i < r->n; i++)
         rc = step_rows(p, one, d, 1, &r->v[i * (size_t)d->ncols]);
-    return batch_end(p, d->name, rc, what);
+    return rc;
 }
 
 struct int_rows_ctx {
@@ -731,11 +380,19 @@ static int bind_enum_row(sqlite3_stmt *st, const void *ctx, size_t i)
     return rc == SQLITE_OK ? sqlite3_bind_text(st, 2, e->name, -1, SQLITE_STATIC) : rc;
 }
 
+/* STRING_IDS rows base, base + 1, … of the pool. */
+struct str_ctx {
+    const struct pl_strpool *pool;
+    size_t base;
+};
+
 static int bind_string_id(sqlite3_stmt *st, const void *ctx, size_t i)
 {
-    const struct strpool *pool = ctx;
-    int rc = sqlite3_bind_int64(st, 1, (int64_t)i);
-    return rc == SQLITE_OK ? sqlite3_bind_text(st, 2, pool->ents[i].s, (int)pool->ents[i].len, SQLITE_STATIC) : rc;
+    const struct str_ctx *c = ctx;
+    size_t len;
+    const char *text = pl_strpool_text(c->pool, c->base + i, &len);
+    int rc = sqlite3_bind_int64(st, 1, (int64_t)(c->base + i));
+    return rc == SQLITE_OK ? sqlite3_bind_text(st, 2, text, (int)len, SQLITE_STATIC) : rc;
 }
 
 struct text_pair { const char *a, *b; };
@@ -745,10 +402,53 @@ static int bind_text_pair(sqlite3_stmt *st, const void *ctx, size_t i)
     int rc = sqlite3_bind_text(st, 1, t->a, -1, SQLITE_STATIC);
     return rc == SQLITE_OK ? sqlite3_bind_text(st, 2, t->b, -1, SQLITE_STATIC) : rc;
 }
-
-static int write_enum(struct proc *p, const char *table, const struct enum_row *rows, size_t n)
+static int insert_enum(struct proc *p, const char *table, const struct enum_row *rows, size_t n)
 {
-    return write_batch(p, table, "id INTEGER PRIMARY KEY, name TEXT", 2, bind_enum_row, rows, n);
+    return insert_small(p, table, "id INTEGER PRIMARY KEY, name TEXT", 2, bind_enum_row, rows, n);
+}
+
+/* The constant tables, once per file with its first transaction: a killed process leaves
+ * them next to its rows. */
+static int insert_consts(struct proc *p)
+{
+    static const struct text_pair meta[4] = {{"SCHEMA_VERSION_MICRO", "1"}, {"SCHEMA_VERSION_MINOR", "2"},
+                                             {"SCHEMA_VERSION_MAJOR", "0"}, {"SCHEMA_VERSION", "1.2.0"}};
+    char host_uid[32] = "", host_name[256] = "";
+    int rc = create_table(p, "STRING_IDS", "id INTEGER, value TEXT");
+    if (rc == SQLITE_OK)
+        rc = insert_enum(p, "ENUM_HCCL_DATA_TYPE", enum_hccl_dtype, NELEM(enum_hccl_dtype));
+    if (rc == SQLITE_OK)
+        rc = insert_enum(p, "ENUM_MSTX_EVENT_TYPE", enum_mstx_type, NELEM(enum_mstx_type));
+    if (rc == SQLITE_OK)
+        rc = insert_enum(p, "ENUM_API_TYPE", enum_api_type, NELEM(enum_api_type));
+    if (rc == SQLITE_OK)
+        rc = insert_small(p, "META_DATA", "name TEXT, value TEXT", 2, bind_text_pair, meta, 4);
+    if (rc == SQLITE_OK) {
+        outfile_host_uid(host_uid, sizeof(host_uid));
+        if (gethostname(host_name, sizeof(host_name) - 1) != 0)
+            host_name[0] = '\0';
+        struct text_pair host = {host_uid, host_name};
+        rc = insert_small(p, "HOST_INFO", "hostUid TEXT, hostName TEXT", 2, bind_text_pair, &host, 1);
+    }
+    return rc;
+}
+
+static int insert_extra_enums(struct proc *p)
+{
+    int rc = insert_enum(p, "ENUM_MSMONITOR_MEMCPY_KIND", enum_memcpy_kind, NELEM(enum_memcpy_kind));
+    if (rc == SQLITE_OK)
+        rc = insert_enum(p, "ENUM_MSMONITOR_MEMORY_OPERATION", enum_mem_op, NELEM(enum_mem_op));
+    if (rc == SQLITE_OK)
+        rc = insert_enum(p, "ENUM_MSMONITOR_MEMORY_KIND", enum_mem_kind, NELEM(enum_mem_kind));
+    return rc;
+}
+
+/* What the current file holds: everything, after db_open of a new file. */
+static void file_reset(struct proc *p)
+{
+    p->str_written = 0;
+    p->consts_written = false;
+    p->extra_enums_written = false;
 }
 
 /* The open file was removed (its directory deleted, or the file itself) or replaced: SQLite
@@ -761,86 +461,106 @@ static void db_check_file(struct proc *p)
         return;
     LOG_ERROR("db: %s was removed or replaced; rows written to it are lost, continuing in a new file", p->path);
     db_close(p);
+    file_reset(p);
     p->append_ok = false;
 }
 
-/* Turn the pending records into rows and append every non-empty table. */
-static int db_append(struct proc *p)
+static void clear_rows(struct proc *p)
 {
-    db_check_file(p);
-    pthread_mutex_lock(&p->lock);
-    struct mon_record *recs = p->pend;
-    size_t n = p->npend;
-    size_t cap = p->cappend;
-    p->pend = p->work;
-    p->cappend = p->capwork;
-    p->npend = 0;
-    pthread_mutex_unlock(&p->lock);
-    p->work = recs;
-    p->capwork = cap;
+    db_rows_clear(&p->fmt);
+}
 
-    for (size_t i = 0; i < n; i++) {
-        if (add_record(p, &recs[i]) < 0) {
-            LOG_ERROR("db: out of memory while building rows; %zu records dropped", n - i);
+/* Commit the rows built so far in one transaction with the strings they introduced (and the
+ * constant tables, first time in this file). A failure rolls back everything of it and the
+ * rows are counted as dropped_write. */
+static int commit_tx(struct proc *p)
+{
+    size_t nstr = pl_strpool_count(p->fmt.pool);
+    size_t rows = p->fmt.tx_rows;
+    const char *what = "begin transaction for", *table = "batch";
+    char names[512] = ""; /* the tables of this transaction, for a failing COMMIT */
+    size_t nl = 0;
+    int rc;
+    if (rows == 0 && (!p->db || nstr == p->str_written))
+        return 0;
+    db_check_file(p);
+    if (!p->db && (nstr > 0 || p->fmt.extra_rows) && db_open(p) == 0)
+        file_reset(p);
+    if (!p->db) {
+        atomic_fetch_add_explicit(&p->ctr->dropped_write, rows, memory_order_relaxed);
+        clear_rows(p);
+        return rows ? -EIO : 0;
+    }
+    rc = db_exec(p, "BEGIN");
+    if (rc == SQLITE_OK && !p->consts_written) {
+        what = "insert into";
+        table = "constant tables";
+        rc = insert_consts(p);
+    }
+    if (rc == SQLITE_OK && p->fmt.extra_rows && !p->extra_enums_written) {
+        what = "insert into";
+        table = "ENUM_MSMONITOR_*";
+        rc = insert_extra_enums(p);
+    }
+    for (int t = 0; t < T_INCR_COUNT && rc == SQLITE_OK; t++) {
+        if (p->fmt.rows[t].n == 0)
+            continue;
+        what = "insert into";
+        table = db_rows_tables[t].name;
+        if (nl < sizeof(names))
+            nl += (size_t)snprintf(names + nl, sizeof(names) - nl, "%s%s", nl ? "+" : "", table);
+        rc = insert_rows(p, t);
+    }
+    if (rc == SQLITE_OK && nstr > p->str_written) {
+        struct str_ctx sc = {p->fmt.pool, p->str_written};
+        what = "insert into";
+        table = "STRING_IDS";
+        rc = insert_small(p, "STRING_IDS", "id INTEGER, value TEXT", 2, bind_string_id, &sc, nstr - p->str_written);
+    }
+    if (rc == SQLITE_OK && nl)
+        table = names; /* a COMMIT failure concerns them all */
+    rc = batch_end(p, table, rc, what);
+    if (rc == 0) {
+        p->consts_written = true;
+        p->extra_enums_written = p->extra_enums_written || p->fmt.extra_rows;
+        p->str_written = nstr;
+        p->append_ok = true;
+        atomic_fetch_add_explicit(&p->ctr->written, rows, memory_order_relaxed);
+    } else {
+        atomic_fetch_add_explicit(&p->ctr->dropped_write, rows, memory_order_relaxed);
+        /* a rolled-back CREATE TABLE is gone again */
+        for (int t = 0; t < T_INCR_COUNT; t++)
+            p->created[t] = false;
+    }
+    clear_rows(p);
+    return rc;
+}
+
+/* Rows of one chunk, committed every DB_TX_ROWS rows. */
+static void build_chunk(struct proc *p, const struct db_chunk *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        const struct db_item *it = &c->items[i];
+        int rc = it->is_range ? db_rows_add_range(&p->fmt, &it->u.rng) : db_rows_add_record(&p->fmt, &it->u.rec);
+        if (rc < 0) {
+            LOG_ERROR("db: out of memory while building rows; %zu records dropped", c->n - i);
+            atomic_fetch_add_explicit(&p->ctr->dropped_write, c->n - i, memory_order_relaxed);
             break;
         }
+        if (p->fmt.tx_rows >= DB_TX_ROWS)
+            (void)commit_tx(p);
     }
-    bool extra = false;
-    size_t total = 0;
-    for (int t = 0; t < T_INCR_COUNT; t++) {
-        total += p->rows[t].n;
-        if (t >= T_FIRST_EXTRA && p->rows[t].n)
-            extra = true;
-    }
-    int rc = 0;
-    if (total == 0)
-        return 0;
-    if (!p->db && (p->pool.n > 0 || extra) && db_open(p) < 0)
-        rc = -EIO;
-    for (int t = 0; t < T_INCR_COUNT && p->db; t++) {
-        if (p->rows[t].n == 0)
-            continue;
-        if (write_rows(p, t) == 0)
-            p->append_ok = true;
-        else
-            rc = -EIO;
-    }
-    for (int t = 0; t < T_INCR_COUNT; t++)
-        p->rows[t].n = 0;
-    return rc;
 }
 
 static int write_session_tables(struct proc *p, const char *parallel_group_info)
 {
     int rc = 0;
-    char host_uid[32] = "", host_name[256] = "";
 
-    if (write_batch(p, "STRING_IDS", "id INTEGER, value TEXT", 2, bind_string_id, &p->pool, p->pool.n) < 0)
-        rc = -EIO;
-    if (write_enum(p, "ENUM_HCCL_DATA_TYPE", enum_hccl_dtype, NELEM(enum_hccl_dtype)) < 0 ||
-        write_enum(p, "ENUM_MSTX_EVENT_TYPE", enum_mstx_type, NELEM(enum_mstx_type)) < 0 ||
-        write_enum(p, "ENUM_API_TYPE", enum_api_type, NELEM(enum_api_type)) < 0)
-        rc = -EIO;
-    if (p->extra_rows &&
-        (write_enum(p, "ENUM_MSMONITOR_MEMCPY_KIND", enum_memcpy_kind, NELEM(enum_memcpy_kind)) < 0 ||
-         write_enum(p, "ENUM_MSMONITOR_MEMORY_OPERATION", enum_mem_op, NELEM(enum_mem_op)) < 0 ||
-         write_enum(p, "ENUM_MSMONITOR_MEMORY_KIND", enum_mem_kind, NELEM(enum_mem_kind)) < 0))
-        rc = -EIO;
-
-    struct text_pair meta[5] = {{"SCHEMA_VERSION_MICRO", "1"}, {"SCHEMA_VERSION_MINOR", "2"},
-                                {"SCHEMA_VERSION_MAJOR", "0"}, {"SCHEMA_VERSION", "1.2.0"},
-                                {"parallel_group_info", parallel_group_info}};
-    size_t nmeta = parallel_group_info && *parallel_group_info ? 5 : 4;
-    if (write_batch(p, "META_DATA", "name TEXT, value TEXT", 2, bind_text_pair, meta, nmeta) < 0)
-        rc = -EIO;
-
-    outfile_host_uid(host_uid, sizeof(host_uid));
-    if (gethostname(host_name, sizeof(host_name) - 1) != 0)
-        host_name[0] = '\0';
-    struct text_pair host = {host_uid, host_name};
-    if (write_batch(p, "HOST_INFO", "hostUid TEXT, hostName TEXT", 2, bind_text_pair, &host, 1) < 0)
-        rc = -EIO;
-
+    if (parallel_group_info && *parallel_group_info) {
+        struct text_pair pgi = {"parallel_group_info", parallel_group_info};
+        if (write_batch(p, "META_DATA", "name TEXT, value TEXT", 2, bind_text_pair, &pgi, 1) < 0)
+            rc = -EIO;
+    }
     int64_t times[2] = {(int64_t)p->session_start_ns, (int64_t)clock_real_ns()};
     struct int_rows_ctx tctx = {times, 2};
     if (write_batch(p, "SESSION_TIME_INFO", "startTimeNs INTEGER, endTimeNs INTEGER", 2, bind_int_row, &tctx,
@@ -848,7 +568,13 @@ static int write_session_tables(struct proc *p, const char *parallel_group_info)
         rc = -EIO;
 
     /* RANK_DEVICE_MAP and NPU_INFO: one row per device seen, or a single -1 row. */
-    size_t ndev = p->ndevices ? p->ndevices : 1;
+    uint32_t devs[DB_MAX_DEVICES];
+    size_t nseen = 0;
+    if (p->pl)
+        pipeline_devices(p->pl, devs, DB_MAX_DEVICES, &nseen);
+    if (nseen > DB_MAX_DEVICES)
+        nseen = DB_MAX_DEVICES;
+    size_t ndev = nseen ? nseen : 1;
     int64_t *map = calloc(ndev * 2, sizeof(*map));
     struct enum_row *npu = calloc(ndev, sizeof(*npu));
     if (!map || !npu) {
@@ -856,7 +582,7 @@ static int write_session_tables(struct proc *p, const char *parallel_group_info)
         goto out;
     }
     for (size_t i = 0; i < ndev; i++) {
-        int64_t dev = p->ndevices ? (int64_t)p->devices[i] : -1;
+        int64_t dev = nseen ? (int64_t)devs[i] : -1;
         map[2 * i] = p->rank;
         map[2 * i + 1] = dev;
         npu[i] = (struct enum_row){dev, "UNKNOWN"};
@@ -878,21 +604,240 @@ out:
     return rc;
 }
 
+/* ---- queue ---- */
+
+/* Longest a completion thread waits for a free chunk before it drops (test seams). */
+static _Atomic uint64_t g_backpressure_ns = 5000000000ull;
+static _Atomic size_t g_max_chunks = DB_MAX_CHUNKS;
+
+void proc_db_test_set_queue(size_t max_chunks, uint32_t backpressure_ms)
+{
+    atomic_store(&g_max_chunks, max_chunks ? max_chunks : DB_MAX_CHUNKS);
+    atomic_store(&g_backpressure_ns, (uint64_t)backpressure_ms * 1000000ull);
+}
+
+static void timespec_at(struct timespec *ts, uint64_t mono_ns)
+{
+    ts->tv_sec = (time_t)(mono_ns / 1000000000ull);
+    ts->tv_nsec = (long)(mono_ns % 1000000000ull);
+}
+
+/* lock held. Queue the current (full) chunk. */
+static void queue_cur(struct proc *p)
+{
+    p->cur->next = NULL;
+    if (p->qtail)
+        p->qtail->next = p->cur;
+    else
+        p->qhead = p->cur;
+    p->qtail = p->cur;
+    p->cur = NULL;
+    pthread_cond_signal(&p->work);
+}
+
+/* lock held. An empty chunk: from the free list, a new one below the bound, else wait for the
+ * writer until *deadline (set on the first wait). NULL when none came in time. The lock is
+ * released while waiting: other producers may install a chunk meanwhile. */
+static struct db_chunk *get_chunk(struct proc *p, uint64_t *deadline)
+{
+    for (;;) {
+        if (p->free_chunks) {
+            struct db_chunk *c = p->free_chunks;
+            p->free_chunks = c->next;
+            c->n = 0;
+            return c;
+        }
+        if (p->nchunks < atomic_load(&g_max_chunks)) {
+            struct db_chunk *c = malloc(sizeof(*c));
+            if (c) {
+                p->nchunks++;
+                c->n = 0;
+                return c;
+            }
+        }
+        uint64_t now = clock_mono_ns();
+        if (!p->writer_running || p->stop_req)
+            return NULL;
+        if (!*deadline)
+            *deadline = now + atomic_load(&g_backpressure_ns);
+        if (now >= *deadline)
+            return NULL;
+        struct timespec ts;
+        timespec_at(&ts, *deadline);
+        pthread_cond_timedwait(&p->room, &p->lock, &ts);
+    }
+}
+
+/* lock held. */
+static bool put_item(struct proc *p, bool is_range, const void *v, uint64_t *deadline, bool *gave_up)
+{
+    if (*gave_up)
+        return false;
+    while (!p->cur || p->cur->n == DB_CHUNK_ITEMS) {
+        if (p->cur)
+            queue_cur(p);
+        struct db_chunk *c = get_chunk(p, deadline);
+        if (!c) {
+            *gave_up = true;
+            return false;
+        }
+        if (p->cur) { /* another producer installed one while we waited: use it */
+            c->next = p->free_chunks;
+            p->free_chunks = c;
+            continue;
+        }
+        p->cur = c;
+    }
+    struct db_item *it = &p->cur->items[p->cur->n++];
+    it->is_range = is_range;
+    if (is_range)
+        it->u.rng = *(const struct pl_range *)v;
+    else
+        it->u.rec = *(const struct mon_record *)v;
+    return true;
+}
+
+/* Records interleaved with the parts they completed, so rows keep arrival order. */
+static void db_consume(struct proc *p, const struct pl_batch *b)
+{
+    uint64_t deadline = 0, dropped = 0;
+    bool gave_up = false;
+    size_t j = 0;
+    pthread_mutex_lock(&p->lock);
+    for (size_t i = 0; i < b->nrecs; i++) {
+        dropped += !put_item(p, false, &b->recs[i], &deadline, &gave_up);
+        for (; j < b->nranges && b->ranges[j].at == i; j++)
+            dropped += !put_item(p, true, &b->ranges[j], &deadline, &gave_up);
+    }
+    if (dropped) {
+        p->dropped += dropped;
+        atomic_fetch_add_explicit(&p->ctr->dropped_queue, dropped, memory_order_relaxed);
+        LOG_RL(&p->drop_rl, 10000, LOG_LVL_WARNING, "db: writer queue full; %llu records dropped so far",
+               (unsigned long long)p->dropped);
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* lock held: detach the queued chunks, and the partial one when `all`. */
+static struct db_chunk *take_chunks(struct proc *p, bool all)
+{
+    struct db_chunk *list = p->qhead;
+    if (all && p->cur && p->cur->n) {
+        p->cur->next = NULL;
+        if (p->qtail)
+            p->qtail->next = p->cur;
+        else
+            list = p->cur;
+        p->cur = NULL;
+    }
+    p->qhead = p->qtail = NULL;
+    return list;
+}
+
+/* Build and commit a detached list; chunks go back to the free list as they are done. */
+static void write_chunks(struct proc *p, struct db_chunk *list)
+{
+    while (list) {
+        struct db_chunk *c = list;
+        list = c->next;
+        build_chunk(p, c);
+        pthread_mutex_lock(&p->lock);
+        c->next = p->free_chunks;
+        p->free_chunks = c;
+        pthread_cond_broadcast(&p->room);
+        pthread_mutex_unlock(&p->lock);
+    }
+    (void)commit_tx(p);
+}
+
+static void *db_writer_main(void *arg)
+{
+    struct proc *p = arg;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        bool idle = false;
+        while (!p->qhead && !p->stop_req && p->flush_req == p->flush_done && !idle) {
+            struct timespec ts;
+            timespec_at(&ts, clock_mono_ns() + DB_IDLE_NS);
+            idle = pthread_cond_timedwait(&p->work, &p->lock, &ts) == ETIMEDOUT;
+        }
+        bool all = idle || p->stop_req || p->flush_req != p->flush_done;
+        uint64_t target = p->flush_req;
+        bool stop = p->stop_req;
+        struct db_chunk *list = take_chunks(p, all);
+        pthread_mutex_unlock(&p->lock);
+        write_chunks(p, list);
+        pthread_mutex_lock(&p->lock);
+        if (all && !p->qhead && !(p->cur && p->cur->n) && target > p->flush_done) {
+            p->flush_done = target;
+            pthread_cond_broadcast(&p->room);
+        }
+        if (stop && !p->qhead && !(p->cur && p->cur->n))
+            break;
+    }
+    pthread_mutex_unlock(&p->lock);
+    struct timespec cpu;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
+        atomic_fetch_add_explicit(&p->ctr->cpu_ns, (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec,
+                                  memory_order_relaxed);
+    return NULL;
+}
+
+/* Wait until everything queued before the call is committed. */
+static void db_flush(struct proc *p)
+{
+    pthread_mutex_lock(&p->lock);
+    if (p->writer_running) {
+        uint64_t want = ++p->flush_req;
+        pthread_cond_signal(&p->work);
+        while (p->flush_done < want)
+            pthread_cond_wait(&p->room, &p->lock);
+        pthread_mutex_unlock(&p->lock);
+        return;
+    }
+    struct db_chunk *list = take_chunks(p, true); /* no writer: write on this thread */
+    pthread_mutex_unlock(&p->lock);
+    write_chunks(p, list);
+}
+
+static void writer_join(struct proc *p)
+{
+    pthread_mutex_lock(&p->lock);
+    bool running = p->writer_running;
+    p->stop_req = true;
+    pthread_cond_broadcast(&p->work);
+    pthread_cond_broadcast(&p->room);
+    pthread_mutex_unlock(&p->lock);
+    if (running) {
+        pthread_join(p->writer, NULL);
+        pthread_mutex_lock(&p->lock);
+        p->writer_running = false;
+        pthread_mutex_unlock(&p->lock);
+    }
+}
+
 /* ---- vtable ---- */
 
 static void db_destroy(struct proc *p)
 {
     if (!p)
         return;
+    writer_join(p);
     db_close(p);
-    pool_fini(&p->pool);
-    for (int t = 0; t < T_INCR_COUNT; t++)
-        free(p->rows[t].v);
-    idmap_destroy(p->host_open);
-    idmap_destroy(p->dev_open);
-    free(p->pend);
-    free(p->work);
+    db_rows_fini(&p->fmt);
+    struct db_chunk *lists[3] = {p->qhead, p->cur, p->free_chunks};
+    if (p->cur)
+        p->cur->next = NULL;
+    for (int k = 0; k < 3; k++) {
+        while (lists[k]) {
+            struct db_chunk *nx = lists[k]->next;
+            free(lists[k]);
+            lists[k] = nx;
+        }
+    }
     free(p->log_dir);
+    pthread_cond_destroy(&p->work);
+    pthread_cond_destroy(&p->room);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
@@ -900,20 +845,26 @@ static void db_destroy(struct proc *p)
 static int db_create(const struct proc_config *cfg, struct proc **ret)
 {
     int rc = -ENOMEM;
-    if (!cfg || !cfg->log_dir || !*cfg->log_dir)
+    pthread_condattr_t ca;
+    if (!cfg || !cfg->log_dir || !*cfg->log_dir || !cfg->pl)
         return -EINVAL;
     struct proc *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
     pthread_mutex_init(&p->lock, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->work, &ca);
+    pthread_cond_init(&p->room, &ca);
+    pthread_condattr_destroy(&ca);
     p->log_dir = strdup(cfg->log_dir);
     if (!p->log_dir)
         goto fail;
     p->rank = cfg->rank;
     p->session_start_ns = cfg->session_start_ns;
-    p->pid = getpid();
-    if ((rc = idmap_create(DB_MARKER_PENDING, sizeof(struct host_marker), &p->host_open)) < 0 ||
-        (rc = idmap_create(DB_MARKER_PENDING, sizeof(struct dev_marker), &p->dev_open)) < 0)
+    p->pl = cfg->pl;
+    p->ctr = pipeline_counters(cfg->pl);
+    if ((rc = db_rows_init(&p->fmt, getpid())) < 0)
         goto fail;
     *ret = p;
     return 0;
@@ -922,48 +873,31 @@ fail:
     return rc;
 }
 
+/* The writer thread blocks every signal: it lives in the application's process. The file is
+ * created lazily at the first commit with something to write. */
 static int db_start(struct proc *p)
 {
-    (void)p;
-    return 0; /* the file is created lazily at the first save with something to write */
-}
-
-static void db_consume(struct proc *p, const struct mon_record *recs, size_t n)
-{
-    pthread_mutex_lock(&p->lock);
-    if (p->npend + n > p->cappend) {
-        size_t nc = p->cappend ? p->cappend : 4096;
-        while (nc < p->npend + n && nc < DB_MAX_PENDING)
-            nc *= 2;
-        if (nc > DB_MAX_PENDING)
-            nc = DB_MAX_PENDING;
-        if (nc > p->cappend) {
-            struct mon_record *nr = realloc(p->pend, nc * sizeof(*nr));
-            if (nr) {
-                p->pend = nr;
-                p->cappend = nc;
-            }
-        }
+    sigset_t all, old;
+    if (p->writer_running || p->stopped)
+        return 0;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&p->writer, NULL, db_writer_main, p);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        LOG_ERROR("db: cannot start the writer thread: %s", strerror(rc));
+        return -rc;
     }
-    size_t room = p->cappend - p->npend;
-    size_t take = n < room ? n : room;
-    if (take)
-        memcpy(&p->pend[p->npend], recs, take * sizeof(*recs));
-    p->npend += take;
-    if (take < n) {
-        p->dropped += n - take;
-        LOG_RL(&p->drop_rl, 10000, LOG_LVL_WARNING,
-               "db: %u records pending before the next report; %llu dropped so far (shorten --report-interval-s)",
-               DB_MAX_PENDING, (unsigned long long)p->dropped);
-    }
-    pthread_mutex_unlock(&p->lock);
+    pthread_setname_np(p->writer, "MsMonitorDb");
+    p->writer_running = true;
+    return 0;
 }
 
 static int db_tick(struct proc *p)
 {
     if (p->stopped)
         return 0;
-    db_append(p);
+    db_flush(p);
     return 0; /* failures are logged per batch; monitoring continues */
 }
 
@@ -978,13 +912,17 @@ static int db_stop(struct proc *p, const char *parallel_group_info)
     int rc = 0;
     if (p->stopped)
         return 0;
-    db_append(p);
+    db_flush(p);
+    writer_join(p);
+    pthread_mutex_lock(&p->lock);
+    struct db_chunk *list = take_chunks(p, true); /* late arrivals, if any */
+    pthread_mutex_unlock(&p->lock);
+    write_chunks(p, list);
     if (p->db && p->append_ok)
         rc = write_session_tables(p, parallel_group_info);
     if (p->dropped)
-        LOG_WARN("db: %llu records dropped because too many were pending between reports",
+        LOG_WARN("db: %llu records dropped because the writer queue was full",
                  (unsigned long long)p->dropped);
-    pool_fini(&p->pool);
     db_close(p);
     p->stopped = true;
     return rc;

@@ -1,9 +1,10 @@
 /* proc_jsonl: the JSONL exporter (--export-type Jsonl, 05-outputs.md §4). Completion threads
  * format each record into one sorted-key JSON line, appended to a line block of their
  * consume() batch (no allocation per line); whole blocks go through a bounded lock-free queue
- * whose capacity counts lines (never blocking; drops are counted). A dedicated writer thread
- * gathers blocks into large writev() calls on rotating files. Marker pairing and the
- * devices-seen set come from markpair. */
+ * whose capacity counts lines. A full queue makes the completion thread wait for the writer
+ * (back-pressure, bounded) before anything is dropped; drops are counted per session. A
+ * dedicated writer thread gathers blocks into large writev() calls on rotating files. Marker
+ * ranges and the devices seen come from the pipeline. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -20,8 +21,8 @@
 #include "common/jw.h"
 #include "common/log.h"
 #include "common/strutil.h"
+#include "plugin/outputs/jsonl_fmt.h"
 #include "plugin/outputs/linering.h"
-#include "plugin/pipeline/markpair.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/penv.h"
 #include "plugin/outputs/proc.h"
@@ -31,10 +32,18 @@
 #define JSONL_OUTBUF (1024 * 1024)  /* pending bytes that trigger a write */
 #define JSONL_IOV 64                 /* pending pieces that trigger a write (< IOV_MAX) */
 #define JSONL_BLOCK_MAX (64 * 1024)  /* producer block size for large batches */
-#define JSONL_LINE_FIXED 640         /* bound of a line's keys, numbers and punctuation */
 #define JSONL_MAX_TRACKED 4096       /* files of this session remembered for maxFiles */
 #define JSONL_RETRY_NS 1000000000ull /* pause between attempts to create a file after a failure */
 #define JSONL_CHECK_NS 1000000000ull /* how often the writer checks its file is still there */
+#define JSONL_WAIT_NS 50000ull       /* back-pressure poll of a producer facing a full queue */
+
+/* Longest a completion thread waits for room before its lines are dropped (test seam). */
+static _Atomic uint64_t g_backpressure_ns = 5000000000ull;
+
+void proc_jsonl_test_set_backpressure_ms(uint32_t ms)
+{
+    atomic_store(&g_backpressure_ns, (uint64_t)ms * 1000000ull);
+}
 
 /* ---- settings ---- */
 
@@ -105,7 +114,8 @@ struct proc {
     uint64_t session_start_ns;
     struct jsonl_settings set;
     struct linering ring;
-    struct markpair *mp;
+    struct pipeline *pl;
+    struct pl_counters *ctr;
     /* writer side (writer thread, or the stopping thread after the join) */
     pthread_t writer;
     bool writer_running;
@@ -119,6 +129,7 @@ struct proc {
     uint64_t lost_lines;          /* lines dropped because no file could be created */
     uint64_t file_lines;
     struct iovec iov[JSONL_IOV];   /* text not yet written, in order */
+    size_t iov_nl[JSONL_IOV];      /* lines of each piece */
     int niov;
     size_t iov_bytes;
     struct lineblock *hold[JSONL_IOV]; /* blocks whose text the iovecs may point into */
@@ -130,269 +141,6 @@ struct proc {
     bool stopped;
 };
 
-/* ---- line formatting (no I/O): straight into the caller's buffer, whose room the caller
- * guarantees (JSONL_LINE_FIXED + 6 bytes per string byte + 2 quotes per string) ---- */
-
-#define LIT(o, s) (memcpy((o), (s), sizeof(s) - 1), (o) + sizeof(s) - 1)
-
-static const char digits2[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-                                 "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-                                 "8081828384858687888990919293949596979899";
-
-static char *put_u64(char *o, uint64_t v)
-{
-    char tmp[20];
-    size_t i = sizeof(tmp);
-    while (v >= 100) {
-        size_t d = (size_t)(v % 100) * 2;
-        v /= 100;
-        tmp[--i] = digits2[d + 1];
-        tmp[--i] = digits2[d];
-    }
-    if (v >= 10) {
-        tmp[--i] = digits2[v * 2 + 1];
-        tmp[--i] = digits2[v * 2];
-    } else {
-        tmp[--i] = (char)('0' + v);
-    }
-    memcpy(o, tmp + i, sizeof(tmp) - i);
-    return o + sizeof(tmp) - i;
-}
-
-/* A JSON string of s[0..n) with jw's escaping (nlohmann-compatible); NULL writes "". */
-static char *put_str(char *o, const char *s, size_t n)
-{
-    *o++ = '"';
-    if (n) {
-        long r = jw_escape(o, n * 6, s, n);
-        if (r > 0)
-            o += r;
-    }
-    *o++ = '"';
-    return o;
-}
-
-static size_t slen(const char *s)
-{
-    return s ? strlen(s) : 0;
-}
-
-/* Bound of one line: fixed part plus the worst-case escaped strings. */
-static size_t line_bound(size_t str_bytes)
-{
-    return JSONL_LINE_FIXED + str_bytes * 6;
-}
-
-static char *fmt_marker_line(char *o, const struct mp_line *l, size_t nlen, size_t dlen)
-{
-    if (l->source_kind == 0) {
-        o = LIT(o, "{\"domain\":");
-        o = put_str(o, l->domain, dlen);
-        o = LIT(o, ",\"endNs\":");
-        o = put_u64(o, l->end);
-        o = LIT(o, ",\"id\":");
-        o = put_u64(o, l->id);
-        o = LIT(o, ",\"kind\":\"Marker\",\"name\":");
-        o = put_str(o, l->name, nlen);
-        o = LIT(o, ",\"processId\":");
-        o = put_u64(o, l->pid);
-        o = LIT(o, ",\"sourceKind\":\"Host\",\"startNs\":");
-        o = put_u64(o, l->start);
-        o = LIT(o, ",\"threadId\":");
-        o = put_u64(o, l->tid);
-    } else {
-        o = LIT(o, "{\"deviceId\":");
-        o = put_u64(o, l->device_id);
-        o = LIT(o, ",\"domain\":");
-        o = put_str(o, l->domain, dlen);
-        o = LIT(o, ",\"endNs\":");
-        o = put_u64(o, l->end);
-        o = LIT(o, ",\"id\":");
-        o = put_u64(o, l->id);
-        o = LIT(o, ",\"kind\":\"Marker\",\"name\":");
-        o = put_str(o, l->name, nlen);
-        o = LIT(o, ",\"sourceKind\":\"Device\",\"startNs\":");
-        o = put_u64(o, l->start);
-        o = LIT(o, ",\"streamId\":");
-        o = put_u64(o, l->stream_id);
-    }
-    *o++ = '}';
-    return o;
-}
-
-/* Strings of a non-marker record, in the order fmt_record writes them (at most 3 + kind). */
-struct rec_strs {
-    const char *s[4];
-    size_t n[4];
-    size_t total;
-};
-
-static size_t rec_strings(const struct mon_record *r, struct rec_strs *ret)
-{
-    size_t k = 0;
-    const char **s = ret->s;
-    if (mon_kind_is_api(r->kind)) {
-        s[k++] = mon_kind_name(r->kind);
-        s[k++] = r->u.api.name;
-    } else if (r->kind == MON_KIND_KERNEL) {
-        s[k++] = r->u.kernel.name;
-        s[k++] = r->u.kernel.type;
-    } else if (r->kind == MON_KIND_COMMUNICATION) {
-        s[k++] = r->u.comm.alg_type;
-        s[k++] = r->u.comm.comm_name;
-        s[k++] = r->u.comm.name;
-    } else if (r->kind == MON_KIND_HCCL) {
-        s[k++] = r->u.hccl.comm_name;
-        s[k++] = r->u.hccl.name;
-    }
-    ret->total = 0;
-    for (size_t i = 0; i < k; i++) {
-        ret->n[i] = slen(s[i]);
-        ret->total += ret->n[i];
-    }
-    return k;
-}
-
-/* Serialise a non-marker record whose strings st holds; NULL if the kind has no line. */
-static char *fmt_record(char *o, const struct mon_record *r, const struct rec_strs *st)
-{
-    if (mon_kind_is_api(r->kind)) {
-        const struct mon_api *a = &r->u.api;
-        o = LIT(o, "{\"correlationId\":");
-        o = put_u64(o, a->correlation_id);
-        o = LIT(o, ",\"endNs\":");
-        o = put_u64(o, a->end);
-        o = LIT(o, ",\"kind\":");
-        o = put_str(o, st->s[0], st->n[0]);
-        o = LIT(o, ",\"name\":");
-        o = put_str(o, st->s[1], st->n[1]);
-        o = LIT(o, ",\"processId\":");
-        o = put_u64(o, a->pid);
-        o = LIT(o, ",\"startNs\":");
-        o = put_u64(o, a->start);
-        o = LIT(o, ",\"threadId\":");
-        o = put_u64(o, a->tid);
-    } else if (r->kind == MON_KIND_KERNEL) {
-        const struct mon_kernel *k = &r->u.kernel;
-        o = LIT(o, "{\"correlationId\":");
-        o = put_u64(o, k->correlation_id);
-        o = LIT(o, ",\"deviceId\":");
-        o = put_u64(o, k->device_id);
-        o = LIT(o, ",\"endNs\":");
-        o = put_u64(o, k->end);
-        o = LIT(o, ",\"kind\":\"Kernel\",\"name\":");
-        o = put_str(o, st->s[0], st->n[0]);
-        o = LIT(o, ",\"startNs\":");
-        o = put_u64(o, k->start);
-        o = LIT(o, ",\"streamId\":");
-        o = put_u64(o, k->stream_id);
-        o = LIT(o, ",\"type\":");
-        o = put_str(o, st->s[1], st->n[1]);
-    } else if (r->kind == MON_KIND_COMMUNICATION) {
-        const struct mon_comm *c = &r->u.comm;
-        const char *dt = mon_comm_dtype_name(c->data_type);
-        o = LIT(o, "{\"algType\":");
-        o = put_str(o, st->s[0], st->n[0]);
-        o = LIT(o, ",\"commName\":");
-        o = put_str(o, st->s[1], st->n[1]);
-        o = LIT(o, ",\"correlationId\":");
-        o = put_u64(o, c->correlation_id);
-        o = LIT(o, ",\"count\":");
-        o = put_u64(o, c->count);
-        o = LIT(o, ",\"dataType\":");
-        o = put_str(o, dt, slen(dt));
-        o = LIT(o, ",\"deviceId\":");
-        o = put_u64(o, c->device_id);
-        o = LIT(o, ",\"endNs\":");
-        o = put_u64(o, c->end);
-        o = LIT(o, ",\"kind\":\"Communication\",\"name\":");
-        o = put_str(o, st->s[2], st->n[2]);
-        o = LIT(o, ",\"startNs\":");
-        o = put_u64(o, c->start);
-        o = LIT(o, ",\"streamId\":");
-        o = put_u64(o, c->stream_id);
-    } else if (r->kind == MON_KIND_HCCL) {
-        const struct mon_hccl *h = &r->u.hccl;
-        o = LIT(o, "{\"bandWidth\":");
-        int n = jw_fmt_double(o, 40, h->bandwidth);
-        if (n > 0)
-            o += n;
-        o = LIT(o, ",\"commName\":");
-        o = put_str(o, st->s[0], st->n[0]);
-        o = LIT(o, ",\"deviceId\":");
-        o = put_u64(o, h->device_id);
-        o = LIT(o, ",\"endNs\":");
-        o = put_u64(o, h->end);
-        o = LIT(o, ",\"kind\":\"Hccl\",\"name\":");
-        o = put_str(o, st->s[1], st->n[1]);
-        o = LIT(o, ",\"startNs\":");
-        o = put_u64(o, h->start);
-        o = LIT(o, ",\"streamId\":");
-        o = put_u64(o, h->stream_id);
-    } else if (r->kind == MON_KIND_MEMORY) {
-        const struct mon_memory *m = &r->u.memory;
-        o = LIT(o, "{\"address\":");
-        o = put_u64(o, m->address);
-        o = LIT(o, ",\"bytes\":");
-        o = put_u64(o, m->bytes);
-        o = LIT(o, ",\"correlationId\":");
-        o = put_u64(o, m->correlation_id);
-        o = LIT(o, ",\"deviceId\":");
-        o = put_u64(o, m->device_id);
-        o = LIT(o, ",\"endNs\":");
-        o = put_u64(o, m->end);
-        o = LIT(o, ",\"kind\":\"Memory\",\"memoryKind\":");
-        o = m->memory_kind == 1 ? LIT(o, "\"DEVICE\"") : LIT(o, "\"UNKNOWN\"");
-        o = LIT(o, ",\"operationType\":");
-        o = m->op_type == 1 ? LIT(o, "\"RELEASE\"") : LIT(o, "\"ALLOCATION\"");
-        o = LIT(o, ",\"processId\":");
-        o = put_u64(o, m->pid);
-        o = LIT(o, ",\"startNs\":");
-        o = put_u64(o, m->start);
-        o = LIT(o, ",\"streamId\":");
-        o = put_u64(o, m->stream_id);
-    } else if (r->kind == MON_KIND_MEMSET) {
-        const struct mon_memset *m = &r->u.memset;
-        o = LIT(o, "{\"bytes\":");
-        o = put_u64(o, m->bytes);
-        o = LIT(o, ",\"correlationId\":");
-        o = put_u64(o, m->correlation_id);
-        o = LIT(o, ",\"deviceId\":");
-        o = put_u64(o, m->device_id);
-        o = LIT(o, ",\"endNs\":");
-        o = put_u64(o, m->end);
-        o = m->is_async ? LIT(o, ",\"isAsync\":true") : LIT(o, ",\"isAsync\":false");
-        o = LIT(o, ",\"kind\":\"MemSet\",\"startNs\":");
-        o = put_u64(o, m->start);
-        o = LIT(o, ",\"streamId\":");
-        o = put_u64(o, m->stream_id);
-        o = LIT(o, ",\"value\":");
-        o = put_u64(o, m->value);
-    } else if (r->kind == MON_KIND_MEMCPY) {
-        const struct mon_memcpy *m = &r->u.memcpy;
-        const char *ck = mon_memcpy_kind_name(m->copy_kind);
-        o = LIT(o, "{\"bytes\":");
-        o = put_u64(o, m->bytes);
-        o = LIT(o, ",\"copyKind\":");
-        o = put_str(o, ck, slen(ck));
-        o = LIT(o, ",\"correlationId\":");
-        o = put_u64(o, m->correlation_id);
-        o = LIT(o, ",\"deviceId\":");
-        o = put_u64(o, m->device_id);
-        o = LIT(o, ",\"endNs\":");
-        o = put_u64(o, m->end);
-        o = m->is_async ? LIT(o, ",\"isAsync\":true") : LIT(o, ",\"isAsync\":false");
-        o = LIT(o, ",\"kind\":\"MemCpy\",\"startNs\":");
-        o = put_u64(o, m->start);
-        o = LIT(o, ",\"streamId\":");
-        o = put_u64(o, m->stream_id);
-    } else {
-        return NULL;
-    }
-    *o++ = '}';
-    return o;
-}
-
 /* ---- producer side: line blocks ---- */
 
 /* The block a consume() call is filling; queued when full and at the end of the call. */
@@ -402,10 +150,6 @@ struct lbuild {
     size_t block_cap; /* size of the blocks this call allocates */
 };
 
-/* The builder of the consume() running on this thread: markpair calls on_marker_line from
- * inside markpair_feed, on the consuming thread, so marker lines join the same block. */
-static _Thread_local struct lbuild *tls_build;
-
 static void lb_init(struct lbuild *lb, struct proc *p, size_t nrec)
 {
     size_t cap = nrec * 256 + 1024;
@@ -414,9 +158,30 @@ static void lb_init(struct lbuild *lb, struct proc *p, size_t nrec)
     lb->block_cap = cap < JSONL_BLOCK_MAX ? cap : JSONL_BLOCK_MAX;
 }
 
-/* Queue the current block; a refused block (queue full, drops counted) is kept for reuse.
- * A mostly empty block (small consume() batches) is shrunk first, so a full queue holds
- * about the bytes of its lines, not of their worst-case bounds. */
+/* Back-pressure: wait (on this completion thread) until the writer makes room for all of b,
+ * at most g_backpressure_ns; 0 when queued whole, else the caller pushes what fits. */
+static int lb_push_wait(struct proc *p, struct lineblock *b)
+{
+    uint64_t limit = atomic_load_explicit(&g_backpressure_ns, memory_order_relaxed);
+    uint64_t deadline = 0;
+    int rc;
+    while ((rc = linering_push_all(&p->ring, b)) == -EAGAIN) {
+        uint64_t now = clock_mono_ns();
+        if (!p->writer_running || atomic_load(&p->stop_req) || limit == 0)
+            break;
+        if (!deadline)
+            deadline = now + limit;
+        else if (now >= deadline)
+            break;
+        const struct timespec nap = {0, (long)JSONL_WAIT_NS};
+        nanosleep(&nap, NULL);
+    }
+    return rc;
+}
+
+/* Queue the current block; a refused block (queue full after back-pressure, drops counted)
+ * is kept for reuse. A mostly empty block (small consume() batches) is shrunk first, so a
+ * full queue holds about the bytes of its lines, not of their worst-case bounds. */
 static void lb_flush(struct lbuild *lb)
 {
     if (!lb->b || lb->b->nlines == 0)
@@ -428,7 +193,7 @@ static void lb_flush(struct lbuild *lb)
             lb->b = small;
         }
     }
-    if (linering_push(&lb->p->ring, lb->b) == 0) {
+    if (lb_push_wait(lb->p, lb->b) == 0 || linering_push(&lb->p->ring, lb->b) == 0) {
         lb->b = NULL;
     } else {
         lb->b->len = 0;
@@ -470,56 +235,40 @@ static void lb_commit(struct lbuild *lb, char *end)
     lb->b->nlines++;
 }
 
-static void emit_marker(struct lbuild *lb, const struct mp_line *line)
+static void emit_marker(struct lbuild *lb, const struct pl_range *line)
 {
-    size_t nlen = slen(line->name), dlen = slen(line->domain);
+    size_t nlen = jsonl_fmt_slen(line->name), dlen = jsonl_fmt_slen(line->domain);
     if (nlen + dlen >= JSONL_LINE_MAX)
         return;
-    char *o = lb_room(lb, line_bound(nlen + dlen) + 1);
+    char *o = lb_room(lb, jsonl_fmt_bound(nlen + dlen) + 1);
     if (o)
-        lb_commit(lb, fmt_marker_line(o, line, nlen, dlen));
+        lb_commit(lb, jsonl_fmt_marker(o, line, nlen, dlen));
 }
 
-static void on_marker_line(void *ctx, const struct mp_line *line)
+static void emit_record(struct lbuild *lb, const struct mon_record *r)
 {
-    struct lbuild *lb = tls_build, own;
-    if (lb && lb->p == ctx) {
-        emit_marker(lb, line);
+    struct jsonl_strs st;
+    jsonl_fmt_strings(r, &st);
+    if (st.total >= JSONL_LINE_MAX)
         return;
-    }
-    lb_init(&own, ctx, 1);
-    emit_marker(&own, line);
-    lb_finish(&own);
+    char *o = lb_room(lb, jsonl_fmt_bound(st.total) + 1);
+    char *end = o ? jsonl_fmt_record(o, r, &st) : NULL;
+    if (end)
+        lb_commit(lb, end);
 }
 
-
-static void jsonl_consume(struct proc *p, const struct mon_record *recs, size_t n)
+/* Records and the marker parts they completed, in arrival order, into line blocks. */
+static void jsonl_consume(struct proc *p, const struct pl_batch *b)
 {
-    struct lbuild lb, *saved = tls_build;
-    lb_init(&lb, p, n);
-    tls_build = &lb;
-    for (size_t i = 0; i < n; i++) {
-        const struct mon_record *r = &recs[i];
-        if (mon_record_end(r) < p->session_start_ns)
-            continue;
-        if (r->kind == MON_KIND_MARKER) {
-            markpair_feed(p->mp, &r->u.marker);
-            continue;
-        }
-        if (r->kind == MON_KIND_KERNEL)
-            markpair_add_device(p->mp, r->u.kernel.device_id);
-        else if (r->kind == MON_KIND_COMMUNICATION)
-            markpair_add_device(p->mp, r->u.comm.device_id);
-        struct rec_strs st;
-        rec_strings(r, &st);
-        if (st.total >= JSONL_LINE_MAX)
-            continue;
-        char *o = lb_room(&lb, line_bound(st.total) + 1);
-        char *end = o ? fmt_record(o, r, &st) : NULL;
-        if (end)
-            lb_commit(&lb, end);
+    struct lbuild lb;
+    size_t j = 0;
+    lb_init(&lb, p, b->nrecs);
+    for (size_t i = 0; i < b->nrecs; i++) {
+        if (b->recs[i].kind != MON_KIND_MARKER)
+            emit_record(&lb, &b->recs[i]);
+        for (; j < b->nranges && b->ranges[j].at == i; j++)
+            emit_marker(&lb, &b->ranges[j]);
     }
-    tls_build = saved;
     lb_finish(&lb);
 }
 
@@ -531,6 +280,7 @@ static void out_flush(struct proc *p)
     struct iovec *v = p->iov;
     int n = p->niov;
     size_t left = p->iov_bytes;
+    uint64_t lines = 0, bytes = p->iov_bytes;
     while (n > 0 && p->fd >= 0) {
         ssize_t w = writev(p->fd, v, n > JSONL_IOV ? JSONL_IOV : n);
         if (w < 0 && errno == EINTR)
@@ -544,6 +294,7 @@ static void out_flush(struct proc *p)
         left -= (size_t)w;
         while (n > 0 && (size_t)w >= v->iov_len) {
             w -= (ssize_t)v->iov_len;
+            lines += p->iov_nl[v - p->iov];
             v++;
             n--;
         }
@@ -552,6 +303,14 @@ static void out_flush(struct proc *p)
             v->iov_len -= (size_t)w;
         }
     }
+    if (p->ctr) {
+        uint64_t lost = 0; /* pieces not (completely) written */
+        for (int i = (int)(v - p->iov); i < p->niov; i++)
+            lost += p->iov_nl[i];
+        atomic_fetch_add_explicit(&p->ctr->written, lines, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->ctr->bytes_written, bytes - left, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->ctr->dropped_write, lost, memory_order_relaxed);
+    }
     p->niov = 0;
     p->iov_bytes = 0;
     for (int i = 0; i < p->nhold; i++)
@@ -559,10 +318,11 @@ static void out_flush(struct proc *p)
     p->nhold = 0;
 }
 
-static void out_add(struct proc *p, const char *text, size_t len)
+static void out_add(struct proc *p, const char *text, size_t len, size_t nlines)
 {
     if (p->niov == JSONL_IOV)
         out_flush(p);
+    p->iov_nl[p->niov] = nlines;
     p->iov[p->niov++] = (struct iovec){(void *)text, len};
     p->iov_bytes += len;
 }
@@ -701,6 +461,8 @@ static void write_block(struct proc *p, struct lineblock *b)
             file_close(p);
         if (p->fd < 0 && file_open(p) < 0) {
             p->lost_lines += nl;
+            if (p->ctr)
+                atomic_fetch_add_explicit(&p->ctr->dropped_write, nl, memory_order_relaxed);
             break;
         }
         size_t take = nl, bytes = len;
@@ -708,7 +470,7 @@ static void write_block(struct proc *p, struct lineblock *b)
             take = p->set.max_lines - p->file_lines;
             bytes = lines_prefix(s, len, take);
         }
-        out_add(p, s, bytes);
+        out_add(p, s, bytes, take);
         p->file_lines += take;
         s += bytes;
         len -= bytes;
@@ -753,6 +515,10 @@ static void *writer_main(void *arg)
             nanosleep(&nap, NULL);
         }
     }
+    struct timespec cpu;
+    if (p->ctr && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
+        atomic_fetch_add_explicit(&p->ctr->cpu_ns, (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec,
+                                  memory_order_relaxed);
     return NULL;
 }
 
@@ -770,7 +536,6 @@ static void jsonl_destroy(struct proc *p)
         file_close(p);
     out_flush(p); /* releases held blocks when no file is open */
     linering_fini(&p->ring);
-    markpair_destroy(p->mp);
     for (size_t i = 0; i < p->nfiles; i++)
         free(p->files[i]);
     free(p->log_dir);
@@ -796,8 +561,8 @@ static int jsonl_create(const struct proc_config *cfg, struct proc **ret)
     p->session_start_ns = cfg->session_start_ns;
     if ((rc = linering_init(&p->ring, p->set.capacity)) < 0)
         goto fail;
-    if ((rc = markpair_create(on_marker_line, p, &p->mp)) < 0)
-        goto fail;
+    p->pl = cfg->pl;
+    p->ctr = pipeline_counters(cfg->pl);
     *ret = p;
     return 0;
 fail:
@@ -867,7 +632,8 @@ static void write_session_end(struct proc *p, const char *parallel_group_info)
     }
     uint32_t devs[256];
     size_t ndev = 0;
-    markpair_devices(p->mp, devs, 256, &ndev);
+    if (p->pl)
+        pipeline_devices(p->pl, devs, 256, &ndev);
     if (ndev > 256)
         ndev = 256;
     if (ndev > 0) {
@@ -905,10 +671,11 @@ static int jsonl_stop(struct proc *p, const char *parallel_group_info)
     uint64_t dropped = linering_dropped(&p->ring);
     if (dropped > 0)
         LOG_WARN("RingBuffer full %llu times", (unsigned long long)dropped);
+    if (p->ctr)
+        atomic_fetch_add_explicit(&p->ctr->dropped_queue, dropped, memory_order_relaxed);
     if (p->lost_lines > 0)
         LOG_ERROR("jsonl: %llu lines lost because no file could be created in %s",
                   (unsigned long long)p->lost_lines, p->log_dir);
-    markpair_clear(p->mp);
     p->stopped = true;
     return 0;
 }

@@ -30,4 +30,8 @@ void jsonl_settings_resolve(const char *flag_lines, const char *flag_files, cons
                             const char *env_files, const char *env_capacity, const char *env_interval,
                             struct jsonl_settings *ret);
 
+/* Test seam: the longest a completion thread waits for room in a full queue before its lines
+ * are dropped and counted (default 5000 ms; 0 = drop at once, as upstream). */
+void proc_jsonl_test_set_backpressure_ms(uint32_t ms);
+
 #endif

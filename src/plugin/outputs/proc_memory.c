@@ -1,22 +1,15 @@
 /* proc_memory: standalone processor. Results live in module state (the Python accessors
- * have no session handle) guarded by one mutex; strings are copied into a per-session pool
- * so results stay valid whatever the backend does with its own strings. */
+ * have no session handle) guarded by one mutex; strings are copied into a string pool
+ * (pipeline.h) so results stay valid whatever the backend does with its own strings. Marker
+ * results are the pipeline's completed parts, in the order their records arrived. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
-#include "plugin/pipeline/markpair.h"
 #include "plugin/outputs/proc.h"
 #include "plugin/outputs/proc_memory.h"
-
-#define POOL_BUCKETS 4096
-
-struct pstr {
-    struct pstr *next;
-    char s[];
-};
 
 struct rlist {
     struct msmon_result *v;
@@ -28,14 +21,13 @@ static int32_t g_kinds[MON_KIND_LIMIT];
 static size_t g_nkinds;
 static bool g_want[MON_KIND_LIMIT];
 static struct rlist g_res[MON_KIND_LIMIT];
-static struct pstr *g_pool[POOL_BUCKETS];
+static struct pl_strpool *g_pool; /* created with the first session's strings */
 /* True while a session collects: consume() may realloc the arrays, so results are only handed
  * out between stop and the next session (04-plugin.md §13: "call after stop()"). */
 static bool g_collecting;
 
 struct proc {
-    uint64_t session_start;
-    struct markpair *mp;
+    int unused;
 };
 
 static bool standalone_kind(int32_t k)
@@ -44,26 +36,27 @@ static bool standalone_kind(int32_t k)
            k == MON_KIND_ACL_API || k == MON_KIND_NODE_API || k == MON_KIND_RUNTIME_API;
 }
 
+/* Backend strings live for the process at fixed addresses (record.h), so a direct-mapped
+ * cache from the backend's pointer to our copy skips hashing the text on almost every record. */
+#define PTR_CACHE 1024
+static struct { const char *src, *copy; } g_ptr_cache[PTR_CACHE];
+
 /* Interned copy of s (g_mu held); NULL only when out of memory. */
 static const char *pool_str(const char *s)
 {
-    if (!s)
-        s = "";
-    uint64_t h = 0xCBF29CE484222325ull;
-    for (const char *c = s; *c; c++)
-        h = (h ^ (unsigned char)*c) * 0x100000001B3ull;
-    struct pstr **b = &g_pool[h & (POOL_BUCKETS - 1)];
-    for (struct pstr *e = *b; e; e = e->next)
-        if (strcmp(e->s, s) == 0)
-            return e->s;
-    size_t len = strlen(s);
-    struct pstr *e = malloc(sizeof(*e) + len + 1);
-    if (!e)
+    const char *t = NULL;
+    size_t slot = ((uintptr_t)s >> 3) * 0x9E3779B97F4A7C15ull >> 54; /* 10 bits */
+    if (s && g_ptr_cache[slot].src == s)
+        return g_ptr_cache[slot].copy;
+    if (!g_pool && pl_strpool_create(0, &g_pool) < 0)
         return NULL;
-    memcpy(e->s, s, len + 1);
-    e->next = *b;
-    *b = e;
-    return e->s;
+    if (pl_strpool_id(g_pool, s, &t) < 0)
+        return NULL;
+    if (s) {
+        g_ptr_cache[slot].src = s;
+        g_ptr_cache[slot].copy = t;
+    }
+    return t;
 }
 
 static void reset_locked(void)
@@ -72,15 +65,9 @@ static void reset_locked(void)
         free(g_res[k].v);
         g_res[k] = (struct rlist){ 0 };
     }
-    for (size_t i = 0; i < POOL_BUCKETS; i++) {
-        struct pstr *e = g_pool[i];
-        while (e) {
-            struct pstr *nx = e->next;
-            free(e);
-            e = nx;
-        }
-        g_pool[i] = NULL;
-    }
+    pl_strpool_destroy(g_pool);
+    g_pool = NULL;
+    memset(g_ptr_cache, 0, sizeof(g_ptr_cache));
 }
 
 void proc_memory_reset(void)
@@ -159,74 +146,86 @@ static struct msmon_result *push(int32_t kind)
     return r;
 }
 
-/* Marker lines arrive from markpair_feed, called with g_mu held. */
-static void on_marker_line(void *ctx, const struct mp_line *l)
+/* One marker result per completed part (g_mu held): host lines carry the END record's
+ * process/thread, device lines the END record's device/stream (05-outputs.md §4.4). */
+static void add_marker(const struct pl_range *m)
 {
-    struct proc *p = ctx;
-    if (l->end < p->session_start)
-        return;
     struct msmon_result *r = push(MON_KIND_MARKER);
     if (!r)
         return;
-    r->name = pool_str(l->name);
-    r->domain = pool_str(l->domain);
-    r->source_kind = l->source_kind;
-    r->id = l->id;
-    r->start_ns = l->start;
-    r->end_ns = l->end;
-    r->pid = l->pid;
-    r->tid = l->tid;
-    r->device_id = l->device_id;
-    r->stream_id = l->stream_id;
+    r->name = pool_str(m->name);
+    r->domain = pool_str(m->domain);
+    r->id = m->id;
+    if (m->done == PL_PART_HOST) {
+        r->source_kind = 0;
+        r->start_ns = m->host_start;
+        r->end_ns = m->host_end;
+        r->pid = m->end_pid;
+        r->tid = m->end_tid;
+    } else {
+        r->source_kind = 1;
+        r->start_ns = m->dev_start;
+        r->end_ns = m->dev_end;
+        r->device_id = m->device_id;
+        r->stream_id = m->stream_id;
+    }
 }
 
-static void mem_consume(struct proc *p, const struct mon_record *recs, size_t n)
+static void add_record(const struct mon_record *rec)
 {
+    int32_t k = rec->kind;
+    struct msmon_result *r;
+    if (k <= 0 || k >= MON_KIND_LIMIT || !g_want[k] || k == MON_KIND_MARKER)
+        return;
+    if (mon_kind_is_api(k)) {
+        const struct mon_api *a = &rec->u.api;
+        if (!(r = push(k)))
+            return;
+        r->name = pool_str(a->name);
+        r->start_ns = a->start;
+        r->end_ns = a->end;
+        r->pid = a->pid;
+        r->tid = a->tid;
+        r->correlation_id = a->correlation_id;
+    } else if (k == MON_KIND_KERNEL) {
+        const struct mon_kernel *kr = &rec->u.kernel;
+        if (!(r = push(k)))
+            return;
+        r->name = pool_str(kr->name);
+        r->type = pool_str(kr->type);
+        r->start_ns = kr->start;
+        r->end_ns = kr->end;
+        r->device_id = kr->device_id;
+        r->stream_id = kr->stream_id;
+        r->correlation_id = kr->correlation_id;
+    } else if (k == MON_KIND_COMMUNICATION) {
+        const struct mon_comm *c = &rec->u.comm;
+        if (!(r = push(k)))
+            return;
+        r->name = pool_str(c->name);
+        r->comm_name = pool_str(c->comm_name);
+        r->alg_type = pool_str(c->alg_type);
+        r->data_type = mon_comm_dtype_name(c->data_type);
+        r->count = c->count;
+        r->start_ns = c->start;
+        r->end_ns = c->end;
+        r->device_id = c->device_id;
+        r->stream_id = c->stream_id;
+        r->correlation_id = c->correlation_id;
+    }
+}
+
+static void mem_consume(struct proc *p, const struct pl_batch *b)
+{
+    size_t j = 0;
+    (void)p;
     pthread_mutex_lock(&g_mu);
-    for (size_t i = 0; i < n; i++) {
-        const struct mon_record *rec = &recs[i];
-        int32_t k = rec->kind;
-        if (k <= 0 || k >= MON_KIND_LIMIT || !g_want[k])
-            continue;
-        struct msmon_result *r;
-        if (mon_kind_is_api(k)) {
-            const struct mon_api *a = &rec->u.api;
-            if (a->end < p->session_start || !(r = push(k)))
-                continue;
-            r->name = pool_str(a->name);
-            r->start_ns = a->start;
-            r->end_ns = a->end;
-            r->pid = a->pid;
-            r->tid = a->tid;
-            r->correlation_id = a->correlation_id;
-        } else if (k == MON_KIND_KERNEL) {
-            const struct mon_kernel *kr = &rec->u.kernel;
-            if (kr->end < p->session_start || !(r = push(k)))
-                continue;
-            r->name = pool_str(kr->name);
-            r->type = pool_str(kr->type);
-            r->start_ns = kr->start;
-            r->end_ns = kr->end;
-            r->device_id = kr->device_id;
-            r->stream_id = kr->stream_id;
-            r->correlation_id = kr->correlation_id;
-        } else if (k == MON_KIND_COMMUNICATION) {
-            const struct mon_comm *c = &rec->u.comm;
-            if (c->end < p->session_start || !(r = push(k)))
-                continue;
-            r->name = pool_str(c->name);
-            r->comm_name = pool_str(c->comm_name);
-            r->alg_type = pool_str(c->alg_type);
-            r->data_type = mon_comm_dtype_name(c->data_type);
-            r->count = c->count;
-            r->start_ns = c->start;
-            r->end_ns = c->end;
-            r->device_id = c->device_id;
-            r->stream_id = c->stream_id;
-            r->correlation_id = c->correlation_id;
-        } else if (k == MON_KIND_MARKER) {
-            markpair_feed(p->mp, &rec->u.marker);
-        }
+    bool markers = g_want[MON_KIND_MARKER];
+    for (size_t i = 0; i < b->nrecs; i++) {
+        add_record(&b->recs[i]);
+        for (; j < b->nranges && b->ranges[j].at == i; j++)
+            if (markers)
+                add_marker(&b->ranges[j]);
     }
     pthread_mutex_unlock(&g_mu);
 }
@@ -238,12 +237,6 @@ static int mem_create(const struct proc_config *cfg, struct proc **ret)
     struct proc *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
-    int rc = markpair_create(on_marker_line, p, &p->mp);
-    if (rc < 0) {
-        free(p);
-        return rc;
-    }
-    p->session_start = cfg->session_start_ns;
     pthread_mutex_lock(&g_mu);
     reset_locked(); /* results of the previous session end here */
     g_collecting = true;
@@ -273,7 +266,7 @@ static void mem_set_kinds(struct proc *p, uint32_t mask)
 static int mem_stop(struct proc *p, const char *parallel_group_info)
 {
     (void)parallel_group_info;
-    markpair_clear(p->mp);
+    (void)p;
     pthread_mutex_lock(&g_mu);
     g_collecting = false;
     pthread_mutex_unlock(&g_mu);
@@ -284,7 +277,6 @@ static void mem_destroy(struct proc *p)
 {
     if (!p)
         return;
-    markpair_destroy(p->mp);
     pthread_mutex_lock(&g_mu);
     g_collecting = false; /* a session torn down without stop */
     pthread_mutex_unlock(&g_mu);

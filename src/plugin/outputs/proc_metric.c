@@ -1,7 +1,8 @@
 /* proc_metric: the metric-mode processor (05-outputs.md §1). Completion threads aggregate
  * into their own per-thread tables keyed by (kind, device, interned name pointer) under an
- * uncontended per-table lock; each tick merges the tables by name text, sends the upstream
- * per-device sum lines, the completed marker ranges and the per-name OpStats datagrams. */
+ * uncontended per-table lock; completed marker ranges come paired from the pipeline. Each
+ * tick merges the tables by name text, sends the upstream per-device sum lines, the marker
+ * ranges and the per-name OpStats datagrams (the session counters are the pipeline's). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -11,7 +12,6 @@
 #include "common/jw.h"
 #include "common/log.h"
 #include "common/strutil.h"
-#include "plugin/pipeline/idmap.h"
 #include "plugin/penv.h"
 #include "plugin/outputs/proc.h"
 
@@ -19,9 +19,7 @@
 #define NAME_MAX_BYTES 512
 #define NAMES_PER_GROUP 4096
 #define TTAB_MAX_ENTRIES 65536   /* per thread per interval; beyond: folded into <other> */
-#define MARKER_PENDING_CAP 65536
 #define MARKER_DONE_CAP 262144   /* completed ranges kept per interval */
-#define MARKER_MIN_AGE_NS (300ull * 1000000000ull)
 
 static const char OTHER_NAME[] = "<other>";
 static const char EMPTY_NAME[] = "";
@@ -42,14 +40,7 @@ struct ttab {
     struct ttab *next;
 };
 
-/* Marker range bookkeeping (§1.2). */
-enum { HAVE_HS = 1, HAVE_HE = 2, HAVE_DS = 4, HAVE_DE = 8, HAVE_PS = 16, HAVE_PE = 32 };
-struct mrange {
-    uint32_t have;
-    uint32_t dev;
-    uint64_t hs, he, ds, de, seen_ns;
-    const char *name, *domain;
-};
+/* A completed marker range (§1.2), kept until the tick. */
 struct mdone {
     bool has_dev;
     uint32_t dev;
@@ -65,8 +56,8 @@ struct proc {
     uint64_t last_tick_ns;
     pthread_mutex_t tabs_mu;
     struct ttab *tabs;
+    struct pipeline *pl;
     pthread_mutex_t mk_mu;
-    struct idmap *pending;
     struct mdone *done;
     size_t ndone, done_cap;
     uint64_t done_dropped;
@@ -189,7 +180,8 @@ static struct ttab *acquire_table(struct proc *p)
 
 /* ---------- markers ---------- */
 
-static void marker_complete(struct proc *p, const struct mrange *r, bool has_dev)
+/* mk_mu held. */
+static void marker_complete(struct proc *p, const struct pl_range *r)
 {
     if (p->ndone == p->done_cap) {
         if (p->done_cap >= MARKER_DONE_CAP) {
@@ -205,68 +197,24 @@ static void marker_complete(struct proc *p, const struct mrange *r, bool has_dev
         p->done = nd;
         p->done_cap = nc;
     }
-    p->done[p->ndone++] = (struct mdone){ has_dev, r->dev, r->hs, r->he, r->ds, r->de,
-                                          r->name ? r->name : EMPTY_NAME, r->domain };
+    p->done[p->ndone++] = (struct mdone){ r->with_device, r->device_id, r->host_start, r->host_end,
+                                          r->dev_start, r->dev_end, r->name, r->domain };
 }
 
-__attribute__((noinline)) static void marker_feed(struct proc *p, const struct mon_marker *m)
+static void metric_ranges(struct proc *p, const struct pl_range *rs, size_t n)
 {
-    pthread_mutex_lock(&p->mk_mu);
-    struct mrange *r = idmap_get(p->pending, m->id);
-    bool host = m->source_kind == 0;
-    if (!r) {
-        /* Any record of a range opens its entry: buffers complete concurrently on several
-         * msPTI threads, so an END may be seen before its START. Instants are not ranges. */
-        if (!(m->flag & (MON_MARKER_START | MON_MARKER_END)))
-            goto out;
-        r = idmap_put(p->pending, m->id, NULL);
-        r->seen_ns = clock_mono_ns();
-    }
-    if (host) {
-        if (m->flag == 2) {
-            r->have |= HAVE_PS;
-            r->hs = m->timestamp;
-            r->name = m->name;
-            r->domain = m->domain;
-            if (r->have & HAVE_PE) {
-                marker_complete(p, r, false);
-                idmap_del(p->pending, m->id);
-                goto out;
-            }
-        } else if (m->flag == 16) {
-            r->have |= HAVE_HS;
-            r->hs = m->timestamp;
-            r->name = m->name;
-            r->domain = m->domain;
-        } else if (m->flag == 4) {
-            r->he = m->timestamp;
-            if (r->have & HAVE_PS) {
-                marker_complete(p, r, false);
-                idmap_del(p->pending, m->id);
-            } else {
-                r->have |= HAVE_PE;
-            }
-            goto out;
-        } else if (m->flag == 32) {
-            r->have |= HAVE_HE;
-            r->he = m->timestamp;
+    bool locked = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!pl_range_complete(&rs[i]))
+            continue;
+        if (!locked) {
+            pthread_mutex_lock(&p->mk_mu);
+            locked = true;
         }
-    } else {
-        if (m->flag == 16) {
-            r->have |= HAVE_DS;
-            r->ds = m->timestamp;
-        } else if (m->flag == 32) {
-            r->have |= HAVE_DE;
-            r->de = m->timestamp;
-            r->dev = m->obj0;
-        }
+        marker_complete(p, &rs[i]);
     }
-    if ((r->have & (HAVE_HS | HAVE_HE | HAVE_DS | HAVE_DE)) == (HAVE_HS | HAVE_HE | HAVE_DS | HAVE_DE)) {
-        marker_complete(p, r, true);
-        idmap_del(p->pending, m->id);
-    }
-out:
-    pthread_mutex_unlock(&p->mk_mu);
+    if (locked)
+        pthread_mutex_unlock(&p->mk_mu);
 }
 
 /* ---------- consume ---------- */
@@ -282,8 +230,12 @@ static const char *memory_op_name(int32_t op)
 }
 
 /* Per record: pick (device, name, duration, bytes) by kind, then one inlined table probe. */
-static void metric_consume(struct proc *p, const struct mon_record *recs, size_t n)
+static void metric_consume(struct proc *p, const struct pl_batch *b)
 {
+    const struct mon_record *recs = b->recs;
+    size_t n = b->nrecs;
+    if (b->nranges)
+        metric_ranges(p, b->ranges, b->nranges);
     struct ttab *t = acquire_table(p);
     if (!t)
         return;
@@ -334,9 +286,6 @@ static void metric_consume(struct proc *p, const struct mon_record *recs, size_t
             dur = dur_of(r->u.memcpy.start, r->u.memcpy.end);
             bytes = r->u.memcpy.bytes;
             break;
-        case MON_KIND_MARKER:
-            marker_feed(p, &r->u.marker);
-            continue;
         default:
             continue;
         }
@@ -744,7 +693,7 @@ static int metric_tick(struct proc *p)
     }
     pthread_mutex_unlock(&p->tabs_mu);
 
-    /* 2. Take the completed marker ranges; evict stale incomplete ones (A2). */
+    /* 2. Take the completed marker ranges (incomplete ones age out in the pipeline). */
     pthread_mutex_lock(&p->mk_mu);
     struct mdone *done = p->done;
     size_t ndone = p->ndone;
@@ -752,11 +701,6 @@ static int metric_tick(struct proc *p)
     p->done = NULL;
     p->ndone = p->done_cap = 0;
     p->done_dropped = 0;
-    uint64_t max_age = 2 * interval_ns > MARKER_MIN_AGE_NS ? 2 * interval_ns : MARKER_MIN_AGE_NS;
-    uint64_t id;
-    struct mrange *r;
-    while ((r = idmap_oldest(p->pending, &id)) && mono - r->seen_ns > max_age)
-        idmap_del(p->pending, id);
     pthread_mutex_unlock(&p->mk_mu);
     if (dropped)
         LOG_WARN("metric: %llu completed marker ranges dropped (more than %d in one interval)",
@@ -815,11 +759,7 @@ static int metric_create(const struct proc_config *cfg, struct proc **ret)
     struct proc *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
-    int rc = idmap_create(MARKER_PENDING_CAP, sizeof(struct mrange), &p->pending);
-    if (rc < 0) {
-        free(p);
-        return rc;
-    }
+    p->pl = cfg->pl;
     p->send = cfg->send;
     p->send_ctx = cfg->send_ctx;
     const char *agg = penv_get(PENV_METRIC_AGGREGATES);
@@ -867,7 +807,6 @@ static void metric_destroy(struct proc *p)
         free(t);
         t = nx;
     }
-    idmap_destroy(p->pending);
     free(p->done);
     pthread_mutex_destroy(&p->tabs_mu);
     pthread_mutex_destroy(&p->mk_mu);

@@ -1,53 +1,44 @@
-/* markpair: pairing state machine of 05-outputs.md §4.4 over two bounded id maps (host
- * entries from INSTANT_WITH_DEVICE/START records, device START times). Markers are rare
- * next to kernels, so one mutex serialises feeding. */
+/* markpair: one bounded id map (idmap) of per-id state under one mutex: markers are rare next
+ * to kernels. An entry lives until every part it announced is done (a *_WITH_DEVICE host part
+ * waits for its device part), then it is removed; eviction keeps the map bounded. */
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "plugin/pipeline/idmap.h"
 #include "plugin/pipeline/markpair.h"
 
-#define FAST_DEVICES 256
-#define SLOW_DEVICES 64 /* distinct ids >= 256 remembered (more are not expected) */
+enum { HS = 1, HE = 2, DS = 4, DE = 8, HI = 16, HDONE = 32, DDONE = 64 };
 
-struct host_entry {
-    uint64_t time;
+struct mp_entry {
+    uint32_t have;
+    bool with_device;
+    uint64_t hs, he, ds, de, seen_ns;
+    uint32_t pid, tid, end_pid, end_tid, dev, stream;
     const char *name, *domain;
-};
-struct dev_entry {
-    uint64_t time;
 };
 
 struct markpair {
     pthread_mutex_t mu;
-    mp_line_fn fn;
-    void *ctx;
-    struct idmap *host;  /* id -> host_entry */
-    struct idmap *dev;   /* id -> dev_entry */
-    _Atomic uint64_t fast[FAST_DEVICES / 64];
-    uint32_t slow[SLOW_DEVICES]; /* guarded by mu */
-    size_t nslow;
+    struct idmap *ids;
 };
 
-int markpair_create(mp_line_fn fn, void *ctx, struct markpair **ret)
+int markpair_create(size_t cap, struct markpair **ret)
 {
+    struct markpair *mp;
+    int rc;
+
     if (!ret)
         return -EINVAL;
-    struct markpair *mp = calloc(1, sizeof(*mp));
+    mp = calloc(1, sizeof(*mp));
     if (!mp)
         return -ENOMEM;
-    int rc = idmap_create(MARKPAIR_PENDING_CAP, sizeof(struct host_entry), &mp->host);
-    if (rc == 0)
-        rc = idmap_create(MARKPAIR_PENDING_CAP, sizeof(struct dev_entry), &mp->dev);
+    rc = idmap_create(cap, sizeof(struct mp_entry), &mp->ids);
     if (rc < 0) {
-        markpair_destroy(mp);
+        free(mp);
         return rc;
     }
     pthread_mutex_init(&mp->mu, NULL);
-    mp->fn = fn;
-    mp->ctx = ctx;
     *ret = mp;
     return 0;
 }
@@ -56,173 +47,161 @@ void markpair_destroy(struct markpair *mp)
 {
     if (!mp)
         return;
-    if (mp->host && mp->dev)
-        pthread_mutex_destroy(&mp->mu);
-    idmap_destroy(mp->host);
-    idmap_destroy(mp->dev);
+    pthread_mutex_destroy(&mp->mu);
+    idmap_destroy(mp->ids);
     free(mp);
 }
 
-static void emit(struct markpair *mp, struct mp_line *l)
+static const char *nz(const char *s)
 {
-    if (!l->name)
-        l->name = "";
-    if (!l->domain)
-        l->domain = "";
-    if (mp->fn)
-        mp->fn(mp->ctx, l);
+    return s ? s : "";
 }
 
-static void add_device_locked(struct markpair *mp, uint32_t d)
+/* The event of a part of e that just completed; the entry goes once nothing else belongs. */
+static void complete(struct markpair *mp, uint64_t id, struct mp_entry *e, uint32_t part, struct pl_range *r)
 {
-    if (d < FAST_DEVICES) {
-        atomic_fetch_or_explicit(&mp->fast[d / 64], 1ull << (d % 64), memory_order_relaxed);
-        return;
+    e->have |= part == PL_PART_HOST ? HDONE : DDONE;
+    *r = (struct pl_range){
+        .id = id, .done = part, .with_device = e->with_device,
+        .host_start = e->hs, .host_end = e->he, .pid = e->pid, .tid = e->tid,
+        .end_pid = e->end_pid, .end_tid = e->end_tid, .dev_start = e->ds, .dev_end = e->de,
+        .device_id = e->dev, .stream_id = e->stream, .name = nz(e->name), .domain = nz(e->domain),
+    };
+    if (e->have & HDONE)
+        r->parts |= PL_PART_HOST;
+    if (e->have & DDONE)
+        r->parts |= PL_PART_DEVICE;
+    /* Done when the device part is in (or none belongs) and the host part is in; a device
+     * part without any host record (device-only id) stays until aged out or evicted. */
+    if ((e->have & HDONE) && (!e->with_device || (e->have & DDONE)))
+        idmap_del(mp->ids, id);
+}
+
+static struct mp_entry *entry(struct markpair *mp, uint64_t id, uint64_t now_ns)
+{
+    struct mp_entry *e = idmap_get(mp->ids, id);
+    if (!e) {
+        e = idmap_put(mp->ids, id, NULL);
+        e->seen_ns = now_ns;
     }
-    for (size_t i = 0; i < mp->nslow; i++)
-        if (mp->slow[i] == d)
-            return;
-    if (mp->nslow < SLOW_DEVICES)
-        mp->slow[mp->nslow++] = d;
+    return e;
 }
 
-static void feed_host(struct markpair *mp, const struct mon_marker *m)
+static int feed_host(struct markpair *mp, const struct mon_marker *m, uint64_t now, struct pl_range *r)
 {
-    struct mp_line l = { .source_kind = 0, .id = m->id, .pid = m->obj0, .tid = m->obj1 };
+    struct mp_entry *e;
+
     if (m->flag & MON_MARKER_INSTANT) {
-        l.start = l.end = m->timestamp;
-        l.name = m->name;
-        l.domain = m->domain;
-        emit(mp, &l);
-        if (m->flag & 8) {
-            struct host_entry *e = idmap_put(mp->host, m->id, NULL);
-            *e = (struct host_entry){ m->timestamp, m->name, m->domain };
+        *r = (struct pl_range){
+            .id = m->id, .done = PL_PART_HOST, .parts = PL_PART_HOST, .instant = true,
+            .with_device = (m->flag & 8) != 0, .host_start = m->timestamp, .host_end = m->timestamp,
+            .pid = m->obj0, .tid = m->obj1, .end_pid = m->obj0, .end_tid = m->obj1,
+            .name = nz(m->name), .domain = nz(m->domain),
+        };
+        if (m->flag & 8) { /* its device instant borrows the name */
+            e = entry(mp, m->id, now);
+            e->have |= HI;
+            e->name = m->name;
+            e->domain = m->domain;
         }
-    } else if (m->flag & MON_MARKER_START) {
-        struct host_entry *e = idmap_put(mp->host, m->id, NULL);
-        *e = (struct host_entry){ m->timestamp, m->name, m->domain };
-    } else if (m->flag & MON_MARKER_END) {
-        struct host_entry *e = idmap_get(mp->host, m->id);
-        if (!e)
-            return;
-        l.start = e->time;
-        l.end = m->timestamp;
-        l.name = e->name;
-        l.domain = e->domain;
-        emit(mp, &l);
-        if (m->flag == 4) /* plain END: no device part follows */
-            idmap_del(mp->host, m->id);
+        return 1;
     }
+    if (!(m->flag & (MON_MARKER_START | MON_MARKER_END)))
+        return 0;
+    e = entry(mp, m->id, now);
+    if (m->flag & MON_MARKER_WITH_DEVICE)
+        e->with_device = true;
+    if (m->flag & MON_MARKER_START) {
+        e->have |= HS;
+        e->hs = m->timestamp;
+        e->name = m->name;
+        e->domain = m->domain;
+        e->pid = m->obj0;
+        e->tid = m->obj1;
+    } else {
+        e->have |= HE;
+        e->he = m->timestamp;
+        e->end_pid = m->obj0;
+        e->end_tid = m->obj1;
+    }
+    if ((e->have & (HS | HE | HDONE)) == (HS | HE)) {
+        complete(mp, m->id, e, PL_PART_HOST, r);
+        return 1;
+    }
+    return 0;
 }
 
-static void feed_device(struct markpair *mp, const struct mon_marker *m)
+static int feed_device(struct markpair *mp, const struct mon_marker *m, uint64_t now, struct pl_range *r)
 {
-    add_device_locked(mp, m->obj0);
-    struct mp_line l = { .source_kind = 1, .id = m->id, .device_id = m->obj0, .stream_id = m->obj1 };
+    struct mp_entry *e;
+
     if (m->flag & MON_MARKER_INSTANT) {
-        l.start = l.end = m->timestamp;
-        struct host_entry *h = idmap_get(mp->host, m->id);
-        l.name = h ? h->name : m->name;
-        l.domain = h ? h->domain : m->domain;
-        emit(mp, &l);
-        if (h)
-            idmap_del(mp->host, m->id);
-    } else if (m->flag & MON_MARKER_START) {
-        struct dev_entry *d = idmap_put(mp->dev, m->id, NULL);
-        d->time = m->timestamp;
-    } else if (m->flag & MON_MARKER_END) {
-        struct dev_entry *d = idmap_get(mp->dev, m->id);
-        if (!d)
-            return;
-        l.start = d->time;
-        l.end = m->timestamp;
-        struct host_entry *h = idmap_get(mp->host, m->id);
-        l.name = h ? h->name : m->name;
-        l.domain = h ? h->domain : m->domain;
-        emit(mp, &l);
-        idmap_del(mp->dev, m->id);
-        idmap_del(mp->host, m->id);
+        e = idmap_get(mp->ids, m->id);
+        *r = (struct pl_range){
+            .id = m->id, .done = PL_PART_DEVICE, .parts = PL_PART_DEVICE, .instant = true, .with_device = true,
+            .dev_start = m->timestamp, .dev_end = m->timestamp, .device_id = m->obj0, .stream_id = m->obj1,
+            .name = nz(e && (e->have & HI) ? e->name : m->name),
+            .domain = nz(e && (e->have & HI) ? e->domain : m->domain),
+        };
+        if (e && (e->have & HI))
+            idmap_del(mp->ids, m->id);
+        return 1;
     }
+    if (!(m->flag & (MON_MARKER_START | MON_MARKER_END)))
+        return 0;
+    e = entry(mp, m->id, now);
+    e->with_device = true;
+    if (m->flag & MON_MARKER_START) {
+        e->have |= DS;
+        e->ds = m->timestamp;
+    } else {
+        e->have |= DE;
+        e->de = m->timestamp;
+        e->dev = m->obj0;
+        e->stream = m->obj1;
+    }
+    if (!(e->have & HS) && !e->name) {
+        e->name = m->name; /* until the host START brings the real one */
+        e->domain = m->domain;
+    }
+    if ((e->have & (DS | DE | DDONE)) == (DS | DE)) {
+        complete(mp, m->id, e, PL_PART_DEVICE, r);
+        return 1;
+    }
+    return 0;
 }
 
-void markpair_feed(struct markpair *mp, const struct mon_marker *m)
+int markpair_feed(struct markpair *mp, const struct mon_marker *m, uint64_t now_ns, struct pl_range *ret)
 {
-    pthread_mutex_lock(&mp->mu);
-    if (m->source_kind == 0)
-        feed_host(mp, m);
-    else
-        feed_device(mp, m);
-    pthread_mutex_unlock(&mp->mu);
-}
+    int n;
 
-void markpair_clear(struct markpair *mp)
-{
     pthread_mutex_lock(&mp->mu);
-    idmap_clear(mp->host);
-    idmap_clear(mp->dev);
-    for (size_t i = 0; i < FAST_DEVICES / 64; i++)
-        atomic_store(&mp->fast[i], 0);
-    mp->nslow = 0;
-    pthread_mutex_unlock(&mp->mu);
-}
-
-size_t markpair_pending_host(struct markpair *mp)
-{
-    pthread_mutex_lock(&mp->mu);
-    size_t n = idmap_count(mp->host);
+    n = m->source_kind == 0 ? feed_host(mp, m, now_ns, ret) : feed_device(mp, m, now_ns, ret);
     pthread_mutex_unlock(&mp->mu);
     return n;
 }
 
-size_t markpair_pending_device(struct markpair *mp)
+size_t markpair_expire(struct markpair *mp, uint64_t now_ns, uint64_t max_age_ns)
 {
-    pthread_mutex_lock(&mp->mu);
-    size_t n = idmap_count(mp->dev);
-    pthread_mutex_unlock(&mp->mu);
-    return n;
-}
-
-void markpair_add_device(struct markpair *mp, uint32_t d)
-{
-    if (d < FAST_DEVICES) {
-        /* Test first: after the first record of a device this is a read-only shared line. */
-        uint64_t bit = 1ull << (d % 64);
-        if (!(atomic_load_explicit(&mp->fast[d / 64], memory_order_relaxed) & bit))
-            atomic_fetch_or_explicit(&mp->fast[d / 64], bit, memory_order_relaxed);
-        return;
-    }
-    pthread_mutex_lock(&mp->mu);
-    add_device_locked(mp, d);
-    pthread_mutex_unlock(&mp->mu);
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-void markpair_devices(struct markpair *mp, uint32_t *out, size_t cap, size_t *ret_n)
-{
+    struct mp_entry *e;
+    uint64_t id;
     size_t n = 0;
-    for (uint32_t d = 0; d < FAST_DEVICES; d++) {
-        if (atomic_load(&mp->fast[d / 64]) & (1ull << (d % 64))) {
-            if (n < cap)
-                out[n] = d;
-            n++;
-        }
-    }
+
     pthread_mutex_lock(&mp->mu);
-    uint32_t slow[SLOW_DEVICES];
-    size_t ns = mp->nslow;
-    for (size_t i = 0; i < ns; i++)
-        slow[i] = mp->slow[i];
-    pthread_mutex_unlock(&mp->mu);
-    qsort(slow, ns, sizeof(slow[0]), cmp_u32);
-    for (size_t i = 0; i < ns; i++) {
-        if (n < cap)
-            out[n] = slow[i];
+    while ((e = idmap_oldest(mp->ids, &id)) && now_ns - e->seen_ns > max_age_ns) {
+        idmap_del(mp->ids, id);
         n++;
     }
-    *ret_n = n;
+    pthread_mutex_unlock(&mp->mu);
+    return n;
+}
+
+size_t markpair_pending(struct markpair *mp)
+{
+    size_t n;
+
+    pthread_mutex_lock(&mp->mu);
+    n = idmap_count(mp->ids);
+    pthread_mutex_unlock(&mp->mu);
+    return n;
 }

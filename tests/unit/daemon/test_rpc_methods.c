@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "common/log.h"
+#include "daemon/data_sink.h"
 #include "daemon/rpc_methods.h"
 
 struct fx {
@@ -112,6 +113,40 @@ static void test_status_example(void **state)
     assert_non_null(strstr(r, "\"pid\":4250,\"polling\":false,\"start_step\":10,\"stop_step\":20}"));
     assert_non_null(strstr(r, "],\"start_step\":10,\"stop_step\":20}"));
     free(r);
+}
+
+/* PluginStats data messages put a session's counters into that pid's getStatus entry; the
+ * counters never create an entry, and a malformed report changes nothing. */
+static void test_status_session_stats(void **state)
+{
+    struct fx *f = *state;
+    struct data_router dr;
+    const char *good = "{\"deviceId\":-1,\"duration\":5,\"kind\":\"PluginStats\",\"name\":\"x\",\"pid\":4250,"
+                       "\"stats\":{\"before_start\":1,\"bytes_written\":2,\"consumed\":100,\"cpu_ns\":5,"
+                       "\"dropped_declined\":3,\"dropped_queue\":4,\"dropped_write\":6,\"filtered\":10,\"kept\":86,"
+                       "\"written\":80},\"timestamp\":9}";
+    char *r;
+
+    data_router_init(&dr);
+    dr.st = f->st;
+    struct ipc_status s = { 1, -1, -1, -1, 4250, 0, 0 };
+    status_update(f->st, STATUS_MONITOR, &s, 1);
+    assert_true(data_handle(&dr, good, strlen(good), 1) >= 0);
+    /* an unknown pid, a negative counter, a missing counter: no effect on status */
+    const char *bad[] = {
+        "{\"deviceId\":-1,\"duration\":5,\"kind\":\"PluginStats\",\"pid\":4251,\"stats\":{},\"timestamp\":9}",
+        "{\"deviceId\":-1,\"duration\":5,\"kind\":\"PluginStats\",\"pid\":4250,\"stats\":{\"consumed\":-1},\"timestamp\":9}",
+        "{\"deviceId\":-1,\"duration\":5,\"kind\":\"PluginStats\",\"pid\":\"4250\",\"stats\":{},\"timestamp\":9}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        (void)data_handle(&dr, bad[i], strlen(bad[i]), 1);
+    r = call(f, "{\"fn\":\"getStatus\"}");
+    assert_non_null(strstr(r, "\"pid\":4250,\"polling\":false,\"session_stats\":{\"before_start\":1,\"bytes_written\":2,"
+                              "\"consumed\":100,\"cpu_ns\":5,\"dropped_declined\":3,\"dropped_queue\":4,"
+                              "\"dropped_write\":6,\"filtered\":10,\"kept\":86,\"written\":80}}"));
+    assert_null(strstr(r, "4251"));
+    free(r);
+    data_router_fini(&dr);
 }
 
 static void test_field_errors(void **state)
@@ -267,6 +302,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_basic_methods, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_example, setup, teardown),
         cmocka_unit_test_setup_teardown(test_field_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_session_stats, setup, teardown),
         cmocka_unit_test(test_gate_matrix),
         cmocka_unit_test_setup_teardown(test_gate_through_handler, setup, teardown),
         cmocka_unit_test_setup_teardown(test_origin_rule, setup, teardown),

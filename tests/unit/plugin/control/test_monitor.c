@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "plugin/backend/backend_fake.h"
 #include "plugin/control/monitor.h"
+#include "plugin/pipeline/pipeline.h"
 
 /* ---- fake backend (backend_fake.c: 'S'tart 'E'nable 'D'isable 'F'lush 'U' detach) ---- */
 static struct backend_fake fk;
@@ -52,8 +53,11 @@ static int c_create(const struct proc_config *cfg, struct proc **ret)
     return 0;
 }
 static int c_start(struct proc *p) { (void)p; cap.started++; return 0; }
-static void c_consume(struct proc *p, const struct mon_record *r, size_t n)
+static void c_consume(struct proc *p, const struct pl_batch *b)
 {
+    const struct mon_record *r = b->recs;
+    size_t n = b->nrecs;
+
     (void)p;
     for (size_t i = 0; i < n; i++)
         assert_string_equal(r[i].u.api.name, "aclnnMatMul");

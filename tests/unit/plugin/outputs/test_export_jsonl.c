@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "export_util.h"
+#include "pl_test.h"
 #include "plugin/outputs/linering.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/penv.h"
@@ -22,7 +23,7 @@ static struct proc *session(const char *dir, const char *lines, const char *file
     struct proc_config cfg = {.mode = PROC_JSONL, .log_dir = dir, .rank = 2, .session_start_ns = T0,
                               .jsonl_rotate_lines = lines, .jsonl_rotate_files = files};
     struct proc *p = NULL;
-    assert_int_equal(proc_jsonl_ops.create(&cfg, &p), 0);
+    assert_int_equal(pt_create(&proc_jsonl_ops, &cfg, &p), 0);
     if (start)
         assert_int_equal(proc_jsonl_ops.start(p), 0);
     return p;
@@ -62,10 +63,10 @@ static void test_line_shapes(void **state)
         r_marker(32, 1, T0 + 31, 6, 9, 3, "", ""),
         r_comm(T0 + 40, T0 + 41, 3, 4, 13, 1, "HD", "x", "g", 10),
     };
-    proc_jsonl_ops.consume(p, r, sizeof(r) / sizeof(r[0]));
+    pt_consume(p, r, sizeof(r) / sizeof(r[0]));
     assert_int_equal(proc_jsonl_ops.tick(p), 0);
     assert_int_equal(proc_jsonl_ops.stop(p, "{\"tp\":[0,1]}"), 0);
-    proc_jsonl_ops.destroy(p);
+    pt_destroy(p);
     umask(old);
     char *text = only_file(dir);
     char exp[4096];
@@ -94,7 +95,7 @@ static void feed_n(struct proc *p, int from, int n)
 {
     for (int i = from; i < from + n; i++) {
         struct mon_record r = r_api(MON_KIND_API, T0 + (uint64_t)i, T0 + (uint64_t)i + 1, 1, 1, (uint64_t)i, "a");
-        proc_jsonl_ops.consume(p, &r, 1);
+        pt_consume(p, &r, 1);
     }
 }
 
@@ -106,7 +107,7 @@ static void test_rotation(void **state)
     struct proc *p = session(dir, "100", "3", 1);
     feed_n(p, 0, 450);
     assert_int_equal(proc_jsonl_ops.stop(p, NULL), 0);
-    proc_jsonl_ops.destroy(p);
+    pt_destroy(p);
     char *files[8];
     size_t n = list_files(dir, ".jsonl", files, 8);
     assert_int_equal(n, 3);
@@ -143,9 +144,9 @@ static void test_rotation_large_batches(void **state)
     struct mon_record *r = calloc(2500, sizeof(*r));
     for (int i = 0; i < 2500; i++)
         r[i] = r_api(MON_KIND_API, T0 + (uint64_t)i, T0 + (uint64_t)i + 1, 1, 1, (uint64_t)i, i == 1234 ? big : "a");
-    proc_jsonl_ops.consume(p, r, 2500);
+    pt_consume(p, r, 2500);
     assert_int_equal(proc_jsonl_ops.stop(p, NULL), 0);
-    proc_jsonl_ops.destroy(p);
+    pt_destroy(p);
     char *files[8];
     size_t n = list_files(dir, ".jsonl", files, 8);
     assert_int_equal(n, 3);
@@ -217,7 +218,7 @@ static void test_flag_env_precedence(void **state)
         struct proc *p = session(dir, cases[i].flag, NULL, 1);
         feed_n(p, 0, cases[i].feed);
         assert_int_equal(proc_jsonl_ops.stop(p, NULL), 0);
-        proc_jsonl_ops.destroy(p);
+        pt_destroy(p);
         size_t nfiles;
         size_t first = count_files_lines(dir, &nfiles);
         assert_int_equal(nfiles, cases[i].files);
@@ -281,7 +282,7 @@ static void test_ring_overflow_count(void **state)
     struct proc *p = session(dir, "500000", NULL, 0);
     feed_n(p, 0, 10000);
     assert_int_equal(proc_jsonl_ops.stop(p, NULL), 0);
-    proc_jsonl_ops.destroy(p);
+    pt_destroy(p);
     char *log = log_capture_end(fd, lp);
     assert_non_null(strstr(log, "RingBuffer full 1809 times"));
     free(log);
@@ -317,7 +318,7 @@ static void test_file_removed_mid_session(void **state)
     assert_int_equal(mkdir(dir, 0700), 0);
     feed_n(p, 300, 10);
     assert_int_equal(proc_jsonl_ops.stop(p, "{\"tp\":[0]}"), 0);
-    proc_jsonl_ops.destroy(p);
+    pt_destroy(p);
     char *log = log_capture_end(fd, lp);
     char want[256];
     snprintf(want, sizeof(want), "jsonl: %s was removed or replaced", old);
@@ -346,7 +347,7 @@ static void test_no_directory(void **state)
     struct proc *p = session(dir, NULL, NULL, 0);
     feed_n(p, 0, 20000);
     assert_int_equal(proc_jsonl_ops.stop(p, NULL), 0);
-    proc_jsonl_ops.destroy(p);
+    pt_destroy(p);
     char *log = log_capture_end(fd, lp);
     char name[256];
     assert_int_equal(outfile_make_name(name, sizeof(name), "/x", 0, "t"), 0);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "plugin/pipeline/markpair.h"
+#include "pl_test.h"
 #include "plugin/penv.h"
 #include "plugin/outputs/proc.h"
 #include "plugin/outputs/proc_memory.h"
@@ -23,6 +24,7 @@ struct cap {
     cJSON *msgs[20000];
     size_t n;
     size_t max_len;
+    cJSON *stats; /* the last PluginStats datagram (kept apart from the data) */
 };
 
 static int cap_send(void *ctx, const char *json, size_t len)
@@ -32,6 +34,12 @@ static int cap_send(void *ctx, const char *json, size_t len)
         c->max_len = len;
     cJSON *j = cJSON_ParseWithLength(json, len);
     assert_non_null(j);
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kind");
+    if (cJSON_IsString(k) && strcmp(k->valuestring, "PluginStats") == 0) {
+        cJSON_Delete(c->stats);
+        c->stats = j;
+        return 0;
+    }
     assert_true(c->n < 20000);
     c->msgs[c->n++] = j;
     return 0;
@@ -39,6 +47,8 @@ static int cap_send(void *ctx, const char *json, size_t len)
 
 static void cap_free(struct cap *c)
 {
+    cJSON_Delete(c->stats);
+    c->stats = NULL;
     for (size_t i = 0; i < c->n; i++)
         cJSON_Delete(c->msgs[i]);
     c->n = 0;
@@ -97,96 +107,78 @@ static struct mon_record mk(int flag, int src, uint64_t id, uint64_t ts, const c
 static struct proc *metric_new(struct cap *c, uint32_t mask)
 {
     struct proc_config cfg = { .mode = PROC_METRIC, .rank = 0, .send = cap_send, .send_ctx = c };
-    struct proc *p;
-    assert_int_equal(proc_metric_ops.create(&cfg, &p), 0);
+    struct proc *p = NULL;
+    assert_int_equal(pt_create(&proc_metric_ops, &cfg, &p), 0);
     assert_int_equal(proc_metric_ops.start(p), 0);
     proc_metric_ops.set_kinds(p, mask);
     return p;
 }
 
 /* ---- markpair ---- */
-struct lines {
-    struct mp_line v[64];
-    size_t n;
-};
-static void on_line(void *ctx, const struct mp_line *l)
+static int feed1(struct markpair *mp, struct mon_record r, struct pl_range *out)
 {
-    struct lines *ls = ctx;
-    if (ls->n < 64)
-        ls->v[ls->n++] = *l;
+    return markpair_feed(mp, &r.u.marker, 1, out);
 }
 
 static void test_markpair_rules(void **state)
 {
     (void)state;
-    struct lines ls = { 0 };
     struct markpair *mp;
-    assert_int_equal(markpair_create(on_line, &ls, &mp), 0);
+    struct pl_range l;
+    assert_int_equal(markpair_create(MARKPAIR_PENDING_CAP, &mp), 0);
     /* instant with device */
-    struct mon_record r = mk(8, 0, 1, 100, "mark", "d", 10, 11);
-    markpair_feed(mp, &r.u.marker);
-    assert_int_equal(ls.n, 1);
-    assert_int_equal(ls.v[0].source_kind, 0);
-    assert_int_equal(ls.v[0].start, 100);
-    assert_int_equal(ls.v[0].end, 100);
-    assert_int_equal(ls.v[0].pid, 10);
-    r = mk(8, 1, 1, 150, "", "", 3, 4);
-    markpair_feed(mp, &r.u.marker);
-    assert_int_equal(ls.n, 2);
-    assert_string_equal(ls.v[1].name, "mark");
-    assert_string_equal(ls.v[1].domain, "d");
-    assert_int_equal(ls.v[1].device_id, 3);
-    assert_int_equal(ls.v[1].stream_id, 4);
-    assert_int_equal(ls.v[1].pid, 0);
-    assert_int_equal(markpair_pending_host(mp), 0);
-    /* range with device */
-    struct mon_record seq[] = { mk(16, 0, 2, 200, "step 1", "", 10, 11), mk(16, 1, 2, 210, "", "", 1, 0),
-                                mk(32, 0, 2, 300, "", "", 10, 12), mk(32, 1, 2, 290, "", "", 1, 5) };
-    for (int i = 0; i < 4; i++)
-        markpair_feed(mp, &seq[i].u.marker);
-    assert_int_equal(ls.n, 4);
-    assert_int_equal(ls.v[2].source_kind, 0);
-    assert_int_equal(ls.v[2].start, 200);
-    assert_int_equal(ls.v[2].end, 300);
-    assert_int_equal(ls.v[2].tid, 12); /* from the END record */
-    assert_string_equal(ls.v[2].name, "step 1");
-    assert_int_equal(ls.v[3].source_kind, 1);
-    assert_int_equal(ls.v[3].start, 210);
-    assert_int_equal(ls.v[3].end, 290);
-    assert_int_equal(ls.v[3].stream_id, 5);
-    assert_string_equal(ls.v[3].name, "step 1");
-    assert_int_equal(markpair_pending_host(mp) + markpair_pending_device(mp), 0);
-    /* host-only range; END without START gives nothing */
-    r = mk(2, 0, 3, 400, "fwd", "", 1, 1);
-    markpair_feed(mp, &r.u.marker);
-    r = mk(4, 0, 3, 450, "", "", 1, 1);
-    markpair_feed(mp, &r.u.marker);
-    markpair_feed(mp, &r.u.marker);
-    assert_int_equal(ls.n, 5);
-    assert_int_equal(ls.v[4].end - ls.v[4].start, 50);
-    assert_int_equal(markpair_pending_host(mp), 0);
-    /* devices seen, ascending, incl. a large id */
-    markpair_add_device(mp, 7);
-    markpair_add_device(mp, 100000);
-    uint32_t devs[8];
-    size_t nd;
-    markpair_devices(mp, devs, 8, &nd);
-    assert_int_equal(nd, 4);
-    assert_int_equal(devs[0], 1);
-    assert_int_equal(devs[1], 3);
-    assert_int_equal(devs[2], 7);
-    assert_int_equal(devs[3], 100000);
+    assert_int_equal(feed1(mp, mk(8, 0, 1, 100, "mark", "d", 10, 11), &l), 1);
+    assert_int_equal(l.done, PL_PART_HOST);
+    assert_true(l.instant);
+    assert_int_equal(l.host_start, 100);
+    assert_int_equal(l.host_end, 100);
+    assert_int_equal(l.end_pid, 10);
+    assert_int_equal(feed1(mp, mk(8, 1, 1, 150, "", "", 3, 4), &l), 1);
+    assert_int_equal(l.done, PL_PART_DEVICE);
+    assert_string_equal(l.name, "mark");
+    assert_string_equal(l.domain, "d");
+    assert_int_equal(l.device_id, 3);
+    assert_int_equal(l.stream_id, 4);
+    assert_int_equal(markpair_pending(mp), 0);
+    /* range with device: host part, then device part carrying both (the metric range) */
+    assert_int_equal(feed1(mp, mk(16, 0, 2, 200, "step 1", "", 10, 11), &l), 0);
+    assert_int_equal(feed1(mp, mk(16, 1, 2, 210, "", "", 1, 0), &l), 0);
+    assert_int_equal(feed1(mp, mk(32, 0, 2, 300, "", "", 10, 12), &l), 1);
+    assert_int_equal(l.done, PL_PART_HOST);
+    assert_int_equal(l.host_start, 200);
+    assert_int_equal(l.host_end, 300);
+    assert_int_equal(l.end_tid, 12); /* from the END record */
+    assert_string_equal(l.name, "step 1");
+    assert_false(pl_range_complete(&l));
+    assert_int_equal(feed1(mp, mk(32, 1, 2, 290, "", "", 1, 5), &l), 1);
+    assert_int_equal(l.done, PL_PART_DEVICE);
+    assert_int_equal(l.dev_start, 210);
+    assert_int_equal(l.dev_end, 290);
+    assert_int_equal(l.stream_id, 5);
+    assert_string_equal(l.name, "step 1");
+    assert_true(pl_range_complete(&l));
+    assert_int_equal(markpair_pending(mp), 0);
+    /* host-only range; a second END without START gives nothing */
+    assert_int_equal(feed1(mp, mk(2, 0, 3, 400, "fwd", "", 1, 1), &l), 0);
+    assert_int_equal(feed1(mp, mk(4, 0, 3, 450, "", "", 1, 1), &l), 1);
+    assert_int_equal(l.host_end - l.host_start, 50);
+    assert_true(pl_range_complete(&l));
+    assert_int_equal(markpair_pending(mp), 0);
+    assert_int_equal(feed1(mp, mk(4, 0, 3, 450, "", "", 1, 1), &l), 0);
+    assert_int_equal(markpair_pending(mp), 1); /* the lone END waits for a START, then ages out */
+    assert_int_equal(markpair_expire(mp, 1000, 10), 1);
+    /* END before START (another completion thread): the same range */
+    assert_int_equal(feed1(mp, mk(4, 0, 5, 550, "", "", 1, 2), &l), 0);
+    assert_int_equal(feed1(mp, mk(2, 0, 5, 500, "late", "d", 1, 1), &l), 1);
+    assert_int_equal(l.host_start, 500);
+    assert_int_equal(l.host_end, 550);
+    assert_int_equal(l.end_tid, 2);
+    assert_string_equal(l.name, "late");
     /* bounded: 70000 starts never ended keep at most 65536 pending */
-    for (uint64_t id = 1000; id < 71000; id++) {
-        r = mk(2, 0, id, id, "x", "", 1, 1);
-        markpair_feed(mp, &r.u.marker);
-    }
-    assert_int_equal(markpair_pending_host(mp), MARKPAIR_PENDING_CAP);
-    r = mk(4, 0, 1000, 5, "", "", 1, 1); /* evicted: no line */
-    markpair_feed(mp, &r.u.marker);
-    assert_int_equal(ls.n, 5);
-    markpair_clear(mp);
-    assert_int_equal(markpair_pending_host(mp), 0);
+    for (uint64_t id = 1000; id < 71000; id++)
+        (void)feed1(mp, mk(2, 0, id, id, "x", "", 1, 1), &l);
+    assert_int_equal(markpair_pending(mp), MARKPAIR_PENDING_CAP);
+    assert_int_equal(feed1(mp, mk(4, 0, 1000, 5, "", "", 1, 1), &l), 0); /* evicted: no line */
     markpair_destroy(mp);
 }
 
@@ -201,22 +193,22 @@ static void test_metric_sums_and_opstats(void **state)
         kern(0, "MatMul", 100, 130), kern(0, "MatMul", 200, 210), kern(0, "Add", 0, 5),
         kern(1, "MatMul", 0, 1000),
     };
-    proc_metric_ops.consume(p, recs, 4);
+    pt_consume(p, recs, 4);
     /* same name text under another pointer merges by text */
     char other[] = "MatMul";
     struct mon_record r2 = kern(0, other, 0, 20);
-    proc_metric_ops.consume(p, &r2, 1);
+    pt_consume(p, &r2, 1);
     struct mon_record api = { .kind = MON_KIND_API };
     api.u.api = (struct mon_api){ 10, 25, 1, 2, 3, "aclnnAdd" };
-    proc_metric_ops.consume(p, &api, 1);
+    pt_consume(p, &api, 1);
     struct mon_record cp = { .kind = MON_KIND_MEMCPY };
     cp.u.memcpy = (struct mon_memcpy){ .copy_kind = 2, .bytes = 64, .start = 0, .end = 4, .device_id = 0 };
-    proc_metric_ops.consume(p, &cp, 1);
-    proc_metric_ops.consume(p, &cp, 1);
+    pt_consume(p, &cp, 1);
+    pt_consume(p, &cp, 1);
     struct mon_record hc = { .kind = MON_KIND_HCCL }; /* kind never enabled: not reported */
     hc.u.hccl.name = "x";
     hc.u.hccl.end = 5;
-    proc_metric_ops.consume(p, &hc, 1);
+    pt_consume(p, &hc, 1);
     assert_int_equal(proc_metric_ops.tick(p), 0);
 
     const cJSON *k0 = find(&c, "Kernel", 0);
@@ -268,11 +260,11 @@ static void test_metric_sums_and_opstats(void **state)
     assert_int_equal(proc_metric_ops.tick(p), 0);
     assert_int_equal(c.n, 0);
     /* the final partial interval arrives at stop (D6) */
-    proc_metric_ops.consume(p, recs, 1);
+    pt_consume(p, recs, 1);
     assert_int_equal(proc_metric_ops.stop(p, NULL), 0);
     assert_int_equal(num(find(&c, "Kernel", 0), "duration"), 30);
     cap_free(&c);
-    proc_metric_ops.destroy(p);
+    pt_destroy(p);
 }
 
 static void test_metric_kind_mask(void **state)
@@ -281,15 +273,15 @@ static void test_metric_kind_mask(void **state)
     static struct cap c;
     struct proc *p = metric_new(&c, 1u << MON_KIND_KERNEL);
     struct mon_record r = kern(0, "MatMul", 0, 7);
-    proc_metric_ops.consume(p, &r, 1);
+    pt_consume(p, &r, 1);
     proc_metric_ops.set_kinds(p, 0); /* disabled mid-interval: still reported this tick */
     proc_metric_ops.tick(p);
     assert_int_equal(num(find(&c, "Kernel", 0), "duration"), 7);
     cap_free(&c);
-    proc_metric_ops.consume(p, &r, 1); /* disabled during the whole interval */
+    pt_consume(p, &r, 1); /* disabled during the whole interval */
     proc_metric_ops.tick(p);
     assert_int_equal(c.n, 0);
-    proc_metric_ops.destroy(p);
+    pt_destroy(p);
 }
 
 static void test_metric_markers(void **state)
@@ -303,7 +295,7 @@ static void test_metric_markers(void **state)
         mk(2, 0, 6, 2000, "host only", "mydom", 1, 1), mk(4, 0, 6, 2600, "", "", 1, 1),
         mk(16, 0, 7, 3000, "incomplete", "", 1, 1),
     };
-    proc_metric_ops.consume(p, seq, 7);
+    pt_consume(p, seq, 7);
     proc_metric_ops.tick(p);
     int host = 0, dev = 0;
     for (size_t i = 0; i < c.n; i++) {
@@ -342,11 +334,11 @@ static void test_metric_markers(void **state)
     /* completing id 7 later still works (not evicted before 300 s) */
     struct mon_record rest[] = { mk(32, 0, 7, 3100, "", "", 1, 1), mk(16, 1, 7, 3010, "", "", 0, 0),
                                  mk(32, 1, 7, 3090, "", "", 0, 0) };
-    proc_metric_ops.consume(p, rest, 3);
+    pt_consume(p, rest, 3);
     proc_metric_ops.stop(p, NULL);
     assert_int_equal(count_kind(&c, "Marker"), 2);
     cap_free(&c);
-    proc_metric_ops.destroy(p);
+    pt_destroy(p);
 }
 
 /* Buffers complete concurrently on several msPTI threads: the END records of a range may be
@@ -364,8 +356,8 @@ static void test_metric_markers_out_of_order(void **state)
         mk(16, 1, 9, 1100, "", "", 2, 0), mk(16, 0, 9, 1000, "step 4", "", 1, 1),
         mk(2, 0, 10, 2000, "host only", "mydom", 1, 1),
     };
-    proc_metric_ops.consume(p, ends, 3);
-    proc_metric_ops.consume(p, starts, 3);
+    pt_consume(p, ends, 3);
+    pt_consume(p, starts, 3);
     proc_metric_ops.tick(p);
     int host = 0, dev = 0;
     for (size_t i = 0; i < c.n; i++) {
@@ -395,11 +387,11 @@ static void test_metric_markers_out_of_order(void **state)
     cap_free(&c);
     /* an instant opens nothing and a lone START stays pending: nothing more is reported */
     struct mon_record more[] = { mk(1, 0, 11, 3000, "instant", "", 1, 1), mk(16, 0, 12, 3000, "open", "", 1, 1) };
-    proc_metric_ops.consume(p, more, 2);
+    pt_consume(p, more, 2);
     proc_metric_ops.stop(p, NULL);
     assert_int_equal(count_kind(&c, "Marker"), 0);
     cap_free(&c);
-    proc_metric_ops.destroy(p);
+    pt_destroy(p);
 }
 
 static void test_metric_many_long_names(void **state)
@@ -418,7 +410,7 @@ static void test_metric_many_long_names(void **state)
         names[i][8] = 'k';
         memcpy(names[i] + 510, "\xc3\xa9\xc3\xa9", 4);
         struct mon_record r = kern(0, names[i], 0, (uint64_t)(i + 1));
-        proc_metric_ops.consume(p, &r, 1);
+        pt_consume(p, &r, 1);
     }
     proc_metric_ops.tick(p);
     assert_true(c.max_len <= 4096);
@@ -454,7 +446,7 @@ static void test_metric_many_long_names(void **state)
     assert_int_equal(total, (uint64_t)N * (N + 1) / 2);
     assert_int_equal(num(find(&c, "Kernel", 0), "duration"), (uint64_t)N * (N + 1) / 2);
     cap_free(&c);
-    proc_metric_ops.destroy(p);
+    pt_destroy(p);
     for (int i = 0; i < N; i++)
         free(names[i]);
     free(names);
@@ -482,7 +474,7 @@ static void test_metric_table_keys(void **state)
             b[n++].u.api = (struct mon_api){ .start = 3, .end = 10, .name = names[i] };
         }
         for (size_t off = 0; off < n; off += 256)
-            proc_metric_ops.consume(p, b + off, n - off < 256 ? n - off : 256);
+            pt_consume(p, b + off, n - off < 256 ? n - off : 256);
     }
     assert_int_equal(proc_metric_ops.tick(p), 0);
     size_t seen[3] = { 0 };
@@ -518,7 +510,7 @@ static void test_metric_table_keys(void **state)
     assert_int_equal(seen[1], N);
     assert_int_equal(seen[2], N);
     cap_free(&c);
-    proc_metric_ops.destroy(p);
+    pt_destroy(p);
 }
 
 static void test_metric_aggregates_off(void **state)
@@ -529,12 +521,12 @@ static void test_metric_aggregates_off(void **state)
     penv_reload();
     struct proc *p = metric_new(&c, 1u << MON_KIND_KERNEL);
     struct mon_record r = kern(0, "MatMul", 0, 7);
-    proc_metric_ops.consume(p, &r, 1);
+    pt_consume(p, &r, 1);
     proc_metric_ops.stop(p, NULL);
     assert_int_equal(c.n, 1);
     assert_int_equal(count_kind(&c, "OpStats"), 0);
     cap_free(&c);
-    proc_metric_ops.destroy(p);
+    pt_destroy(p);
     unsetenv("MSMONITOR_METRIC_AGGREGATES");
     penv_reload();
 }
@@ -560,8 +552,8 @@ static void test_standalone(void **state)
     assert_int_equal(out[3], MON_KIND_ACL_API);
 
     struct proc_config cfg = { .mode = PROC_STANDALONE, .session_start_ns = 1000 };
-    struct proc *p;
-    assert_int_equal(proc_memory_ops.create(&cfg, &p), 0);
+    struct proc *p = NULL;
+    assert_int_equal(pt_create(&proc_memory_ops, &cfg, &p), 0);
     char kname[] = "MatMul";
     struct mon_record recs[8];
     recs[0] = kern(1, kname, 1500, 1600);
@@ -577,9 +569,9 @@ static void test_standalone(void **state)
     recs[5] = mk(16, 0, 4, 3000, "step 1", "", 11, 12);
     recs[6] = mk(32, 0, 4, 3500, "", "", 11, 13);
     recs[7] = mk(16, 1, 4, 3100, "", "", 5, 6);
-    proc_memory_ops.consume(p, recs, 8);
+    pt_consume(p, recs, 8);
     struct mon_record dend = mk(32, 1, 4, 3400, "", "", 5, 6);
-    proc_memory_ops.consume(p, &dend, 1);
+    pt_consume(p, &dend, 1);
     /* while collecting, consume() may move the arrays: nothing is handed out */
     const struct msmon_result *busy_arr = (const void *)1;
     size_t busy_n = 99;
@@ -587,7 +579,7 @@ static void test_standalone(void **state)
     assert_null(busy_arr);
     assert_int_equal(busy_n, 0);
     assert_int_equal(proc_memory_ops.stop(p, NULL), 0);
-    proc_memory_ops.destroy(p);
+    pt_destroy(p);
     memcpy(kname, "XXXXXX", 7); /* results hold their own copies */
 
     const struct msmon_result *arr;
@@ -623,11 +615,11 @@ static void test_standalone(void **state)
     assert_int_equal(arr[1].pid, 0);
     assert_int_equal(proc_memory_results(MON_KIND_MEMORY, &arr, &n), -EINVAL);
     /* a new session clears the previous results */
-    assert_int_equal(proc_memory_ops.create(&cfg, &p), 0);
+    assert_int_equal(pt_create(&proc_memory_ops, &cfg, &p), 0);
     assert_int_equal(proc_memory_ops.stop(p, NULL), 0);
     assert_int_equal(proc_memory_results(MON_KIND_KERNEL, &arr, &n), 0);
     assert_int_equal(n, 0);
-    proc_memory_ops.destroy(p);
+    pt_destroy(p);
     proc_memory_reset();
 }
 

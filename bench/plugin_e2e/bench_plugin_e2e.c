@@ -1,0 +1,321 @@
+/* bench_plugin_e2e: the plugin end to end through its public C API (include/msmon/msmonitor.h)
+ * with the msPTI simulator producing Kernel records as fast as the consumer takes them
+ * (mssim_bench_fill; the plugin finds the simulator through MSMONITOR_MSPTI_LIB). Per mode —
+ * trivial consumer (GetNextRecord walk, no plugin), metric, DB, JSONL, standalone — one forked
+ * child per run so peak RSS is the mode's own; prints records/s (wall, start of fill to stop
+ * returned), consumer CPU ns/record (process CPU minus the producing thread), peak RSS, rows
+ * on disk and drops. Prints figures, asserts nothing.
+ *
+ * usage: bench_plugin_e2e <path/to/simulator/libmspti.so> [million_records] [runs] [modes] */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "msmon/msmonitor.h"
+#include "msmon/mspti.h"
+#include "msmon/mssim.h"
+
+#define CHUNK 1000000ull /* records per fill, then FlushAll: the buffer pool never runs dry */
+
+struct sim {
+    int64_t (*fill)(uint32_t, uint64_t);
+    void (*stats)(struct mssim_stats *);
+    msptiResult (*flush_all)(uint32_t);
+    msptiResult (*subscribe)(msptiSubscriberHandle *, msptiCallbackFunc, void *);
+    msptiResult (*unsubscribe)(msptiSubscriberHandle);
+    msptiResult (*reg)(msptiBuffersCallbackRequestFunc, msptiBuffersCallbackCompleteFunc);
+    msptiResult (*enable)(msptiActivityKind);
+    msptiResult (*next)(uint8_t *, size_t, msptiActivity **);
+};
+static struct sim sim;
+
+struct result {
+    double secs, cpu_ns_per_rec, rss_mb;
+    uint64_t appended, rows, drops;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double cpu_ns(clockid_t c)
+{
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int load_sim(const char *path)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    if (!h) {
+        fprintf(stderr, "bench: %s\n", dlerror());
+        return -1;
+    }
+    sim.fill = (int64_t (*)(uint32_t, uint64_t))dlsym(h, "mssim_bench_fill");
+    sim.stats = (void (*)(struct mssim_stats *))dlsym(h, "mssim_get_stats");
+    sim.flush_all = (msptiResult (*)(uint32_t))dlsym(h, "msptiActivityFlushAll");
+    sim.subscribe = (msptiResult (*)(msptiSubscriberHandle *, msptiCallbackFunc, void *))dlsym(h, "msptiSubscribe");
+    sim.unsubscribe = (msptiResult (*)(msptiSubscriberHandle))dlsym(h, "msptiUnsubscribe");
+    sim.reg = (msptiResult (*)(msptiBuffersCallbackRequestFunc, msptiBuffersCallbackCompleteFunc))dlsym(
+        h, "msptiActivityRegisterCallbacks");
+    sim.enable = (msptiResult (*)(msptiActivityKind))dlsym(h, "msptiActivityEnable");
+    sim.next = (msptiResult (*)(uint8_t *, size_t, msptiActivity **))dlsym(h, "msptiActivityGetNextRecord");
+    return sim.fill && sim.stats && sim.flush_all && sim.subscribe && sim.reg && sim.next ? 0 : -1;
+}
+
+static uint64_t sim_dropped(void)
+{
+    struct mssim_stats st;
+    sim.stats(&st);
+    return st.records_dropped_nofit + st.records_dropped_declined + st.records_dropped_injected;
+}
+
+/* ---- trivial consumer: walk each buffer, nothing else ---- */
+static volatile uint64_t walked;
+static void walk_request(uint8_t **buf, size_t *size, size_t *max_records)
+{
+    *size = 8u << 20;
+    *buf = aligned_alloc(8, *size);
+    *max_records = 0;
+}
+static void walk_complete(uint8_t *buf, size_t size, size_t valid)
+{
+    msptiActivity *r = NULL;
+    uint64_t n = 0;
+    (void)size;
+    if (!buf)
+        return;
+    while (sim.next(buf, valid, &r) == MSPTI_SUCCESS)
+        n++;
+    __atomic_fetch_add(&walked, n, __ATOMIC_RELAXED);
+    free(buf);
+}
+
+/* ---- plugin config through msmon_enable_npu_monitor ---- */
+static int npu_monitor(const char *start, const char *stop, const char *log_file, const char *type)
+{
+    const char *keys[] = {"MSPTI_ACTIVITY_KIND", "REPORT_INTERVAL_S", "DURATION", "NPU_MONITOR_START",
+                          "NPU_MONITOR_STOP", "NPU_MONITOR_LOG_FILE", "NPU_MONITOR_EXPORT_TYPE"};
+    const char *vals[] = {"Kernel", "3600", "0", start, stop, log_file, type};
+    return msmon_enable_npu_monitor(keys, vals, 7);
+}
+
+static uint64_t count_jsonl_kernels(const char *dir)
+{
+    uint64_t n = 0;
+    char path[4400], line[4096];
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!strstr(e->d_name, ".jsonl"))
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        while (f && fgets(line, sizeof(line), f))
+            n += strstr(line, "\"kind\":\"Kernel\"") != NULL;
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static uint64_t count_db_rows(const char *dir)
+{
+    uint64_t n = 0;
+    char path[4400];
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        sqlite3 *db;
+        sqlite3_stmt *st;
+        size_t l = strlen(e->d_name);
+        if (l < 3 || strcmp(e->d_name + l - 3, ".db") != 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+            sqlite3_prepare_v2(db, "SELECT count(*) FROM TASK", -1, &st, NULL) == SQLITE_OK) {
+            if (sqlite3_step(st) == SQLITE_ROW)
+                n += (uint64_t)sqlite3_column_int64(st, 0);
+            sqlite3_finalize(st);
+        }
+        sqlite3_close(db);
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* One run of mode in this (child) process. */
+static int run_mode(const char *mode, uint64_t total, const char *dir, struct result *r)
+{
+    msptiSubscriberHandle sub = NULL;
+    int32_t kernel = MSPTI_ACTIVITY_KIND_KERNEL;
+    struct mssim_stats st0, st1;
+    uint64_t d0;
+    double t0, p0, c0, prod = 0;
+    int rc = 0;
+
+    if (strcmp(mode, "trivial") == 0) {
+        sim.subscribe(&sub, NULL, NULL);
+        sim.reg(walk_request, walk_complete);
+        sim.enable(MSPTI_ACTIVITY_KIND_KERNEL);
+    } else if (strcmp(mode, "standalone") == 0) {
+        rc = msmon_monitor_start(&kernel, 1);
+    } else {
+        rc = npu_monitor("true", "false", strcmp(mode, "metric") == 0 ? "" : dir,
+                         strcmp(mode, "db") == 0 ? "db" : "jsonl");
+    }
+    if (rc != 0)
+        return -1;
+    sim.stats(&st0);
+    d0 = sim_dropped();
+    t0 = now_s();
+    c0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
+    for (uint64_t done = 0; done < total; done += CHUNK) {
+        p0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+        int64_t n = sim.fill(1u << MSPTI_ACTIVITY_KIND_KERNEL, total - done < CHUNK ? total - done : CHUNK);
+        prod += cpu_ns(CLOCK_THREAD_CPUTIME_ID) - p0;
+        sim.flush_all(1);
+        if (n < 0)
+            return -1;
+    }
+    p0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+    if (strcmp(mode, "trivial") == 0) {
+        sim.flush_all(1);
+        sim.unsubscribe(sub);
+    } else if (strcmp(mode, "standalone") == 0) {
+        msmon_monitor_stop();
+    } else {
+        npu_monitor("false", "true", "", "jsonl");
+    }
+    prod += 0; /* the stop call's own CPU is the consumer's (drain, final writes) */
+    r->secs = now_s() - t0;
+    sim.stats(&st1);
+    r->appended = st1.records_appended - st0.records_appended;
+    r->cpu_ns_per_rec = (cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - c0 - prod) / (double)r->appended;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    r->rss_mb = (double)ru.ru_maxrss / 1024.0;
+    if (strcmp(mode, "db") == 0) {
+        r->rows = count_db_rows(dir);
+    } else if (strcmp(mode, "jsonl") == 0) {
+        r->rows = count_jsonl_kernels(dir);
+    } else if (strcmp(mode, "standalone") == 0) {
+        const struct msmon_result *res;
+        size_t n = 0;
+        msmon_monitor_results(kernel, &res, &n);
+        r->rows = n;
+    } else if (strcmp(mode, "trivial") == 0) {
+        r->rows = walked;
+    } else {
+        r->rows = r->appended; /* metric: aggregated, nothing stored per record */
+    }
+    r->drops = (sim_dropped() - d0) + (r->appended > r->rows ? r->appended - r->rows : 0);
+    return 0;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    const char *modes_default[] = {"trivial", "metric", "db", "jsonl", "standalone"};
+    uint64_t total;
+    int runs;
+    char base[] = "/tmp/bench_plugin_e2e.XXXXXX";
+
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s <simulator libmspti.so> [million_records] [runs] [mode,...]\n", argv[0]);
+        return 2;
+    }
+    total = (uint64_t)((argc > 2 ? atof(argv[2]) : 5.0) * 1e6);
+    runs = argc > 3 ? atoi(argv[3]) : 3;
+    if (runs < 1 || runs > 15 || total == 0 || !mkdtemp(base))
+        return 2;
+    setenv("MSMONITOR_MSPTI_LIB", argv[1], 1);
+    setenv("MSMONITOR_LOG_PATH", base, 1);
+    setenv("MSMONITOR_SOCKET_DIR", base, 1);
+    printf("plugin end to end (public C API, simulator producer), Kernel records, %llu per run, median of %d\n",
+           (unsigned long long)total, runs);
+    printf("  %-10s %12s %10s %14s %10s %12s %10s\n", "mode", "records/s", "x trivial", "CPU ns/record",
+           "peak RSS", "rows", "drops");
+    double trivial_rate = 0;
+    for (size_t m = 0; m < 5; m++) {
+        const char *mode = modes_default[m];
+        if (argc > 4 && !strstr(argv[4], mode))
+            continue;
+        double rate[15], cpu[15], rss[15];
+        uint64_t rows = 0, drops = 0;
+        int ok = 0;
+        for (int i = 0; i < runs; i++) {
+            int pfd[2];
+            char dir[256];
+            snprintf(dir, sizeof(dir), "%s/%s%d", base, mode, i);
+            if (pipe(pfd) != 0)
+                return 1;
+            pid_t pid = fork();
+            if (pid == 0) {
+                struct result r = {0};
+                close(pfd[0]);
+                if (mkdir(dir, 0750) != 0 || load_sim(argv[1]) != 0 || run_mode(mode, total, dir, &r) != 0)
+                    _exit(1);
+                if (write(pfd[1], &r, sizeof(r)) != (ssize_t)sizeof(r))
+                    _exit(1);
+                _exit(0);
+            }
+            close(pfd[1]);
+            struct result r;
+            ssize_t got = read(pfd[0], &r, sizeof(r));
+            close(pfd[0]);
+            waitpid(pid, NULL, 0);
+            char cmd[512];
+            snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+            if (system(cmd) != 0)
+                fprintf(stderr, "bench: cleanup of %s failed\n", dir);
+            if (got != (ssize_t)sizeof(r)) {
+                fprintf(stderr, "bench: %s run %d failed\n", mode, i);
+                continue;
+            }
+            rate[ok] = (double)r.appended / r.secs;
+            cpu[ok] = r.cpu_ns_per_rec;
+            rss[ok] = r.rss_mb;
+            rows = r.rows;
+            drops += r.drops;
+            ok++;
+        }
+        if (!ok)
+            continue;
+        qsort(rate, (size_t)ok, sizeof(double), cmp_dbl);
+        qsort(cpu, (size_t)ok, sizeof(double), cmp_dbl);
+        qsort(rss, (size_t)ok, sizeof(double), cmp_dbl);
+        double med = rate[ok / 2];
+        if (m == 0)
+            trivial_rate = med;
+        printf("  %-10s %10.2f M %9.0f%% %14.1f %7.0f MB %12llu %10llu\n", mode, med / 1e6,
+               trivial_rate > 0 ? 100.0 * med / trivial_rate : 0.0, cpu[ok / 2], rss[ok / 2],
+               (unsigned long long)rows, (unsigned long long)drops);
+        fflush(stdout);
+    }
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
+    return system(cmd) == 0 ? 0 : 1;
+}

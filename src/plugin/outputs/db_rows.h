@@ -1,0 +1,55 @@
+/* db_rows: pure row formatter of the DB export (05-outputs.md §3.3–3.5): records and marker
+ * parts (pipeline.h) → rows of the incremental tables, text → string ids in first-request
+ * order (upstream numbering). No SQLite and no I/O; single-threaded (the DB writer thread). */
+#ifndef MSMON_PLUGIN_DB_ROWS_H
+#define MSMON_PLUGIN_DB_ROWS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plugin/pipeline/pipeline.h"
+#include "plugin/pipeline/record.h"
+
+enum db_table_id {
+    T_CANN_API = 0, T_TASK, T_COMPUTE_TASK_INFO, T_COMMUNICATION_OP, T_MSTX_EVENTS,
+    T_MSMONITOR_HCCL, T_MSMONITOR_MEMORY, T_MSMONITOR_MEMSET, T_MSMONITOR_MEMCPY,
+    T_INCR_COUNT
+};
+#define T_FIRST_EXTRA T_MSMONITOR_HCCL
+
+struct db_table {
+    const char *name;
+    const char *cols;  /* column definitions for CREATE TABLE */
+    int ncols;
+    int real_col;      /* index of the one REAL column bound as double, or -1 */
+};
+
+extern const struct db_table db_rows_tables[T_INCR_COUNT];
+
+/* ---- growable int64 row arrays, one per incremental table ---- */
+struct rows {
+    int64_t *v;
+    size_t n, cap; /* rows */
+};
+
+struct db_rows {
+    struct pl_strpool *pool;      /* the session's string ids (STRING_IDS) */
+    struct sid_slot { const char *ptr; int64_t id; } sid_cache[256];
+    struct rows rows[T_INCR_COUNT];
+    size_t tx_rows;               /* rows built since db_rows_clear */
+    int64_t next_task_id, next_op_id, pid;
+    bool extra_rows;              /* any MSMONITOR_* table received rows this session */
+};
+
+/* Storage the caller provides; free with db_rows_fini(). 0 or -ENOMEM. */
+int db_rows_init(struct db_rows *r, int64_t pid);
+void db_rows_fini(struct db_rows *r);
+/* Rows of one record (markers only request their string ids) / one completed marker part.
+ * 0 or -ENOMEM. */
+int db_rows_add_record(struct db_rows *r, const struct mon_record *rec);
+int db_rows_add_range(struct db_rows *r, const struct pl_range *m);
+/* Forget the built rows (after a commit or a rollback); ids and counters stay. */
+void db_rows_clear(struct db_rows *r);
+
+#endif

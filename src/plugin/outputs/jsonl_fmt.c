@@ -1,0 +1,267 @@
+/* jsonl_fmt: the JSONL line formatter (05-outputs.md §4.4): sorted-key lines written straight
+ * into the caller's buffer, no allocation and no I/O; proc_jsonl.c writes what it produces. */
+#include "plugin/outputs/jsonl_fmt.h"
+
+#include <string.h>
+
+#include "common/jw.h"
+
+/* ---- line formatting (no I/O): straight into the caller's buffer, whose room the caller
+ * guarantees (JSONL_FMT_FIXED + 6 bytes per string byte + 2 quotes per string) ---- */
+
+#define LIT(o, s) (memcpy((o), (s), sizeof(s) - 1), (o) + sizeof(s) - 1)
+
+static const char digits2[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                 "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                 "8081828384858687888990919293949596979899";
+
+static char *put_u64(char *o, uint64_t v)
+{
+    char tmp[20];
+    size_t i = sizeof(tmp);
+    while (v >= 100) {
+        size_t d = (size_t)(v % 100) * 2;
+        v /= 100;
+        tmp[--i] = digits2[d + 1];
+        tmp[--i] = digits2[d];
+    }
+    if (v >= 10) {
+        tmp[--i] = digits2[v * 2 + 1];
+        tmp[--i] = digits2[v * 2];
+    } else {
+        tmp[--i] = (char)('0' + v);
+    }
+    memcpy(o, tmp + i, sizeof(tmp) - i);
+    return o + sizeof(tmp) - i;
+}
+
+/* A JSON string of s[0..n) with jw's escaping (nlohmann-compatible); NULL writes "". */
+static char *put_str(char *o, const char *s, size_t n)
+{
+    *o++ = '"';
+    if (n) {
+        long r = jw_escape(o, n * 6, s, n);
+        if (r > 0)
+            o += r;
+    }
+    *o++ = '"';
+    return o;
+}
+
+size_t jsonl_fmt_slen(const char *s)
+{
+    return s ? strlen(s) : 0;
+}
+
+/* Bound of one line: fixed part plus the worst-case escaped strings. */
+size_t jsonl_fmt_bound(size_t str_bytes)
+{
+    return JSONL_FMT_FIXED + str_bytes * 6;
+}
+
+/* The line of the part r completes: host lines take processId/threadId from the END record
+ * (the record itself for instants), device lines deviceId/streamId likewise (§4.4). */
+char *jsonl_fmt_marker(char *o, const struct pl_range *l, size_t nlen, size_t dlen)
+{
+    if (l->done == PL_PART_HOST) {
+        o = LIT(o, "{\"domain\":");
+        o = put_str(o, l->domain, dlen);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, l->host_end);
+        o = LIT(o, ",\"id\":");
+        o = put_u64(o, l->id);
+        o = LIT(o, ",\"kind\":\"Marker\",\"name\":");
+        o = put_str(o, l->name, nlen);
+        o = LIT(o, ",\"processId\":");
+        o = put_u64(o, l->end_pid);
+        o = LIT(o, ",\"sourceKind\":\"Host\",\"startNs\":");
+        o = put_u64(o, l->host_start);
+        o = LIT(o, ",\"threadId\":");
+        o = put_u64(o, l->end_tid);
+    } else {
+        o = LIT(o, "{\"deviceId\":");
+        o = put_u64(o, l->device_id);
+        o = LIT(o, ",\"domain\":");
+        o = put_str(o, l->domain, dlen);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, l->dev_end);
+        o = LIT(o, ",\"id\":");
+        o = put_u64(o, l->id);
+        o = LIT(o, ",\"kind\":\"Marker\",\"name\":");
+        o = put_str(o, l->name, nlen);
+        o = LIT(o, ",\"sourceKind\":\"Device\",\"startNs\":");
+        o = put_u64(o, l->dev_start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, l->stream_id);
+    }
+    *o++ = '}';
+    return o;
+}
+
+
+size_t jsonl_fmt_strings(const struct mon_record *r, struct jsonl_strs *ret)
+{
+    size_t k = 0;
+    const char **s = ret->s;
+    if (mon_kind_is_api(r->kind)) {
+        s[k++] = mon_kind_name(r->kind);
+        s[k++] = r->u.api.name;
+    } else if (r->kind == MON_KIND_KERNEL) {
+        s[k++] = r->u.kernel.name;
+        s[k++] = r->u.kernel.type;
+    } else if (r->kind == MON_KIND_COMMUNICATION) {
+        s[k++] = r->u.comm.alg_type;
+        s[k++] = r->u.comm.comm_name;
+        s[k++] = r->u.comm.name;
+    } else if (r->kind == MON_KIND_HCCL) {
+        s[k++] = r->u.hccl.comm_name;
+        s[k++] = r->u.hccl.name;
+    }
+    ret->total = 0;
+    for (size_t i = 0; i < k; i++) {
+        ret->n[i] = jsonl_fmt_slen(s[i]);
+        ret->total += ret->n[i];
+    }
+    return k;
+}
+
+/* Serialise a non-marker record whose strings st holds; NULL if the kind has no line. */
+char *jsonl_fmt_record(char *o, const struct mon_record *r, const struct jsonl_strs *st)
+{
+    if (mon_kind_is_api(r->kind)) {
+        const struct mon_api *a = &r->u.api;
+        o = LIT(o, "{\"correlationId\":");
+        o = put_u64(o, a->correlation_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, a->end);
+        o = LIT(o, ",\"kind\":");
+        o = put_str(o, st->s[0], st->n[0]);
+        o = LIT(o, ",\"name\":");
+        o = put_str(o, st->s[1], st->n[1]);
+        o = LIT(o, ",\"processId\":");
+        o = put_u64(o, a->pid);
+        o = LIT(o, ",\"startNs\":");
+        o = put_u64(o, a->start);
+        o = LIT(o, ",\"threadId\":");
+        o = put_u64(o, a->tid);
+    } else if (r->kind == MON_KIND_KERNEL) {
+        const struct mon_kernel *k = &r->u.kernel;
+        o = LIT(o, "{\"correlationId\":");
+        o = put_u64(o, k->correlation_id);
+        o = LIT(o, ",\"deviceId\":");
+        o = put_u64(o, k->device_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, k->end);
+        o = LIT(o, ",\"kind\":\"Kernel\",\"name\":");
+        o = put_str(o, st->s[0], st->n[0]);
+        o = LIT(o, ",\"startNs\":");
+        o = put_u64(o, k->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, k->stream_id);
+        o = LIT(o, ",\"type\":");
+        o = put_str(o, st->s[1], st->n[1]);
+    } else if (r->kind == MON_KIND_COMMUNICATION) {
+        const struct mon_comm *c = &r->u.comm;
+        const char *dt = mon_comm_dtype_name(c->data_type);
+        o = LIT(o, "{\"algType\":");
+        o = put_str(o, st->s[0], st->n[0]);
+        o = LIT(o, ",\"commName\":");
+        o = put_str(o, st->s[1], st->n[1]);
+        o = LIT(o, ",\"correlationId\":");
+        o = put_u64(o, c->correlation_id);
+        o = LIT(o, ",\"count\":");
+        o = put_u64(o, c->count);
+        o = LIT(o, ",\"dataType\":");
+        o = put_str(o, dt, jsonl_fmt_slen(dt));
+        o = LIT(o, ",\"deviceId\":");
+        o = put_u64(o, c->device_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, c->end);
+        o = LIT(o, ",\"kind\":\"Communication\",\"name\":");
+        o = put_str(o, st->s[2], st->n[2]);
+        o = LIT(o, ",\"startNs\":");
+        o = put_u64(o, c->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, c->stream_id);
+    } else if (r->kind == MON_KIND_HCCL) {
+        const struct mon_hccl *h = &r->u.hccl;
+        o = LIT(o, "{\"bandWidth\":");
+        int n = jw_fmt_double(o, 40, h->bandwidth);
+        if (n > 0)
+            o += n;
+        o = LIT(o, ",\"commName\":");
+        o = put_str(o, st->s[0], st->n[0]);
+        o = LIT(o, ",\"deviceId\":");
+        o = put_u64(o, h->device_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, h->end);
+        o = LIT(o, ",\"kind\":\"Hccl\",\"name\":");
+        o = put_str(o, st->s[1], st->n[1]);
+        o = LIT(o, ",\"startNs\":");
+        o = put_u64(o, h->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, h->stream_id);
+    } else if (r->kind == MON_KIND_MEMORY) {
+        const struct mon_memory *m = &r->u.memory;
+        o = LIT(o, "{\"address\":");
+        o = put_u64(o, m->address);
+        o = LIT(o, ",\"bytes\":");
+        o = put_u64(o, m->bytes);
+        o = LIT(o, ",\"correlationId\":");
+        o = put_u64(o, m->correlation_id);
+        o = LIT(o, ",\"deviceId\":");
+        o = put_u64(o, m->device_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, m->end);
+        o = LIT(o, ",\"kind\":\"Memory\",\"memoryKind\":");
+        o = m->memory_kind == 1 ? LIT(o, "\"DEVICE\"") : LIT(o, "\"UNKNOWN\"");
+        o = LIT(o, ",\"operationType\":");
+        o = m->op_type == 1 ? LIT(o, "\"RELEASE\"") : LIT(o, "\"ALLOCATION\"");
+        o = LIT(o, ",\"processId\":");
+        o = put_u64(o, m->pid);
+        o = LIT(o, ",\"startNs\":");
+        o = put_u64(o, m->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, m->stream_id);
+    } else if (r->kind == MON_KIND_MEMSET) {
+        const struct mon_memset *m = &r->u.memset;
+        o = LIT(o, "{\"bytes\":");
+        o = put_u64(o, m->bytes);
+        o = LIT(o, ",\"correlationId\":");
+        o = put_u64(o, m->correlation_id);
+        o = LIT(o, ",\"deviceId\":");
+        o = put_u64(o, m->device_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, m->end);
+        o = m->is_async ? LIT(o, ",\"isAsync\":true") : LIT(o, ",\"isAsync\":false");
+        o = LIT(o, ",\"kind\":\"MemSet\",\"startNs\":");
+        o = put_u64(o, m->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, m->stream_id);
+        o = LIT(o, ",\"value\":");
+        o = put_u64(o, m->value);
+    } else if (r->kind == MON_KIND_MEMCPY) {
+        const struct mon_memcpy *m = &r->u.memcpy;
+        const char *ck = mon_memcpy_kind_name(m->copy_kind);
+        o = LIT(o, "{\"bytes\":");
+        o = put_u64(o, m->bytes);
+        o = LIT(o, ",\"copyKind\":");
+        o = put_str(o, ck, jsonl_fmt_slen(ck));
+        o = LIT(o, ",\"correlationId\":");
+        o = put_u64(o, m->correlation_id);
+        o = LIT(o, ",\"deviceId\":");
+        o = put_u64(o, m->device_id);
+        o = LIT(o, ",\"endNs\":");
+        o = put_u64(o, m->end);
+        o = m->is_async ? LIT(o, ",\"isAsync\":true") : LIT(o, ",\"isAsync\":false");
+        o = LIT(o, ",\"kind\":\"MemCpy\",\"startNs\":");
+        o = put_u64(o, m->start);
+        o = LIT(o, ",\"streamId\":");
+        o = put_u64(o, m->stream_id);
+    } else {
+        return NULL;
+    }
+    *o++ = '}';
+    return o;
+}
+

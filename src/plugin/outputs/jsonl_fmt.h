@@ -1,0 +1,33 @@
+/* jsonl_fmt: pure formatter of the JSONL export's lines (05-outputs.md §4.4), one record or
+ * one completed marker part per line, keys sorted, no '\n'. No I/O, no allocation: the
+ * caller provides room for jsonl_fmt_bound() bytes. Tested alone (test_jsonl_fmt). */
+#ifndef MSMON_PLUGIN_JSONL_FMT_H
+#define MSMON_PLUGIN_JSONL_FMT_H
+
+#include <stddef.h>
+
+#include "plugin/pipeline/pipeline.h"
+#include "plugin/pipeline/record.h"
+
+#define JSONL_FMT_FIXED 640 /* bound of a line's keys, numbers and punctuation */
+
+/* Strings of a non-marker record, in the order jsonl_fmt_record writes them. */
+struct jsonl_strs {
+    const char *s[4];
+    size_t n[4];
+    size_t total;
+};
+
+/* strlen, 0 for NULL. */
+size_t jsonl_fmt_slen(const char *s);
+/* Bound of one line whose strings have str_bytes bytes (worst-case escaping). */
+size_t jsonl_fmt_bound(size_t str_bytes);
+/* Fill *ret with r's strings; returns how many. */
+size_t jsonl_fmt_strings(const struct mon_record *r, struct jsonl_strs *ret);
+/* Write r's line at o (room: jsonl_fmt_bound(st->total)); returns its end, NULL for a kind
+ * without a line (markers: see jsonl_fmt_marker). */
+char *jsonl_fmt_record(char *o, const struct mon_record *r, const struct jsonl_strs *st);
+/* The host or device line of the part l completes (nlen/dlen: name and domain lengths). */
+char *jsonl_fmt_marker(char *o, const struct pl_range *l, size_t nlen, size_t dlen);
+
+#endif

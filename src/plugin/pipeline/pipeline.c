@@ -1,0 +1,497 @@
+/* pipeline: the per-session stage every output shares. The completion path filters and cuts
+ * in place, feeds markers to the one pairing (markpair), notes devices and counts, then hands
+ * the output one pl_batch per window of records. Also the string pool the outputs share. */
+#include "plugin/pipeline/pipeline.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/jw.h"
+#include "common/log.h"
+#include "plugin/outputs/proc.h"
+#include "plugin/pipeline/filter.h"
+#include "plugin/pipeline/markpair.h"
+
+#define PL_WINDOW 256                      /* records per output call: bounds the range array */
+#define PL_FAST_DEVICES 256
+#define PL_SLOW_DEVICES 64
+#define PL_MIN_AGE_NS (300ull * 1000000000ull) /* incomplete ids live at least this long (A2) */
+#define PL_EXPIRE_EVERY_NS 1000000000ull
+
+struct pipeline {
+    const struct proc_ops *ops;
+    struct proc *proc;
+    struct filter_state *fs;
+    uint64_t session_start_ns;
+    uint64_t max_age_ns;
+    struct markpair *mp;
+    _Atomic uint64_t next_expire_ns;
+    struct pl_counters c;
+    proc_send_fn send;            /* PluginStats to the daemon (NULL: not sent) */
+    void *send_ctx;
+    _Atomic uint64_t fast_dev[PL_FAST_DEVICES / 64];
+    pthread_mutex_t dev_mu;
+    uint32_t slow_dev[PL_SLOW_DEVICES];
+    size_t nslow;
+};
+
+/* The live session (for pipeline_last_stats) and the counters of the last one stopped. */
+static pthread_mutex_t g_last_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct pipeline *g_live;
+static struct pipeline_stats g_last;
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int pipeline_create(const struct proc_config *cfg, struct filter_state *fs, const struct proc_ops *ops,
+                    struct pipeline **ret)
+{
+    struct proc_config own;
+    struct pipeline *pl;
+    uint64_t twice;
+    int rc;
+
+    if (!cfg || !ops || !ret)
+        return -EINVAL;
+    pl = calloc(1, sizeof(*pl));
+    if (!pl)
+        return -ENOMEM;
+    pthread_mutex_init(&pl->dev_mu, NULL);
+    pl->ops = ops;
+    pl->fs = fs;
+    pl->session_start_ns = cfg->session_start_ns;
+    if (cfg->mode != PROC_STANDALONE) { /* standalone Monitor sessions have no daemon */
+        pl->send = cfg->send;
+        pl->send_ctx = cfg->send_ctx;
+    }
+    twice = 2ull * cfg->report_interval_s * 1000000000ull;
+    pl->max_age_ns = twice > PL_MIN_AGE_NS ? twice : PL_MIN_AGE_NS;
+    rc = markpair_create(MARKPAIR_PENDING_CAP, &pl->mp);
+    if (rc < 0)
+        goto err_free;
+    own = *cfg;
+    own.pl = pl;
+    rc = ops->create(&own, &pl->proc);
+    if (rc < 0)
+        goto err_mp;
+    pthread_mutex_lock(&g_last_mu);
+    g_live = pl;
+    pthread_mutex_unlock(&g_last_mu);
+    *ret = pl;
+    return 0;
+
+err_mp:
+    markpair_destroy(pl->mp);
+err_free:
+    pthread_mutex_destroy(&pl->dev_mu);
+    free(pl);
+    return rc;
+}
+
+struct proc *pipeline_proc(struct pipeline *pl)
+{
+    return pl->proc;
+}
+
+struct pl_counters *pipeline_counters(struct pipeline *pl)
+{
+    return pl ? &pl->c : NULL;
+}
+
+static void add_device(struct pipeline *pl, uint32_t d)
+{
+    if (d < PL_FAST_DEVICES) {
+        /* Test first: after the first record of a device this is a read-only shared line. */
+        uint64_t bit = 1ull << (d % 64);
+        if (!(atomic_load_explicit(&pl->fast_dev[d / 64], memory_order_relaxed) & bit))
+            atomic_fetch_or_explicit(&pl->fast_dev[d / 64], bit, memory_order_relaxed);
+        return;
+    }
+    pthread_mutex_lock(&pl->dev_mu);
+    size_t i;
+    for (i = 0; i < pl->nslow && pl->slow_dev[i] != d; i++)
+        ;
+    if (i == pl->nslow && pl->nslow < PL_SLOW_DEVICES)
+        pl->slow_dev[pl->nslow++] = d;
+    pthread_mutex_unlock(&pl->dev_mu);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void pipeline_devices(struct pipeline *pl, uint32_t *out, size_t cap, size_t *ret_n)
+{
+    uint32_t slow[PL_SLOW_DEVICES];
+    size_t n = 0, ns;
+
+    for (uint32_t d = 0; d < PL_FAST_DEVICES; d++) {
+        if (atomic_load(&pl->fast_dev[d / 64]) & (1ull << (d % 64))) {
+            if (n < cap)
+                out[n] = d;
+            n++;
+        }
+    }
+    pthread_mutex_lock(&pl->dev_mu);
+    ns = pl->nslow;
+    memcpy(slow, pl->slow_dev, ns * sizeof(slow[0]));
+    pthread_mutex_unlock(&pl->dev_mu);
+    qsort(slow, ns, sizeof(slow[0]), cmp_u32);
+    for (size_t i = 0; i < ns; i++) {
+        if (n < cap)
+            out[n] = slow[i];
+        n++;
+    }
+    *ret_n = n;
+}
+
+/* Incomplete marker ids are aged out at most once a second, by whichever thread sees it due. */
+static void maybe_expire(struct pipeline *pl, uint64_t now)
+{
+    uint64_t due = atomic_load_explicit(&pl->next_expire_ns, memory_order_relaxed);
+
+    if (now < due || !atomic_compare_exchange_strong(&pl->next_expire_ns, &due, now + PL_EXPIRE_EVERY_NS))
+        return;
+    (void)markpair_expire(pl->mp, now, pl->max_age_ns);
+}
+
+/* One window (n <= PL_WINDOW): cutoff, pairing and devices in place, then the output. */
+static void deliver_window(struct pipeline *pl, struct mon_record *recs, size_t n)
+{
+    struct pl_range ranges[PL_WINDOW];
+    size_t kept = 0, nr = 0;
+    uint64_t now = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        struct mon_record *r = &recs[i];
+        if (mon_record_end(r) < pl->session_start_ns)
+            continue;
+        if (kept != i)
+            recs[kept] = *r;
+        r = &recs[kept];
+        switch (r->kind) {
+        case MON_KIND_KERNEL:
+            add_device(pl, r->u.kernel.device_id);
+            break;
+        case MON_KIND_COMMUNICATION:
+            add_device(pl, r->u.comm.device_id);
+            break;
+        case MON_KIND_MARKER:
+            if (!now) {
+                now = clock_mono_ns();
+                maybe_expire(pl, now);
+            }
+            if (markpair_feed(pl->mp, &r->u.marker, now, &ranges[nr]) == 1) {
+                ranges[nr].at = kept;
+                if (ranges[nr].done == PL_PART_DEVICE)
+                    add_device(pl, ranges[nr].device_id);
+                nr++;
+            }
+            break;
+        default:
+            break;
+        }
+        kept++;
+    }
+    atomic_fetch_add_explicit(&pl->c.before_start, n - kept, memory_order_relaxed);
+    atomic_fetch_add_explicit(&pl->c.kept, kept, memory_order_relaxed);
+    if (kept) {
+        struct pl_batch b = { recs, kept, ranges, nr };
+        pl->ops->consume(pl->proc, &b);
+    }
+}
+
+void pipeline_deliver(struct pipeline *pl, struct mon_record *recs, size_t n)
+{
+    uint64_t cpu0 = thread_cpu_ns();
+    size_t k = n;
+
+    atomic_fetch_add_explicit(&pl->c.consumed, n, memory_order_relaxed);
+    if (pl->fs)
+        k = filter_state_apply(pl->fs, recs, n);
+    atomic_fetch_add_explicit(&pl->c.filtered, n - k, memory_order_relaxed);
+    for (size_t off = 0; off < k; off += PL_WINDOW)
+        deliver_window(pl, recs + off, k - off < PL_WINDOW ? k - off : PL_WINDOW);
+    atomic_fetch_add_explicit(&pl->c.cpu_ns, thread_cpu_ns() - cpu0, memory_order_relaxed);
+}
+
+void pipeline_set_declined(struct pipeline *pl, uint64_t n)
+{
+    atomic_store_explicit(&pl->c.dropped_declined, n, memory_order_relaxed);
+}
+
+void pipeline_stats(struct pipeline *pl, struct pipeline_stats *ret)
+{
+    const struct pl_counters *c = &pl->c;
+
+    *ret = (struct pipeline_stats){
+        .consumed = atomic_load(&c->consumed), .kept = atomic_load(&c->kept),
+        .filtered = atomic_load(&c->filtered), .before_start = atomic_load(&c->before_start),
+        .dropped_queue = atomic_load(&c->dropped_queue), .dropped_declined = atomic_load(&c->dropped_declined),
+        .dropped_write = atomic_load(&c->dropped_write), .written = atomic_load(&c->written),
+        .bytes_written = atomic_load(&c->bytes_written), .cpu_ns = atomic_load(&c->cpu_ns),
+    };
+}
+
+void pipeline_last_stats(struct pipeline_stats *ret)
+{
+    pthread_mutex_lock(&g_last_mu);
+    if (g_live)
+        pipeline_stats(g_live, ret);
+    else
+        *ret = g_last;
+    pthread_mutex_unlock(&g_last_mu);
+}
+
+size_t pipeline_stats_format(const struct pipeline_stats *s, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap,
+                     "consumed=%llu kept=%llu filtered=%llu before_start=%llu dropped_queue=%llu "
+                     "dropped_declined=%llu dropped_write=%llu written=%llu bytes=%llu cpu_ns=%llu",
+                     (unsigned long long)s->consumed, (unsigned long long)s->kept, (unsigned long long)s->filtered,
+                     (unsigned long long)s->before_start, (unsigned long long)s->dropped_queue,
+                     (unsigned long long)s->dropped_declined, (unsigned long long)s->dropped_write,
+                     (unsigned long long)s->written, (unsigned long long)s->bytes_written,
+                     (unsigned long long)s->cpu_ns);
+    if (n < 0)
+        n = 0;
+    return (size_t)n < cap ? (size_t)n : (cap ? cap - 1 : 0);
+}
+
+size_t pipeline_stats_json(const struct pipeline_stats *s, int32_t pid, uint64_t now_ns, char *buf, size_t cap)
+{
+    char text[512];
+    struct jw w;
+    const struct { const char *k; uint64_t v; } f[] = {
+        {"before_start", s->before_start}, {"bytes_written", s->bytes_written}, {"consumed", s->consumed},
+        {"cpu_ns", s->cpu_ns}, {"dropped_declined", s->dropped_declined}, {"dropped_queue", s->dropped_queue},
+        {"dropped_write", s->dropped_write}, {"filtered", s->filtered}, {"kept", s->kept},
+        {"written", s->written},
+    };
+
+    pipeline_stats_format(s, text, sizeof(text));
+    jw_init(&w, buf, cap);
+    jw_obj_begin(&w);
+    jw_key(&w, "deviceId");
+    jw_int(&w, -1);
+    jw_key(&w, "duration");
+    jw_uint(&w, s->cpu_ns);
+    jw_key(&w, "kind");
+    jw_str(&w, PIPELINE_STATS_KIND);
+    jw_key(&w, "name");
+    jw_str(&w, text);
+    jw_key(&w, "pid");
+    jw_int(&w, pid);
+    jw_key(&w, "stats");
+    jw_obj_begin(&w);
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+        jw_key(&w, f[i].k);
+        jw_uint(&w, f[i].v);
+    }
+    jw_obj_end(&w);
+    jw_key(&w, "timestamp");
+    jw_uint(&w, now_ns);
+    jw_obj_end(&w);
+    return w.err ? 0 : w.len;
+}
+
+/* The session's counters to the daemon, so `dyno status` and its loggers show them. */
+static void pipeline_report(struct pipeline *pl)
+{
+    struct pipeline_stats s;
+    struct timespec ts;
+    char buf[1024];
+    size_t n;
+
+    if (!pl->send)
+        return;
+    pipeline_stats(pl, &s);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    n = pipeline_stats_json(&s, (int32_t)getpid(), (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec,
+                            buf, sizeof(buf));
+    if (n && pl->send(pl->send_ctx, buf, n) < 0)
+        LOG_DEBUG("MsptiMonitor: session stats not delivered to the daemon");
+}
+
+int pipeline_tick(struct pipeline *pl)
+{
+    int rc = pl->ops->tick(pl->proc);
+
+    pipeline_report(pl);
+    return rc;
+}
+
+int pipeline_stop(struct pipeline *pl, const char *parallel_group_info)
+{
+    struct pipeline_stats s;
+    char line[512];
+    int rc;
+
+    rc = pl->ops->stop(pl->proc, parallel_group_info);
+    pipeline_report(pl);
+    pipeline_stats(pl, &s);
+    pipeline_stats_format(&s, line, sizeof(line));
+    if (s.dropped_queue || s.dropped_declined || s.dropped_write)
+        LOG_WARN("MsptiMonitor session stats: %s", line);
+    else
+        LOG_INFO("MsptiMonitor session stats: %s", line);
+    pthread_mutex_lock(&g_last_mu);
+    g_last = s;
+    pthread_mutex_unlock(&g_last_mu);
+    return rc;
+}
+
+void pipeline_destroy(struct pipeline *pl)
+{
+    if (!pl)
+        return;
+    pl->ops->destroy(pl->proc);
+    pthread_mutex_lock(&g_last_mu);
+    if (g_live == pl) {
+        pipeline_stats(pl, &g_last);
+        g_live = NULL;
+    }
+    pthread_mutex_unlock(&g_last_mu);
+    markpair_destroy(pl->mp);
+    pthread_mutex_destroy(&pl->dev_mu);
+    free(pl);
+}
+
+/* ---- string pool: FNV-1a + open addressing over an id-ordered entry array ---- */
+
+struct sp_ent {
+    char *s;
+    size_t len;
+    uint64_t hash;
+    uint64_t counter;
+};
+
+struct pl_strpool {
+    struct sp_ent *ents; /* by id */
+    size_t n, cap, max;
+    uint32_t *slots;     /* id + 1, 0 = empty */
+    size_t nslots;
+};
+
+static uint64_t fnv(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+    return h;
+}
+
+int pl_strpool_create(size_t max_strings, struct pl_strpool **ret)
+{
+    struct pl_strpool *sp = calloc(1, sizeof(*sp));
+
+    if (!sp)
+        return -ENOMEM;
+    sp->max = max_strings ? max_strings : SIZE_MAX;
+    *ret = sp;
+    return 0;
+}
+
+void pl_strpool_destroy(struct pl_strpool *sp)
+{
+    if (!sp)
+        return;
+    for (size_t i = 0; i < sp->n; i++)
+        free(sp->ents[i].s);
+    free(sp->ents);
+    free(sp->slots);
+    free(sp);
+}
+
+static int sp_grow(struct pl_strpool *sp)
+{
+    size_t ns = sp->nslots ? sp->nslots * 2 : 1024;
+    uint32_t *slots = calloc(ns, sizeof(*slots));
+
+    if (!slots)
+        return -ENOMEM;
+    for (size_t i = 0; i < sp->n; i++) {
+        size_t j = sp->ents[i].hash & (ns - 1);
+        while (slots[j])
+            j = (j + 1) & (ns - 1);
+        slots[j] = (uint32_t)(i + 1);
+    }
+    free(sp->slots);
+    sp->slots = slots;
+    sp->nslots = ns;
+    return 0;
+}
+
+int64_t pl_strpool_id(struct pl_strpool *sp, const char *s, const char **ret_text)
+{
+    size_t n, j;
+    uint64_t h;
+    char *copy;
+
+    if (!s)
+        s = "";
+    n = strlen(s);
+    h = fnv(s, n);
+    if (sp->nslots == 0 && sp_grow(sp) < 0)
+        return -1;
+    for (j = h & (sp->nslots - 1); sp->slots[j]; j = (j + 1) & (sp->nslots - 1)) {
+        struct sp_ent *e = &sp->ents[sp->slots[j] - 1];
+        if (e->hash == h && e->len == n && memcmp(e->s, s, n) == 0) {
+            if (ret_text)
+                *ret_text = e->s;
+            return (int64_t)(sp->slots[j] - 1);
+        }
+    }
+    if (sp->n >= sp->max || sp->n >= UINT32_MAX - 1)
+        return -1;
+    if (sp->n == sp->cap) {
+        size_t nc = sp->cap ? sp->cap * 2 : 256;
+        struct sp_ent *ne = realloc(sp->ents, nc * sizeof(*ne));
+        if (!ne)
+            return -1;
+        sp->ents = ne;
+        sp->cap = nc;
+    }
+    copy = malloc(n + 1);
+    if (!copy)
+        return -1;
+    memcpy(copy, s, n + 1);
+    sp->ents[sp->n] = (struct sp_ent){ copy, n, h, 0 };
+    sp->slots[j] = (uint32_t)(sp->n + 1);
+    sp->n++;
+    if (sp->n * 2 > sp->nslots)
+        (void)sp_grow(sp); /* still consistent (load < 1) if it fails; retried next insert */
+    if (ret_text)
+        *ret_text = copy;
+    return (int64_t)(sp->n - 1);
+}
+
+size_t pl_strpool_count(const struct pl_strpool *sp)
+{
+    return sp->n;
+}
+
+const char *pl_strpool_text(const struct pl_strpool *sp, size_t id, size_t *ret_len)
+{
+    if (ret_len)
+        *ret_len = sp->ents[id].len;
+    return sp->ents[id].s;
+}
+
+uint64_t *pl_strpool_counter(struct pl_strpool *sp, size_t id)
+{
+    return &sp->ents[id].counter;
+}

@@ -1,0 +1,129 @@
+/* pipeline: the one stage between the backend's normalised records and an output. Per batch,
+ * once: filter + whitelist, session-start cutoff, marker/range pairing (any arrival order,
+ * any completion thread), devices seen, session counters. Outputs get a pl_batch (kept
+ * records + the ranges they completed) and only format and write. */
+#ifndef MSMON_PLUGIN_PIPELINE_H
+#define MSMON_PLUGIN_PIPELINE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plugin/pipeline/record.h"
+
+struct filter_state;
+struct proc;
+struct proc_ops;
+struct proc_config;
+
+/* A marker part completed by a batch: the host part (host START + END in either order, or a
+ * host instant) or the device part (device START + END, or a device instant). */
+enum pl_part { PL_PART_HOST = 1, PL_PART_DEVICE = 2 };
+
+struct pl_range {
+    uint64_t id;
+    uint32_t done;              /* the part this event completes: PL_PART_HOST or PL_PART_DEVICE */
+    uint32_t parts;             /* parts whose fields are valid (done, plus an earlier one) */
+    bool instant;
+    bool with_device;           /* the host records were *_WITH_DEVICE (a device part belongs) */
+    uint64_t host_start, host_end;
+    uint32_t pid, tid;          /* host START (instant: the record) */
+    uint32_t end_pid, end_tid;  /* host END (instant: the record) */
+    uint64_t dev_start, dev_end;
+    uint32_t device_id, stream_id; /* device END (instant: the record) */
+    const char *name, *domain;  /* host START/instant's, else the device record's; never NULL */
+    size_t at;                  /* index in pl_batch.recs of the record that completed it */
+};
+
+/* What an output receives per delivery. recs: kept records in arrival order (markers
+ * included: the DB numbers their strings); ranges: ascending `at`. Borrowed for the call. */
+struct pl_batch {
+    const struct mon_record *recs;
+    size_t nrecs;
+    const struct pl_range *ranges;
+    size_t nranges;
+};
+
+/* The metric rule of 05-outputs.md §1.2: a range is reported once all its parts are in. */
+static inline bool pl_range_complete(const struct pl_range *r)
+{
+    return !r->instant && (r->with_device ? r->parts == (PL_PART_HOST | PL_PART_DEVICE) : r->done == PL_PART_HOST);
+}
+
+/* Session counters, written by the pipeline and by the outputs' writers (relaxed atomics). */
+struct pl_counters {
+    _Atomic uint64_t consumed;          /* records delivered by the backend */
+    _Atomic uint64_t kept;              /* passed filter and cutoff */
+    _Atomic uint64_t filtered;          /* removed by the filter */
+    _Atomic uint64_t before_start;      /* ended before the session start */
+    _Atomic uint64_t dropped_queue;     /* output queue full after back-pressure */
+    _Atomic uint64_t dropped_declined;  /* buffers the backend asked for and we declined (their
+                                         * records were never seen; set via pipeline_set_declined) */
+    _Atomic uint64_t dropped_write;     /* lines/rows lost to a write error */
+    _Atomic uint64_t written;           /* lines/rows on disk */
+    _Atomic uint64_t bytes_written;
+    _Atomic uint64_t cpu_ns;            /* completion path + writer threads */
+};
+
+struct pipeline_stats {
+    uint64_t consumed, kept, filtered, before_start, dropped_queue, dropped_declined, dropped_write, written,
+        bytes_written, cpu_ns;
+};
+
+struct pipeline;
+
+/* Create the session's pipeline and its output (ops->create with cfg, cfg->pl set to the
+ * new pipeline). fs: borrowed, may be NULL (no filter). Caller owns; free with
+ * pipeline_destroy(), which destroys the output too. */
+int pipeline_create(const struct proc_config *cfg, struct filter_state *fs, const struct proc_ops *ops,
+                    struct pipeline **ret);
+/* The output (borrowed until pipeline_destroy). */
+struct proc *pipeline_proc(struct pipeline *pl);
+/* Completion path: filter, cutoff and pair recs[0..n) (compacted in place), then hand the
+ * batch to the output. Thread-safe; cheap; no allocation. */
+void pipeline_deliver(struct pipeline *pl, struct mon_record *recs, size_t n);
+/* Report interval: ops->tick, then the session's counters to the daemon (PluginStats). */
+int pipeline_tick(struct pipeline *pl);
+/* End of session: ops->stop, the final counters to the daemon, then the one stats line.
+ * Not concurrent with deliver. */
+int pipeline_stop(struct pipeline *pl, const char *parallel_group_info);
+void pipeline_destroy(struct pipeline *pl);
+
+/* Counters for the outputs to add to. */
+struct pl_counters *pipeline_counters(struct pipeline *pl);
+/* Snapshot of the session's counters (any thread). */
+void pipeline_stats(struct pipeline *pl, struct pipeline_stats *ret);
+/* Counters of the running session, else of the last one that stopped (zero before the first):
+ * for the control layer's process status. */
+void pipeline_last_stats(struct pipeline_stats *ret);
+/* "consumed=… kept=… …" into buf (always terminated); returns the length. */
+size_t pipeline_stats_format(const struct pipeline_stats *s, char *buf, size_t cap);
+/* The `data` payload carrying a session's counters (05-outputs.md keys the daemon accepts,
+ * plus "pid" and "stats"): {"deviceId":-1,"duration":<cpu_ns>,"kind":"PluginStats",
+ * "name":"consumed=… …","pid":<pid>,"stats":{…},"timestamp":<now>}. Pure; returns the length,
+ * 0 if cap is too small. */
+#define PIPELINE_STATS_KIND "PluginStats"
+size_t pipeline_stats_json(const struct pipeline_stats *s, int32_t pid, uint64_t now_ns, char *buf, size_t cap);
+/* Hook for the backend's declined-buffer count (absolute for this session). */
+void pipeline_set_declined(struct pipeline *pl, uint64_t n);
+
+/* Devices seen this session (Kernel, Communication, completed device marker parts), ascending
+ * into out (up to cap); *ret_n = total number seen. */
+void pipeline_devices(struct pipeline *pl, uint32_t *out, size_t cap, size_t *ret_n);
+
+/* String interning shared by the outputs that keep text (DB ids, standalone copies): text →
+ * id 0, 1, 2 … in first-request order, with a stable copy. Not thread-safe. */
+struct pl_strpool;
+int pl_strpool_create(size_t max_strings, struct pl_strpool **ret);
+void pl_strpool_destroy(struct pl_strpool *sp);
+/* Id of s (NULL = ""), -1 when the pool is full or out of memory. *ret_text (may be NULL):
+ * the pool's copy, borrowed until pl_strpool_destroy. */
+int64_t pl_strpool_id(struct pl_strpool *sp, const char *s, const char **ret_text);
+size_t pl_strpool_count(const struct pl_strpool *sp);
+/* Text and length of id (id < count). */
+const char *pl_strpool_text(const struct pl_strpool *sp, size_t id, size_t *ret_len);
+/* Per-string counter slot (DB: per-commName opName counter). */
+uint64_t *pl_strpool_counter(struct pl_strpool *sp, size_t id);
+
+#endif
