@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -798,6 +799,50 @@ static void test_backend_old_cupti_cap(void **state)
     be->ops->destroy(be);
 }
 
+static int fake_id_of(const struct cupti_lib *lib)
+{
+    int (*f)(void);
+    *(void **)&f = dlsym(lib->dl, "fake_cupti_id");
+    return f ? f() : -1;
+}
+
+/* §3.1 order over fake libraries: $CUDA_HOME, then explicit and authoritative, then an already
+ * mapped copy wins over every path. */
+static void test_library_search(void **state)
+{
+    struct cupti_lib lib;
+    (void)state;
+    logcap_clear();
+    unsetenv("MSMONITOR_CUPTI_LIB");
+    setenv("CUDA_HOME", FAKE_DIR "/fake_cuda_home", 1);
+    penv_reload();
+    assert_int_equal(cupti_lib_load(&lib, false), 0);
+    assert_int_equal(fake_id_of(&lib), 2);
+    assert_string_equal(lib.path, FAKE_DIR "/fake_cuda_home/lib64/libcupti.so");
+    assert_null(lib.get_callback_name); /* optional, absent */
+    assert_true(log_has("Loaded CUPTI library from " FAKE_DIR "/fake_cuda_home/lib64/libcupti.so"));
+    /* explicit and incomplete: no fallback to the already mapped or CUDA_HOME copies */
+    setenv("MSMONITOR_CUPTI_LIB", FAKE_DIR "/fake_cupti_c/libcupti.so", 1);
+    penv_reload();
+    assert_int_equal(cupti_lib_load(&lib, false), -ENOENT);
+    assert_true(log_has("libcupti.so at " FAKE_DIR "/fake_cupti_c/libcupti.so lacks mandatory symbol cuptiGetVersion"));
+    assert_true(log_has("CUPTI library not found (searched: MSMONITOR_CUPTI_LIB=" FAKE_DIR "/fake_cupti_c/libcupti.so)"));
+    setenv("MSMONITOR_CUPTI_LIB", FAKE_DIR "/fake_cupti_a/libcupti.so", 1);
+    penv_reload();
+    assert_int_equal(cupti_lib_load(&lib, false), 0);
+    assert_int_equal(fake_id_of(&lib), 1);
+    /* nothing set: the copy already mapped (RTLD_NOLOAD of the soname) comes first */
+    unsetenv("MSMONITOR_CUPTI_LIB");
+    unsetenv("CUDA_HOME");
+    penv_reload();
+    logcap_clear();
+    assert_int_equal(cupti_lib_load(&lib, true), 0);
+    assert_true(fake_id_of(&lib) == 1 || fake_id_of(&lib) == 2);
+    assert_non_null(strstr(lib.path, FAKE_DIR));
+    assert_string_equal(cupti_lib_result_name(21), "CUPTI_ERROR_INVALID_KIND");
+    assert_string_equal(cupti_lib_result_name(12345), "CUPTI_ERROR_UNKNOWN");
+}
+
 static void test_selection(void **state)
 {
     struct backend *be = NULL;
@@ -860,6 +905,7 @@ int main(void)
         cmocka_unit_test(test_backend_early_invalid_and_errors),
         cmocka_unit_test(test_backend_old_cupti_cap),
         cmocka_unit_test(test_selection),
+        cmocka_unit_test(test_library_search),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
