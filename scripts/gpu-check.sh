@@ -51,7 +51,8 @@ summary() {
     exit $?
 }
 DEADLINE=$(( $(date +%s) + 290 ))
-left() { echo $(( DEADLINE - $(date +%s) )); }
+# Seconds left of the 5-minute budget, at least 1 (timeout 0 would mean "no limit").
+left() { local l=$(( DEADLINE - $(date +%s) )); [ "$l" -lt 1 ] && l=1; echo "$l"; }
 
 # ---- prerequisites: nothing is built or started without a GPU ----
 if ! command -v nvidia-smi >/dev/null 2>&1; then
@@ -175,7 +176,11 @@ run_app() {
         MSMONITOR_NATIVE_POLL=1 MSMONITOR_LOG_PATH="$dir" \
         timeout "$(left)" "$WORK/app" "$STEPS" "$dir/ready" "$dir/go" >"$dir/app.log" 2>&1 &
     local apid=$!
-    for _ in $(seq 300); do [ -e "$dir/ready" ] && grep -q "Registered process ($apid" "$WORK/dynolog.log" && break; sleep 0.1; done
+    for _ in $(seq 300); do
+        [ -e "$dir/ready" ] && grep -q "Registered process ($apid" "$WORK/dynolog.log" && break
+        kill -0 "$apid" 2>/dev/null || break # the app died (no device, injection failed)
+        sleep 0.1
+    done
     if ! grep -q "Registered process ($apid" "$WORK/dynolog.log"; then
         fail "$name register" "the injected app did not register (app: $(tail -2 "$dir/app.log" | tr '\n' ' '))"
         kill "$apid" 2>/dev/null

@@ -78,3 +78,34 @@ def test_driver_without_devices():
     assert r.returncode == 1, r.stdout + r.stderr
     assert "FAIL gpu: no NVIDIA GPU: nvidia-smi -L lists no device" in r.stdout
     assert r.stdout.splitlines()[-1] == "SUMMARY: 0 passed, 1 failed (no GPU: nothing else was run)"
+
+
+def test_flow_up_to_the_device():
+    """With nvcc here but no device behind a fake nvidia-smi: the toolkit is found, the CUDA
+    program compiles, the daemon starts, and each run fails at registration, naming why."""
+    from conftest import BUILD
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    if not nvcc:
+        pytest.skip("no nvcc on this machine")
+    if shutil.which("nvidia-smi"):
+        pytest.skip("a real nvidia-smi is present")
+    tmp = tempfile.mkdtemp(prefix="mmg")
+    fake = os.path.join(tmp, "fakebin")
+    os.mkdir(fake)
+    smi = os.path.join(fake, "nvidia-smi")
+    with open(smi, "w") as f:
+        f.write("#!/bin/sh\necho 'GPU 0: Fake GPU (UUID: GPU-0)'\n")
+    os.chmod(smi, stat.S_IRWXU)
+    path = fake + ":" + os.environ.get("PATH", "/usr/bin:/bin") + ":" + os.path.dirname(nvcc)
+    r = _run("--no-build", "--build-dir", BUILD, "--steps", "2", env={"PATH": path})
+    out = r.stdout
+    work = [ln.split(": ", 1)[1] for ln in out.splitlines() if ln.startswith("work directory: ")]
+    for w in work:
+        shutil.rmtree(w, ignore_errors=True)
+    assert r.returncode == 1, out + r.stderr
+    for line in ("PASS gpu (1 device(s): GPU 0: Fake GPU (UUID: GPU-0))", "PASS nvcc app"):
+        assert line in out.splitlines(), out
+    assert any(ln.startswith("PASS toolkit (nvcc ") for ln in out.splitlines()), out
+    assert any(ln.startswith("PASS daemon (port ") for ln in out.splitlines()), out
+    assert "FAIL metric register: the injected app did not register (app: no CUDA device" in out, out
+    assert out.splitlines()[-2].startswith("SUMMARY: 4 passed, 2 failed"), out
