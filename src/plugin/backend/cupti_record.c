@@ -169,6 +169,35 @@ int cupti_record_parse_nccl(const char *name, const char **ret_coll, int32_t *re
     return 0;
 }
 
+/* Parsing a kernel name costs more than the rest of a conversion, so each completion thread
+ * remembers its last results per name pointer: CUPTI shares one name string among all
+ * records of a kernel and keeps it for the process (the filter caches by pointer too). */
+#define NCCL_MEMO 64
+
+struct cr_nccl_memo {
+    const char *name;
+    const char *coll, *alg;
+    int32_t dtype;
+    bool nccl;
+};
+static _Thread_local struct cr_nccl_memo cr_memo[NCCL_MEMO];
+
+static bool cr_nccl(const char *name, const char **ret_coll, int32_t *ret_dtype, const char **ret_alg)
+{
+    struct cr_nccl_memo *m = &cr_memo[((uintptr_t)name >> 3) % NCCL_MEMO];
+
+    if (!name)
+        return false;
+    if (m->name != name) {
+        m->nccl = cupti_record_parse_nccl(name, &m->coll, &m->dtype, &m->alg) == 0;
+        m->name = name;
+    }
+    *ret_coll = m->coll;
+    *ret_dtype = m->dtype;
+    *ret_alg = m->alg;
+    return m->nccl;
+}
+
 /* ---- per-struct converters ---- */
 
 static int conv_kernel(const void *raw, const struct cupti_conv *cv, struct mon_record *out)
@@ -186,7 +215,7 @@ static int conv_kernel(const void *raw, const struct cupti_conv *cv, struct mon_
     LD(stream, struct cupti_abi_kernel, streamId);
     LD(corr, struct cupti_abi_kernel, correlationId);
     LD(name, struct cupti_abi_kernel, name);
-    nccl = cupti_record_parse_nccl(name, &coll, &dtype, &alg) == 0;
+    nccl = cr_nccl(name, &coll, &dtype, &alg);
     if (cv->enabled & KBIT(MON_KIND_KERNEL)) {
         struct mon_kernel *o = &out[n].u.kernel;
         out[n++].kind = MON_KIND_KERNEL;
