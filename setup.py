@@ -3,6 +3,7 @@ and lib64/libmsmonitor.so, built by CMake from this repository (no Python depend
 network). `pip wheel --no-deps --no-build-isolation .` or `pip install .`; set
 MSMON_WHEEL_BUILD_DIR to reuse an existing CMake build directory."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,10 +13,20 @@ from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-VERSION = os.environ.get("MSMON_PLUGIN_VERSION", "26.0.0")
+
+
+def _plugin_version():
+    """The plugin version is written once, in CMakeLists.txt (MSMON_PLUGIN_VERSION)."""
+    with open(os.path.join(ROOT, "CMakeLists.txt")) as f:
+        m = re.search(r'set\(MSMON_PLUGIN_VERSION "([^"]+)"', f.read())
+    return m.group(1) if m else "0"
+
+
+VERSION = os.environ.get("MSMON_PLUGIN_VERSION") or _plugin_version()
 PACKAGES = ["IPCMonitor", "msmonitor"]
-# Keep setuptools' scratch out of the CMake build tree and the source tree.
-SCRATCH = os.path.join(ROOT, "build-wheel")
+# Keep setuptools' scratch out of the CMake build tree; one per interpreter, since
+# scripts/package.sh builds a wheel for every CPython on the machine.
+SCRATCH = os.path.join(ROOT, "build-wheel", "cp%d%d" % sys.version_info[:2])
 
 
 class BinaryDistribution(Distribution):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's demo: dynolog + a simulated 2-rank training job (SIMULATOR, no NPU needed) +
-# `dyno npu-monitor` writing DB files, then a summary read back from them.
+# `dyno npu-monitor` writing DB files, then a summary read back from them and an HTML report.
 # Environment: BUILD_DIR (default <repo>/build), DEMO_SKIP_SETUP=1 (skip deps + build),
 # DEMO_STEPS (default 100 at 5 steps/s), DEMO_DIR (keep outputs there; default a temp dir).
 set -euo pipefail
@@ -61,7 +61,8 @@ DAEMON_PID=$!
 wait_for 10 "dynolog" test -S "$WORK/sock/dynolog.sock"
 
 say "starting the simulated 2-rank training job ($STEPS steps at 5 steps/s)"
-MSMONITOR_USE_DAEMON=1 MSMONITOR_MSPTI_LIB="$BUILD_DIR/src/sim/libmspti.so" \
+# The plugin logs go next to the DB files, where the report finds their session counters.
+MSMONITOR_USE_DAEMON=1 MSMONITOR_MSPTI_LIB="$BUILD_DIR/src/sim/libmspti.so" MSMONITOR_LOG_PATH="$WORK/out" \
   PYTHONPATH="$BUILD_DIR/python/pkg${PYTHONPATH:+:$PYTHONPATH}" \
   setsid "$PY" -m mssim.train --ranks 2 --steps "$STEPS" --rate 5 >"$WORK/train.log" 2>&1 &
 TRAIN_PID=$!
@@ -92,4 +93,8 @@ fi
 "$BUILD_DIR/src/cli/dyno" --port "$PORT" status 2>/dev/null | sed 's/^/    /' || true
 say "summary of $(ls "$WORK"/out/*.db 2>/dev/null | wc -l) DB file(s):"
 "$PY" "$ROOT/scripts/demo_summary.py" "$WORK/out"
+say "rendering the HTML report (python -m msmonitor report; hint for any --log-file run, docs/report.md)"
+PYTHONPATH="$BUILD_DIR/python/pkg${PYTHONPATH:+:$PYTHONPATH}" \
+  "$PY" -m msmonitor report "$WORK/out" -o "$WORK/report.html" 2>&1 | sed 's/^/    /'
+say "report: $WORK/report.html (open it in a browser; it needs no network)"
 say "done; logs and DB files are in $WORK"

@@ -95,6 +95,7 @@ def main(argv=None):
         print(f"demo_summary: no msmonitor_*.db under {args.dir}", file=sys.stderr)
         return 1
     rc = summarise(paths, max(args.top, 1))
+    print(f"-- charts: python -m msmonitor report {args.dir} -o report.html (docs/report.md) --")
     if rc:
         print("demo_summary: the DB files hold no kernels, steps or communication", file=sys.stderr)
     return rc

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up and run every test: install deps, build (release, ASan+UBSan, and a ThreadSanitizer
-# build of the concurrent suites), run ctest in each. Unit tests, fuzz replays and the pytest
-# end-to-end suite all run under ctest. Each stage prints its duration.
+# build of the concurrent suites), run ctest in each, then a timed libFuzzer run of every parser
+# (scripts/fuzz.sh). Unit tests, fuzz replays and the pytest end-to-end suite run under ctest.
+# Each stage prints its duration.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
@@ -36,6 +37,8 @@ stage "tests (ASan+UBSan build)"
 stage "tests (ThreadSanitizer build)"
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
    ctest --output-on-failure -R '^(test_sim|test_pc_monitor|test_pc_backend_mspti)$') || status=1
+stage "fuzz (libFuzzer, clang, ASan+UBSan)"
+FUZZ_SECONDS=${FUZZ_SECONDS:-20} ./scripts/fuzz.sh || status=1
 stage ""
 printf '== all stages took %ds ==\n' $((SECONDS - T0))
 exit $status

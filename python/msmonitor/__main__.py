@@ -1,5 +1,6 @@
 """`python -m msmonitor cleanup-shm`: remove DynamicProfileNpuShm* segments left behind by
-killed jobs (never one a live process uses)."""
+killed jobs (never one a live process uses). `python -m msmonitor report DIR [-o FILE]`: render
+the DB/JSONL files of a run as one self-contained HTML page (docs/report.md)."""
 import argparse
 import sys
 
@@ -11,7 +12,15 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("cleanup-shm", help="remove stale /dev/shm/DynamicProfileNpuShm* files")
     c.add_argument("--dir", default=None, help="directory to clean (default: MSMONITOR_SHM_DIR or /dev/shm)")
+    r = sub.add_parser("report", help="render a run's DB/JSONL files as one offline HTML page")
+    r.add_argument("dir", help="the --log-file directory of the run (searched recursively)")
+    r.add_argument("-o", "--output", default=None, help="HTML file to write (default: DIR/report.html)")
+    r.add_argument("--rank", type=int, default=None, help="rank of the step timeline (default: 0 or the first)")
+    r.add_argument("--step", type=int, default=None, help="step of the timeline (default: the median step)")
     args = ap.parse_args(argv)
+    if args.cmd == "report":
+        from . import report  # pylint: disable=import-outside-toplevel
+        return report.main(args)
     if args.cmd == "cleanup-shm":
         removed = cleanup_stale_shm(args.dir)
         if not removed:

@@ -23,7 +23,7 @@
 #define PARALLEL_MAX 1024
 
 static const struct cli_cmd *const commands[] = {
-    &cmd_gputrace, &cmd_npu_monitor, &cmd_nputrace, &cmd_status, &cmd_version,
+    &cmd_doctor, &cmd_gputrace, &cmd_npu_monitor, &cmd_nputrace, &cmd_status, &cmd_version,
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -142,6 +142,11 @@ static void run_one(struct fanout *f, size_t i)
     size_t len = 0;
     enum rpc_fail fail;
     cJSON *json = NULL;
+    if (f->cmd->run_host) {
+        f->cmd->run_host(f->req, f->hosts->v[i], f->port, f->timeout_s, &res->out, &res->failed,
+                         res->err, sizeof(res->err));
+        return;
+    }
     int r = rpc_call(f->hosts->v[i], f->port, NULL, f->timeout_s, cli_buf_str(&f->req->body),
                      f->req->body.len, &reply, &len, &fail, res->err, sizeof(res->err));
     if (r < 0) {
@@ -335,6 +340,7 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
             fprintf(out, "Note: TLS is not used for local socket targets\n");
     }
 
+    req.args = &s;
     if (cmd->prepare(&s, &req, err, sizeof(err)) < 0) {
         if (!err[0])
             snprintf(err, sizeof(err), "error: request too large");

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
 
@@ -22,6 +23,7 @@ struct cmd_req {
     const char *log_file;
     bool profile_memory;
     bool fail_on_no_process;
+    const struct cli_args *args;   /* the subcommand's parsed flags (borrowed; for run_host) */
 };
 
 struct cli_cmd {
@@ -36,8 +38,14 @@ struct cli_cmd {
      * *ret_failed (and err) when the command counts the host as failed. */
     void (*render)(const struct cmd_req *req, const char *reply, size_t len, const cJSON *json,
                    struct cli_buf *out, bool *ret_failed, char *err, size_t errcap);
+    /* Optional: does one host's whole job instead of one rpc_call + render, for commands
+     * that send several requests or look at the local node (doctor). Same output contract
+     * as render: lines into out, *ret_failed (and err) when the host counts as failed. */
+    void (*run_host)(const struct cmd_req *req, const char *target, uint16_t port, int timeout_s,
+                     struct cli_buf *out, bool *ret_failed, char *err, size_t errcap);
 };
 
+extern const struct cli_cmd cmd_doctor;
 extern const struct cli_cmd cmd_status;
 extern const struct cli_cmd cmd_version;
 extern const struct cli_cmd cmd_npu_monitor;

@@ -1,7 +1,9 @@
 /* driver: a dependency-free stand-in for libFuzzer so fuzz targets run under gcc in CI.
  * Feeds seeded pseudo-random mutations of a few seeds to LLVMFuzzerTestOneInput; crashes
- * and sanitizer reports fail the test. Argument: iteration count. */
+ * and sanitizer reports fail the test. Argument: iteration count, or `--write-seeds DIR`
+ * to write the seeds as files (the starting corpus of the libFuzzer build, scripts/fuzz.sh). */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,11 +22,33 @@ static uint64_t next(void)
     return rng;
 }
 
+static int write_seeds(const char *dir, size_t nseeds)
+{
+    for (size_t i = 0; i < nseeds; i++) {
+        char path[4096];
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/seed_%zu", dir, i);
+        f = fopen(path, "wb");
+        if (!f || fwrite(fuzz_seeds[i], 1, strlen(fuzz_seeds[i]), f) != strlen(fuzz_seeds[i])) {
+            perror(path);
+            if (f)
+                fclose(f);
+            return 1;
+        }
+        fclose(f);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     long iters = argc > 1 ? strtol(argv[1], NULL, 10) : 10000;
     static uint8_t buf[16384];
     size_t nseeds = &fuzz_nseeds ? fuzz_nseeds : 0;
+
+    if (argc > 2 && strcmp(argv[1], "--write-seeds") == 0)
+        return write_seeds(argv[2], nseeds);
     for (long i = 0; i < iters; i++) {
         size_t len = 0;
         if (nseeds && (next() % 4) != 0) {

@@ -50,7 +50,7 @@ static const char *const mconfig_keys[MK_COUNT] = {
     CFGKEY_NPU_MONITOR_FILTER, CFGKEY_JSONL_ROTATE_LOG_LINES, CFGKEY_JSONL_ROTATE_LOG_FILES,
 };
 static const char *const mconfig_rules[MK_REQUIRED] = {
-    "comma list of " KINDS_LIST_TEXT,
+    ("comma list of " KINDS_LIST_TEXT),
     "digits only, at most 4294967295",
     "decimal number of seconds",
     "true or false",
