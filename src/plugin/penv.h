@@ -30,6 +30,9 @@ enum penv_id {
     PENV_SHM_STALE_S,           /* MSMONITOR_SHM_STALE_S: stale-rule threshold (tests) */
     PENV_RETRY_INITIAL_S,       /* MSMONITOR_RETRY_INITIAL_S: first registration retry delay (control.h) */
     PENV_RETRY_MAX_S,           /* MSMONITOR_RETRY_MAX_S: back-off cap, <= 30 s */
+    PENV_CUPTI_LIB,             /* MSMONITOR_CUPTI_LIB (07 §3.1) */
+    PENV_CUDA_HOME,             /* CUDA_HOME */
+    PENV_CUDA_INJECTION,        /* CUDA_INJECTION64_PATH: set when the driver injected us */
     PENV_COUNT
 };
 

@@ -1,7 +1,7 @@
 /* backend: the vendor activity interface (04-plugin.md §9, 07-kineto-and-cupti.md §3). A
  * backend owns its library loading, its buffer protocol and the conversion of its raw records
  * into struct mon_record; the core sees only this table and batches of normalised records.
- * One file per implementation: backend_mspti.c, backend_fake.c (tests), later backend_cupti.c.
+ * One file per implementation: backend_mspti.c, backend_cupti.c, backend_fake.c (tests).
  * This header includes no vendor header: nothing above backend/ ever sees one. */
 #ifndef MSMON_PLUGIN_BACKEND_H
 #define MSMON_PLUGIN_BACKEND_H
@@ -55,9 +55,11 @@ struct backend {
     const struct backend_ops *ops;
 };
 
-/* The backend chosen by MSMONITOR_BACKEND: "mspti" (default, also when unset or empty) or
- * "cupti" (not in this release: -ENOTSUP, logged). -ENOENT when the vendor library is not
- * found (logged with what was searched). Caller owns; free with be->ops->destroy(). */
+/* The backend chosen by MSMONITOR_BACKEND: "mspti" or "cupti" (07 §3). Unset or empty:
+ * "cupti" under CUDA_INJECTION64_PATH, else msPTI, falling back to CUPTI when msPTI is not
+ * found, MSMONITOR_MSPTI_LIB is unset and a CUPTI library loads. -ENOENT when the vendor
+ * library is not found (logged with what was searched). Caller owns; free with
+ * be->ops->destroy(). */
 int backend_create(struct backend **ret);
 
 #endif

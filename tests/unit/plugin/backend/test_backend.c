@@ -153,7 +153,8 @@ static void test_loader_search_path_last(void **state)
     assert_non_null(strstr(out, "libmspti.so via the loader search path (LD_LIBRARY_PATH))"));
 }
 
-/* MSMONITOR_BACKEND: mspti by default, cupti not in this release, anything else refused. */
+/* MSMONITOR_BACKEND: mspti by default, cupti (its own tests: test_backend_cupti.c), anything
+ * else refused. */
 static void test_backend_selection(void **state)
 {
     struct backend *be = NULL;
@@ -165,9 +166,11 @@ static void test_backend_selection(void **state)
     assert_string_equal(be->ops->name, "mspti");
     be->ops->destroy(be);
     setenv("MSMONITOR_BACKEND", "cupti", 1);
+    setenv("MSMONITOR_CUPTI_LIB", "/nonexistent/libcupti.so", 1);
     penv_reload();
-    assert_int_equal(backend_create(&be), -ENOTSUP);
-    assert_true(log_has("MSMONITOR_BACKEND=cupti: this backend is not part of this release"));
+    assert_int_equal(backend_create(&be), -ENOENT);
+    assert_true(log_has("CUPTI library not found (searched: MSMONITOR_CUPTI_LIB=/nonexistent/libcupti.so)"));
+    unsetenv("MSMONITOR_CUPTI_LIB");
     setenv("MSMONITOR_BACKEND", "rocm", 1);
     penv_reload();
     assert_int_equal(backend_create(&be), -EINVAL);
