@@ -74,7 +74,19 @@ def data_lines(daemon):
 
 
 def wait_registered(daemon, pid, timeout=20.0):
+    """The daemon logged the registration and the process has polled once (getStatus shows
+    it `polling`): only then does a config sent with `dyno` reach it (the daemon targets the
+    processes that polled, and registration is logged before the first poll arrives)."""
+    from daemon_util import rpc_json
+    deadline = time.monotonic() + timeout
     daemon.wait_log(f"Registered process ({pid}", timeout=timeout)
+    while True:
+        st = rpc_json(daemon.port, {"fn": "getStatus"}) or {}
+        if any(p["pid"] == pid and p["polling"] for p in st.get("processes", [])):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"pid {pid} registered but never polled: {st}")
+        time.sleep(0.02)
 
 
 def thread_names(pid):
