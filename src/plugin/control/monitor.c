@@ -107,8 +107,6 @@ static struct {
     pthread_mutex_t st_lock;
     bool st_pending, st_alive;
     int32_t st_value;
-    bool tr_pending;
-    int32_t tr_status, tr_cur, tr_start, tr_stop;
     struct log_ratelimit st_rl;
 
     struct mon_session sess;      /* actor only */
@@ -166,16 +164,12 @@ static void *mon_reporter(void *arg)
     (void)arg;
     pthread_setname_np(pthread_self(), "MsMonitorStat");
     pthread_mutex_lock(&mon.st_lock);
-    while (mon.st_pending || mon.tr_pending) {
-        bool st = mon.st_pending, tr = mon.tr_pending;
-        int32_t v = mon.st_value, t[4] = { mon.tr_status, mon.tr_cur, mon.tr_start, mon.tr_stop };
-        mon.st_pending = mon.tr_pending = false;
+    while (mon.st_pending) {
+        int32_t v = mon.st_value;
+        mon.st_pending = false;
         pthread_mutex_unlock(&mon.st_lock);
-        /* Each may retry for seconds (stale dynolog.sock): nobody waits for them. */
-        if (st)
-            (void)dyno_send_monitor_status(v);
-        if (tr)
-            (void)dyno_send_trace_status(t[0], t[1], t[2], t[3]);
+        /* It may retry for seconds (stale dynolog.sock): nobody waits for it. */
+        (void)dyno_send_monitor_status(v);
         pthread_mutex_lock(&mon.st_lock);
     }
     mon.st_alive = false;
@@ -210,7 +204,7 @@ static void mon_reporter_kick_locked(int32_t status)
         if (mon_thread_create(&t, mon_reporter, true) == 0) {
             mon.st_alive = true;
         } else {
-            mon.st_pending = mon.tr_pending = false;
+            mon.st_pending = false;
             LOG_RL(&mon.st_rl, 10000, LOG_LVL_WARNING, "MsptiMonitor: cannot start the status thread; "
                                                      "status %d not sent", (int)status);
         }
@@ -592,7 +586,7 @@ static void mon_atfork_child(void)
         mon.slots[i].st = MON_SLOT_FREE;
     mon.actor_started = false;
     mon.st_alive = false;
-    mon.st_pending = mon.tr_pending = false;
+    mon.st_pending = false;
     pthread_mutex_unlock(&mon.st_lock);
     pthread_mutex_unlock(&mon.q_lock);
 }
@@ -825,16 +819,4 @@ void monitor_test_set_proc(enum proc_mode mode, const struct proc_ops *ops)
     pthread_mutex_lock(&mon.be_lock);
     mon.test_ops[mode] = ops;
     pthread_mutex_unlock(&mon.be_lock);
-}
-
-void monitor_post_trace_status(int32_t status, int32_t cur, int32_t start, int32_t stop)
-{
-    pthread_mutex_lock(&mon.st_lock);
-    mon.tr_status = status;
-    mon.tr_cur = cur;
-    mon.tr_start = start;
-    mon.tr_stop = stop;
-    mon.tr_pending = true;
-    mon_reporter_kick_locked(status);
-    pthread_mutex_unlock(&mon.st_lock);
 }

@@ -50,10 +50,4 @@ void monitor_backend_drops(struct backend_drops *ret);
 void monitor_test_set_backend(struct backend *be);
 void monitor_test_set_proc(enum proc_mode mode, const struct proc_ops *ops);
 
-/* Queue a traceStatus for the daemon (03-ipc.md §5.3) on the status thread: returns at once,
- * never waits for IPC (a stale dynolog.sock costs ~10 s per send); newest value wins. For the
- * per-step status of dyno mode, which must not stall a training step. Does not change the
- * nputrace exclusion: call monitor_set_trace_status() for that. */
-void monitor_post_trace_status(int32_t status, int32_t cur, int32_t start, int32_t stop);
-
 #endif
