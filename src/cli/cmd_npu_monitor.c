@@ -97,13 +97,18 @@ static void npu_monitor_render(const struct cmd_req *req, const char *reply, siz
                                const cJSON *json, struct cli_buf *out, bool *ret_failed,
                                char *err, size_t errcap)
 {
-    (void)req;
     (void)len;
     (void)ret_failed;
     (void)err;
     (void)errcap;
     cmd_render_reply_line(reply, out);
     cmd_render_note(json, out);
+    /* Files on the node are read back with SQL or jq otherwise: point at the report. */
+    if (req->log_file && req->log_file[0] &&
+        strstr(cli_buf_str(&req->config), CFGKEY_NPU_MONITOR_START "=true"))
+        cli_buf_printf(out, "Hint: once the session has stopped, `python3 -m msmonitor report %s` on "
+                            "the node renders its files as one HTML page (docs/report.md)\n",
+                       req->log_file);
 }
 
 const struct cli_cmd cmd_npu_monitor = {

@@ -155,6 +155,21 @@ def test_npu_monitor_output_and_note(servers):
     assert body.endswith(b'",\n    "job_id": 0,\n    "pids": [0],\n    "process_limit": 3\n}')
 
 
+def test_npu_monitor_log_file_hints_at_the_report(servers, tmp_path):
+    """Issue 17: a start that writes files on the node points at `msmonitor report`; a stop,
+    or a start without --log-file, does not."""
+    s = servers('{"commandStatus":"effective"}')
+    hint = f"Hint: once the session has stopped, `python3 -m msmonitor report {tmp_path}` on the node"
+    r = dyno("--port", str(s.port), "npu-monitor", "--npu-monitor-start", "--log-file", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert [l for l in lines(r.stdout) if l.startswith("Hint:")] == [
+        hint + " renders its files as one HTML page (docs/report.md)"]
+    for args in (["--npu-monitor-stop", "--log-file", str(tmp_path)], ["--npu-monitor-start"]):
+        r = dyno("--port", str(s.port), "npu-monitor", *args)
+        assert r.returncode == 0, r.stderr
+        assert "Hint:" not in r.stdout
+
+
 def test_nputrace_matched_lines(servers, tmp_path):
     reply = ('{"activityProfilersBusy":0,"activityProfilersTriggered":[11,22],'
              '"commandStatus":"effective","eventProfilersBusy":0,"eventProfilersTriggered":[],'
