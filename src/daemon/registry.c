@@ -432,7 +432,7 @@ int registry_leaves(struct registry *r, struct reg_leaf **ret, size_t *ret_n)
         goto out_unlock;
     }
     for (size_t i = 0; i < r->nprocs; i++)
-        (*ret)[(*ret_n)++] = (struct reg_leaf){ r->procs[i]->pids[0], r->procs[i]->job };
+        (*ret)[(*ret_n)++] = (struct reg_leaf){ r->procs[i]->pids[0], r->procs[i]->job, r->procs[i]->last_ns };
 out_unlock:
     pthread_mutex_unlock(&r->mu);
     return rc;

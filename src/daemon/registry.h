@@ -60,6 +60,7 @@ int registry_gc(struct registry *r, uint64_t now_ns, uint64_t age_ns);
 struct reg_leaf {
     int32_t pid;
     int64_t job;
+    uint64_t last_ns;   /* the process's latest poll (the clock registry_poll was given) */
 };
 /* Leaf pids of all live processes (getStatus). Caller owns *ret (free()). */
 int registry_leaves(struct registry *r, struct reg_leaf **ret, size_t *ret_n);

@@ -93,6 +93,7 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
     size_t a = 0, b = 0;
     while (a < ne || b < nl) {
         struct status_entry e = { .trace = -1, .monitor = -1, .current_step = -1 };
+        uint64_t last_poll_ns = 0;
         bool polling = false;
         int cmp;
         if (a >= ne)
@@ -109,15 +110,21 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
             e.pid = leaves[b].pid;
             e.job = leaves[b].job;
             polling = true;
-            /* the same leaf may poll with several ancestor sets: list it once */
-            while (b < nl && leaves[b].pid == e.pid && leaves[b].job == e.job)
-                b++;
+            /* the same leaf may poll with several ancestor sets: list it once, newest poll */
+            for (; b < nl && leaves[b].pid == e.pid && leaves[b].job == e.job; b++)
+                if (leaves[b].last_ns > last_poll_ns)
+                    last_poll_ns = leaves[b].last_ns;
         }
         jw_obj_begin(w);
         jw_key(w, "current_step");
         jw_int(w, e.current_step);
         jw_key(w, "job_id");
         jw_int(w, e.job);
+        if (polling) { /* ours (issue 15, `dyno doctor`): how long ago this poller last polled */
+            uint64_t now = clock_mono_ns();
+            jw_key(w, "last_poll_age_ms");
+            jw_uint(w, now > last_poll_ns ? (now - last_poll_ns) / 1000000u : 0);
+        }
         jw_key(w, "npumonitor");
         jw_str(w, status_name(e.monitor));
         jw_key(w, "nputrace");
