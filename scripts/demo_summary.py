@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Summarise the npu-monitor DB files of the demo (05-outputs.md §3): top kernels by total
-device time, per-step host/device time from the `step <N>` markers, communication totals.
+device time, per-step host/device time from the `step <N>` markers as one line per rank (median/p99/max and the slowest
+steps), communication totals.
 Usage: demo_summary.py DIR [--top N]. Reads every msmonitor_*.db under DIR with sqlite3."""
 import argparse
 import glob
@@ -18,6 +19,12 @@ def _strings(db):
 
 def _has(db, table):
     return db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone()
+
+
+def _pct(sorted_vals, q):
+    """Nearest-rank percentile of an ascending list."""
+    i = max(0, min(len(sorted_vals) - 1, -(-q * len(sorted_vals) // 100) - 1))
+    return sorted_vals[i]
 
 
 def _rank_of(path):
@@ -73,11 +80,18 @@ def summarise(paths, top):
     print(f"{'kernel':<32}{'calls':>8}{'total ms':>12}{'avg us':>10}")
     for name, (n, total) in sorted(kernels.items(), key=lambda kv: -kv[1][1])[:top]:
         print(f"{name:<32}{n:>8}{total / 1e6:>12.3f}{total / n / 1e3:>10.1f}")
-    print("-- per-step time (step <N> markers) --")
-    print(f"{'rank':>4}{'step':>6}{'host ms':>10}{'device ms':>11}")
-    for (rank, step), (host, dev) in sorted(steps.items()):
-        dev_s = f"{dev / 1e6:>11.3f}" if dev is not None else f"{'-':>11}"
-        print(f"{rank:>4}{step:>6}{host / 1e6:>10.3f}{dev_s}")
+    print("-- step time per rank (step <N> markers; host range, device span where recorded) --")
+    print(f"{'rank':>4}{'steps':>7}{'median ms':>11}{'p99 ms':>9}{'max ms':>9}{'device med ms':>15}"
+          f"  slowest steps (ms)")
+    for rank in sorted({r for r, _ in steps}):
+        mine = sorted((st, hd) for (r, st), hd in steps.items() if r == rank)
+        host = sorted(h for _, (h, _) in mine)
+        dev = sorted(d for _, (_, d) in mine if d is not None)
+        slow = sorted(mine, key=lambda x: -x[1][0])[:3]
+        dev_s = f"{_pct(dev, 50) / 1e6:>15.3f}" if dev else f"{'-':>15}"
+        print(f"{rank:>4}{len(host):>7}{_pct(host, 50) / 1e6:>11.3f}{_pct(host, 99) / 1e6:>9.3f}"
+              f"{host[-1] / 1e6:>9.3f}{dev_s}  "
+              + ", ".join(f"{st}: {h / 1e6:.3f}" for st, (h, _) in slow))
     print("-- communication --")
     print(f"{'op':<24}{'calls':>8}{'total ms':>12}{'elements':>14}")
     for name, (n, total, count) in sorted(comm.items()):

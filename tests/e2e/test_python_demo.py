@@ -23,8 +23,13 @@ def test_demo_script_runs_and_summarises(tmp_path):
     assert "summary of 2 DB file(s)" in out
     assert "-- top 10 kernels by total device time --" in out
     assert "MatMulBackward" in out
-    assert "-- per-step time (step <N> markers) --" in out
+    assert "-- step time per rank (step <N> markers;" in out
+    # compact: one line per rank, not one per step (issue 15)
+    rows = out.split("-- step time per rank")[1].split("-- communication --")[0].strip().splitlines()[2:]
+    assert [r.split()[0] for r in rows] == ["0", "1"], rows
     assert "HcclAllReduce" in out
     dbs = sorted(f for f in os.listdir(tmp_path / "demo" / "out") if f.endswith(".db"))
     assert len(dbs) == 2 and dbs[0].endswith("_0.db") and dbs[1].endswith("_1.db")
     assert os.listdir(shm) == []
+    # the DBs were closed cleanly: no SQLite -wal/-shm side files remain (issue 15)
+    assert [f for f in os.listdir(tmp_path / "demo" / "out") if f.endswith(("-wal", "-shm"))] == []

@@ -142,6 +142,11 @@ static void db_close(struct proc *p)
         p->created[t] = false;
     }
     if (p->db) {
+        /* Back to a rollback journal: checkpoints the WAL and removes the -wal/-shm files, so
+         * a finished DB is one file that read-only readers can open without side files (a
+         * killed rank keeps its WAL, which the next opener recovers). */
+        if (sqlite3_exec(p->db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL) != SQLITE_OK)
+            LOG_WARN("db: %s: could not leave WAL mode at close: %s", p->path, sqlite3_errmsg(p->db));
         int rc = sqlite3_close(p->db);
         if (rc != SQLITE_OK)
             LOG_WARN("db: closing %s: %s", p->path, sqlite3_errstr(rc));
