@@ -44,6 +44,7 @@ MEMCPY_KINDS = {0: "UNKNOWN", 1: "HTOH", 2: "HTOD", 3: "DTOH", 4: "DTOD", 5: "DE
 API_TYPES = {10000: "API/NodeAPI", 20000: "AclAPI", 5000: "RuntimeAPI"}
 FILE_RE = re.compile(r"^msmonitor_(\d+)_(\d+)_(-?\d+)\.(db|jsonl)$")
 STATS_RE = re.compile(r"MsptiMonitor session stats: (.*)$")
+FILTER_RE = re.compile(r"MsptiMonitor filter: '(.*)'$")
 RANKID_RE = re.compile(r"rankid: (-?\d+)")
 RING_RE = re.compile(r"RingBuffer full (\d+) times")
 KINDS = ("compute", "communication", "memcpy", "idle")
@@ -501,6 +502,10 @@ class Report:
         rel = os.path.relpath(path, self.root)
         rk = self.rank(rank if rank is not None else -1)
         for line in text.splitlines():
+            mf = FILTER_RE.search(line)
+            if mf:   # the plugin logs each filter it applies ("" = no filter)
+                self.meta.setdefault("filter", set()).add(mf.group(1) or "(none)")
+                continue
             ms = STATS_RE.search(line)
             if not ms:
                 continue
@@ -1025,7 +1030,7 @@ def _section_header(pg):
     pg.data["header"] = {"kinds": all_kinds, "hosts": hosts, "ranks": sorted(pg.rep.ranks), "duration_ns": dur_ns,
                          "files": [f[0] for f in pg.rep.files], "filter": filt or None}
     hdr = [("Directory", root), ("Kinds collected", ", ".join(all_kinds) or "none found"),
-           ("Filter", ", ".join(filt) if filt else "not recorded in the files (the DB/JSONL formats do not store it)"),
+           ("Filter", ", ".join(filt) if filt else "not recorded (the DB/JSONL formats do not store it; the plugin logs it)"),
            ("Duration", dur_text), ("Hosts", ", ".join(hosts) or "not recorded (JSONL has no host table)"),
            ("Ranks", ", ".join(str(r) for r in sorted(pg.rep.ranks)) or "none"),
            ("Sources", ", ".join(sorted(set().union(*(rk.sources for rk in pg.rep.ranks.values()))))

@@ -249,6 +249,16 @@ def test_report_counters_from_plugin_log(tmp_path):
     assert kv == {"consumed": "10", "kept": "7", "filtered": "3", "dropped_queue": "0", "cpu_ns": "12345"}
 
 
+def test_report_filter_from_plugin_log(tmp_path):
+    """The DB/JSONL formats do not store the filter; the plugin logs each one it applies."""
+    log = tmp_path / "logs" / "msmonitor_20260101-000000.4242.log"
+    log.parent.mkdir()
+    log.write_text("I1201 20:07:01.1 1 monitor.c:470] MsptiMonitor filter: 'Kernel:MatMul;Communication:AllReduce'\n")
+    page, data = _report(str(tmp_path))
+    assert data["header"]["filter"] == ["Kernel:MatMul;Communication:AllReduce"]
+    assert "Kernel:MatMul;Communication:AllReduce" in page
+
+
 def test_report_partial_and_hostile_data(tmp_path):
     d = str(tmp_path)
     # Empty directory: a page with a note, not an error.

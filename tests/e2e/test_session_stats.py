@@ -38,6 +38,7 @@ def test_dyno_status_shows_session_counters(daemon):
                      "--mspti-activity-kind", "Kernel", "--filter", "Kernel:MatMul")
         assert r.returncode == 0, r.stderr + r.stdout
         w.wait_plugin_log("MsptiMonitor start successfully")
+        w.wait_plugin_log("MsptiMonitor filter: 'Kernel:MatMul'")   # what msmonitor report shows
         s = _stats_of(daemon, w.p.pid, pred=lambda s: s["kept"] > 0 and s["filtered"] > 0)
         # the filter keeps the MatMul family and drops the rest; nothing is lost
         assert s["consumed"] == s["kept"] + s["filtered"] + s["before_start"]

@@ -76,6 +76,8 @@ struct mon_session {
     double duration_s;
     uint64_t deadline_ns;         /* monotonic; 0 = none */
     uint64_t next_tick_ns;        /* monotonic; 0 = no periodic report */
+    bool filter_logged;           /* last_filter was logged this session */
+    char last_filter[MCONFIG_MAX_FILTER + 1];
 };
 
 static struct {
@@ -294,6 +296,7 @@ static void mon_teardown(void)
     s->ops = NULL;
     if (s->filter)
         (void)filter_state_set(s->filter, NULL);
+    s->filter_logged = false;
     s->running = false;
     s->enabled_mask = 0;
     s->duration_s = 0;
@@ -308,6 +311,25 @@ static void mon_tick(void)
     (void)mon.sess.be->ops->flush(mon.sess.be); /* the interval's records are in this interval's report */
     if (pipeline_tick(mon.sess.pl) != 0)
         LOG_DEBUG("MsptiMonitor: processor tick reported an error");
+}
+
+/* One INFO line per filter change (every config repeats the filter), so a run's files can be
+ * told what was filtered (`msmonitor report` reads it). Control bytes are masked: the text
+ * comes from an RPC client. */
+static void mon_log_filter(const char *text)
+{
+    struct mon_session *s = &mon.sess;
+    char shown[MCONFIG_MAX_FILTER + 1];
+    size_t i;
+
+    if (s->filter_logged && strcmp(s->last_filter, text) == 0)
+        return;
+    for (i = 0; text[i] && i < MCONFIG_MAX_FILTER; i++)
+        shown[i] = (unsigned char)text[i] < 0x20 || text[i] == 0x7f ? '?' : text[i];
+    shown[i] = '\0';
+    (void)str_copy(s->last_filter, sizeof(s->last_filter), text, strnlen(text, MCONFIG_MAX_FILTER));
+    s->filter_logged = true;
+    LOG_INFO("MsptiMonitor filter: '%s'", shown);
 }
 
 static int mon_do_start(const struct monitor_start_args *a)
@@ -451,6 +473,8 @@ static int mon_do_config(const struct mconfig *cfg)
     if (s->running) {
         if (s->filter && filter_state_set(s->filter, cfg->filter) != 0)
             LOG_ERROR("MsptiMonitor: filter '%s' not applied", cfg->filter);
+        else if (s->filter)
+            mon_log_filter(cfg->filter);
         if (cfg->kinds_mask)
             (void)mon_do_kinds(cfg->kinds_mask);
     }
