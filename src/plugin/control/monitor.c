@@ -365,7 +365,10 @@ static int mon_do_start(const struct monitor_start_args *a)
     pc = (struct proc_config){
         .mode = a->mode, .log_dir = a->log_dir, .rank = mon_rank(), .session_start_ns = clock_real_ns(),
         .report_interval_s = a->standalone ? 0 : s->interval_s, .jsonl_rotate_lines = a->rotate_lines,
-        .jsonl_rotate_files = a->rotate_files, .send = dyno_send_data, .send_ctx = NULL,
+        .jsonl_rotate_files = a->rotate_files, .send_ctx = NULL,
+        /* metric data always goes to the daemon; file modes only send their counters
+         * (PluginStats), and only to a daemon this process talks to */
+        .send = a->mode == PROC_METRIC || dyno_reachable() ? dyno_send_data : NULL,
     };
     rc = pipeline_create(&pc, s->filter, ops, &pl);
     if (rc != 0) {
