@@ -170,6 +170,33 @@ static void take_stats(struct data_router *dr, const cJSON *msg)
     (void)status_set_stats(dr->st, (int32_t)pid, &s);
 }
 
+/* PluginInfo (ours): {"backend":"mspti"|"cupti","library":"<path>"|"","pid":<int>} beside the
+ * usual keys, sent after each registration: which vendor library the process loaded, "" when
+ * none was found. Shown by getStatus (`dyno doctor`); like the counters, displayed only. */
+static bool printable(const char *s, size_t cap)
+{
+    size_t n = strnlen(s, cap);
+
+    if (n == cap)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return false;
+    return true;
+}
+
+static void take_info(struct data_router *dr, const cJSON *msg)
+{
+    const cJSON *pidv = cjx_get(msg, "pid"), *bv = cjx_get(msg, "backend"), *lv = cjx_get(msg, "library");
+    int64_t pid = 0;
+
+    if (!dr->reg || !is_str(bv) || !is_str(lv) || cjx_number(pidv, &pid, NULL, NULL) != CJX_INT || pid <= 0 ||
+        pid > INT32_MAX || !bv->valuestring[0] || !printable(bv->valuestring, REG_BACKEND_CAP) ||
+        !printable(lv->valuestring, REG_LIBRARY_CAP))
+        return;
+    (void)registry_set_library(dr->reg, (int32_t)pid, bv->valuestring, lv->valuestring);
+}
+
 int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_t now_ns)
 {
     cJSON *msg = NULL;
@@ -207,6 +234,8 @@ int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_
     dr->accepted++;
     if (strcmp(kind->valuestring, "PluginStats") == 0)
         take_stats(dr, msg);
+    else if (strcmp(kind->valuestring, "PluginInfo") == 0)
+        take_info(dr, msg);
     if (strcmp(kind->valuestring, "OpStats") == 0) {
         rc = emit_opstats(dr, msg, dev, now_ns);
     } else {

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "daemon/sink.h"
+#include "daemon/registry.h"
 #include "daemon/status.h"
 
 #define DATA_MAX_SINKS 4
@@ -15,6 +16,7 @@ struct data_router {
     struct sink sinks[DATA_MAX_SINKS];
     size_t nsinks;
     struct status_table *st; /* borrowed, may be NULL: where PluginStats counters go */
+    struct registry *reg;    /* borrowed, may be NULL: where PluginInfo (library) goes */
     uint64_t accepted;   /* messages that passed validation */
     uint64_t rejected;
 };

@@ -165,6 +165,7 @@ int main(int argc, char **argv)
     /* 5. loggers (sinks for data messages) */
     data_router_init(&data);
     data.st = st;   /* PluginStats counters shown by getStatus */
+    data.reg = reg; /* PluginInfo: each process's vendor library */
     if (flags.use_JSON)
         data_router_add(&data, json_logger_sink());
 

@@ -22,6 +22,8 @@ struct reg_proc {
     char *pending;                     /* wrapped config, NULL = empty mailbox */
     size_t pending_len;
     uint64_t last_ns;
+    char backend[REG_BACKEND_CAP];     /* PluginInfo: "" until reported */
+    char library[REG_LIBRARY_CAP];     /* PluginInfo: "" = not found (when backend is set) */
 };
 
 struct reg_ctxt {
@@ -275,6 +277,22 @@ void registry_mark_msmon(struct registry *r, int32_t pid)
     pthread_mutex_unlock(&r->mu);
 }
 
+int registry_set_library(struct registry *r, int32_t pid, const char *backend, const char *library)
+{
+    int rc = -ENOENT;
+
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nprocs; i++) {
+        if (r->procs[i]->pids[0] != pid)
+            continue;
+        snprintf(r->procs[i]->backend, sizeof(r->procs[i]->backend), "%s", backend);
+        snprintf(r->procs[i]->library, sizeof(r->procs[i]->library), "%s", library);
+        rc = 0;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
 void reg_set_result_fini(struct reg_set_result *res)
 {
     free(res->matched);
@@ -432,7 +450,12 @@ int registry_leaves(struct registry *r, struct reg_leaf **ret, size_t *ret_n)
         goto out_unlock;
     }
     for (size_t i = 0; i < r->nprocs; i++)
-        (*ret)[(*ret_n)++] = (struct reg_leaf){ r->procs[i]->pids[0], r->procs[i]->job, r->procs[i]->last_ns };
+        {
+        struct reg_leaf *l = &(*ret)[(*ret_n)++];
+        *l = (struct reg_leaf){ r->procs[i]->pids[0], r->procs[i]->job, r->procs[i]->last_ns, "", "" };
+        memcpy(l->backend, r->procs[i]->backend, sizeof(l->backend));
+        memcpy(l->library, r->procs[i]->library, sizeof(l->library));
+    }
 out_unlock:
     pthread_mutex_unlock(&r->mu);
     return rc;

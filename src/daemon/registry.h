@@ -57,11 +57,18 @@ void reg_set_result_fini(struct reg_set_result *res);
  * ctxt registrations. Returns the number of processes removed. */
 int registry_gc(struct registry *r, uint64_t now_ns, uint64_t age_ns);
 
+#define REG_BACKEND_CAP 16
+#define REG_LIBRARY_CAP 512
 struct reg_leaf {
     int32_t pid;
     int64_t job;
     uint64_t last_ns;   /* the process's latest poll (the clock registry_poll was given) */
+    char backend[REG_BACKEND_CAP];   /* as reported by PluginInfo; "" = not reported */
+    char library[REG_LIBRARY_CAP];   /* "" with a backend set: no vendor library was found */
 };
+/* PluginInfo (ours): the backend and vendor library the plugin of leaf pid loaded ("" = none
+ * found), shown by getStatus; copied, cut to the caps. -ENOENT if pid is not a live leaf. */
+int registry_set_library(struct registry *r, int32_t pid, const char *backend, const char *library);
 /* Leaf pids of all live processes (getStatus). Caller owns *ret (free()). */
 int registry_leaves(struct registry *r, struct reg_leaf **ret, size_t *ret_n);
 size_t registry_count(struct registry *r);

@@ -94,6 +94,7 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
     while (a < ne || b < nl) {
         struct status_entry e = { .trace = -1, .monitor = -1, .current_step = -1 };
         uint64_t last_poll_ns = 0;
+        const char *lib_backend = NULL, *lib_path = "";
         bool polling = false;
         int cmp;
         if (a >= ne)
@@ -111,11 +112,20 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
             e.job = leaves[b].job;
             polling = true;
             /* the same leaf may poll with several ancestor sets: list it once, newest poll */
-            for (; b < nl && leaves[b].pid == e.pid && leaves[b].job == e.job; b++)
+            for (; b < nl && leaves[b].pid == e.pid && leaves[b].job == e.job; b++) {
                 if (leaves[b].last_ns > last_poll_ns)
                     last_poll_ns = leaves[b].last_ns;
+                if (leaves[b].backend[0]) {
+                    lib_backend = leaves[b].backend;
+                    lib_path = leaves[b].library;
+                }
+            }
         }
         jw_obj_begin(w);
+        if (lib_backend) { /* ours (issue 15): the vendor library this process loaded */
+            jw_key(w, "backend");
+            jw_str(w, lib_backend);
+        }
         jw_key(w, "current_step");
         jw_int(w, e.current_step);
         jw_key(w, "job_id");
@@ -124,6 +134,10 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
             uint64_t now = clock_mono_ns();
             jw_key(w, "last_poll_age_ms");
             jw_uint(w, now > last_poll_ns ? (now - last_poll_ns) / 1000000u : 0);
+        }
+        if (lib_backend) {
+            jw_key(w, "library");
+            jw_str(w, lib_path);
         }
         jw_key(w, "npumonitor");
         jw_str(w, status_name(e.monitor));

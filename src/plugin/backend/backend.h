@@ -53,6 +53,7 @@ struct backend_ops {
 /* Base of every implementation (first member), so the core holds one pointer type. */
 struct backend {
     const struct backend_ops *ops;
+    const char *library;   /* the vendor library loaded ("" for fakes); borrowed for the object's life */
 };
 
 /* The backend chosen by MSMONITOR_BACKEND: "mspti" or "cupti" (07 §3). Unset or empty:

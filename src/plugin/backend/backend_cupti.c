@@ -353,6 +353,7 @@ int backend_cupti_create_from(const struct cupti_lib *lib, struct backend **ret)
         goto out;
     }
     m->base.ops = &backend_cupti_ops;
+    m->base.library = m->lib.path;
     m->lib = *lib;
     if (m->lib.get_version(&m->version) != CUPTI_ABI_SUCCESS)
         m->version = 0; /* unknown: treat as old, never decline a request */

@@ -155,6 +155,7 @@ void backend_fake_init(struct backend_fake *f)
 {
     memset(f, 0, sizeof(*f));
     f->base.ops = &backend_fake_ops;
+    f->base.library = "";
     pthread_mutex_init(&f->lock, NULL);
 }
 

@@ -259,6 +259,7 @@ int backend_mspti_create_from(const struct mspti_lib *lib, struct backend **ret)
         return -ENOMEM;
     m->base.ops = &backend_mspti_ops;
     m->lib = *lib;
+    m->base.library = m->lib.path;
     if (m->lib.disable_marker_domain)
         (void)m->lib.disable_marker_domain("communication"); /* hide HCCL's internal markers (§2) */
     *ret = &m->base;

@@ -820,6 +820,17 @@ int monitor_set_cluster_config(const char *key, const char *value)
     return 0;
 }
 
+int monitor_backend_info(const char **ret_name, const char **ret_library)
+{
+    struct backend *be = mon_backend(); /* loads it if nothing has yet (retried each call) */
+
+    if (!be)
+        return -ENOENT;
+    *ret_name = be->ops->name;
+    *ret_library = be->library ? be->library : "";
+    return 0;
+}
+
 void monitor_backend_drops(struct backend_drops *ret)
 {
     struct backend *be;

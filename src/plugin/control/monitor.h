@@ -41,6 +41,9 @@ void monitor_set_trace_status(int32_t status);
 int monitor_set_cluster_config(const char *key, const char *value);
 /* Load the backend once if possible (first use, §2); never fails. */
 void monitor_first_use(void);
+/* The backend in use and the vendor library it loaded (both borrowed for the process's
+ * life), loading it first if needed; -ENOENT when no vendor library was found. */
+int monitor_backend_info(const char **ret_name, const char **ret_library);
 
 /* What the backend lost in the current (or last) session; zeros before any. Any thread. */
 void monitor_backend_drops(struct backend_drops *ret);

@@ -162,6 +162,43 @@ static void test_status_session_stats(void **state)
     data_router_fini(&dr);
 }
 
+/* PluginInfo data messages record which vendor library a polling process loaded ("" = none
+ * found); getStatus shows it on that process; hostile values change nothing. */
+static void test_status_library(void **state)
+{
+    struct fx *f = *state;
+    struct data_router dr;
+    char *cfg, *r;
+    size_t len;
+    int32_t pids[] = { 4242 }, other[] = { 4243 };
+    const char *ok = "{\"backend\":\"mspti\",\"deviceId\":-1,\"duration\":0,\"kind\":\"PluginInfo\","
+                     "\"library\":\"/opt/cann/lib64/libmspti.so\",\"pid\":4242,\"timestamp\":1}";
+    const char *none = "{\"backend\":\"mspti\",\"deviceId\":-1,\"duration\":0,\"kind\":\"PluginInfo\","
+                       "\"library\":\"\",\"pid\":4243,\"timestamp\":1}";
+    const char *bad[] = {
+        "{\"backend\":\"mspti\",\"deviceId\":-1,\"duration\":0,\"kind\":\"PluginInfo\",\"library\":\"/x\\n/y\",\"pid\":4242,\"timestamp\":1}",
+        "{\"backend\":\"\",\"deviceId\":-1,\"duration\":0,\"kind\":\"PluginInfo\",\"library\":\"/z\",\"pid\":4242,\"timestamp\":1}",
+        "{\"backend\":\"mspti\",\"deviceId\":-1,\"duration\":0,\"kind\":\"PluginInfo\",\"library\":\"/z\",\"pid\":-4,\"timestamp\":1}",
+    };
+
+    data_router_init(&dr);
+    dr.reg = f->reg;
+    assert_int_equal(registry_poll(f->reg, 0, pids, 1, 3, REG_ORIGIN_MSMON, clock_mono_ns(), &cfg, &len), 0);
+    assert_int_equal(registry_poll(f->reg, 0, other, 1, 3, REG_ORIGIN_MSMON, clock_mono_ns(), &cfg, &len), 0);
+    assert_true(data_handle(&dr, ok, strlen(ok), 1) >= 0);
+    assert_true(data_handle(&dr, none, strlen(none), 1) >= 0);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        (void)data_handle(&dr, bad[i], strlen(bad[i]), 1);
+    r = call(f, "{\"fn\":\"getStatus\"}");
+    assert_non_null(strstr(r, "{\"backend\":\"mspti\",\"current_step\":-1,\"job_id\":0,\"last_poll_age_ms\":"));
+    assert_non_null(strstr(r, ",\"library\":\"/opt/cann/lib64/libmspti.so\",\"npumonitor\":\"Uninitialized\""
+                              ",\"nputrace\":\"Uninitialized\",\"pid\":4242,"));
+    assert_non_null(strstr(r, ",\"library\":\"\",\"npumonitor\":\"Uninitialized\",\"nputrace\":\"Uninitialized\""
+                              ",\"pid\":4243,"));
+    free(r);
+    data_router_fini(&dr);
+}
+
 static void test_field_errors(void **state)
 {
     struct fx *f = *state;
@@ -316,6 +353,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_status_example, setup, teardown),
         cmocka_unit_test_setup_teardown(test_field_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_session_stats, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_library, setup, teardown),
         cmocka_unit_test(test_gate_matrix),
         cmocka_unit_test_setup_teardown(test_gate_through_handler, setup, teardown),
         cmocka_unit_test_setup_teardown(test_origin_rule, setup, teardown),
