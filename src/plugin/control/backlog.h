@@ -21,7 +21,9 @@ struct backlog_stats {
     uint64_t flushed;       /* delivered from the queue (not directly), total */
 };
 
-/* One delivery attempt; 0 or -errno. Called without the queue lock held. */
+/* One delivery attempt; 0 or -errno. Called without the queue lock held. -EINPROGRESS means
+ * "not now" (the caller's time is up): it stops the flush like a failure, the payload stays
+ * queued, and the caller decides it is not one. */
 typedef int (*backlog_send_fn)(void *ctx, const void *data, size_t len);
 
 /* max_bytes 0 keeps nothing (every undeliverable payload is dropped and counted);

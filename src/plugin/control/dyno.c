@@ -369,19 +369,27 @@ static struct backlog *dyno_backlog(void)
     return b;
 }
 
-/* One call's retry allowance, shared by every payload it sends (the queue first, then the
- * new one): the schedule of one plain data send (5 sleeps from 1 ms, 31 ms at most), so a
- * call never blocks longer than the send it replaces. */
+/* One call's allowance, shared by every payload it sends (the queue first, then the new
+ * one): the retry schedule of one plain data send (5 sleeps from 1 ms, 31 ms in all) and as
+ * much time again for sending a long queue, so a call never blocks much longer than the send
+ * it replaces; what is left goes with the next call or poll. */
+#define DYNO_DATA_CALL_NS 31000000ull
+
 struct dyno_data_try {
     struct ipc_client *c;
     unsigned sleeps_left;
     uint64_t sleep_ns;
+    uint64_t deadline_ns;
+    bool tried;             /* the first payload of a call is always tried */
 };
 
 static int dyno_data_send_one(void *ctx, const void *data, size_t len)
 {
     struct dyno_data_try *t = ctx;
 
+    if (t->tried && clock_mono_ns() >= t->deadline_ns)
+        return -EINPROGRESS;
+    t->tried = true;
     for (;;) {
         int rc = ipc_client_send(t->c, IPC_CLIENT_DATA, IPC_TYPE_DATA, data, len, 0, 0, IPC_CLIENT_QUIET);
         if (rc == 0 || (rc != -EAGAIN && rc != -EWOULDBLOCK && rc != -ECONNREFUSED) || t->sleeps_left == 0)
@@ -407,7 +415,7 @@ static void dyno_data_account(struct backlog *b, int rc)
         pipeline_add_offline_drops(fresh);
     backlog_get_stats(b, &st);
     pthread_mutex_lock(&dyno_client_lock);
-    if (rc != 0 && !dyno.data_failing) {
+    if (rc != 0 && rc != -EINPROGRESS && !dyno.data_failing) {
         dyno.data_failing = true;
         LOG_ERROR("dyno: sending metric data to the daemon failed: %s; keeping undelivered data for when it is "
                   "back (further failures not logged)", errno_name(-rc));
@@ -437,7 +445,8 @@ static int dyno_data_deliver(const char *json, size_t len)
 {
     struct ipc_client *c = dyno_client();
     struct backlog *b = dyno_backlog();
-    struct dyno_data_try t = { c, IPC_CLIENT_DATA_RETRIES, IPC_CLIENT_DATA_FIRST_SLEEP_NS };
+    struct dyno_data_try t = { c, IPC_CLIENT_DATA_RETRIES, IPC_CLIENT_DATA_FIRST_SLEEP_NS,
+                               clock_mono_ns() + DYNO_DATA_CALL_NS, false };
     int rc;
 
     if (!c)
@@ -450,7 +459,7 @@ static int dyno_data_deliver(const char *json, size_t len)
     rc = backlog_send(b, json, len, dyno_data_send_one, &t);
     if (rc != -EBUSY)
         dyno_data_account(b, rc);
-    return rc;
+    return rc == -EINPROGRESS ? 0 : rc; /* kept behind a queue that is going out */
 }
 
 int dyno_send_data(void *ctx, const char *json, size_t len)

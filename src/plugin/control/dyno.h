@@ -29,7 +29,8 @@ int dyno_send_monitor_status(int32_t status);
  * dropped_offline. 0 when sent (or queued behind a flush on another thread), else -errno. */
 int dyno_send_data(void *ctx, const char *json, size_t len);
 /* Deliver the kept data now (the poller, after a poll that reached the daemon, so a quiet
- * session drains too). 0 when nothing is left, -EBUSY when another thread is sending. */
+ * session drains too). 0 when sent or still going out (the rest with the next call), -EBUSY
+ * when another thread is sending, else the failure. */
 int dyno_flush_data(void);
 struct dyno_data_stats {
     size_t entries, bytes;   /* kept now */
