@@ -1,7 +1,9 @@
 /* test_backlog: the undelivered-data FIFO alone, through a scripted send function — oldest
  * first, byte and entry caps dropping (and counting) the oldest, a payload larger than the
  * cap, a flush that stops at the first failure and keeps the rest in order, and a payload
- * queued while another thread holds the flush. */
+ * queued while another thread holds the flush; and dyno's data channel over it: a send to an
+ * absent daemon is kept (or dropped and counted with MSMONITOR_DATA_BACKLOG_BYTES=0), a bad
+ * cap warns once and keeps the default. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,7 +15,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <stdlib.h>
+
+#include "../../logcap.h"
 #include "plugin/control/backlog.h"
+#include "plugin/control/dyno.h"
+#include "plugin/penv.h"
 
 /* Records what was delivered; fails every call from `fail_from` on (counted from 0). */
 struct sink {
@@ -236,6 +243,47 @@ static void test_concurrent_sender_queues(void **state)
     backlog_destroy(w.b);
 }
 
+/* No sockets in the directory: every send fails at once (ENOENT). */
+static void dyno_cap_case(const char *cap, size_t want_entries, uint64_t want_dropped, int want_warning)
+{
+    char tmpl[] = "/tmp/pc_backlog_XXXXXX";
+    struct dyno_data_stats st;
+
+    assert_non_null(mkdtemp(tmpl));
+    setenv("MSMONITOR_SOCKET_DIR", tmpl, 1);
+    if (cap)
+        setenv("MSMONITOR_DATA_BACKLOG_BYTES", cap, 1);
+    else
+        unsetenv("MSMONITOR_DATA_BACKLOG_BYTES");
+    penv_reload();
+    dyno_reset();
+    logcap_clear();
+    assert_int_equal(dyno_send_data(NULL, "{\"a\":1}", 7), -ENOENT);
+    assert_int_equal(dyno_send_data(NULL, "{\"a\":2}", 7), -ENOENT);
+    dyno_data_backlog(&st);
+    assert_int_equal(st.entries, want_entries);
+    assert_int_equal(st.dropped, want_dropped);
+    assert_int_equal(logcap_has("MSMONITOR_DATA_BACKLOG_BYTES='"), want_warning);
+    assert_int_equal(dyno_flush_data(), want_entries ? -ENOENT : 0);
+    dyno_reset();
+    unsetenv("MSMONITOR_DATA_BACKLOG_BYTES");
+    unsetenv("MSMONITOR_SOCKET_DIR");
+    penv_reload();
+    rmdir(tmpl);
+}
+
+static void test_dyno_keeps_undelivered(void **state)
+{
+    (void)state;
+    assert_int_equal(logcap_open(), 0);
+    dyno_cap_case(NULL, 2, 0, 0);
+    dyno_cap_case("0", 0, 2, 0);
+    dyno_cap_case("7", 1, 1, 0);          /* one payload fits: the older is dropped */
+    dyno_cap_case("lots", 2, 0, 1);       /* warned, the default */
+    dyno_cap_case("999999999999", 2, 0, 1);
+    logcap_close();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -245,6 +293,7 @@ int main(void)
         cmocka_unit_test(test_zero_cap_keeps_nothing),
         cmocka_unit_test(test_flush_stops_at_first_failure),
         cmocka_unit_test(test_concurrent_sender_queues),
+        cmocka_unit_test(test_dyno_keeps_undelivered),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
