@@ -16,7 +16,7 @@ enum status_dim { STATUS_TRACE = 0, STATUS_MONITOR = 1 };
 
 /* A session's counters as the plugin reports them (PluginStats data messages). */
 #define STATUS_STATS_FIELDS(X) X(before_start) X(bytes_written) X(consumed) X(cpu_ns) \
-    X(dropped_declined) X(dropped_queue) X(dropped_write) X(filtered) X(kept) X(written)
+    X(dropped_declined) X(dropped_offline) X(dropped_queue) X(dropped_write) X(filtered) X(kept) X(written)
 struct status_stats {
 #define STATUS_STATS_MEMBER(f) uint64_t f;
     STATUS_STATS_FIELDS(STATUS_STATS_MEMBER)

@@ -33,6 +33,7 @@ enum penv_id {
     PENV_CUPTI_LIB,             /* MSMONITOR_CUPTI_LIB (07 §3.1) */
     PENV_CUDA_HOME,             /* CUDA_HOME */
     PENV_CUDA_INJECTION,        /* CUDA_INJECTION64_PATH: set when the driver injected us */
+    PENV_DATA_BACKLOG_BYTES,    /* MSMONITOR_DATA_BACKLOG_BYTES: undelivered metric data cap (backlog.h) */
     PENV_COUNT
 };
 

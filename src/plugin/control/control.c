@@ -177,6 +177,10 @@ static bool control_poller_attempt(struct control_poller *p)
     if (dyno_poll(p->buf, CONTROL_POLL_CAP, &len) == 0 && len > 0 && p->cfg.on_config)
         p->cfg.on_config(p->cfg.ctx, p->buf, len);
     ok = dyno_reachable();
+    /* Metric data kept while the daemon was away (or restarting between two polls) goes out
+     * now, not only with the session's next report: a quiet session drains too. */
+    if (ok)
+        (void)dyno_flush_data();
     if (ok && p->cfg.on_tick)
         p->cfg.on_tick(p->cfg.ctx);
     return ok;

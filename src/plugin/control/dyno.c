@@ -10,11 +10,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
 #include "common/strutil.h"
+#include "plugin/control/backlog.h"
 #include "plugin/control/ipc_client.h"
+#include "plugin/penv.h"
+#include "plugin/pipeline/pipeline.h"
 
 struct dyno_state {
     pthread_mutex_t lock;            /* registration, polling, pending */
@@ -30,7 +34,12 @@ struct dyno_state {
     int npids;
     char *pending;                   /* non-empty config not yet returned */
     size_t pending_len;
+    /* data channel, under dyno_client_lock (never held across a send) */
+    struct backlog *backlog;         /* undelivered data, created at the first data send */
     bool data_failing;               /* data channel currently failing (log once) */
+    bool data_dropping;              /* the backlog dropped since it last drained (log once) */
+    uint64_t data_dropped_logged;    /* backlog drop total at the last recovery line */
+    struct log_ratelimit data_drop_rl;
 };
 
 static struct dyno_state dyno = {
@@ -332,28 +341,163 @@ int dyno_send_monitor_status(int32_t status)
     return rc;
 }
 
-int dyno_send_data(void *ctx, const char *json, size_t len)
+/* The byte cap of the backlog: MSMONITOR_DATA_BACKLOG_BYTES (tests), else the default. */
+static size_t dyno_backlog_bytes(void)
 {
-    struct ipc_client *c = dyno_client();
-    int rc;
+    const char *raw = penv_get(PENV_DATA_BACKLOG_BYTES);
+    uint64_t v;
 
-    (void)ctx;
-    if (!c)
-        return -ENOTCONN;
-    rc = ipc_client_send(c, IPC_CLIENT_DATA, IPC_TYPE_DATA, json, len, IPC_CLIENT_DATA_RETRIES,
-                         IPC_CLIENT_DATA_FIRST_SLEEP_NS, IPC_CLIENT_QUIET);
-    /* collectd-style complaint: once when it starts failing, once when it recovers. */
+    if (!raw)
+        return BACKLOG_DEFAULT_BYTES;
+    if (str_to_u64(raw, &v) != 0 || v > BACKLOG_MAX_BYTES) {
+        LOG_WARN("dyno: %s='%s' invalid (0..%u bytes), using %u", penv_name(PENV_DATA_BACKLOG_BYTES), raw,
+                 BACKLOG_MAX_BYTES, BACKLOG_DEFAULT_BYTES);
+        return BACKLOG_DEFAULT_BYTES;
+    }
+    return (size_t)v;
+}
+
+static struct backlog *dyno_backlog(void)
+{
+    struct backlog *b;
+
     pthread_mutex_lock(&dyno_client_lock);
-    if (rc != 0 && !dyno.data_failing) {
+    if (!dyno.backlog && backlog_create(dyno_backlog_bytes(), BACKLOG_DEFAULT_ENTRIES, &dyno.backlog) != 0)
+        dyno.backlog = NULL;
+    b = dyno.backlog;
+    pthread_mutex_unlock(&dyno_client_lock);
+    return b;
+}
+
+/* One call's allowance, shared by every payload it sends (the queue first, then the new
+ * one): the retry schedule of one plain data send (5 sleeps from 1 ms, 31 ms in all) and as
+ * much time again for sending a long queue, so a call never blocks much longer than the send
+ * it replaces; what is left goes with the next call or poll. */
+#define DYNO_DATA_CALL_NS 31000000ull
+
+struct dyno_data_try {
+    struct ipc_client *c;
+    unsigned sleeps_left;
+    uint64_t sleep_ns;
+    uint64_t deadline_ns;
+    bool tried;             /* the first payload of a call is always tried */
+};
+
+static int dyno_data_send_one(void *ctx, const void *data, size_t len)
+{
+    struct dyno_data_try *t = ctx;
+
+    if (t->tried && clock_mono_ns() >= t->deadline_ns)
+        return -EINPROGRESS;
+    t->tried = true;
+    for (;;) {
+        int rc = ipc_client_send(t->c, IPC_CLIENT_DATA, IPC_TYPE_DATA, data, len, 0, 0, IPC_CLIENT_QUIET);
+        if (rc == 0 || (rc != -EAGAIN && rc != -EWOULDBLOCK && rc != -ECONNREFUSED) || t->sleeps_left == 0)
+            return rc;
+        struct timespec ts = { .tv_sec = (time_t)(t->sleep_ns / 1000000000ull),
+                               .tv_nsec = (long)(t->sleep_ns % 1000000000ull) };
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+        t->sleep_ns *= 2;
+        t->sleeps_left--;
+    }
+}
+
+/* collectd-style complaints after a send or flush: once when sending starts failing and
+ * once when it works again; once (rate-limited) when the backlog starts dropping and once
+ * with the total when it has drained. Drops go to the running session's counters. */
+static void dyno_data_account(struct backlog *b, int rc)
+{
+    struct backlog_stats st;
+    uint64_t fresh = backlog_take_dropped(b);
+
+    if (fresh)
+        pipeline_add_offline_drops(fresh);
+    backlog_get_stats(b, &st);
+    pthread_mutex_lock(&dyno_client_lock);
+    if (rc != 0 && rc != -EINPROGRESS && !dyno.data_failing) {
         dyno.data_failing = true;
-        LOG_ERROR("dyno: sending metric data to the daemon failed: %s (further failures not logged)",
-                  errno_name(-rc));
-    } else if (rc == 0 && dyno.data_failing) {
+        LOG_ERROR("dyno: sending metric data to the daemon failed: %s; keeping undelivered data for when it is "
+                  "back (further failures not logged)", errno_name(-rc));
+    } else if (rc == 0 && dyno.data_failing && st.entries == 0) {
         dyno.data_failing = false;
-        LOG_INFO("dyno: sending metric data to the daemon works again");
+        LOG_INFO("dyno: sending metric data to the daemon works again (%llu kept datagrams delivered so far)",
+                 (unsigned long long)st.flushed);
+    }
+    if (fresh && !dyno.data_dropping) {
+        dyno.data_dropping = true;
+        LOG_RL(&dyno.data_drop_rl, 10000, LOG_LVL_WARNING,
+               "dyno: the undelivered metric data backlog is full; dropping the oldest datagrams (counted as "
+               "dropped_offline)");
+    } else if (dyno.data_dropping && st.entries == 0) {
+        dyno.data_dropping = false;
+        LOG_WARN("dyno: %llu metric datagrams dropped from the full backlog while the daemon was unreachable "
+                 "(%llu in total)", (unsigned long long)(st.dropped - dyno.data_dropped_logged),
+                 (unsigned long long)st.dropped);
+        dyno.data_dropped_logged = st.dropped;
     }
     pthread_mutex_unlock(&dyno_client_lock);
-    return rc;
+}
+
+/* Deliver `json` after everything kept before it (NULL: only the kept ones). Sends run on
+ * the caller's thread (the session actor, or the poller) under no dyno lock. */
+static int dyno_data_deliver(const char *json, size_t len)
+{
+    struct ipc_client *c = dyno_client();
+    struct backlog *b = dyno_backlog();
+    struct dyno_data_try t = { c, IPC_CLIENT_DATA_RETRIES, IPC_CLIENT_DATA_FIRST_SLEEP_NS,
+                               clock_mono_ns() + DYNO_DATA_CALL_NS, false };
+    int rc;
+
+    if (!c)
+        return -ENOTCONN;
+    if (!b) { /* no memory for the backlog: the plain send, as before it existed */
+        rc = ipc_client_send(c, IPC_CLIENT_DATA, IPC_TYPE_DATA, json, len, IPC_CLIENT_DATA_RETRIES,
+                             IPC_CLIENT_DATA_FIRST_SLEEP_NS, IPC_CLIENT_QUIET);
+        return rc;
+    }
+    rc = backlog_send(b, json, len, dyno_data_send_one, &t);
+    if (rc != -EBUSY)
+        dyno_data_account(b, rc);
+    return rc == -EINPROGRESS ? 0 : rc; /* kept behind a queue that is going out */
+}
+
+int dyno_send_data(void *ctx, const char *json, size_t len)
+{
+    (void)ctx;
+    return dyno_data_deliver(json, len);
+}
+
+int dyno_flush_data(void)
+{
+    struct backlog_stats st;
+    struct backlog *b;
+
+    pthread_mutex_lock(&dyno_client_lock);
+    b = dyno.backlog;
+    pthread_mutex_unlock(&dyno_client_lock);
+    if (!b)
+        return 0;
+    backlog_get_stats(b, &st);
+    if (st.entries == 0)
+        return 0;
+    return dyno_data_deliver(NULL, 0);
+}
+
+void dyno_data_backlog(struct dyno_data_stats *ret)
+{
+    struct backlog_stats st = { 0 };
+    struct backlog *b;
+
+    pthread_mutex_lock(&dyno_client_lock);
+    b = dyno.backlog;
+    pthread_mutex_unlock(&dyno_client_lock);
+    if (b)
+        backlog_get_stats(b, &st);
+    ret->entries = st.entries;
+    ret->bytes = st.bytes;
+    ret->dropped = st.dropped;
+    ret->flushed = st.flushed;
 }
 
 bool dyno_reachable(void)
@@ -394,6 +538,10 @@ void dyno_reset(void)
     dyno.pending = NULL;
     dyno.pending_len = 0;
     dyno.data_failing = false;
+    backlog_destroy(dyno.backlog);
+    dyno.backlog = NULL;
+    dyno.data_dropping = false;
+    dyno.data_dropped_logged = 0;
     pthread_mutex_unlock(&dyno_client_lock);
     pthread_mutex_unlock(&dyno.lock);
 }

@@ -22,9 +22,22 @@ int dyno_poll(char *buf, size_t cap, size_t *ret_len);
 /* npuTraceStatus / npuMonitorStatus with this pid, job 0. 0 or -errno. */
 int dyno_send_trace_status(int32_t status, int32_t cur, int32_t start, int32_t stop);
 int dyno_send_monitor_status(int32_t status);
-/* proc_send_fn: one `data` datagram to dynolog_data.sock (5 retries from 1 ms). Failures
- * are logged once and again on recovery. */
+/* proc_send_fn: one `data` datagram to dynolog_data.sock, after the ones kept from earlier
+ * failures (backlog.h: oldest first, stopping at the first failure); one that cannot be sent
+ * is kept. All sends of one call share one plain send's retries (5 from 1 ms). Failures and
+ * backlog drops are logged once and again on recovery; drops go to the session's
+ * dropped_offline. 0 when sent (or queued behind a flush on another thread), else -errno. */
 int dyno_send_data(void *ctx, const char *json, size_t len);
+/* Deliver the kept data now (the poller, after a poll that reached the daemon, so a quiet
+ * session drains too). 0 when sent or still going out (the rest with the next call), -EBUSY
+ * when another thread is sending, else the failure. */
+int dyno_flush_data(void);
+struct dyno_data_stats {
+    size_t entries, bytes;   /* kept now */
+    uint64_t dropped;        /* oldest dropped beyond the caps, process total */
+    uint64_t flushed;        /* kept datagrams delivered later, process total */
+};
+void dyno_data_backlog(struct dyno_data_stats *ret);
 /* The last control send reached the daemon (false before the first one). */
 bool dyno_reachable(void);
 /* Successful registrations so far (the first and those after a daemon restart). */

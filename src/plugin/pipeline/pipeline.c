@@ -233,6 +233,14 @@ void pipeline_set_declined(struct pipeline *pl, uint64_t n)
     atomic_store_explicit(&pl->c.dropped_declined, n, memory_order_relaxed);
 }
 
+void pipeline_add_offline_drops(uint64_t n)
+{
+    pthread_mutex_lock(&g_last_mu);
+    if (g_live && n)
+        atomic_fetch_add_explicit(&g_live->c.dropped_offline, n, memory_order_relaxed);
+    pthread_mutex_unlock(&g_last_mu);
+}
+
 void pipeline_stats(struct pipeline *pl, struct pipeline_stats *ret)
 {
     const struct pl_counters *c = &pl->c;
@@ -241,7 +249,8 @@ void pipeline_stats(struct pipeline *pl, struct pipeline_stats *ret)
         .consumed = atomic_load(&c->consumed), .kept = atomic_load(&c->kept),
         .filtered = atomic_load(&c->filtered), .before_start = atomic_load(&c->before_start),
         .dropped_queue = atomic_load(&c->dropped_queue), .dropped_declined = atomic_load(&c->dropped_declined),
-        .dropped_write = atomic_load(&c->dropped_write), .written = atomic_load(&c->written),
+        .dropped_write = atomic_load(&c->dropped_write), .dropped_offline = atomic_load(&c->dropped_offline),
+        .written = atomic_load(&c->written),
         .bytes_written = atomic_load(&c->bytes_written), .cpu_ns = atomic_load(&c->cpu_ns),
     };
 }
@@ -260,11 +269,11 @@ size_t pipeline_stats_format(const struct pipeline_stats *s, char *buf, size_t c
 {
     int n = snprintf(buf, cap,
                      "consumed=%llu kept=%llu filtered=%llu before_start=%llu dropped_queue=%llu "
-                     "dropped_declined=%llu dropped_write=%llu written=%llu bytes=%llu cpu_ns=%llu",
+                     "dropped_declined=%llu dropped_write=%llu dropped_offline=%llu written=%llu bytes=%llu cpu_ns=%llu",
                      (unsigned long long)s->consumed, (unsigned long long)s->kept, (unsigned long long)s->filtered,
                      (unsigned long long)s->before_start, (unsigned long long)s->dropped_queue,
                      (unsigned long long)s->dropped_declined, (unsigned long long)s->dropped_write,
-                     (unsigned long long)s->written, (unsigned long long)s->bytes_written,
+                     (unsigned long long)s->dropped_offline, (unsigned long long)s->written, (unsigned long long)s->bytes_written,
                      (unsigned long long)s->cpu_ns);
     if (n < 0)
         n = 0;
@@ -277,7 +286,8 @@ size_t pipeline_stats_json(const struct pipeline_stats *s, int32_t pid, uint64_t
     struct jw w;
     const struct { const char *k; uint64_t v; } f[] = {
         {"before_start", s->before_start}, {"bytes_written", s->bytes_written}, {"consumed", s->consumed},
-        {"cpu_ns", s->cpu_ns}, {"dropped_declined", s->dropped_declined}, {"dropped_queue", s->dropped_queue},
+        {"cpu_ns", s->cpu_ns}, {"dropped_declined", s->dropped_declined}, {"dropped_offline", s->dropped_offline},
+        {"dropped_queue", s->dropped_queue},
         {"dropped_write", s->dropped_write}, {"filtered", s->filtered}, {"kept", s->kept},
         {"written", s->written},
     };
@@ -344,7 +354,7 @@ int pipeline_stop(struct pipeline *pl, const char *parallel_group_info)
     pipeline_report(pl);
     pipeline_stats(pl, &s);
     pipeline_stats_format(&s, line, sizeof(line));
-    if (s.dropped_queue || s.dropped_declined || s.dropped_write)
+    if (s.dropped_queue || s.dropped_declined || s.dropped_write || s.dropped_offline)
         LOG_WARN("MsptiMonitor session stats: %s", line);
     else
         LOG_INFO("MsptiMonitor session stats: %s", line);

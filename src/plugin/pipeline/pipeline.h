@@ -61,13 +61,16 @@ struct pl_counters {
     _Atomic uint64_t dropped_declined;  /* buffers the backend asked for and we declined (their
                                          * records were never seen; set via pipeline_set_declined) */
     _Atomic uint64_t dropped_write;     /* lines/rows lost to a write error */
+    _Atomic uint64_t dropped_offline;   /* metric datagrams dropped from the full backlog while the
+                                         * daemon was unreachable (pipeline_add_offline_drops) */
     _Atomic uint64_t written;           /* lines/rows on disk */
     _Atomic uint64_t bytes_written;
     _Atomic uint64_t cpu_ns;            /* completion path + writer threads */
 };
 
 struct pipeline_stats {
-    uint64_t consumed, kept, filtered, before_start, dropped_queue, dropped_declined, dropped_write, written,
+    uint64_t consumed, kept, filtered, before_start, dropped_queue, dropped_declined, dropped_write, dropped_offline,
+        written,
         bytes_written, cpu_ns;
 };
 
@@ -105,6 +108,9 @@ size_t pipeline_stats_format(const struct pipeline_stats *s, char *buf, size_t c
  * 0 if cap is too small. */
 #define PIPELINE_STATS_KIND "PluginStats"
 size_t pipeline_stats_json(const struct pipeline_stats *s, int32_t pid, uint64_t now_ns, char *buf, size_t cap);
+/* Hook for the control layer's undelivered-data drops (added to the running session, if any;
+ * drops between sessions are only in the control layer's own total). */
+void pipeline_add_offline_drops(uint64_t n);
 /* Hook for the backend's declined-buffer count (absolute for this session). */
 void pipeline_set_declined(struct pipeline *pl, uint64_t n);
 

@@ -136,7 +136,8 @@ static void test_status_session_stats(void **state)
     struct data_router dr;
     const char *good = "{\"deviceId\":-1,\"duration\":5,\"kind\":\"PluginStats\",\"name\":\"x\",\"pid\":4250,"
                        "\"stats\":{\"before_start\":1,\"bytes_written\":2,\"consumed\":100,\"cpu_ns\":5,"
-                       "\"dropped_declined\":3,\"dropped_queue\":4,\"dropped_write\":6,\"filtered\":10,\"kept\":86,"
+                       "\"dropped_declined\":3,\"dropped_offline\":7,\"dropped_queue\":4,\"dropped_write\":6,\"filtered\":10,"
+                       "\"kept\":86,"
                        "\"written\":80},\"timestamp\":9}";
     char *r;
 
@@ -155,7 +156,7 @@ static void test_status_session_stats(void **state)
         (void)data_handle(&dr, bad[i], strlen(bad[i]), 1);
     r = call(f, "{\"fn\":\"getStatus\"}");
     assert_non_null(strstr(r, "\"pid\":4250,\"polling\":false,\"session_stats\":{\"before_start\":1,\"bytes_written\":2,"
-                              "\"consumed\":100,\"cpu_ns\":5,\"dropped_declined\":3,\"dropped_queue\":4,"
+                              "\"consumed\":100,\"cpu_ns\":5,\"dropped_declined\":3,\"dropped_offline\":7,\"dropped_queue\":4,"
                               "\"dropped_write\":6,\"filtered\":10,\"kept\":86,\"written\":80}}"));
     assert_null(strstr(r, "4251"));
     free(r);

@@ -458,7 +458,7 @@ static void test_forced_drops_in_stop_line(void **state)
     pt_destroy(p);
     log = log_capture_end(fd, lp);
     if (!strstr(log, "MsptiMonitor session stats: consumed=20000 kept=20000 filtered=0 before_start=0 "
-                     "dropped_queue=11809 dropped_declined=0 dropped_write=0 written=8192 "))
+                     "dropped_queue=11809 dropped_declined=0 dropped_write=0 dropped_offline=0 written=8192 "))
         fail_msg("jsonl stop line:\n%s", log);
     free(log);
     unsetenv("MSMONITOR_JSONL_BUFFER_CAPACITY");
@@ -474,7 +474,7 @@ static void test_forced_drops_in_stop_line(void **state)
     pt_destroy(p);
     log = log_capture_end(fd, lp);
     if (!strstr(log, "consumed=10000 kept=10000 filtered=0 before_start=0 dropped_queue=5904 dropped_declined=0 "
-                     "dropped_write=0 written=8192 "))
+                     "dropped_write=0 dropped_offline=0 written=8192 "))
         fail_msg("db stop line:\n%s", log);
     free(log);
     proc_db_test_set_queue(0, 5000);
