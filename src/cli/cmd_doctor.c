@@ -277,12 +277,15 @@ static double num_item(const cJSON *o, const char *key)
 static void check_session_stats(struct report *r, long long pid, const cJSON *s)
 {
     double q = num_item(s, "dropped_queue"), d = num_item(s, "dropped_declined");
-    double w = num_item(s, "dropped_write");
+    double w = num_item(s, "dropped_write"), off = num_item(s, "dropped_offline");
+    if (off > 0)
+        say(r, M_FAIL, "pid %lld: %.0f metric datagrams dropped while the daemon was unreachable - fix: "
+            "keep dynolog running (systemd Restart=always) or raise MSMONITOR_DATA_BACKLOG_BYTES", pid, off);
     if (q + d + w > 0)
         say(r, M_FAIL, "pid %lld: session dropped %.0f records (queue %.0f, declined buffers %.0f, "
             "write %.0f) - fix: a shorter --report-interval-s or a --filter; the job log shows "
             "'Buffer allocation exhausted' (R26)", pid, q + d + w, q, d, w);
-    else
+    else if (off == 0)
         say(r, M_OK, "pid %lld: session consumed %.0f, kept %.0f, filtered %.0f, written %.0f, "
             "0 dropped", pid, num_item(s, "consumed"), num_item(s, "kept"),
             num_item(s, "filtered"), num_item(s, "written"));

@@ -159,7 +159,9 @@ static void take_stats(struct data_router *dr, const cJSON *msg)
 #define TAKE(name)                                                        \
     f = cjx_get(sv, #name);                                               \
     k = cjx_number(f, &i, &u, NULL);                                      \
-    if (k == CJX_INT && i >= 0)                                           \
+    if (!f)                                                               \
+        s.name = 0; /* an older plugin without this counter */            \
+    else if (k == CJX_INT && i >= 0)                                      \
         s.name = (uint64_t)i;                                             \
     else if (k == CJX_UINT)                                               \
         s.name = u;                                                       \

@@ -3,6 +3,7 @@ simulator workload: each report interval the plugin sends its PluginStats, the d
 the latest per pid, and `dyno status` shows them in that process's entry; the plugin logs
 the same counters in one line at stop."""
 import json
+import os
 import re
 import tempfile
 import time
@@ -53,5 +54,45 @@ def test_dyno_status_shows_session_counters(daemon):
         m = re.findall(r"MsptiMonitor session stats: consumed=(\d+) kept=(\d+) filtered=(\d+)", log)[-1]
         final = _stats_of(daemon, w.p.pid, pred=lambda t: t["consumed"] == int(m[0]))
         assert (final["kept"], final["filtered"]) == (int(m[1]), int(m[2]))
+    finally:
+        w.stop()
+
+
+def _proc_entry(daemon, pid, key, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        for p in _status(daemon)["processes"]:
+            if p["pid"] == pid and key in p:
+                return p
+        assert time.monotonic() < deadline, f"no {key} for pid {pid}: {_status(daemon)}"
+        time.sleep(0.2)
+
+
+def test_dyno_status_and_doctor_show_the_vendor_library(daemon):
+    """Issue 15: after registering, each process tells the daemon which msPTI library it
+    loaded (PluginInfo); `dyno status` shows it and `dyno doctor` checks it."""
+    from conftest import binpath
+    tmp = tempfile.mkdtemp(prefix="mmlib")
+    w = Workload(daemon, tmp)
+    try:
+        wait_registered(daemon, w.p.pid)
+        p = _proc_entry(daemon, w.p.pid, "library")
+        assert p["backend"] == "mspti"
+        assert p["library"] == binpath("libmspti.so")
+        r = run_dyno(daemon, "doctor", "--pid", str(w.p.pid))
+        assert f"pid {w.p.pid}: library = {binpath('libmspti.so')}" in r.stdout, r.stdout
+    finally:
+        w.stop()
+    # a process that found no msPTI library: reported as "", and doctor fails with the fix
+    tmp = tempfile.mkdtemp(prefix="mmlib")
+    w = Workload(daemon, tmp, extra_env={"MSMONITOR_MSPTI_LIB": os.path.join(tmp, "missing", "libmspti.so"),
+                                         "MSSIM_CHECK_PRELOAD": "0"})
+    try:
+        wait_registered(daemon, w.p.pid)
+        p = _proc_entry(daemon, w.p.pid, "library")
+        assert p["library"] == ""
+        r = run_dyno(daemon, "doctor", "--pid", str(w.p.pid))
+        assert r.returncode == 1
+        assert f"pid {w.p.pid}: library empty (no library found)" in r.stdout, r.stdout
     finally:
         w.stop()

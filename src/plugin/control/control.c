@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/jw.h"
 #include "common/log.h"
 #include "common/strutil.h"
 #include "contract/cfgkeys.h"
@@ -201,6 +202,40 @@ static void control_note(const struct control_poller *p, enum log_level lvl, con
         fprintf(stderr, "[%s] [msmonitor poller %d] %s\n", lvl == LOG_LVL_INFO ? "INFO" : "WARNING", (int)getpid(), msg);
 }
 
+/* PluginInfo (ours): after each registration, tell the daemon which vendor library this
+ * process loaded ("" = none found), so `dyno status` / `dyno doctor` can show it. The upstream
+ * data keys make any daemon accept (and log) it. */
+static void control_send_plugin_info(void)
+{
+    const char *name = "mspti", *lib = "";
+    char buf[1024];
+    struct jw w;
+
+    if (monitor_backend_info(&name, &lib) != 0)
+        lib = "";
+    jw_init(&w, buf, sizeof(buf));
+    jw_obj_begin(&w);
+    jw_key(&w, "backend");
+    jw_str(&w, name);
+    jw_key(&w, "deviceId");
+    jw_int(&w, -1);
+    jw_key(&w, "duration");
+    jw_int(&w, 0);
+    jw_key(&w, "kind");
+    jw_str(&w, "PluginInfo");
+    jw_key(&w, "library");
+    jw_str(&w, lib);
+    jw_key(&w, "name");
+    jw_str(&w, lib[0] ? lib : "no vendor library found");
+    jw_key(&w, "pid");
+    jw_int(&w, getpid());
+    jw_key(&w, "timestamp");
+    jw_uint(&w, clock_real_ns());
+    jw_obj_end(&w);
+    if (!w.err)
+        (void)dyno_send_data(NULL, w.buf, w.len);
+}
+
 /* The two lines of the policy: one when the daemon is lost (or absent at start), one when
  * it is back; the retries in between are silent. */
 static void control_poller_account(struct control_poller *p, bool ok, bool was_registered, unsigned regs_before)
@@ -225,8 +260,11 @@ static void control_poller_account(struct control_poller *p, bool ok, bool was_r
         p->st.failures++;
     }
     p->st.reachable = ok;
-    if (regs > regs_before)
+    if (regs > regs_before) {
         p->st.registrations += regs - regs_before;
+        if (ok)
+            control_send_plugin_info();
+    }
 }
 
 static void *control_poller_main(void *arg)
