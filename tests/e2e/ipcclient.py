@@ -102,3 +102,108 @@ class IpcClient:
                 return None
             if r[0] == tag:
                 return r[1]
+
+
+# --- PyTorch Kineto's dynolog client (spec 07-kineto-and-cupti.md §1, 03-ipc.md §1.3/§2) ---
+
+KINETO_DEST = b"\0dynolog\0"          # abstract, trailing NUL part of the name: addrlen 11
+KINETO_NONE, KINETO_EVENTS, KINETO_ACTIVITIES = 0, 1, 2
+
+
+def kineto_pids(pid=None):
+    """Own pid, then up to 10 ancestors from /proc/<pid>/stat, stopping before pid <= 1."""
+    pids = [pid or os.getpid()]
+    while len(pids) < 11:
+        try:
+            with open("/proc/%d/stat" % pids[-1]) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        if ppid <= 1:
+            break
+        pids.append(ppid)
+    return pids
+
+
+def kineto_log_file(log_file, pid):
+    """Kineto's per-process output name: x.pt.trace.json -> x_<pid>.pt.trace.json, else the
+    first .json -> _<pid>.json."""
+    if log_file.endswith(".pt.trace.json"):
+        return log_file[:-len(".pt.trace.json")] + "_%d.pt.trace.json" % pid
+    return log_file.replace(".json", "_%d.json" % pid, 1)
+
+
+def parse_kineto_config(text):
+    """Kineto's parser: strip # comments, skip blank lines, exactly two trimmed parts split on
+    '=' or the whole config is rejected (ValueError)."""
+    out = {}
+    for line in text.split("\n"):
+        line = line.split("#", 1)[0]
+        if not line.strip():
+            continue
+        parts = line.split("=")
+        if len(parts) != 2:
+            raise ValueError("Kineto rejects config line %r" % line)
+        out[parts[0].strip()] = parts[1].strip()
+    return out
+
+
+class KinetoClient:
+    """What libkineto's IpcFabricConfigClient puts on the wire: bound once to the abstract
+    name dynoconfigclient<uuid4> (with Kineto's trailing NUL), each message one sendmsg of two
+    iovecs (40-byte metadata, payload) to @dynolog; ctxt {gpu, pid, jobId}; req {type, n,
+    jobId, pids[n]} with pids = own pid + ancestors and jobId = SLURM_JOB_ID or 0."""
+
+    def __init__(self, job=None, pids=None, dest=KINETO_DEST):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.name = "dynoconfigclient" + str(uuid.uuid4())
+        self.sock.bind(b"\0" + self.name.encode() + b"\0")
+        self.dest = dest
+        self.pid = os.getpid()
+        self.pids = list(pids) if pids is not None else kineto_pids()
+        if job is None:
+            try:
+                job = int(os.environ.get("SLURM_JOB_ID", "0"))
+            except ValueError:
+                job = 0
+        self.job = job
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def send(self, tag, payload):
+        hdr = HDR.pack(len(payload), tag.encode().ljust(32, b"\0"))
+        self.sock.sendmsg([hdr, payload], [], 0, self.dest)
+
+    def recv(self, timeout):
+        """(tag, payload, source address) or None."""
+        r, _, _ = select.select([self.sock], [], [], timeout)
+        if not r:
+            return None
+        d, src = self.sock.recvfrom(70000)
+        tag, payload = parse(d)
+        return tag, payload, src
+
+    def ctxt(self, gpu, timeout=1.0):
+        self.send("ctxt", struct.pack("<iiq", gpu, self.pid, self.job))
+        r = self.recv(timeout)
+        return None if r is None else struct.unpack("<i", r[1][:4])[0]
+
+    def req_payload(self, type):
+        return struct.pack("<iiq", type, len(self.pids), self.job) + \
+            struct.pack("<%di" % len(self.pids), *self.pids)
+
+    def poll(self, type=KINETO_ACTIVITIES, timeout=0.09):
+        """One poll like Kineto's: send req, wait ~90 ms for the reply. Returns
+        (config text, reply source address) or None."""
+        self.send("req", self.req_payload(type))
+        r = self.recv(timeout)
+        if r is None:
+            return None
+        return r[1].decode("utf-8", "replace"), r[2]
