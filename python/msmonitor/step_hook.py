@@ -257,16 +257,16 @@ def _hook_schedulers(torch, optim):
     if not isinstance(lrs, types.ModuleType):
         lrs = sys.modules.get(f"{getattr(torch, '__name__', 'torch')}.optim.lr_scheduler")
     bases = [getattr(lrs, n, None) for n in ("_LRScheduler", "LRScheduler", "ReduceLROnPlateau")]
-    seen, todo = set(), [b for b in bases if isinstance(b, type)]
-    while todo:
-        c = todo.pop()
+    seen, queue = set(), [b for b in bases if isinstance(b, type)]
+    while queue:
+        c = queue.pop()
         if c in seen:
             continue
         seen.add(c)
         fn = c.__dict__.get("step")
         if isinstance(fn, types.FunctionType) and not getattr(fn, _MARK, False):
             c.step = _wrap_sched_step(fn)
-        todo.extend(type.__subclasses__(c))
+        queue.extend(type.__subclasses__(c))
 
 
 def _patch_class(cls):
@@ -282,14 +282,14 @@ def _patch_tree(cls, opt_cls, walk_subclasses=True):
             _patch_class(base)
     if not walk_subclasses:
         return
-    seen, todo = set(), [cls]
-    while todo:
-        c = todo.pop()
+    seen, queue = set(), [cls]
+    while queue:
+        c = queue.pop()
         if c in seen:
             continue
         seen.add(c)
         _patch_class(c)
-        todo.extend(type.__subclasses__(c))
+        queue.extend(type.__subclasses__(c))
 
 
 def _hook_subclassing(opt_cls):
