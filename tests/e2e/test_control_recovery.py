@@ -13,46 +13,12 @@ import time
 
 import pytest
 
-from conftest import Proc, binpath, run_dyno
+from conftest import Proc, run_dyno
+from dyn_util import dyn_rank, plugin_log, rank_env, wait_until
 from python_util import PYTHON, py_env, require_packages, wait_polling
 
 PREFIX = "DynamicProfileNpuShm"
 FAST_RETRY = {"MSMONITOR_RETRY_INITIAL_S": "0.2", "MSMONITOR_RETRY_MAX_S": "1"}
-
-
-def dyn_rank():
-    from conftest import BUILD
-    path = os.path.join(BUILD, "tests", "unit", "plugin", "control", "dyn_rank")
-    if not os.path.exists(path):
-        pytest.skip(f"dyn_rank not built under {BUILD}")
-    return path
-
-
-def wait_until(pred, timeout, what, diag=None):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timeout waiting for {what}" + (f":\n{diag()}" if diag else ""))
-        time.sleep(0.05)
-
-
-def plugin_log(d):
-    out = ""
-    for f in sorted(glob.glob(os.path.join(str(d), "msmonitor_log", "*.log"))):
-        with open(f, "rb") as fh:
-            out += fh.read().decode("utf-8", "replace")
-    return out
-
-
-def rank_env(base, shm, logdir, rank, **extra):
-    env = dict(base)
-    env.update({"MSMONITOR_USE_DAEMON": "1", "MSMONITOR_SHM_DIR": str(shm), "MSMONITOR_POLL_INTERVAL_S": "0.3",
-                "MSMONITOR_MSPTI_LIB": binpath("libmspti.so"), "MSMONITOR_LOG_PATH": str(logdir),
-                "RANK": str(rank), "MSSIM_WL_STEPS": "0", "MSSIM_WL_RATE": "20"})
-    env.update(FAST_RETRY)
-    env.pop("MSMONITOR_NATIVE_POLL", None)
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
 
 
 class Job:
@@ -63,7 +29,7 @@ class Job:
         for r in (0, 1):
             d = root / f"{name}{r}"
             d.mkdir()
-            p = Proc([dyn_rank()], env=rank_env(base_env, shm, d, r), logname="rank", tmpdir=str(d))
+            p = Proc([dyn_rank()], env=rank_env(base_env, shm, d, r, **FAST_RETRY), logname="rank", tmpdir=str(d))
             self.ranks.append((p, d))
         for p, _ in self.ranks:
             p.wait_log("init 0", timeout=30)

@@ -12,48 +12,16 @@ import time
 
 import pytest
 
-from conftest import BUILD, SOURCE, Proc, binpath, run_dyno
+from conftest import Proc, run_dyno
+from dyn_util import dyn_rank, plugin_log, rank_env, wait_until
 from python_util import PKG, PYTHON, py_env, wait_polling
 
 SHM_SIZE = 1 << 20
 PREFIX = "DynamicProfileNpuShm"
 
 
-def dyn_rank():
-    path = os.path.join(BUILD, "tests", "unit", "plugin", "control", "dyn_rank")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"dyn_rank not built under {BUILD}")
-    return path
-
-
 def shm_files(d):
     return sorted(glob.glob(os.path.join(str(d), PREFIX + "*")))
-
-
-def wait_until(pred, timeout, what, diag=None):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timeout waiting for {what}" + (f":\n{diag()}" if diag else ""))
-        time.sleep(0.05)
-
-
-def plugin_log(d):
-    out = ""
-    for f in sorted(glob.glob(os.path.join(str(d), "msmonitor_log", "*.log"))):
-        with open(f, "rb") as fh:
-            out += fh.read().decode("utf-8", "replace")
-    return out
-
-
-def rank_env(base, shm, logdir, rank, **extra):
-    env = dict(base)
-    env.update({"MSMONITOR_USE_DAEMON": "1", "MSMONITOR_SHM_DIR": str(shm), "MSMONITOR_POLL_INTERVAL_S": "0.3",
-                "MSMONITOR_MSPTI_LIB": binpath("libmspti.so"), "MSMONITOR_LOG_PATH": str(logdir),
-                "RANK": str(rank), "MSSIM_WL_STEPS": "0", "MSSIM_WL_RATE": "20"})
-    env.pop("MSMONITOR_NATIVE_POLL", None)
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
 
 
 def jsonl_lines(out, pid):
