@@ -90,7 +90,7 @@ static void set_str(struct sink_kv *kv, const char *key, const char *s, size_t n
     kv->slen = n;
 }
 
-static int emit(struct data_router *dr, const struct sink_record *rec)
+int data_router_write(struct data_router *dr, const struct sink_record *rec)
 {
     for (size_t i = 0; i < dr->nsinks; i++)
         dr->sinks[i].ops->write(dr->sinks[i].self, rec);
@@ -134,8 +134,8 @@ static int emit_opstats(struct data_router *dr, const cJSON *msg, const char *de
         set_num(&kv[n++], "timestamp", ts);
         if (is_num(f = cjx_get(op, "total")))
             set_num(&kv[n++], "total", f);
-        struct sink_record rec = { now_ns, dev, kv, n };
-        written += emit(dr, &rec);
+        struct sink_record rec = { now_ns, dev, kv, n, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
+        written += data_router_write(dr, &rec);
     }
     return written;
 }
@@ -252,8 +252,8 @@ int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_
         if (is_str(f = cjx_get(msg, "name")))
             set_str(&kv[n++], "name", f->valuestring, strlen(f->valuestring));
         set_num(&kv[n++], "timestamp", ts);
-        struct sink_record rec = { now_ns, dev, kv, n };
-        rc = emit(dr, &rec);
+        struct sink_record rec = { now_ns, dev, kv, n, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
+        rc = data_router_write(dr, &rec);
     }
     cJSON_Delete(msg);
     return rc;

@@ -10,7 +10,7 @@
 #include "daemon/registry.h"
 #include "daemon/status.h"
 
-#define DATA_MAX_SINKS 4
+#define DATA_MAX_SINKS 8
 
 struct data_router {
     struct sink sinks[DATA_MAX_SINKS];
@@ -26,6 +26,9 @@ void data_router_init(struct data_router *dr);
 /* Takes ownership of s (destroyed by data_router_fini). -ENOSPC beyond DATA_MAX_SINKS. */
 int data_router_add(struct data_router *dr, struct sink s);
 void data_router_fini(struct data_router *dr);
+/* Hand one record (host metrics, daemon-made series) to every sink, as data_handle does for
+ * `data` payloads. rec is borrowed for the call. Returns 1. */
+int data_router_write(struct data_router *dr, const struct sink_record *rec);
 
 /* One `data` payload received at wall time now_ns. Returns the number of records written
  * (0 or more), or -EINVAL when the payload is refused (logged "Error parsing message"). */

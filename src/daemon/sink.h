@@ -23,7 +23,15 @@ struct sink_record {
     const char *device;        /* normalised device ("0", "host"), NULL for host metrics */
     const struct sink_kv *kv;  /* borrowed for the duration of write() */
     size_t n;
+    /* Who sent it, where known (labels job/rank/pid of the Prometheus-style loggers):
+     * SINK_NO_PID, SINK_NO_RANK and SINK_NO_JOB when unknown (host metrics, older plugins). */
+    int32_t pid;
+    int32_t rank;
+    int64_t job;
 };
+#define SINK_NO_PID 0
+#define SINK_NO_RANK (-1)
+#define SINK_NO_JOB (-1)
 
 struct sink_ops {
     const char *name;
