@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/pathnorm.h"
 #include "daemon/conn.h"
 #include "daemon/data_sink.h"
 #include "daemon/flags.h"
@@ -44,6 +45,42 @@ static int check_unsupported(const struct daemon_flags *f)
     if (f->use_prometheus)
         LOG_WARN("--use_prometheus is not supported yet by this build; Prometheus exposition is off");
     return 0;
+}
+
+/* Issue 13: --allowed_log_dirs, the IPC peer policy, the registry quota and the per-peer RPC
+ * cap, all from flags; start-up fails (exit 1) on a bad list. */
+static struct pathnorm_roots allowed_log_dirs;
+
+static int security_setup(const struct daemon_flags *f, int tcp_fd)
+{
+    char err[PATHNORM_MAX + 128];
+    if (pathnorm_roots_parse(f->allowed_log_dirs, &allowed_log_dirs, err, sizeof(err)) != 0) {
+        LOG_ERROR("%s", err);
+        return -EINVAL;
+    }
+    if (allowed_log_dirs.n) {
+        char list[1024];
+        pathnorm_roots_str(&allowed_log_dirs, list, sizeof(list));
+        LOG_INFO("--log-file of npu-monitor/nputrace configs must resolve below %s", list);
+        rpc_set_allowed_log_dirs(&allowed_log_dirs);
+    } else if (strcmp(f->certs_dir, "NO_CERTS") == 0 && !rpc_listen_is_loopback(tcp_fd)) {
+        LOG_WARN("RPC is served on a non-loopback address without TLS and without --allowed_log_dirs: "
+                 "anyone who reaches port %d can make registered processes write files anywhere they "
+                 "may write", f->port);
+    }
+    return 0;
+}
+
+static int ipc_peers_setup(const struct daemon_flags *f, struct ipc_server *ipc)
+{
+    uid_t uids[IPC_MAX_ALLOWED_UIDS];
+    size_t n = 0;
+    char err[256];
+    if (ipc_parse_uids(f->ipc_allowed_uids, uids, IPC_MAX_ALLOWED_UIDS, &n, err, sizeof(err)) != 0) {
+        LOG_ERROR("%s", err);
+        return -EINVAL;
+    }
+    return ipc ? ipc_server_set_peers(ipc, uids, n, f->ipc_peer_pid_check) : 0;
 }
 
 /* SIGTERM/SIGINT: stop accepting, let in-flight RPCs finish (<= 3 s each), then leave the loop
@@ -140,6 +177,10 @@ int main(int argc, char **argv)
         LOG_ERROR("%s", err);
         goto out_loop;
     }
+    if (security_setup(&flags, tcp_fd) != 0) {
+        close(tcp_fd);
+        goto out_loop;
+    }
 
     /* 3. state shared by RPC and IPC */
     gethostname(host, sizeof(host) - 1);
@@ -149,6 +190,7 @@ int main(int argc, char **argv)
         close(tcp_fd);
         goto out_state;
     }
+    registry_set_policy(reg, flags.registry_uid_quota, flags.ipc_peer_pid_check);
     if (ipc_socket_dir(flags.ipc_socket_dir, dir, sizeof(dir)) != 0) {
         LOG_ERROR("cannot resolve the socket directory (passwd home of uid %u)", (unsigned)getuid());
         dir[0] = '\0';
@@ -181,6 +223,10 @@ int main(int argc, char **argv)
             goto out_ipc;
         }
     }
+    if (ipc_peers_setup(&flags, ipc) != 0) {
+        close(tcp_fd);
+        goto out_ipc;
+    }
 
     /* 7. events on the loop: RPC listeners, IPC sockets, the registry GC timer */
     struct rpc_ctx ctx = { reg, st, MSMON_VERSION };
@@ -191,6 +237,7 @@ int main(int argc, char **argv)
         goto out_ipc;
     }
     sd.rpc = rpc;
+    rpc_server_set_peer_limit(rpc, flags.rpc_max_clients_per_peer);
     if (ipc && ipc_server_start(ipc, loop) != 0) {
         LOG_ERROR("cannot serve the IPC sockets");
         goto out_rpc;

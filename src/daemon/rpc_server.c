@@ -170,6 +170,23 @@ fail:
     return rc;
 }
 
+bool rpc_listen_is_loopback(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (fd < 0)
+        return true;    /* no TCP listener: nothing reachable from the network */
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return false;
+    if (ss.ss_family == AF_INET)
+        return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss.ss_family == AF_INET6) {
+        const struct in6_addr *a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return false;
+}
+
 static void maybe_finish(struct rpc_server *s)
 {
     if (s->stopping && s->active == 0 && s->drained) {

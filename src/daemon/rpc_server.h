@@ -5,6 +5,7 @@
 #ifndef MSMON_DAEMON_RPC_SERVER_H
 #define MSMON_DAEMON_RPC_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "daemon/conn.h"
@@ -20,6 +21,9 @@ struct rpc_server;
 /* Bind and listen on TCP (port 1..65535; 0 is refused with the spec's text). On failure
  * returns a negative errno and the one-line reason in err. Caller owns *ret_fd. */
 int rpc_listen_tcp(int port, const char *bind_address, int *ret_fd, char *err, size_t errcap);
+
+/* The bound address of a listener is loopback only (127/8, ::1); true for fd < 0. */
+bool rpc_listen_is_loopback(int fd);
 
 /* Registers the listeners on l (served once loop_run runs). Takes ownership of tcp_fd (even
  * on failure; -1 = none); its connections are built by tcp_conn (NULL = plain sockets; TLS

@@ -96,7 +96,7 @@ def test_kineto_only_trace_reply_has_all_keys(d):
 
 
 def test_slow_clients_do_not_block_others():
-    d = Daemon(extra=["--rpc_max_clients", "32"])
+    d = Daemon(extra=["--rpc_max_clients", "32", "--rpc_max_clients_per_peer", "32"])
     try:
         idle = [socket.create_connection(("127.0.0.1", d.port)) for _ in range(20)]
         idle[0].sendall(b"\x05\x00")       # a partial length, then silence
@@ -112,8 +112,11 @@ def test_slow_clients_do_not_block_others():
         d.stop()
 
 
-def test_client_cap_closes_extra_connection(d):
+def test_client_cap_closes_extra_connection(make_daemon):
+    d = make_daemon(extra=["--rpc_max_clients", "16", "--rpc_max_clients_per_peer", "16"])
     idle = [socket.create_connection(("127.0.0.1", d.port)) for _ in range(16)]
+    for s in idle:
+        s.sendall(b"\x05")      # past the first-byte deadline: each holds its slot for 3 s
     try:
         d.wait_log("Received connection from", count=16)
         extra = socket.create_connection(("127.0.0.1", d.port))
