@@ -34,7 +34,7 @@ struct ipc_server {
     struct log_ratelimit rl_type;
     struct log_ratelimit rl_size;
     struct log_ratelimit rl_unnamed;
-    struct log_ratelimit rl_uid, rl_pid, rl_nocred;
+    struct log_ratelimit rl_uid[3], rl_pid[3], rl_nocred;   /* per endpoint (endpoint_idx) */
     uid_t allowed[IPC_MAX_ALLOWED_UIDS];
     size_t nallowed;
     bool pid_check;
@@ -328,6 +328,11 @@ void ipc_server_dispatch(struct ipc_server *s, int fd, bool kineto, bool data,
     ipc_server_dispatch_cred(s, fd, kineto, data, buf, got, real_len, peer, peer_len, NULL);
 }
 
+static int endpoint_idx(bool kineto, bool data)
+{
+    return kineto ? 2 : data ? 1 : 0;
+}
+
 static const char *endpoint_name(bool kineto, bool data)
 {
     return kineto ? "Kineto endpoint" : data ? "dynolog_data.sock" : "dynolog.sock";
@@ -342,7 +347,7 @@ void ipc_server_dispatch_cred(struct ipc_server *s, int fd, bool kineto, bool da
     s->cur_uid = cred ? cred->uid : geteuid();
     if (cred && !uid_allowed(s, cred->uid)) {
         s->dropped_uid++;
-        LOG_RL(&s->rl_uid, 1000, LOG_LVL_WARNING,
+        LOG_RL(&s->rl_uid[endpoint_idx(kineto, data)], 1000, LOG_LVL_WARNING,
                "ipc: dropped datagram on %s from uid %u (pid %d): uid not allowed (%llu so far)",
                endpoint_name(kineto, data), (unsigned)cred->uid, (int)cred->pid,
                (unsigned long long)s->dropped_uid);
@@ -376,7 +381,7 @@ void ipc_server_dispatch_cred(struct ipc_server *s, int fd, bool kineto, bool da
     int32_t claimed = claimed_pid(&v);
     if (cred && s->pid_check && claimed != 0 && !speaks_for(cred->pid, claimed)) {
         s->dropped_pid++;
-        LOG_RL(&s->rl_pid, 1000, LOG_LVL_WARNING,
+        LOG_RL(&s->rl_pid[endpoint_idx(kineto, data)], 1000, LOG_LVL_WARNING,
                "ipc: dropped %s on %s from pid %d (uid %u): it speaks for pid %d, which is neither "
                "the sender nor its descendant (%llu so far)",
                v.type_str, endpoint_name(kineto, data), (int)cred->pid, (unsigned)cred->uid,
