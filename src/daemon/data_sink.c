@@ -10,6 +10,7 @@
 
 #include "common/jw.h"
 #include "common/log.h"
+#include "common/logesc.h"
 #include "contract/cjx.h"
 
 #define DATA_MAX_DEPTH 10
@@ -259,7 +260,13 @@ int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_
     return rc;
 bad:
     dr->rejected++;
-    LOG_ERROR("Error parsing message = %.*s", (int)len, payload);
+    {
+        /* outside text: escaped (no forged lines), cut at 512 bytes, once a second at most */
+        static struct log_ratelimit rl;
+        char esc[LOGESC_CAP(512)];
+        LOG_RL(&rl, 1000, LOG_LVL_ERROR, "Error parsing message = %s",
+               logesc(payload, len < 512 ? len : 512, esc, sizeof(esc)));
+    }
     cJSON_Delete(msg);
     return -EINVAL;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/logesc.h"
 #include "common/strutil.h"
 #include "daemon/sock_file.h"
 #include "ipc/ipc_msg.h"
@@ -344,6 +345,7 @@ void ipc_server_dispatch_cred(struct ipc_server *s, int fd, bool kineto, bool da
                               const struct ucred *cred)
 {
     struct ipc_view v;
+    char tesc[LOGESC_CAP(IPC_TYPE_LEN)];   /* the type tag is outside text */
     s->cur_uid = cred ? cred->uid : geteuid();
     if (cred && !uid_allowed(s, cred->uid)) {
         s->dropped_uid++;
@@ -367,7 +369,8 @@ void ipc_server_dispatch_cred(struct ipc_server *s, int fd, bool kineto, bool da
     }
     if (data) {
         if (v.type != IPC_T_DATA) {
-            LOG_RL(&s->rl_type, 1000, LOG_LVL_ERROR, "TYPE UNKOWN: %s", v.type_str);
+            LOG_RL(&s->rl_type, 1000, LOG_LVL_ERROR, "TYPE UNKOWN: %s",
+                   logesc(v.type_str, strlen(v.type_str), tesc, sizeof(tesc)));
             return;
         }
         if (v.len < 1) {
@@ -394,7 +397,8 @@ void ipc_server_dispatch_cred(struct ipc_server *s, int fd, bool kineto, bool da
     case IPC_T_TRACE_STATUS: handle_status(s, &v, STATUS_TRACE); break;
     case IPC_T_MONITOR_STATUS: handle_status(s, &v, STATUS_MONITOR); break;
     default:
-        LOG_RL(&s->rl_type, 1000, LOG_LVL_ERROR, "TYPE UNKOWN: %s", v.type_str);
+        LOG_RL(&s->rl_type, 1000, LOG_LVL_ERROR, "TYPE UNKOWN: %s",
+                   logesc(v.type_str, strlen(v.type_str), tesc, sizeof(tesc)));
         break;
     }
 }
