@@ -229,7 +229,8 @@ static void on_timeout(struct loop_event *ev, void *arg)
     uint64_t now = now_ms();
     /* the timer first fires at the first-byte deadline; a client that has sent something by
      * then keeps the rest of the whole-request deadline */
-    if (c->phase == PHASE_LEN && c->got > 0 && now < c->t_accept_ms + RPC_DEADLINE_MS) {
+    bool started = (c->phase == PHASE_LEN && c->got > 0) || c->phase == PHASE_BODY;
+    if (started && now < c->t_accept_ms + RPC_DEADLINE_MS) {
         loop_timer_arm(c->timer, c->t_accept_ms + RPC_DEADLINE_MS - now);
         return;
     }
