@@ -83,3 +83,65 @@ def test_own_log_file_still_written_with_its_mode():
     logs = [f for f in os.listdir(os.path.join(tmp, "msmonitor_log")) if f.endswith(".log")]
     assert len(logs) == 1
     assert stat.S_IMODE(os.stat(os.path.join(tmp, "msmonitor_log", logs[0])).st_mode) == 0o640
+
+
+def _workload_as(d, tmp, exe, prefix, env_extra):
+    ready = os.path.join(tmp, "ready")
+    env = d.client_env(MSMONITOR_USE_DAEMON=1, MSMONITOR_NATIVE_POLL=1, MSMONITOR_LOG_PATH=tmp,
+                       **env_extra)
+    argv = prefix + [exe, "--with-plugin", binpath("libmsmonitor.so"), "--steps", "0",
+                     "--ready-file", ready]
+    p = Proc(argv, env=env, logname="workload", tmpdir=tmp)
+    deadline = time.monotonic() + 20
+    while not os.path.exists(ready):
+        assert p.p.poll() is None and time.monotonic() < deadline, p.log()
+        time.sleep(0.02)
+    return p
+
+
+def test_library_variables_ignored_when_set_uid():
+    """MSMONITOR_MSPTI_LIB names a library to dlopen: a set-uid-root workload started by
+    nobody must not take it from nobody's environment (secure_getenv); a plain root one does.
+    The plugin resolves its library at start-up and reports it (PluginInfo) on registering."""
+    from plugin_util import wait_registered
+    exe_dir = tempfile.mkdtemp(prefix="mmsuid")
+    os.chmod(exe_dir, 0o755)
+    suid = os.path.join(exe_dir, "mssim-train")
+    with open(binpath("mssim-train"), "rb") as src, open(suid, "wb") as dst:
+        dst.write(src.read())
+    os.chmod(suid, 0o4755)
+    evil = "/nonexistent/evil_mspti.so"
+    # the set-uid process checks access(2) with its real uid, and the kernel's credentials name
+    # the real uid too (nobody): reachable socket files, and nobody allowed
+    sockdir = tempfile.mkdtemp(prefix="mmsuidd", dir="/tmp")
+    os.chmod(sockdir, 0o755)
+    d = Daemon(extra=["--ipc_socket_mode", "0666", "--ipc_allowed_uids", "65534"], sockdir=sockdir)
+    try:
+        for exe, prefix in ((binpath("mssim-train"), []),
+                            (suid, ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])):
+            tmp = tempfile.mkdtemp(prefix="mmsp")
+            os.chmod(tmp, 0o777)
+            w = _workload_as(d, tmp, exe, prefix, {"MSMONITOR_MSPTI_LIB": evil})
+            try:
+                wait_registered(d, w.p.pid)
+                d.wait_log('"kind":"PluginInfo"')
+                out = w.log() + _plugin_log(tmp)
+                if not prefix:
+                    assert "msPTI library not found (searched: MSMONITOR_MSPTI_LIB=%s)" % evil in out, out
+                else:
+                    assert evil not in out, out
+            finally:
+                w.stop()
+    finally:
+        d.stop()
+    infos = [l for l in d.log().splitlines() if '"kind":"PluginInfo"' in l]
+    assert len(infos) == 2, infos
+
+
+def _plugin_log(tmp):
+    out = ""
+    logdir = os.path.join(tmp, "msmonitor_log")
+    for f in sorted(os.listdir(logdir)) if os.path.isdir(logdir) else []:
+        with open(os.path.join(logdir, f), "rb") as fh:
+            out += fh.read().decode("utf-8", "replace")
+    return out
