@@ -290,9 +290,10 @@ static void handle_req(struct ipc_server *s, int fd, bool kineto, const struct i
     free(cfg);
 }
 
-/* The pid a control message speaks for (ctxt's pid, req's leaf, a status's pid); 0 when the
- * payload is too short to say (the handler then refuses it with its own message). */
-static int32_t claimed_pid(const struct ipc_view *v)
+/* The pid a control message speaks for (ctxt's pid, req's leaf, a status's pid). false when
+ * the type names none or the payload is too short to say (the handler then refuses it with its
+ * own message); pid 0 or a negative pid is a claim like any other, and fails the check. */
+static bool claimed_pid(const struct ipc_view *v, int32_t *ret)
 {
     size_t off;
     switch (v->type) {
@@ -300,13 +301,12 @@ static int32_t claimed_pid(const struct ipc_view *v)
     case IPC_T_REQ: off = offsetof(struct ipc_req, pids); break;
     case IPC_T_TRACE_STATUS:
     case IPC_T_MONITOR_STATUS: off = offsetof(struct ipc_status, pid); break;
-    default: return 0;
+    default: return false;
     }
-    int32_t pid;
-    if (v->len < off + sizeof(pid))
-        return 0;
-    memcpy(&pid, v->payload + off, sizeof(pid));
-    return pid;
+    if (v->len < off + sizeof(*ret))
+        return false;
+    memcpy(ret, v->payload + off, sizeof(*ret));
+    return true;
 }
 
 static void handle_status(struct ipc_server *s, const struct ipc_view *v, enum status_dim dim)
@@ -381,8 +381,8 @@ void ipc_server_dispatch_cred(struct ipc_server *s, int fd, bool kineto, bool da
             data_handle(s->cfg.data, (const char *)v.payload, v.len, clock_real_ns());
         return;
     }
-    int32_t claimed = claimed_pid(&v);
-    if (cred && s->pid_check && claimed != 0 && !speaks_for(cred->pid, claimed)) {
+    int32_t claimed = 0;
+    if (cred && s->pid_check && claimed_pid(&v, &claimed) && !speaks_for(cred->pid, claimed)) {
         s->dropped_pid++;
         LOG_RL(&s->rl_pid[endpoint_idx(kineto, data)], 1000, LOG_LVL_WARNING,
                "ipc: dropped %s on %s from pid %d (uid %u): it speaks for pid %d, which is neither "

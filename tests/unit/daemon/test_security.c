@@ -286,6 +286,8 @@ static void test_ipc_peers(void **state)
     send_ctxt(s, me, geteuid(), 1, false);               /* speaks for pid 1: dropped */
     assert_int_equal(registry_ctxt_count(reg), 0);
     assert_true(logcap_has("it speaks for pid 1, which is neither the sender nor its descendant"));
+    send_ctxt(s, me, geteuid(), 0, false);               /* pid 0 is a claim too: dropped */
+    assert_int_equal(registry_ctxt_count(reg), 0);       /* (its line is rate-limited away) */
     send_ctxt(s, getppid(), geteuid(), me, false);       /* the parent speaks for us: fine */
     assert_int_equal(registry_ctxt_count(reg), 1);
     uid_t extra = 65534;
