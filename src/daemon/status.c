@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@ struct status_table {
     struct status_last last;
     struct status_entry *e;
     size_t n;
+    struct status_daemon daemon;
 };
 
 static void init_record(struct ipc_status *s)
@@ -177,4 +179,19 @@ int status_gc(struct status_table *st, uint64_t now_ns, uint64_t age_ns)
     }
     pthread_mutex_unlock(&st->mu);
     return removed;
+}
+
+void status_set_daemon(struct status_table *st, uint64_t start_mono_ns, const char *loggers)
+{
+    pthread_mutex_lock(&st->mu);
+    st->daemon.start_mono_ns = start_mono_ns;
+    snprintf(st->daemon.loggers, sizeof(st->daemon.loggers), "%s", loggers ? loggers : "");
+    pthread_mutex_unlock(&st->mu);
+}
+
+void status_get_daemon(struct status_table *st, struct status_daemon *ret)
+{
+    pthread_mutex_lock(&st->mu);
+    *ret = st->daemon;
+    pthread_mutex_unlock(&st->mu);
 }

@@ -61,6 +61,16 @@ int status_list(struct status_table *st, struct status_entry **ret, size_t *ret_
 /* GC (§5.2): drop entries older than age_ns whose pid no longer exists. Returns removed. */
 int status_gc(struct status_table *st, uint64_t now_ns, uint64_t age_ns);
 
+/* Daemon-level facts for getStatus (ours, issue 12): when the daemon started and which
+ * loggers are enabled ("json,tensorboard", "" for none). */
+#define STATUS_LOGGERS_CAP 256
+struct status_daemon {
+    uint64_t start_mono_ns;      /* 0 until set */
+    char loggers[STATUS_LOGGERS_CAP];
+};
+void status_set_daemon(struct status_table *st, uint64_t start_mono_ns, const char *loggers);
+void status_get_daemon(struct status_table *st, struct status_daemon *ret);
+
 /* "Uninitialized", "Idle", "Running", "Ready" or "unknown". */
 const char *status_name(int32_t s);
 
