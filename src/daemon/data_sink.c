@@ -207,6 +207,9 @@ static int emit_stats(struct data_router *dr, const char *dev, const cJSON *dur,
     STATUS_STATS_FIELDS(EMIT)
 #undef EMIT
     struct sink_record rec = { now_ns, dev, kv, n, pid, SINK_NO_RANK, SINK_NO_JOB };
+    /* the job comes from the pid's status reports; the daemon never learns a rank */
+    if (dr->st && status_job_of(dr->st, pid, &rec.job) != 0)
+        rec.job = SINK_NO_JOB;
     return data_router_write(dr, &rec);
 }
 

@@ -127,6 +127,23 @@ int status_set_stats(struct status_table *st, int32_t pid, const struct status_s
     return rc;
 }
 
+int status_job_of(struct status_table *st, int32_t pid, int64_t *ret_job)
+{
+    int rc = -ENOENT;
+    uint64_t newest = 0;
+
+    pthread_mutex_lock(&st->mu);
+    for (size_t i = 0; i < st->n; i++) {
+        if (st->e[i].pid == pid && (rc != 0 || st->e[i].updated_ns > newest)) {
+            *ret_job = st->e[i].job;
+            newest = st->e[i].updated_ns;
+            rc = 0;
+        }
+    }
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
 void status_get_last(struct status_table *st, struct status_last *ret)
 {
     pthread_mutex_lock(&st->mu);

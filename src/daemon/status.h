@@ -55,6 +55,8 @@ void status_update(struct status_table *st, enum status_dim dim, const struct ip
  * -ENOENT when the pid has no entry: counters alone never create one, so a sender cannot
  * fill the table with pids that never reported a status. */
 int status_set_stats(struct status_table *st, int32_t pid, const struct status_stats *s);
+/* The job pid last reported a status for (labels of its records); -ENOENT if none. */
+int status_job_of(struct status_table *st, int32_t pid, int64_t *ret_job);
 void status_get_last(struct status_table *st, struct status_last *ret);
 /* Copy of the per-process table sorted by (pid, job). Caller owns *ret (free()). */
 int status_list(struct status_table *st, struct status_entry **ret, size_t *ret_n);

@@ -279,6 +279,7 @@ static void test_logger_bad_dir(void **state)
 struct capture {
     char line[2048];
     int32_t pid;
+    int64_t job;
     int n;
 };
 
@@ -290,6 +291,7 @@ static int cap_write(void *self, const struct sink_record *rec)
     assert_true(n > 0);
     snprintf(c->line, sizeof(c->line), "%s", strstr(line, " data = ") + 8);
     c->pid = rec->pid;
+    c->job = rec->job;
     c->n++;
     return 0;
 }
@@ -314,6 +316,17 @@ static void test_plugin_stats_record(void **state)
     assert_int_equal(data_handle(&dr, m, strlen(m), 0), 1);
     assert_int_equal(c.n, 1);
     assert_int_equal(c.pid, 77);
+    assert_int_equal(c.job, SINK_NO_JOB); /* no status table: job unknown */
+    /* with the pid's status report known, its records carry that job */
+    struct status_table *st = status_create();
+    struct ipc_status rep = { .pid = 77, .job_id = 5, .status = 1, .current_step = -1,
+                              .start_step = -1, .stop_step = -1 };
+    status_update(st, STATUS_MONITOR, &rep, 1);
+    dr.st = st;
+    assert_int_equal(data_handle(&dr, m, strlen(m), 0), 1);
+    assert_int_equal(c.job, 5);
+    dr.st = NULL;
+    status_destroy(st);
     assert_string_equal(c.line,
                         "{\"before_start\":1,\"bytes_written\":2,\"consumed\":3,\"cpu_ns\":1234,\"deviceId\":"
                         "\"host\",\"dropped_declined\":4,\"dropped_offline\":5,\"dropped_queue\":6,"
