@@ -17,6 +17,12 @@
 #define MAX_KEYS 4096
 #define LINE_MAX_BYTES (1024 * 1024)
 
+static int by_key(const void *a, const void *b)
+{
+    const struct sink_kv *const *x = a, *const *y = b;
+    return strcmp((*x)->key, (*y)->key);
+}
+
 long json_logger_format(const struct sink_record *rec, char *out, size_t cap)
 {
     const struct sink_kv **order;
@@ -27,14 +33,9 @@ long json_logger_format(const struct sink_record *rec, char *out, size_t cap)
     order = malloc((n ? n : 1) * sizeof(*order));
     if (!order)
         return -ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        size_t j = i;
-        while (j > 0 && strcmp(order[j - 1]->key, rec->kv[i].key) > 0) {
-            order[j] = order[j - 1];
-            j--;
-        }
-        order[j] = &rec->kv[i];
-    }
+    for (size_t i = 0; i < n; i++)
+        order[i] = &rec->kv[i];
+    qsort(order, n, sizeof(*order), by_key);
     time_t secs = (time_t)(rec->time_ns / 1000000000ull);
     unsigned ms = (unsigned)((rec->time_ns / 1000000ull) % 1000);
     struct tm tm;
