@@ -13,7 +13,7 @@
 #include "common/strutil.h"
 #include "daemon/kmon_proc.h"
 
-#define KV_CAP (64 + KN_COUNT * KMON_MAX_IFACES + 6 * KMON_MAX_DISKS)
+#define KV_CAP (64 + KMON_MAX_CORES + KN_COUNT * KMON_MAX_IFACES + 6 * KMON_MAX_DISKS)
 #define KEY_ARENA (KV_CAP * 56)
 #define WARN_MS 60000
 
@@ -33,6 +33,9 @@ struct kmon {
     size_t keys_used;
     bool have_cpu, have_net, have_disk;
     struct kmon_cpu cpu;
+    struct kmon_core *cores, *cores_cur;
+    size_t ncores;
+    bool have_cores;
     struct kmon_netif *net, *net_cur;
     size_t nnet;
     struct kmon_disk *disk, *disk_cur;
@@ -68,7 +71,9 @@ int kmon_create(const struct kmon_cfg *cfg, struct kmon **ret)
     k->net_cur = calloc(KMON_MAX_IFACES, sizeof(*k->net_cur));
     k->disk = calloc(KMON_MAX_DISKS, sizeof(*k->disk));
     k->disk_cur = calloc(KMON_MAX_DISKS, sizeof(*k->disk_cur));
-    if (!k->buf || !k->kv || !k->keys || !k->net || !k->net_cur || !k->disk || !k->disk_cur) {
+    k->cores = calloc(KMON_MAX_CORES, sizeof(*k->cores));
+    k->cores_cur = calloc(KMON_MAX_CORES, sizeof(*k->cores_cur));
+    if (!k->cores || !k->cores_cur || !k->buf || !k->kv || !k->keys || !k->net || !k->net_cur || !k->disk || !k->disk_cur) {
         kmon_destroy(k);
         return -ENOMEM;
     }
@@ -88,6 +93,8 @@ void kmon_destroy(struct kmon *k)
     free(k->net_cur);
     free(k->disk);
     free(k->disk_cur);
+    free(k->cores);
+    free(k->cores_cur);
     free(k);
 }
 
@@ -156,6 +163,46 @@ static void do_uptime(struct kmon *k)
         put_u(k, "uptime", up);
 }
 
+/* 100 x (1 - Δidle/Δtotal) as cpu_util; -1 when Δtotal = 0. */
+static double util_of(const struct kmon_cpu *cur, const struct kmon_cpu *prev)
+{
+    uint64_t total = 0;
+    for (int i = KC_U; i <= KC_Z; i++)
+        total += delta(cur->t[i], prev->t[i]);
+    return total ? 100.0 * (1.0 - (double)delta(cur->t[KC_I], prev->t[KC_I]) / (double)total) : -1.0;
+}
+
+/* Per-core utilisation (ours, extended): cpu_core_util.cpu<N>, the cpu_util formula on each
+ * "cpu<N>" line; a core seen for the first time (hotplug) waits for its second sample. Uses
+ * the /proc/stat text do_cpu just read (k->buf). */
+static void do_cores(struct kmon *k, size_t len)
+{
+    size_t ncur = 0;
+    int rc = kmon_parse_stat_cores(k->buf, len, k->cores_cur, KMON_MAX_CORES, &ncur);
+    if (rc) {
+        bad_parse(k, SRC_STAT, rc);
+        k->have_cores = false;
+        return;
+    }
+    for (size_t i = 0; k->have_cores && i < ncur; i++) {
+        const struct kmon_core *c = &k->cores_cur[i], *p = NULL;
+        char ent[16];
+        for (size_t j = 0; j < k->ncores && !p; j++)
+            if (k->cores[j].id == c->id)
+                p = &k->cores[j];
+        double u = p ? util_of(&c->c, &p->c) : -1.0;
+        snprintf(ent, sizeof(ent), "cpu%u", (unsigned)c->id);
+        const char *key = u >= 0 ? key2(k, "cpu_core_util", ent) : NULL;
+        if (key)
+            put_d(k, key, u);
+    }
+    struct kmon_core *t = k->cores;
+    k->cores = k->cores_cur;
+    k->cores_cur = t;
+    k->ncores = ncur;
+    k->have_cores = true;
+}
+
 static void do_cpu(struct kmon *k)
 {
     static const struct { const char *key; int f; } ms[] = {
@@ -171,12 +218,15 @@ static void do_cpu(struct kmon *k)
         if (n >= 0)
             bad_parse(k, SRC_STAT, rc);
         k->have_cpu = false;
+        k->have_cores = false;
         return;
     }
     bool had = k->have_cpu;
     struct kmon_cpu prev = k->cpu;
     k->cpu = cur;
     k->have_cpu = true;
+    if (k->extended)
+        do_cores(k, (size_t)n);
     if (!had)
         return;
     for (int i = 0; i < KC_COUNT; i++)

@@ -160,6 +160,35 @@ int kmon_parse_stat(const char *s, size_t len, struct kmon_cpu *ret)
     return -ENOENT;
 }
 
+int kmon_parse_stat_cores(const char *s, size_t len, struct kmon_core *ret, size_t cap, size_t *ret_n)
+{
+    struct view v = { s, s + len }, line;
+    *ret_n = 0;
+    while (next_line(&v, &line)) {
+        const char *t;
+        size_t n, k = 0;
+        uint64_t id;
+        if (!next_tok(&line, &t, &n) || n < 4 || memcmp(t, "cpu", 3) != 0)
+            continue;
+        if (tok_u64(t + 3, n - 3, &id) != 0 || id > UINT32_MAX)
+            return -EINVAL;
+        if (*ret_n >= cap)
+            return -ENOSPC;
+        struct kmon_core *c = &ret[*ret_n];
+        memset(c, 0, sizeof(*c));
+        c->id = (uint32_t)id;
+        while (k < KC_COUNT && next_tok(&line, &t, &n)) {
+            if (tok_u64(t, n, &c->c.t[k]) != 0)
+                return -EINVAL;
+            k++;
+        }
+        if (k < 4)
+            return -EINVAL;
+        (*ret_n)++;
+    }
+    return 0;
+}
+
 static bool has_prefix(const char *name, const char *prefixes)
 {
     const char *p = prefixes;

@@ -30,6 +30,13 @@ struct kmon_cpu {
     uint64_t t[KC_COUNT];
 };
 int kmon_parse_stat(const char *s, size_t len, struct kmon_cpu *ret);
+/* The per-core "cpu<N>" lines of /proc/stat (issue 12: per-core utilisation), in file order. */
+#define KMON_MAX_CORES 1024
+struct kmon_core {
+    uint32_t id;
+    struct kmon_cpu c;
+};
+int kmon_parse_stat_cores(const char *s, size_t len, struct kmon_core *ret, size_t cap, size_t *ret_n);
 
 /* /proc/net/dev: one entry per interface line, in file order. */
 enum { KN_RX_BYTES, KN_RX_PACKETS, KN_RX_ERRS, KN_RX_DROP, KN_TX_BYTES, KN_TX_PACKETS, KN_TX_ERRS,

@@ -65,7 +65,9 @@ def test_fixture_tree_exact_values(make_daemon):
         "cpu_util": "50.000", "cpu_u": "30.000", "cpu_s": "10.000", "cpu_i": "50.000",
         "cpu_guest": "3.000", "cpu_guest_nice": "0.200", "cpu_u_ms": 3000, "cpu_n_ms": 100,
         "cpu_s_ms": 1000, "cpu_w_ms": 500, "cpu_x_ms": 100, "cpu_y_ms": 100, "cpu_z_ms": 200,
-        "cpu_guest_ms": 300, "cpu_guest_nice_ms": 20}
+        "cpu_guest_ms": 300, "cpu_guest_nice_ms": 20,
+        # per core (ours); cpu2 appears only in t1 (hotplug) and waits for a second sample
+        "cpu_core_util.cpu0": "50.000", "cpu_core_util.cpu1": "80.000"}
     assert rec["uptime"] == 12347
     net = {k: v for k, v in rec.items() if k.startswith(("rx_", "tx_"))}
     assert sorted({k.split(".", 1)[1] for k in net}) == ["enp3s0", "ens5", "eth0", "eth1", "lo"]

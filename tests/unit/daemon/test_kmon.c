@@ -49,6 +49,19 @@ static void test_parse_stat(void **state)
     assert_int_equal(kmon_parse_stat(S("cpu 1 2 3\n"), &c), -EINVAL);
     assert_int_equal(kmon_parse_stat(S("cpu 1 2 x 4\n"), &c), -EINVAL);
     assert_int_equal(kmon_parse_stat(S("cpu0 1 2 3 4\nintr 5\n"), &c), -ENOENT);
+    struct kmon_core cores[2];
+    size_t n = 0;
+    assert_int_equal(kmon_parse_stat_cores(S("cpu 1 2 3 4\ncpu0 1 2 3 4 5\ncpu17 6 7 8 9\nintr 5\n"),
+                                           cores, 2, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(cores[0].id, 0);
+    assert_int_equal(cores[0].c.t[KC_W], 5);
+    assert_int_equal(cores[1].id, 17);
+    assert_int_equal(cores[1].c.t[KC_I], 9);
+    assert_int_equal(kmon_parse_stat_cores(S("cpu0 1 2 3 4\ncpu1 1 2 3 4\ncpu2 1 2 3 4\n"), cores, 2, &n),
+                     -ENOSPC);
+    assert_int_equal(kmon_parse_stat_cores(S("cpux 1 2 3 4\n"), cores, 2, &n), -EINVAL);
+    assert_int_equal(kmon_parse_stat_cores(S("cpu3 1 2\n"), cores, 2, &n), -EINVAL);
 }
 
 static void test_parse_netdev(void **state)
@@ -252,6 +265,10 @@ static void test_second_cycle(void **state)
     assert_int_equal(get_u(&r, "cpu_z_ms"), 200);
     assert_int_equal(get_u(&r, "cpu_guest_ms"), 300);
     assert_int_equal(get_u(&r, "cpu_guest_nice_ms"), 20);
+    /* per core: cpu0 Δ total 500, idle 250; cpu1 total 500, idle 100; cpu2 is new (hotplug) */
+    assert_pct(&r, "cpu_core_util.cpu0", "50.000");
+    assert_pct(&r, "cpu_core_util.cpu1", "80.000");
+    assert_null(get(&r, "cpu_core_util.cpu2"));
     /* network: eth0 (name touching its first number) deltas */
     assert_int_equal(get_u(&r, "rx_bytes.eth0"), 1500);
     assert_int_equal(get_u(&r, "rx_packets.eth0"), 15);
@@ -294,11 +311,13 @@ static void test_second_cycle(void **state)
     assert_int_equal(get_u(&r, "mem_free_kb"), 3000000);
     assert_pct(&r, "mem_used_pct", "50.000");
     assert_int_equal(get_u(&r, "procs_running"), 5);
-    /* 1 uptime + 15 cpu + 8 x 6 interfaces (lo eth0 eth1 ens5 enp3s0 -> 5) + 6 x 3 disks + 13 */
-    assert_int_equal(r.n, 1 + 15 + 8 * 5 + 6 * 3 + 13);
+    /* 1 uptime + 15 cpu + 2 cores + 8 x 5 interfaces (lo eth0 eth1 ens5 enp3s0) + 6 x 3 disks
+     * + 13 memory and load */
+    assert_int_equal(r.n, 1 + 15 + 2 + 8 * 5 + 6 * 3 + 13);
     /* a third identical snapshot: every delta 0, CPU skipped (Δtotal = 0) */
     assert_int_equal(kmon_sample(k, 3, 4000000000ull, &r), 0);
     assert_null(get(&r, "cpu_util"));
+    assert_null(get(&r, "cpu_core_util.cpu0"));
     assert_int_equal(get_u(&r, "rx_bytes.eth0"), 0);
     assert_pct(&r, "disk_util.sda", "0.000");
     assert_int_equal(kmon_cycles(k), 3);
