@@ -96,7 +96,7 @@ static int jl_write(void *self, const struct sink_record *rec)
                rec->n, strerror((int)-n));
     } else {
         LOG_INFO("Logging : %zu values", rec->n);
-        LOG_INFO("%s", line);
+        log_write_long(LOG_LVL_INFO, __FILE__, __LINE__, line, (size_t)n);
     }
     free(line);
     return n < 0 ? (int)n : 0;

@@ -19,6 +19,7 @@
 #include "daemon/data_sink.h"
 #include "daemon/json_logger.h"
 #include "daemon/tb_logger.h"
+#include "../logcap.h"
 
 static void test_crc32c(void **state)
 {
@@ -341,12 +342,34 @@ static void test_plugin_stats_record(void **state)
     data_router_fini(&dr);
 }
 
+/* The JSON logger's data line is written whole even past log_write's 8 KiB cut. */
+static void test_json_long_line(void **state)
+{
+    enum { N = 1200 };
+    static struct sink_kv kv[N];
+    static char keys[N][32];
+    (void)state;
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "cpu_core_util.cpu%04d", i);
+        kv[i] = (struct sink_kv){ .key = keys[i], .type = SINK_DOUBLE, .d = 12.5 };
+    }
+    struct sink_record rec = { 0, NULL, kv, N, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
+    struct sink js = json_logger_sink();
+    assert_int_equal(logcap_open(), 0);
+    assert_int_equal(js.ops->write(js.self, &rec), 0);
+    const char *text = logcap_text();
+    assert_true(strlen(text) > 30000);
+    assert_non_null(strstr(text, "Logging : 1200 values\n"));
+    assert_non_null(strstr(text, "\"cpu_core_util.cpu1199\":\"12.500\"}\n"));
+    logcap_close();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c),         cmocka_unit_test(test_encoders),
         cmocka_unit_test(test_logger_files),   cmocka_unit_test(test_logger_bad_dir),
-        cmocka_unit_test(test_plugin_stats_record),
+        cmocka_unit_test(test_plugin_stats_record), cmocka_unit_test(test_json_long_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
