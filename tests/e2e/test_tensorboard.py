@@ -171,3 +171,29 @@ def test_unopenable_device_file_drops_only_that_device(make_daemon):
     log = d.log()
     assert log.count("tensorboard: cannot open " + os.path.join(tb, "device_1", "tfevents.pb")) == 1
     assert tfr.scalars(os.path.join(tb, "device_2", "tfevents.pb")) == {"Kernel": [(0, 9.0)]}
+
+
+def test_json_and_tensorboard_loggers_together(make_daemon):
+    """Several loggers at once: the same host-metric and data records reach both."""
+    from test_hostmetrics import json_lines, wait_record
+    tb = tempfile.mkdtemp(prefix="mmtb")
+    d = make_daemon(extra=["--use_JSON", "--metric_log_dir", tb])
+    first = wait_record(d, lambda r: "uptime" in r)
+    hm = tfr.scalars(os.path.join(tb, "host_metrics", "tfevents.pb"))
+    # every key of the first cycle, at step 0, with the JSON logger's value (integers exact as
+    # float32; floats are "%.3f" strings there)
+    assert sorted(hm) == sorted(first)
+    for key, val in first.items():
+        (step, got), = hm[key]
+        assert step == 0
+        if isinstance(val, int):
+            assert got == f32(val), key
+        else:
+            assert f"{got:.3f}" == val or abs(got - float(val)) <= 0.0005, key
+    with IpcClient(d.sockdir) as c:
+        c.data({"kind": "Hccl", "duration": 4242, "timestamp": 7, "deviceId": 5})
+    rec = wait_record(d, lambda r: r.get("kind") == "Hccl")
+    assert rec == {"deviceId": "5", "duration": 4242, "kind": "Hccl", "timestamp": 7}
+    evs = _wait_events(os.path.join(tb, "device_5", "tfevents.pb"), 2)
+    assert evs[1]["values"] == [("Hccl", 4242.0)] and evs[1]["step"] == 0
+    assert len([r for r in json_lines(d) if "uptime" in r]) == 1
