@@ -163,11 +163,17 @@ static int write_all(int fd, const uint8_t *b, size_t n)
     return 0;
 }
 
+/* A record is appended whole or not at all: after a short write (disk full, file size
+ * limit) the file is cut back to where it was, so readers never meet a torn record. */
 static int append_event(struct tb_logger *t, int fd, const uint8_t *ev, size_t n)
 {
     uint8_t rec[TB_RECORD_MAX + 16];
+    struct stat st;
     long fl = tb_frame(rec, sizeof(rec), ev, n);
-    int rc = fl < 0 ? (int)fl : write_all(fd, rec, (size_t)fl);
+    int rc = fl < 0 ? (int)fl : fstat(fd, &st) != 0 ? -errno : 0;
+    if (rc == 0 && (rc = write_all(fd, rec, (size_t)fl)) != 0 && ftruncate(fd, st.st_size) != 0)
+        LOG_RL(&t->rl_write, WARN_MS, LOG_LVL_ERROR, "tensorboard: cannot cut a torn record in %s: %s",
+               t->dir, strerror(errno));
     if (rc) {
         t->c.dropped++;
         LOG_RL(&t->rl_write, WARN_MS, LOG_LVL_ERROR, "tensorboard: cannot write to %s: %s (%" PRIu64
@@ -200,9 +206,16 @@ static int file_for(struct tb_logger *t, const char *sub, double wall)
         return -1;
     }
     snprintf(path, sizeof(path), "%s/%s/tfevents.pb", t->dir, sub);
-    f->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
-    if (f->fd < 0 || fstat(f->fd, &st) != 0) {
-        LOG_ERROR("tensorboard: cannot open %s: %s; its records are dropped", path, strerror(errno));
+    /* O_NONBLOCK: a FIFO planted there must not block the loop (open fails with ENXIO, or
+     * succeeds with a reader and is then refused like any non-regular file) */
+    f->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0640);
+    const char *why = NULL;
+    if (f->fd < 0 || fstat(f->fd, &st) != 0)
+        why = strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    if (why) {
+        LOG_ERROR("tensorboard: cannot open %s: %s; its records are dropped", path, why);
         if (f->fd >= 0)
             close(f->fd);
         f->fd = -1;

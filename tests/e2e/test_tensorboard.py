@@ -156,20 +156,26 @@ def test_simulator_workload_kernels_match(make_daemon):
 
 
 def test_unopenable_device_file_drops_only_that_device(make_daemon):
-    """A device file that cannot be opened (here a symlink, refused with O_NOFOLLOW) loses that
-    device's records with one ERROR line; other devices and IPC keep working."""
+    """A device file that cannot be opened (a symlink, refused with O_NOFOLLOW; a FIFO with no
+    reader, which must not block the loop) loses that device's records with one ERROR line;
+    other devices and IPC keep working."""
     tb = tempfile.mkdtemp(prefix="mmtb")
     os.makedirs(os.path.join(tb, "device_1"))
     os.symlink("/dev/full", os.path.join(tb, "device_1", "tfevents.pb"))
+    os.makedirs(os.path.join(tb, "device_4"))
+    os.mkfifo(os.path.join(tb, "device_4", "tfevents.pb"))
     d = make_daemon(extra=["--metric_log_dir", tb])
     with IpcClient(d.sockdir) as c:
         for i in range(5):
             c.data({"kind": "Kernel", "duration": i, "timestamp": i, "deviceId": 1})
+            c.data({"kind": "Kernel", "duration": i, "timestamp": i, "deviceId": 4})
         c.data({"kind": "Kernel", "duration": 9, "timestamp": 9, "deviceId": 2})
         _wait_events(os.path.join(tb, "device_2", "tfevents.pb"), 2)
         assert c.poll() == ""
     log = d.log()
     assert log.count("tensorboard: cannot open " + os.path.join(tb, "device_1", "tfevents.pb")) == 1
+    assert log.count("tensorboard: cannot open " + os.path.join(tb, "device_4", "tfevents.pb") +
+                     ": No such device or address") == 1
     assert tfr.scalars(os.path.join(tb, "device_2", "tfevents.pb")) == {"Kernel": [(0, 9.0)]}
 
 

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -342,6 +344,52 @@ static void test_plugin_stats_record(void **state)
     data_router_fini(&dr);
 }
 
+/* A write that fails part-way (file size limit here, a full disk in production) is cut back
+ * and counted: the file stays readable and later records land after the last whole one. */
+static void test_logger_short_write(void **state)
+{
+    char dir[64], path[128], err[512];
+    struct sink s;
+    struct data_router dr;
+    struct ev evs[16];
+    struct rlimit old, lim;
+    struct stat st;
+    const char *m = "{\"kind\":\"Kernel\",\"duration\":7,\"timestamp\":1,\"deviceId\":0}";
+    (void)state;
+    snprintf(dir, sizeof(dir), "/tmp/tbtestXXXXXX");
+    assert_non_null(mkdtemp(dir));
+    struct tb_cfg cfg = { dir, false };
+    assert_int_equal(tb_logger_create(&cfg, &s, err, sizeof(err)), 0);
+    data_router_init(&dr);
+    data_router_add(&dr, s);
+    send(&dr, m, 1000000000ull);
+    snprintf(path, sizeof(path), "%s/device_0/tfevents.pb", dir);
+    assert_int_equal(stat(path, &st), 0);
+    signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = (rlim_t)st.st_size + 60; /* room for one more record of ~45 bytes, not two */
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    send(&dr, m, 2000000000ull);
+    send(&dr, m, 3000000000ull);
+    send(&dr, m, 4000000000ull);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, SIG_DFL);
+    struct tb_counters c;
+    tb_logger_counters(&dr.sinks[0], &c);
+    assert_int_equal(c.events, 2);
+    assert_int_equal(c.dropped, 2);
+    send(&dr, m, 5000000000ull);
+    data_router_fini(&dr);
+    size_t n = read_events(path, evs, 16);
+    assert_int_equal(n, 4); /* version, two before the limit, one after */
+    assert_true(evs[3].wall == 5.0);
+    /* the steps of the dropped records were taken: gaps show the loss in TensorBoard */
+    assert_int_equal(evs[2].step, 1);
+    assert_int_equal(evs[3].step, 4);
+    rm_rf(dir);
+}
+
 /* The JSON logger's data line is written whole even past log_write's 8 KiB cut. */
 static void test_json_long_line(void **state)
 {
@@ -370,6 +418,7 @@ int main(void)
         cmocka_unit_test(test_crc32c),         cmocka_unit_test(test_encoders),
         cmocka_unit_test(test_logger_files),   cmocka_unit_test(test_logger_bad_dir),
         cmocka_unit_test(test_plugin_stats_record), cmocka_unit_test(test_json_long_line),
+        cmocka_unit_test(test_logger_short_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
