@@ -137,3 +137,23 @@ def test_status_daemon_keys(make_daemon):
     plain = make_daemon()
     st = rpc_json(plain.port, {"fn": "getStatus"})
     assert st["loggers"] == [] and st["registered_processes"] == 0
+
+
+def test_oversized_and_malformed_files(make_daemon, tmp_path):
+    """A /proc file over the 256 KiB cap and a malformed one skip only their own metrics, with
+    one WARNING each; the rest of the cycle is reported."""
+    import shutil
+    root = tmp_path / "root"
+    shutil.copytree(os.path.join(FIXTURES, "t0"), root)
+    (root / "proc" / "net" / "dev").write_text("x" * (300 * 1024))
+    (root / "proc" / "loadavg").write_text("0.5 oops 2.0 3/4 5\n")
+    d = make_daemon(extra=["--use_JSON", "--procfs_root", str(root), "--kernel_monitor_reporting_interval_s", "1"])
+    first = wait_record(d, lambda r: "uptime" in r)
+    assert first["uptime"] == 12345 and first["mem_total_kb"] == 16000000
+    assert not any(k.startswith(("load_", "procs_")) for k in first)
+    d.wait_log(f"kmon: cannot read {root}/proc/net/dev: File too large; its metrics are skipped")
+    d.wait_log(f"kmon: cannot parse {root}/proc/loadavg: Invalid argument; its metrics are skipped")
+    # the next cycle (disk deltas appear) still has no network keys and repeats no warning
+    wait_record(d, lambda r: r.get("uptime") == 12345 and "disk_reads.sda" in r)
+    assert d.log().count(f"cannot read {root}/proc/net/dev") == 1
+    assert not any(k.startswith("rx_") for r in json_lines(d) for k in r)
