@@ -132,9 +132,16 @@ static int open_kineto(struct ipc_server *s)
 {
     struct sockaddr_un addr;
     socklen_t alen;
+    int one = 1;
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;
+    /* before bind: every datagram that can reach the name carries its sender's credentials */
+    if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) != 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
     if (s->kineto_dir[0]) {
         char path[128];
         int n = snprintf(path, sizeof(path), "%s/dynolog", s->kineto_dir);
@@ -483,14 +490,7 @@ static void on_data(struct loop_event *ev, int fd, unsigned events, void *arg)
 
 int ipc_server_start(struct ipc_server *s, struct loop *l)
 {
-    int rc = 0, one = 1;
-    int fds[3] = { s->ctl.fd, s->kineto_fd, s->data.fd };
-    for (int i = 0; i < 3; i++)
-        if (fds[i] >= 0 && setsockopt(fds[i], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) != 0) {
-            rc = -errno;
-            LOG_ERROR("ipc: SO_PASSCRED failed: %s", errno_name(-rc));
-            return rc;
-        }
+    int rc = 0;   /* SO_PASSCRED is already on: set before bind (open_kineto, sock_file) */
     if (s->ctl.fd >= 0 && (rc = loop_fd_add(l, s->ctl.fd, LOOP_READ, on_ctl, s, &s->ev_ctl)) != 0)
         goto fail;
     if (s->kineto_fd >= 0 &&
