@@ -11,6 +11,7 @@
 #include "common/jw.h"
 #include "common/log.h"
 #include "contract/cjx.h"
+#include "daemon/steps.h"
 
 #define DATA_MAX_DEPTH 10
 
@@ -238,7 +239,12 @@ int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_
         take_stats(dr, msg);
     else if (strcmp(kind->valuestring, "PluginInfo") == 0)
         take_info(dr, msg);
-    if (strcmp(kind->valuestring, "OpStats") == 0) {
+    if (strcmp(kind->valuestring, STEPS_KIND) == 0) {
+        /* per-rank step summaries: the window for getSteps, one sink record per new step */
+        rc = dr->steps ? steps_take(dr->steps, dr, msg, now_ns, clock_mono_ns()) : 0;
+        if (rc < 0)
+            rc = 0; /* counted and logged by steps; the payload itself was valid data */
+    } else if (strcmp(kind->valuestring, "OpStats") == 0) {
         rc = emit_opstats(dr, msg, dev, now_ns);
     } else {
         struct sink_kv kv[6];

@@ -20,6 +20,7 @@
 #include "daemon/registry.h"
 #include "daemon/rpc_methods.h"
 #include "daemon/rpc_server.h"
+#include "daemon/steps.h"
 #include "daemon/sock_file.h"
 #include "daemon/status.h"
 #include "ipc/ipc_msg.h"
@@ -92,6 +93,7 @@ int main(int argc, char **argv)
     struct shutdown sd = { 0 };
     struct registry *reg = NULL;
     struct status_table *st = NULL;
+    struct steps_store *steps = NULL;
     struct sock_file dyno_sock = { .fd = -1 };
     struct data_router data;
     struct ipc_server *ipc = NULL;
@@ -145,7 +147,8 @@ int main(int argc, char **argv)
     gethostname(host, sizeof(host) - 1);
     reg = registry_create(host);
     st = status_create();
-    if (!reg || !st) {
+    steps = steps_create(); /* the per-rank step windows (docs/cluster.md) */
+    if (!reg || !st || !steps) {
         close(tcp_fd);
         goto out_state;
     }
@@ -166,6 +169,7 @@ int main(int argc, char **argv)
     data_router_init(&data);
     data.st = st;   /* PluginStats counters shown by getStatus */
     data.reg = reg; /* PluginInfo: each process's vendor library */
+    data.steps = steps; /* StepSummary: the windows getSteps serves */
     if (flags.use_JSON)
         data_router_add(&data, json_logger_sink());
 
@@ -183,7 +187,7 @@ int main(int argc, char **argv)
     }
 
     /* 7. events on the loop: RPC listeners, IPC sockets, the registry GC timer */
-    struct rpc_ctx ctx = { reg, st, MSMON_VERSION };
+    struct rpc_ctx ctx = { reg, st, MSMON_VERSION, steps };
     rpc = rpc_server_create(loop, tcp_fd, &conn_tcp_factory, dyno_sock.fd, flags.rpc_max_clients,
                             &ctx);
     if (!rpc) {
@@ -216,6 +220,7 @@ out_ipc:
     data_router_fini(&data);
     sock_file_close(&dyno_sock);
 out_state:
+    steps_destroy(steps);
     status_destroy(st);
     registry_destroy(reg);
 out_loop:

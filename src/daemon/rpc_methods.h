@@ -10,12 +10,15 @@
 #include "daemon/registry.h"
 #include "daemon/status.h"
 
+struct steps_store;
+
 #define RPC_MAX_DEPTH 10
 
 struct rpc_ctx {
     struct registry *reg;     /* borrowed */
     struct status_table *st;  /* borrowed */
     const char *version;      /* getVersion answer */
+    struct steps_store *steps; /* borrowed, may be NULL: getSteps (rpc_steps.c) */
 };
 
 /* Handle one request body (raw bytes as received). On 0, *ret_reply is the reply JSON the

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +25,7 @@ struct steps_store {
     struct win **w;
     size_t n;
     uint64_t refused, evicted;
-    struct log_rl rl;
+    struct log_ratelimit rl;
 };
 
 struct steps_store *steps_create(void)
@@ -208,6 +209,16 @@ bad:
     return -EINVAL;
 }
 
+static int rank_cmp(const void *x, const void *y)
+{
+    const struct steps_rank *a = x, *b = y;
+    if (a->job != b->job)
+        return a->job < b->job ? -1 : 1;
+    if (a->rank != b->rank)
+        return a->rank < b->rank ? -1 : 1;
+    return a->pid < b->pid ? -1 : a->pid > b->pid;
+}
+
 int steps_snapshot(struct steps_store *s, struct steps_rank **ret, size_t *ret_n)
 {
     struct steps_rank *out;
@@ -226,6 +237,7 @@ int steps_snapshot(struct steps_store *s, struct steps_rank **ret, size_t *ret_n
     }
     *ret_n = s->n;
     pthread_mutex_unlock(&s->mu);
+    qsort(out, *ret_n, sizeof(*out), rank_cmp);
     *ret = out;
     return 0;
 }
