@@ -239,8 +239,8 @@ static void metric_consume(struct proc *p, const struct pl_batch *b)
     size_t n = b->nrecs;
     if (b->nranges)
         metric_ranges(p, b->ranges, b->nranges);
-    if (p->ss)
-        stepsum_feed(p->ss, b);
+    if (p->ss && (__atomic_load_n(&p->mask_cur, __ATOMIC_RELAXED) & (1u << MON_KIND_MARKER)))
+        stepsum_feed(p->ss, b); /* step summaries come with the Marker kind */
     struct ttab *t = acquire_table(p);
     if (!t)
         return;
@@ -750,7 +750,7 @@ static int metric_tick(struct proc *p)
         }
     }
     /* 6. Step summaries (docs/cluster.md). */
-    if (p->ss) {
+    if (p->ss && markers_on) {
         int src = stepsum_tick(p->ss, p->send, p->send_ctx, now, interval_ns);
         if (src < 0 && first_err == 0)
             first_err = src;
