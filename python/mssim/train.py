@@ -111,7 +111,8 @@ def launch(args):
     children = []
     for r in range(args.ranks):
         env = dict(os.environ)
-        env.update({"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(args.ranks)})
+        env.update({"RANK": str(args.rank_offset + r), "LOCAL_RANK": str(r),
+                    "WORLD_SIZE": str(args.world_size or args.ranks)})
         env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
         argv = [sys.executable, "-m", "mssim.train", "--worker", "--steps", str(args.steps)]
         if args.rate is not None:
@@ -141,6 +142,9 @@ def main(argv=None):
     ap.add_argument("--ranks", type=int, default=1, help="rank processes to start (1..64)")
     ap.add_argument("--steps", type=int, default=20, help="steps per rank (0 = until stopped)")
     ap.add_argument("--rate", type=float, default=None, help="steps per second (0 = as fast as possible)")
+    ap.add_argument("--rank-offset", type=int, default=0,
+                    help="RANK of the first rank process (this node's share of a multi-node job)")
+    ap.add_argument("--world-size", type=int, default=None, help="WORLD_SIZE (default: --ranks)")
     ap.add_argument("--slow-rank", type=int, default=None,
                     help="make this rank slow (docs/cluster.md); default: none")
     ap.add_argument("--slow-factor", type=float, default=1.0,
@@ -157,8 +161,10 @@ def main(argv=None):
         ap.error(f"--steps {args.steps}: must be 0..4294967295")
     if args.rate is not None and not 0 <= args.rate <= 1e6:
         ap.error(f"--rate {args.rate}: must be 0..1000000")
-    if args.slow_rank is not None and not 0 <= args.slow_rank < args.ranks and not args.worker:
-        ap.error(f"--slow-rank {args.slow_rank}: must be 0..{args.ranks - 1}")
+    if args.rank_offset < 0:
+        ap.error(f"--rank-offset {args.rank_offset}: must be >= 0")
+    if args.slow_rank is not None and args.slow_rank < 0:
+        ap.error(f"--slow-rank {args.slow_rank}: must be >= 0")
     if not 0 < args.slow_factor <= 1e6:
         ap.error(f"--slow-factor {args.slow_factor}: must be > 0 and <= 1000000")
     if not 1 <= args.slow_from_step <= 0xFFFFFFFF:

@@ -138,19 +138,21 @@ static bool put_row(struct win *w, const struct steps_row *row)
     return true;
 }
 
+/* The per-rank step series: a record without "kind" whose numeric keys are the family names
+ * (docs/cluster.md §2), so a Prometheus-style sink exports each key as one family with the
+ * record's job/pid/rank labels; values in ns like the other duration families. */
 static void emit(struct data_router *dr, const struct steps_row *r, const struct steps_rank *who, uint64_t wall_ns)
 {
-    struct sink_kv kv[8];
+    struct sink_kv kv[7];
     size_t n = 0;
 #define U(k, v) kv[n++] = (struct sink_kv){ .key = k, .type = SINK_UINT, .u = (v) }
-    U("comm_ns", r->comm_ns);
-    U("compute_ns", r->compute_ns);
-    U("host_ns", r->host_ns);
-    kv[n++] = (struct sink_kv){ .key = "kind", .type = SINK_STR, .s = STEPS_KIND, .slen = strlen(STEPS_KIND) };
-    U("memcpy_ns", r->memcpy_ns);
-    kv[n++] = (struct sink_kv){ .key = "step", .type = SINK_INT, .i = r->step };
+    kv[n++] = (struct sink_kv){ .key = "msmonitor_step", .type = SINK_INT, .i = r->step };
+    U("msmonitor_step_comm_ns", r->comm_ns);
+    U("msmonitor_step_compute_ns", r->compute_ns);
+    U("msmonitor_step_host_ns", r->host_ns);
+    U("msmonitor_step_memcpy_ns", r->memcpy_ns);
+    U("msmonitor_step_wall_ns", r->wall_ns);
     U("timestamp", r->start_ns);
-    U("wall_ns", r->wall_ns);
 #undef U
     struct sink_record rec = { wall_ns, "host", kv, n, who->pid, who->rank < 0 ? SINK_NO_RANK : who->rank,
                                who->job };

@@ -207,3 +207,38 @@ def test_status_table_and_aligned_nputrace(cluster, tmp_path):
     assert set(seen.values()) == {start}, seen
     assert len(states) == n and {h for h, _ in states} == set(cluster.addrs)
     assert all(s & {"Ready", "Running", "Idle"} for s in states.values()), states
+
+
+@pytest.mark.parametrize("kind", ["host"])
+def test_slow_rank_host_gaps(cluster, kind):
+    """A host-side stall with an idle device on one rank is named "host"."""
+    slow = 10
+    cluster.start_metric_ranks(steps=0, args=["--slow-rank", str(slow), "--slow-factor", "1.5",
+                                              "--slow-from-step", str(ONSET), "--slow-kind", kind])
+    cluster.wait_polling(HOSTS * RANKS_PER_HOST)
+    cluster.monitor()
+    v, views = watch_for_slow(cluster, until_step=ONSET + 6 * RATE * INTERVAL_S)
+    assert v is not None, views[-1]
+    assert [(s["rank"], s["host"], s["cause"]) for s in v["slow_ranks"]] == [(slow, cluster.host_of(slow), kind)], v
+
+
+def test_python_train_slow_rank_options(tmp_path):
+    """python -m mssim.train passes --rank-offset and the --slow-* options to its ranks: the
+    simulator of exactly the chosen rank reports itself slow."""
+    from python_util import PYTHON, py_env, require_packages
+    require_packages()
+    env = py_env(MSSIM_LOG="info")
+    env.pop("MSMONITOR_USE_DAEMON", None)
+    argv = [PYTHON, "-m", "mssim.train", "--ranks", "2", "--rank-offset", "4", "--steps", "3", "--rate", "0",
+            "--slow-rank", "5", "--slow-factor", "1.5", "--slow-from-step", "2", "--slow-kind", "communication"]
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout + r.stderr
+    lines = [ln for ln in out.splitlines() if "is slow" in ln]
+    assert len(lines) == 1 and "this rank (5) is slow: communication x1.5 from step 2" in lines[0], out
+    assert "rank 4 finished 3 steps" in out and "rank 5 finished 3 steps" in out, out
+    bad = subprocess.run([PYTHON, "-m", "mssim.train", "--slow-factor", "0"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "--slow-factor 0.0: must be > 0" in bad.stderr
+    bad = subprocess.run([binpath("mssim-train"), "--slow-kind", "disk"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "invalid value for --slow-kind: 'disk'" in bad.stderr
