@@ -2,6 +2,7 @@
 their /metrics, 2 simulated ranks each, one rank 20 % slower in compute; the real Prometheus
 scrapes them and evaluates the documented alert rule (window and `for` shortened), which
 fires for exactly that rank. Skipped where the daemon has no Prometheus exposition."""
+import json
 import os
 import subprocess
 import tempfile
@@ -48,15 +49,19 @@ def test_alert_rule_fires_for_the_slow_rank(tmp_path):
             ranks.append(Proc(argv, env=env, logname=f"rank{r}", tmpdir=tempfile.mkdtemp(dir=str(tmp_path))))
         hostfile = tmp_path / "hostfile"
         hostfile.write_text("".join(f"{a}\n" for a in addrs))
+        dyno = [binpath("dyno"), "--hostfile", str(hostfile), "--port", str(port)]
         deadline = time.monotonic() + 60
         while True:
-            r = subprocess.run([binpath("dyno"), "--hostfile", str(hostfile), "--port", str(port), "npu-monitor",
-                                "--npu-monitor-start", "--mspti-activity-kind", "Kernel,Marker,Communication",
-                                "--report-interval-s", "1"], capture_output=True, text=True, timeout=60)
-            if r.stdout.count('"commandStatus":"effective"') == HOSTS and r.stdout.count("Matched 2") == HOSTS:
+            r = subprocess.run(dyno + ["status", "--json"], capture_output=True, text=True, timeout=60)
+            st = json.loads(r.stdout.strip().splitlines()[-1])
+            if sum(1 for p in st["processes"] if p.get("polling")) == 2 * HOSTS:
                 break
             assert time.monotonic() < deadline, r.stdout + r.stderr
-            time.sleep(0.5)
+            time.sleep(0.3)
+        r = subprocess.run(dyno + ["npu-monitor", "--npu-monitor-start", "--mspti-activity-kind",
+                                   "Kernel,Marker,Communication", "--report-interval-s", "1"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.stdout.count('"commandStatus":"effective"') == HOSTS, r.stdout + r.stderr
         pdir = tempfile.mkdtemp(prefix="mmp")
         with open(os.path.join(pdir, "rules.yml"), "w") as f:
             f.write(RULE)
