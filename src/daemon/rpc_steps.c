@@ -10,6 +10,12 @@
 #include "contract/cjx.h"
 #include "daemon/steps.h"
 
+/* Replies are capped at 1 MiB (rpc_methods.c): with many ranks the newest rows per rank are
+ * cut so that every rank still appears. A row is at most ~150 bytes, each rank ~130 more. */
+#define REPLY_BUDGET (900u << 10)
+#define ROW_BYTES_MAX 152u
+#define RANK_BYTES_MAX 160u
+
 static void failed(struct jw *w, const char *why)
 {
     char msg[128];
@@ -44,6 +50,13 @@ int rpc_steps_get(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
     }
     if (ctx->steps)
         steps_counters(ctx->steps, &nranks, &refused, &evicted);
+    if (n > 0) {
+        size_t per = REPLY_BUDGET > n * RANK_BYTES_MAX ? (REPLY_BUDGET - n * RANK_BYTES_MAX) / n / ROW_BYTES_MAX : 0;
+        if (per < 1)
+            per = 1;
+        if ((size_t)last > per)
+            last = (int64_t)per; /* told to the caller as "last" */
+    }
     jw_obj_begin(w);
     jw_key(w, "columns");
     jw_arr_begin(w);
@@ -53,6 +66,8 @@ int rpc_steps_get(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
     jw_arr_end(w);
     jw_key(w, "evicted");
     jw_uint(w, evicted);
+    jw_key(w, "last");
+    jw_int(w, last);
     jw_key(w, "ranks");
     jw_arr_begin(w);
     for (size_t i = 0; i < n; i++) {

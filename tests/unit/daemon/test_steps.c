@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "contract/cjx.h"
+#include "daemon/rpc_methods.h"
 #include "daemon/steps.h"
 
 static int take(struct steps_store *s, const char *text)
@@ -70,8 +71,43 @@ static void test_window(void **state)
     steps_destroy(s);
 }
 
+/* getSteps through the RPC layer: every rank of a crowded daemon fits the reply cap. */
+static void test_rpc_get_steps(void **state)
+{
+    (void)state;
+    struct steps_store *s = steps_create();
+    struct rpc_ctx ctx = { NULL, NULL, "x", s };
+    char buf[8192], *reply = NULL;
+    size_t len = 0;
+    for (int r = 0; r < 1000; r++)
+        for (int b = 0; b < 4; b++) {
+            msg(buf, sizeof(buf), 1000 + r, r, 1 + b * 20, 20);
+            assert_int_equal(take(s, buf), 20);
+        }
+    const char *req = "{\"fn\":\"getSteps\",\"last\":64}";
+    assert_int_equal(rpc_handle(&ctx, req, strlen(req), &reply, &len), 0);
+    assert_non_null(reply);
+    assert_true(len < (1u << 20));
+    cJSON *j = cJSON_Parse(reply);
+    assert_non_null(j);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "ranks")), 1000);
+    int last = cJSON_GetObjectItem(j, "last")->valueint;
+    assert_true(last >= 1 && last < 64);
+    const cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "ranks"), 0);
+    const cJSON *rows = cJSON_GetObjectItem(r0, "steps");
+    assert_int_equal(cJSON_GetArraySize(rows), last);
+    assert_int_equal(cJSON_GetArrayItem(cJSON_GetArrayItem(rows, last - 1), 0)->valueint, 80); /* newest */
+    cJSON_Delete(j);
+    free(reply);
+    req = "{\"fn\":\"getSteps\",\"last\":0}";
+    assert_int_equal(rpc_handle(&ctx, req, strlen(req), &reply, &len), 0);
+    assert_non_null(strstr(reply, "failed: 'last' must be an integer in [1, 128]"));
+    free(reply);
+    steps_destroy(s);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = { cmocka_unit_test(test_window) };
+    const struct CMUnitTest tests[] = { cmocka_unit_test(test_window), cmocka_unit_test(test_rpc_get_steps) };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
