@@ -798,7 +798,7 @@ static int metric_start(struct proc *p)
 
 static void metric_set_kinds(struct proc *p, uint32_t mask)
 {
-    p->mask_cur = mask;
+    __atomic_store_n(&p->mask_cur, mask, __ATOMIC_RELAXED); /* read by consume() for the step summaries */
     p->mask_interval |= mask;
 }
 
