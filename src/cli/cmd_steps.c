@@ -383,6 +383,13 @@ static void print_view(const struct steps_opts *o, const struct cli_targets *t, 
         fflush(out);
         return;
     }
+    if (o->watch) {
+        char when[32];
+        time_t now = time(NULL);
+        struct tm tm;
+        strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime_r(&now, &tm));
+        fprintf(out, "--- %s\n", when);
+    }
     for (size_t i = 0; i < t->hosts->n; i++)
         if (r[i].failed)
             fprintf(out, "[%s] ERROR: %s\n", t->hosts->v[i], r[i].err);
