@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/logesc.h"
 #include "contract/cjx.h"
+#include "daemon/steps.h"
 
 #define DATA_MAX_DEPTH 10
 
@@ -284,6 +285,11 @@ int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_
         take_info(dr, msg);
     if (is_stats) {
         rc = emit_stats(dr, dev, dur, ts, &stats, stats_pid, now_ns);
+    } else if (strcmp(kind->valuestring, STEPS_KIND) == 0) {
+        /* per-rank step summaries: the window for getSteps, one sink record per new step */
+        rc = dr->steps ? steps_take(dr->steps, dr, msg, now_ns, clock_mono_ns()) : 0;
+        if (rc < 0)
+            rc = 0; /* counted and logged by steps; the payload itself was valid data */
     } else if (strcmp(kind->valuestring, "OpStats") == 0) {
         rc = emit_opstats(dr, msg, dev, now_ns);
     } else {

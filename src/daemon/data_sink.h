@@ -10,6 +10,8 @@
 #include "daemon/registry.h"
 #include "daemon/status.h"
 
+struct steps_store;
+
 #define DATA_MAX_SINKS 8
 
 struct data_router {
@@ -17,6 +19,7 @@ struct data_router {
     size_t nsinks;
     struct status_table *st; /* borrowed, may be NULL: where PluginStats counters go */
     struct registry *reg;    /* borrowed, may be NULL: where PluginInfo (library) goes */
+    struct steps_store *steps; /* borrowed, may be NULL: where StepSummary payloads go */
     uint64_t accepted;   /* messages that passed validation */
     uint64_t rejected;
 };

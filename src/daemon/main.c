@@ -22,6 +22,7 @@
 #include "daemon/registry.h"
 #include "daemon/rpc_methods.h"
 #include "daemon/rpc_server.h"
+#include "daemon/steps.h"
 #include "daemon/sock_file.h"
 #include "daemon/status.h"
 #include "daemon/tb_logger.h"
@@ -129,6 +130,7 @@ int main(int argc, char **argv)
     struct shutdown sd = { 0 };
     struct registry *reg = NULL;
     struct status_table *st = NULL;
+    struct steps_store *steps = NULL;
     struct sock_file dyno_sock = { .fd = -1 };
     struct data_router data;
     struct ipc_server *ipc = NULL;
@@ -188,7 +190,8 @@ int main(int argc, char **argv)
     gethostname(host, sizeof(host) - 1);
     reg = registry_create(host);
     st = status_create();
-    if (!reg || !st) {
+    steps = steps_create(); /* the per-rank step windows (docs/cluster.md) */
+    if (!reg || !st || !steps) {
         close(tcp_fd);
         goto out_state;
     }
@@ -210,6 +213,7 @@ int main(int argc, char **argv)
     data_router_init(&data);
     data.st = st;   /* PluginStats counters shown by getStatus */
     data.reg = reg; /* PluginInfo: each process's vendor library */
+    data.steps = steps; /* StepSummary: the windows getSteps serves */
     if (flags.use_JSON)
         data_router_add(&data, json_logger_sink());
     if (flags.metric_log_dir[0]) { /* 08 §1.3: a TensorBoard directory failure is fatal */
@@ -241,7 +245,7 @@ int main(int argc, char **argv)
     }
 
     /* 7. events on the loop: RPC listeners, IPC sockets, the registry GC timer */
-    struct rpc_ctx ctx = { reg, st, MSMON_VERSION };
+    struct rpc_ctx ctx = { reg, st, MSMON_VERSION, steps };
     rpc = rpc_server_create(loop, tcp_fd, &conn_tcp_factory, dyno_sock.fd, flags.rpc_max_clients,
                             &ctx);
     if (!rpc) {
@@ -293,6 +297,7 @@ out_sinks:
     data_router_fini(&data);      /* flushes the TensorBoard files */
     sock_file_close(&dyno_sock);
 out_state:
+    steps_destroy(steps);
     status_destroy(st);
     registry_destroy(reg);
 out_loop:

@@ -16,6 +16,7 @@
 #include "contract/cfgkeys.h"
 #include "contract/cjx.h"
 #include "contract/kvtext.h"
+#include "daemon/rpc_steps.h"
 
 #define REPLY_MAX (1u << 20)
 
@@ -47,6 +48,7 @@ static const struct {
     rpc_handler_fn fn;
 } methods[] = {
     { "getStatus", m_get_status },
+    { "getSteps", rpc_steps_get },
     { "getVersion", m_get_version },
     { "setKinetOnDemandRequest", m_set_ondemand },
 };

@@ -12,12 +12,15 @@
 #include "daemon/registry.h"
 #include "daemon/status.h"
 
+struct steps_store;
+
 #define RPC_MAX_DEPTH 10
 
 struct rpc_ctx {
     struct registry *reg;     /* borrowed */
     struct status_table *st;  /* borrowed */
     const char *version;      /* getVersion answer */
+    struct steps_store *steps; /* borrowed, may be NULL: getSteps (rpc_steps.c) */
 };
 
 /* --allowed_log_dirs for every rpc_handle() of the process (a setter rather than an rpc_ctx

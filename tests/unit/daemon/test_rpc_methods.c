@@ -25,7 +25,7 @@ static int setup(void **state)
     struct fx *f = calloc(1, sizeof(*f));
     f->reg = registry_create("host");
     f->st = status_create();
-    f->ctx = (struct rpc_ctx){ f->reg, f->st, "0.3.2" };
+    f->ctx = (struct rpc_ctx){ f->reg, f->st, "0.3.2", NULL };
     log_set_level(LOG_LVL_ERROR);
     *state = f;
     return 0;

@@ -171,7 +171,7 @@ static void test_refused_config(void **state)
     /* through rpc_handle: the reply says why; the registered process's mailbox stays empty */
     struct registry *reg = registry_create("n");
     struct status_table *st = status_create();
-    struct rpc_ctx ctx = { reg, st, "0" };
+    struct rpc_ctx ctx = { reg, st, "0", NULL };
     int32_t me = (int32_t)getpid();
     char *got = NULL, body[1024];
     size_t len;
