@@ -385,7 +385,8 @@ void ipc_server_dispatch_cred(struct ipc_server *s, int fd, bool kineto, bool da
             return;
         }
         if (s->cfg.data)
-            data_handle(s->cfg.data, (const char *)v.payload, v.len, clock_real_ns());
+            data_handle_from(s->cfg.data, (const char *)v.payload, v.len, clock_real_ns(),
+                             cred && s->pid_check ? (int32_t)cred->pid : 0);
         return;
     }
     int32_t claimed = 0;

@@ -204,3 +204,38 @@ while True:
             w.stop()
         os.killpg(srv.pid, 9)
         srv.wait()
+
+
+SPOOF_STATS = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from ipcclient import IpcClient
+with IpcClient(sys.argv[2]) as c:
+    c.data({"kind": "PluginInfo", "duration": 0, "timestamp": 1, "deviceId": -1,
+            "pid": int(sys.argv[3]), "backend": "mspti", "library": "/forged/libmspti.so"})
+    c.data({"kind": "PluginStats", "duration": 1, "timestamp": 1, "deviceId": -1,
+            "pid": int(sys.argv[3]), "stats": {"kept": 999999, "dropped_queue": 777}})
+"""
+
+
+def test_same_uid_cannot_rewrite_another_ranks_counters():
+    # the data socket takes PluginStats/PluginInfo only for the sender's own pid: a sibling
+    # process naming the rank's pid is counted and ignored, so `dyno status`/`doctor` keep
+    # showing the rank's own counters and library
+    d = open_daemon()
+    w = Workload(d, tempfile.mkdtemp(prefix="mmsecw"))
+    try:
+        wait_registered(d, w.p.pid)
+        p = subprocess.Popen([sys.executable, "-c", SPOOF_STATS, E2E, d.sockdir, str(w.p.pid)],
+                             env=d.client_env())
+        assert p.wait(timeout=30) == 0
+        d.wait_log("data: ignored PluginInfo from pid %d naming pid %d" % (p.pid, w.p.pid))
+        # the PluginStats line right after it is rate-limited; its receipt line comes first and
+        # the check runs on the same loop before any later getStatus
+        d.wait_log('"kept":999999')
+        for proc in status(d)["processes"]:
+            assert (proc.get("session_stats") or {}).get("kept") != 999999, proc
+            assert proc.get("library") != "/forged/libmspti.so", proc
+    finally:
+        w.stop()
+        d.stop()
