@@ -16,6 +16,8 @@
 
 /* Idempotent; every exported entry point calls it first. */
 void sim_core_init(void);
+/* True once sim_core_init has completed (acquire): lets hot entry points skip pthread_once. */
+bool sim_core_ready(void);
 /* Knobs of the current load (stable between mssim_reset calls). */
 const struct sim_knobs *sim_knobs(void);
 
