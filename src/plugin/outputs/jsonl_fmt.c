@@ -15,12 +15,26 @@ static const char digits2[201] = "0001020304050607080910111213141516171819202122
                                  "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
                                  "8081828384858687888990919293949596979899";
 
-static char *put_u64(char *o, uint64_t v)
+/* Exactly 4 / 8 digits of v (v < 10^4 / 10^8), 32-bit arithmetic only. */
+static inline char *put4(char *o, uint32_t v)
 {
-    char tmp[20];
+    memcpy(o, digits2 + (v / 100) * 2, 2);
+    memcpy(o + 2, digits2 + (v % 100) * 2, 2);
+    return o + 4;
+}
+
+static inline char *put8(char *o, uint32_t v)
+{
+    return put4(put4(o, v / 10000), v % 10000);
+}
+
+/* v < 10^8, no leading zeros. */
+static inline char *put_u32_small(char *o, uint32_t v)
+{
+    char tmp[8];
     size_t i = sizeof(tmp);
     while (v >= 100) {
-        size_t d = (size_t)(v % 100) * 2;
+        uint32_t d = (v % 100) * 2;
         v /= 100;
         tmp[--i] = digits2[d + 1];
         tmp[--i] = digits2[d];
@@ -33,6 +47,24 @@ static char *put_u64(char *o, uint64_t v)
     }
     memcpy(o, tmp + i, sizeof(tmp) - i);
     return o + sizeof(tmp) - i;
+}
+
+/* Decimal of v. Timestamps have 19 digits, so the number is cut into 8-digit groups once
+ * (two 64-bit divisions by a constant) and each group is formatted with 32-bit arithmetic. */
+static char *put_u64(char *o, uint64_t v)
+{
+    uint64_t hi;
+
+    if (v < 100000000u)
+        return put_u32_small(o, (uint32_t)v);
+    hi = v / 100000000u;
+    if (hi < 100000000u) {
+        o = put_u32_small(o, (uint32_t)hi);
+    } else {
+        o = put_u32_small(o, (uint32_t)(hi / 100000000u));
+        o = put8(o, (uint32_t)(hi % 100000000u));
+    }
+    return put8(o, (uint32_t)(v % 100000000u));
 }
 
 /* A JSON string of s[0..n) with jw's escaping (nlohmann-compatible); NULL writes "". */
