@@ -63,7 +63,9 @@ SIM_EXPORT bool msptiActivityIsEnabled(msptiActivityKind kind)
 }
 
 
-static __thread size_t t_cursor;
+/* initial-exec: a direct %fs-relative access instead of a __tls_get_addr call per record (the
+ * library is dlopen'ed; 8 bytes fit glibc's static TLS surplus for such libraries). */
+static __thread size_t t_cursor __attribute__((tls_model("initial-exec")));
 
 static const size_t g_strides[] = {0, 56, 56, 48, 56, 64, 56, 56, 24, 72, 48, 48, 48};
 
@@ -79,9 +81,8 @@ size_t sim_kind_stride(int32_t kind)
 }
 
 /* The real quirk (MSSIM_GETNEXT=cursor): *record is ignored; a thread-local cursor is reset
- * only when the end is reported (06 §7.10). Kept out of line: it is the only path that
- * touches thread-local storage, which costs a __tls_get_addr call per record in a library. */
-static __attribute__((noinline)) msptiResult next_cursor(const struct sim_knobs *k, uint8_t *buffer, size_t valid,
+ * only when the end is reported (06 §7.10). The simulator's default (MSSIM_GETNEXT unset). */
+static inline msptiResult next_cursor(const struct sim_knobs *k, uint8_t *buffer, size_t valid,
                                                          msptiActivity **record)
 {
     size_t off = t_cursor, stride;
