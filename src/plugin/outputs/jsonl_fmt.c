@@ -80,6 +80,24 @@ static char *put_str(char *o, const char *s, size_t n)
     return o;
 }
 
+/* String i of st: copied when already escaped. */
+static char *put_st(char *o, const struct jsonl_strs *st, size_t i)
+{
+    if (!st->escaped[i])
+        return put_str(o, st->s[i], st->n[i]);
+    *o++ = '"';
+    memcpy(o, st->s[i], st->n[i]);
+    o += st->n[i];
+    *o++ = '"';
+    return o;
+}
+
+size_t jsonl_fmt_escape(char *dst, const char *s, size_t n)
+{
+    long r = n ? jw_escape(dst, n * 6, s, n) : 0;
+    return r > 0 ? (size_t)r : 0;
+}
+
 size_t jsonl_fmt_slen(const char *s)
 {
     return s ? strlen(s) : 0;
@@ -152,6 +170,7 @@ size_t jsonl_fmt_strings(const struct mon_record *r, struct jsonl_strs *ret)
     ret->total = 0;
     for (size_t i = 0; i < k; i++) {
         ret->n[i] = jsonl_fmt_slen(s[i]);
+        ret->escaped[i] = false;
         ret->total += ret->n[i];
     }
     return k;
@@ -167,9 +186,9 @@ char *jsonl_fmt_record(char *o, const struct mon_record *r, const struct jsonl_s
         o = LIT(o, ",\"endNs\":");
         o = put_u64(o, a->end);
         o = LIT(o, ",\"kind\":");
-        o = put_str(o, st->s[0], st->n[0]);
+        o = put_st(o, st, 0);
         o = LIT(o, ",\"name\":");
-        o = put_str(o, st->s[1], st->n[1]);
+        o = put_st(o, st, 1);
         o = LIT(o, ",\"processId\":");
         o = put_u64(o, a->pid);
         o = LIT(o, ",\"startNs\":");
@@ -185,20 +204,20 @@ char *jsonl_fmt_record(char *o, const struct mon_record *r, const struct jsonl_s
         o = LIT(o, ",\"endNs\":");
         o = put_u64(o, k->end);
         o = LIT(o, ",\"kind\":\"Kernel\",\"name\":");
-        o = put_str(o, st->s[0], st->n[0]);
+        o = put_st(o, st, 0);
         o = LIT(o, ",\"startNs\":");
         o = put_u64(o, k->start);
         o = LIT(o, ",\"streamId\":");
         o = put_u64(o, k->stream_id);
         o = LIT(o, ",\"type\":");
-        o = put_str(o, st->s[1], st->n[1]);
+        o = put_st(o, st, 1);
     } else if (r->kind == MON_KIND_COMMUNICATION) {
         const struct mon_comm *c = &r->u.comm;
         const char *dt = mon_comm_dtype_name(c->data_type);
         o = LIT(o, "{\"algType\":");
-        o = put_str(o, st->s[0], st->n[0]);
+        o = put_st(o, st, 0);
         o = LIT(o, ",\"commName\":");
-        o = put_str(o, st->s[1], st->n[1]);
+        o = put_st(o, st, 1);
         o = LIT(o, ",\"correlationId\":");
         o = put_u64(o, c->correlation_id);
         o = LIT(o, ",\"count\":");
@@ -210,7 +229,7 @@ char *jsonl_fmt_record(char *o, const struct mon_record *r, const struct jsonl_s
         o = LIT(o, ",\"endNs\":");
         o = put_u64(o, c->end);
         o = LIT(o, ",\"kind\":\"Communication\",\"name\":");
-        o = put_str(o, st->s[2], st->n[2]);
+        o = put_st(o, st, 2);
         o = LIT(o, ",\"startNs\":");
         o = put_u64(o, c->start);
         o = LIT(o, ",\"streamId\":");
@@ -222,13 +241,13 @@ char *jsonl_fmt_record(char *o, const struct mon_record *r, const struct jsonl_s
         if (n > 0)
             o += n;
         o = LIT(o, ",\"commName\":");
-        o = put_str(o, st->s[0], st->n[0]);
+        o = put_st(o, st, 0);
         o = LIT(o, ",\"deviceId\":");
         o = put_u64(o, h->device_id);
         o = LIT(o, ",\"endNs\":");
         o = put_u64(o, h->end);
         o = LIT(o, ",\"kind\":\"Hccl\",\"name\":");
-        o = put_str(o, st->s[1], st->n[1]);
+        o = put_st(o, st, 1);
         o = LIT(o, ",\"startNs\":");
         o = put_u64(o, h->start);
         o = LIT(o, ",\"streamId\":");

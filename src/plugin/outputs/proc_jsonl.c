@@ -36,6 +36,9 @@
 #define JSONL_RETRY_NS 1000000000ull /* pause between attempts to create a file after a failure */
 #define JSONL_CHECK_NS 1000000000ull /* how often the writer checks its file is still there */
 #define JSONL_WAIT_NS 50000ull       /* back-pressure poll of a producer facing a full queue */
+#define JSONL_ESC_SLOTS 1024         /* pre-escaped strings cached per session (power of two) */
+#define JSONL_ESC_MAX 4096           /* longest string cached */
+#define ESC_BUSY ((uintptr_t)1)       /* a slot being filled */
 
 /* Longest a completion thread waits for room before its lines are dropped (test seam). */
 static _Atomic uint64_t g_backpressure_ns = 5000000000ull;
@@ -108,6 +111,14 @@ void jsonl_settings_resolve(const char *flag_lines, const char *flag_files, cons
 
 /* ---- processor state ---- */
 
+/* A backend string (stable address for the process, record.h) and its JSON-escaped copy.
+ * Filled once by the first completion thread that claims the slot, read-only afterwards. */
+struct esc_slot {
+    _Atomic uintptr_t src; /* 0 free, ESC_BUSY being filled, else the backend's pointer */
+    char *esc;
+    size_t len;
+};
+
 struct proc {
     char *log_dir;
     int32_t rank;
@@ -139,6 +150,7 @@ struct proc {
     size_t nfiles;
     struct log_ratelimit err_rl;
     bool stopped;
+    struct esc_slot esc[JSONL_ESC_SLOTS];
 };
 
 /* ---- producer side: line blocks ---- */
@@ -245,10 +257,46 @@ static void emit_marker(struct lbuild *lb, const struct pl_range *line)
         lb_commit(lb, jsonl_fmt_marker(o, line, nlen, dlen));
 }
 
+/* The escaped copy of s (n bytes), from the session's cache; false when s is not cached and
+ * its slot is taken (the caller escapes it while formatting, as for any string). */
+static bool esc_lookup(struct proc *p, const char *s, size_t n, const char **ret, size_t *ret_len)
+{
+    struct esc_slot *sl = &p->esc[((uintptr_t)s >> 3) * 0x9E3779B97F4A7C15ull >> 54 & (JSONL_ESC_SLOTS - 1)];
+    uintptr_t v = atomic_load_explicit(&sl->src, memory_order_acquire), expect = 0;
+
+    if (v == (uintptr_t)s) {
+        *ret = sl->esc;
+        *ret_len = sl->len;
+        return true;
+    }
+    if (v != 0 || n > JSONL_ESC_MAX ||
+        !atomic_compare_exchange_strong_explicit(&sl->src, &expect, ESC_BUSY, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return false;
+    char *e = malloc(n * 6);
+    if (!e) {
+        atomic_store_explicit(&sl->src, 0, memory_order_release);
+        return false;
+    }
+    sl->len = jsonl_fmt_escape(e, s, n);
+    sl->esc = e;
+    atomic_store_explicit(&sl->src, (uintptr_t)s, memory_order_release); /* publishes esc, len */
+    *ret = e;
+    *ret_len = sl->len;
+    return true;
+}
+
 static void emit_record(struct lbuild *lb, const struct mon_record *r)
 {
     struct jsonl_strs st;
-    jsonl_fmt_strings(r, &st);
+    size_t k = jsonl_fmt_strings(r, &st);
+    /* Names repeat on almost every record: escape each once per session, not once per line. */
+    st.total = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (st.n[i] && esc_lookup(lb->p, st.s[i], st.n[i], &st.s[i], &st.n[i]))
+            st.escaped[i] = true;
+        st.total += st.n[i];
+    }
     if (st.total >= JSONL_LINE_MAX)
         return;
     char *o = lb_room(lb, jsonl_fmt_bound(st.total) + 1);
@@ -536,6 +584,9 @@ static void jsonl_destroy(struct proc *p)
         file_close(p);
     out_flush(p); /* releases held blocks when no file is open */
     linering_fini(&p->ring);
+    for (size_t i = 0; i < JSONL_ESC_SLOTS; i++)
+        if (atomic_load(&p->esc[i].src) > ESC_BUSY)
+            free(p->esc[i].esc);
     for (size_t i = 0; i < p->nfiles; i++)
         free(p->files[i]);
     free(p->log_dir);
