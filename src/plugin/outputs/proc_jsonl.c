@@ -39,6 +39,7 @@
 #define JSONL_ESC_SLOTS 1024         /* pre-escaped strings cached per session (power of two) */
 #define JSONL_ESC_MAX 4096           /* longest string cached */
 #define ESC_BUSY ((uintptr_t)1)       /* a slot being filled */
+#define JSONL_SPARE_BLOCKS 64         /* written blocks kept for reuse (4 MiB) */
 
 /* Longest a completion thread waits for room before its lines are dropped (test seam). */
 static _Atomic uint64_t g_backpressure_ns = 5000000000ull;
@@ -151,7 +152,42 @@ struct proc {
     struct log_ratelimit err_rl;
     bool stopped;
     struct esc_slot esc[JSONL_ESC_SLOTS];
+    /* Written JSONL_BLOCK_MAX blocks go back to the producers: a fresh malloc'ed block after
+     * the allocator trimmed the freed one costs a page fault per 4 KiB of text. */
+    pthread_mutex_t spare_mu;
+    struct lineblock *spare[JSONL_SPARE_BLOCKS];
+    size_t nspare;
 };
+
+static struct lineblock *block_get(struct proc *p, size_t cap)
+{
+    struct lineblock *b = NULL;
+    if (cap == JSONL_BLOCK_MAX) {
+        pthread_mutex_lock(&p->spare_mu);
+        if (p->nspare)
+            b = p->spare[--p->nspare];
+        pthread_mutex_unlock(&p->spare_mu);
+    }
+    if (b) {
+        b->len = 0;
+        b->nlines = 0;
+        return b;
+    }
+    return lineblock_create(cap);
+}
+
+static void block_put(struct proc *p, struct lineblock *b)
+{
+    if (b && b->cap == JSONL_BLOCK_MAX) {
+        pthread_mutex_lock(&p->spare_mu);
+        if (p->nspare < JSONL_SPARE_BLOCKS) {
+            p->spare[p->nspare++] = b;
+            b = NULL;
+        }
+        pthread_mutex_unlock(&p->spare_mu);
+    }
+    free(b);
+}
 
 /* ---- producer side: line blocks ---- */
 
@@ -216,7 +252,7 @@ static void lb_flush(struct lbuild *lb)
 static void lb_finish(struct lbuild *lb)
 {
     lb_flush(lb);
-    free(lb->b);
+    block_put(lb->p, lb->b);
     lb->b = NULL;
 }
 
@@ -230,7 +266,7 @@ static char *lb_room(struct lbuild *lb, size_t need)
         free(lb->b);
         lb->b = NULL;
     }
-    if (!lb->b && !(lb->b = lineblock_create(need > lb->block_cap ? need : lb->block_cap)))
+    if (!lb->b && !(lb->b = block_get(lb->p, need > lb->block_cap ? need : lb->block_cap)))
         return NULL;
     return lb->b->text;
 }
@@ -362,7 +398,7 @@ static void out_flush(struct proc *p)
     p->niov = 0;
     p->iov_bytes = 0;
     for (int i = 0; i < p->nhold; i++)
-        free(p->hold[i]);
+        block_put(p, p->hold[i]);
     p->nhold = 0;
 }
 
@@ -587,6 +623,9 @@ static void jsonl_destroy(struct proc *p)
     for (size_t i = 0; i < JSONL_ESC_SLOTS; i++)
         if (atomic_load(&p->esc[i].src) > ESC_BUSY)
             free(p->esc[i].esc);
+    for (size_t i = 0; i < p->nspare; i++)
+        free(p->spare[i]);
+    pthread_mutex_destroy(&p->spare_mu);
     for (size_t i = 0; i < p->nfiles; i++)
         free(p->files[i]);
     free(p->log_dir);
@@ -601,6 +640,7 @@ static int jsonl_create(const struct proc_config *cfg, struct proc **ret)
     struct proc *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
+    pthread_mutex_init(&p->spare_mu, NULL);
     p->fd = -1;
     jsonl_settings_resolve(cfg->jsonl_rotate_lines, cfg->jsonl_rotate_files,
                            penv_get(PENV_JSONL_ROTATE_LOG_LINES), penv_get(PENV_JSONL_ROTATE_LOG_FILES),
