@@ -1,7 +1,7 @@
 /* proc_memory: standalone processor. Results live in module state (the Python accessors
  * have no session handle) guarded by one mutex. While a session collects, each kind is a
- * chunked array of compact records (40–56 B: strings as ids into a string pool, devices and
- * streams as 32-bit values) in 2 MiB huge-page chunks that never move; the 120-byte
+ * chunked array of compact records (24 B for Kernel/API, 48–56 B for markers and
+ * Communication: strings as ids) in 2 MiB huge-page chunks that never move; the 120-byte
  * msmon_result array a reader asks for is materialised from them on the first read after
  * stop. Marker results are the pipeline's completed parts, in the order their records arrived. */
 #include <errno.h>

@@ -1,6 +1,7 @@
 /* markpair: one bounded id map (idmap) of per-id state under one mutex: markers are rare next
  * to kernels. An entry lives until every part it announced is done (a *_WITH_DEVICE host part
- * waits for its device part), then it is removed; eviction keeps the map bounded. */
+ * waits for its device part, a device part for its host START's name), then it is removed;
+ * eviction keeps the map bounded. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>

@@ -686,6 +686,68 @@ static void test_standalone(void **state)
     proc_memory_reset();
 }
 
+/* The compact store behind the standalone results: many chunks, durations that do not fit 32
+ * bits, end before start, NULL names, API signatures by (name, pid, tid); every field comes
+ * back exactly, in arrival order. */
+static void test_standalone_compact_store(void **state)
+{
+    (void)state;
+    static const char *names[5] = { "MatMul", "Add", "Conv2D", NULL, "Softmax" };
+    enum { N = 200000 }; /* > 2 chunks of 2 MiB at 24 bytes a record */
+    int32_t kinds[] = { MON_KIND_KERNEL, MON_KIND_API };
+    struct proc_config cfg = { .mode = PROC_STANDALONE, .session_start_ns = 1000 };
+    struct proc *p = NULL;
+    struct mon_record r[256];
+    const struct msmon_result *arr;
+    size_t n;
+
+    assert_int_equal(proc_memory_set_requested_kinds(kinds, 2), 0);
+    assert_int_equal(pt_create(&proc_memory_ops, &cfg, &p), 0);
+    for (uint64_t i = 0; i < N; i += 256) {
+        for (size_t j = 0; j < 256; j++) {
+            uint64_t k = i + j, s0 = 1000 + k * 10;
+            uint64_t e0 = k % 7777 == 0 ? s0 + 5000000000ull : k % 9999 == 1 ? s0 - 1 : s0 + k % 1000;
+            r[j] = kern((uint32_t)(k % 3), names[k % 5], s0, e0);
+            r[j].u.kernel.stream_id = (uint32_t)(k % 11);
+            r[j].u.kernel.correlation_id = k * 3;
+            if (k % 13 == 0)
+                r[j].u.kernel.type = NULL;
+        }
+        pt_consume(p, r, 256);
+    }
+    for (uint32_t t = 0; t < 3; t++) {
+        r[t] = (struct mon_record){ .kind = MON_KIND_API };
+        r[t].u.api = (struct mon_api){ 2000 + t, 2100 + t, 40 + t % 2, 50 + t, 60 + t, "aclnnAdd" };
+    }
+    pt_consume(p, r, 3);
+    assert_int_equal(proc_memory_ops.stop(p, NULL), 0);
+    assert_int_equal(proc_memory_results(MON_KIND_KERNEL, &arr, &n), 0);
+    assert_int_equal(n, 200192);
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t s0 = 1000 + k * 10;
+        uint64_t e0 = k % 7777 == 0 ? s0 + 5000000000ull : k % 9999 == 1 ? s0 - 1 : s0 + k % 1000;
+        const char *want = names[k % 5] ? names[k % 5] : "";
+        if (arr[k].start_ns != s0 || arr[k].end_ns != e0 || arr[k].device_id != k % 3 ||
+            arr[k].stream_id != k % 11 || arr[k].correlation_id != k * 3 || strcmp(arr[k].name, want) != 0 ||
+            strcmp(arr[k].type, k % 13 == 0 ? "" : "KERNEL_AICORE") != 0 || arr[k].kind != MON_KIND_KERNEL)
+            fail_msg("kernel %llu differs: %llu-%llu dev %u stream %u corr %llu %s/%s", (unsigned long long)k,
+                     (unsigned long long)arr[k].start_ns, (unsigned long long)arr[k].end_ns, arr[k].device_id,
+                     arr[k].stream_id, (unsigned long long)arr[k].correlation_id, arr[k].name, arr[k].type);
+    }
+    assert_int_equal(proc_memory_results(MON_KIND_API, &arr, &n), 0);
+    assert_int_equal(n, 3);
+    for (uint32_t t = 0; t < 3; t++) {
+        assert_int_equal(arr[t].pid, 40 + t % 2);
+        assert_int_equal(arr[t].tid, 50 + t);
+        assert_int_equal(arr[t].correlation_id, 60 + t);
+        assert_int_equal(arr[t].end_ns, 2100 + t);
+        assert_string_equal(arr[t].name, "aclnnAdd");
+        assert_null(arr[t].type);
+    }
+    pt_destroy(p);
+    proc_memory_reset();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -699,6 +761,7 @@ int main(void)
         cmocka_unit_test(test_metric_table_keys),
         cmocka_unit_test(test_metric_aggregates_off),
         cmocka_unit_test(test_standalone),
+        cmocka_unit_test(test_standalone_compact_store),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
