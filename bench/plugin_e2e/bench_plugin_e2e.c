@@ -3,8 +3,10 @@
  * (mssim_bench_fill; the plugin finds the simulator through MSMONITOR_MSPTI_LIB). Per mode —
  * trivial consumer (GetNextRecord walk, no plugin), metric, DB, JSONL, standalone — one forked
  * child per run so peak RSS is the mode's own; prints records/s (wall, start of fill to stop
- * returned), consumer CPU ns/record (process CPU minus the producing thread), peak RSS, rows
- * on disk and drops. Prints figures, asserts nothing.
+ * returned), consumer CPU ns/record (process CPU minus the producing thread), the producing
+ * thread's CPU ns/record, peak RSS, rows on disk and drops; for standalone also the peak RSS per
+ * stored record and the RSS once msmon_monitor_results has built the reader's array. Prints
+ * figures, asserts nothing.
  *
  * usage: bench_plugin_e2e <path/to/simulator/libmspti.so> [million_records] [runs] [modes] */
 #include <dirent.h>
