@@ -472,9 +472,8 @@ static int tr_write_file(struct proc *p)
     tr_write(&o, w.buf, w.len);
     jw_reset(&w);
     events = tr_body(p, &o, &w, base, ts);
-    trace_fmt_footer(&w);
     tr_write(&o, "\n", 1);
-    tr_write(&o, w.buf, w.len);
+    tr_write(&o, trace_fmt_footer(), strlen(trace_fmt_footer()));
     tr_write(&o, "\n", 1);
     jw_fini(&w);
     /* Close (and for stdio sync) before the rename: a reader only ever sees whole files. */

@@ -79,12 +79,9 @@ void trace_fmt_header(struct jw *w, const struct trace_fmt_header *h)
     jw_arr_begin(w);
 }
 
-void trace_fmt_footer(struct jw *w)
+const char *trace_fmt_footer(void)
 {
-    jw_arr_end(w);
-    jw_key(w, "displayTimeUnit");
-    jw_str(w, "ms");
-    jw_obj_end(w);
+    return "],\"displayTimeUnit\":\"ms\"}";
 }
 
 bool trace_fmt_track(const struct mon_record *r, uint32_t *ret_pid, uint32_t *ret_tid)

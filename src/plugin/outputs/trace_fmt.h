@@ -33,8 +33,9 @@ size_t trace_fmt_us(char *buf, size_t cap, uint64_t t_ns, uint64_t base_ns);
  * "msmonitor":{…},"traceEvents":[` — the caller then writes events separated by ',' and
  * closes with trace_fmt_footer. */
 void trace_fmt_header(struct jw *w, const struct trace_fmt_header *h);
-/* `],"displayTimeUnit":"ms"}` */
-void trace_fmt_footer(struct jw *w);
+/* `],"displayTimeUnit":"ms"}`: closes what trace_fmt_header opened (the events in between
+ * are written by separate jw runs, so this is plain text). */
+const char *trace_fmt_footer(void);
 
 /* One `X` event for a non-marker record (kernel, API, memcpy, memset, memory, Hccl,
  * Communication). host_pid: the pid of API records that carry none. Returns 0, or -ENOENT
