@@ -446,9 +446,8 @@ static int tr_write_file(struct proc *p)
     (void)unlink(tmp); /* ours from an earlier failed attempt of this pid */
     fd = outfile_create(tmp, 0);
     if (fd < 0) {
-        LOG_ERROR("nputrace: cannot create '%s': %s; trace not written", tmp, strerror(-fd));
-        free(ts);
-        return fd;
+        rc = fd;
+        goto err_unlink;
     }
     if (gz)
         o.gz = gzdopen(fd, "wb6");
