@@ -91,8 +91,8 @@ def analyse_events(events):
         name = str(e.get("name", ""))
         if cat == "kernel" or cat == "Kernel":
             tab = kern
-        elif cat in ("cpu_op", "cuda_runtime", "operator", "cuda_driver", "python_function") and \
-                not _STEP_RE.match(name):
+        elif (cat in ("cpu_op", "cuda_runtime", "operator", "cuda_driver", "python_function") or not cat) and \
+                not _STEP_RE.match(name):  # no cat: torch's legacy (non-Kineto) profiler
             tab = ops
         else:
             continue
@@ -220,6 +220,10 @@ class Window:
             self.prof = None
             return
         self.torch_path = torch_trace_name(info["log_dir"], os.getpid(), info["rank"], info["start"], info["stop"])
+        _log("INFO", f"torch.profiler started for steps [{info['start']}, {info['stop']}) (record_shapes="
+                     f"{bool(f & FLAG_RECORD_SHAPES)}, profile_memory={bool(f & FLAG_PROFILE_MEMORY)}, with_stack="
+                     f"{bool(f & FLAG_WITH_STACK)}, with_flops={bool(f & FLAG_WITH_FLOPS)}, with_modules="
+                     f"{bool(f & FLAG_WITH_MODULES)})")
 
     def _stop_torch(self):
         prof, self.prof = self.prof, None

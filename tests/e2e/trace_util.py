@@ -6,11 +6,12 @@ import glob
 import gzip
 import json
 import os
+import re
 
 
 def trace_files(d, pid=None):
     pat = f"msmonitor_trace_{pid if pid is not None else '*'}_rank*_step*.json*"
-    return sorted(f for f in glob.glob(os.path.join(str(d), pat)) if not f.endswith(".tmp"))
+    return sorted(f for f in glob.glob(os.path.join(str(d), pat)) if re.search(r"_step\d+-\d+\.json(\.gz)?$", f))
 
 
 def load_trace(path):
