@@ -10,9 +10,9 @@ its own activity trace; after each `dynamic_profile.step()` this module reads th
 - with `--analyse`, summarises each trace of the window (per-step wall time, top kernels and
   ops by total and self time, communication and memcpy share, idle gaps per device stream)
   as `<trace>_analysis.json` and `<trace>_analysis.txt`; `--async-mode` runs that in a child
-  interpreter (`python -m msmonitor.nputrace analyse FILE...`) so step() does not wait.
+  interpreter (the same as `python -m msmonitor analyse FILE...`) so step() does not wait.
 
-`python -m msmonitor.nputrace analyse PATH...` (files or directories) is the same analysis
+`python -m msmonitor analyse PATH...` (files or directories) is the same analysis
 offline, e.g. for traces written by C programs."""
 import gzip
 import json
@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 FLAG_CPU, FLAG_NPU, FLAG_ANALYSE, FLAG_ASYNC = 0x1, 0x2, 0x4, 0x8
 FLAG_RECORD_SHAPES, FLAG_PROFILE_MEMORY, FLAG_WITH_STACK = 0x10, 0x20, 0x40
@@ -179,7 +180,7 @@ def _trace_paths(args):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) < 2 or argv[0] != "analyse":
-        print("usage: python -m msmonitor.nputrace analyse TRACE_OR_DIR...", file=sys.stderr)
+        print("usage: python -m msmonitor analyse TRACE_OR_DIR...", file=sys.stderr)
         return 2
     rc = 0
     for p in _trace_paths(argv[1:]):
@@ -202,6 +203,7 @@ class Window:
         self.prof = None
         self.torch_path = None
         self.children = []        # async analysis processes
+        self.pending = None       # (start, stop, torch path, flags): analysis waiting for our file
 
     def _start_torch(self, info):
         try:
@@ -245,7 +247,8 @@ class Window:
             env = dict(os.environ)
             pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
             env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
-            child = subprocess.Popen([sys.executable, "-m", "msmonitor.nputrace", "analyse", *paths], env=env,
+            code = "import sys; from msmonitor import nputrace; sys.exit(nputrace.main())"
+            child = subprocess.Popen([sys.executable, "-c", code, "analyse", *paths], env=env,
                                      stdin=subprocess.DEVNULL, close_fds=True)
             self.children.append(child)
             _log("INFO", f"analysis of {len(paths)} trace(s) running in child process {child.pid}")
@@ -269,14 +272,33 @@ class Window:
             window = self.seen
             self.seen = (None,) + window[1:]  # handled; a new window changes `windows`
             if info["flags"] & FLAG_ANALYSE:
-                ours = info["last_trace"] if f"_step{window[1]}-{window[2]}." in info["last_trace"] else None
-                self._analyse(info, [ours, torch_path])
+                self.pending = (window[1], window[2], torch_path, info["flags"])
+        self._analyse_when_written(info)
+
+    def _analyse_when_written(self, info, force=False):
+        """libmsmonitor writes its trace on its session thread after the window closed: the
+        analysis starts at the first step that sees the file (or at exit)."""
+        if self.pending is None:
+            return
+        start, stop, torch_path, flags = self.pending
+        ours = info["last_trace"] if f"_step{start}-{stop}." in info["last_trace"] else None
+        if ours is None and flags & FLAG_NPU and not force:
+            return
+        self.pending = None
+        self._analyse(dict(info, flags=flags), [ours, torch_path])
 
     def finish(self, timeout=60):
         """At exit: end a window still open (the C side writes its partial trace) and wait for
         the analysis children, so none outlives the job."""
         if self.prof is not None:
             self._stop_torch()
+        if self.pending is not None:
+            for _ in range(300):  # the trace of a window that just closed is being written
+                info = self.dyn.trace_info()
+                if f"_step{self.pending[0]}-{self.pending[1]}." in info["last_trace"]:
+                    break
+                time.sleep(0.1)
+            self._analyse_when_written(self.dyn.trace_info(), force=True)
         for c in self.children:
             try:
                 c.wait(timeout)

@@ -83,6 +83,13 @@ def truth_keys(dump, kinds_named=None):
     return sorted(out)
 
 
+def in_window(trace, keys):
+    """Ground-truth keys of records that started before the window closed (the simulator
+    still dumps records of the next step until the session thread has unsubscribed)."""
+    end = trace["msmonitor"]["windowEndNanoseconds"] or float("inf")
+    return sorted(k for k in keys if k[2] < end)
+
+
 def step_ranges(trace):
     """Names of the host `step <N>` ranges in the trace."""
     return sorted(e["name"] for e in trace["traceEvents"]

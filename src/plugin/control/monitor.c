@@ -805,6 +805,11 @@ int monitor_start(const struct monitor_start_args *a)
     return rc;
 }
 
+int monitor_stop_nowait(void)
+{
+    return mon_call_simple(MON_OP_STOP, 0, 0);
+}
+
 void monitor_set_interval(uint32_t seconds)
 {
     (void)mon_call_simple(MON_OP_INTERVAL, seconds, 0); /* ordered with later commands */

@@ -31,6 +31,9 @@ int monitor_handle_config(const struct mconfig *cfg);
 int monitor_start(const struct monitor_start_args *a);
 /* §5.2; -ENOENT if no session was running. Waits up to 60 s for the final output. */
 int monitor_stop(void);
+/* The same stop, queued without waiting (the nputrace window's end on the stepping thread);
+ * later commands run after it. 0 or -EAGAIN (queue full), -ENOENT. */
+int monitor_stop_nowait(void);
 bool monitor_running(void);
 /* The running session is an nputrace window (PROC_TRACE). */
 bool monitor_tracing(void);

@@ -132,7 +132,7 @@ int tracewin_begin(const struct tracewin_cfg *c, int32_t start, int32_t stop, in
                  (int)start, (int)stop);
         return 0;
     }
-    if (monitor_running()) {
+    if (monitor_running() && !monitor_tracing()) { /* a trace still being written is queued before us */
         LOG_ERROR("nputrace refused on rank %d: npu-monitor is running in this process (one activity "
                   "subscriber); stop it with dyno npu-monitor --npu-monitor-stop first", (int)rank);
         return -EBUSY;
@@ -168,10 +168,16 @@ void tracewin_end(int32_t step, bool early)
     pthread_mutex_unlock(&tw.lock);
     if (!ours || !monitor_tracing())
         return;
-    if (early)
+    if (early) {
         LOG_WARN("nputrace: the job is leaving at step %d inside the window; the partial trace is written",
                  (int)step);
-    (void)monitor_stop(); /* proc_trace writes the file (temporary name, then rename) */
+        (void)monitor_stop(); /* wait: the process is about to exit */
+        return;
+    }
+    /* The window ends now; the flush and the file write run on the session thread. */
+    proc_trace_close_window(clock_real_ns());
+    if (monitor_stop_nowait() != 0)
+        (void)monitor_stop();
 }
 
 void tracewin_note(int32_t state, int32_t start, int32_t stop, int32_t step, int32_t rank,

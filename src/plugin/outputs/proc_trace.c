@@ -50,13 +50,20 @@ struct proc {
     struct tr_gchunk *ghead, *gtail;
     size_t nrecs, nranges, max_events;
     bool drop_logged;
+    uint64_t after_window;           /* left out: started after the window closed */
     struct proc *db;                 /* --export-type Db: the DB output beside us */
 };
 
 static _Atomic size_t g_max_events;
+static _Atomic uint64_t g_window_end = UINT64_MAX; /* one trace session per process at a time */
 static _Atomic uint64_t g_gz_bytes;
 static pthread_mutex_t g_last_lock = PTHREAD_MUTEX_INITIALIZER;
 static char g_last_path[PROC_TRACE_NAME_MAX];
+
+void proc_trace_close_window(uint64_t end_ns)
+{
+    atomic_store(&g_window_end, end_ns);
+}
 
 void proc_trace_test_set_limits(size_t max_events, uint64_t gz_bytes)
 {
@@ -104,6 +111,7 @@ static int tr_create(const struct proc_config *cfg, struct proc **ret)
     p->cfg.jsonl_rotate_lines = p->cfg.jsonl_rotate_files = NULL;
     p->max_events = atomic_load(&g_max_events) ? atomic_load(&g_max_events) : PROC_TRACE_MAX_EVENTS;
     pthread_mutex_init(&p->lock, NULL);
+    atomic_store(&g_window_end, UINT64_MAX);
     if (p->opts.export_db) {
         struct proc_config dc = p->cfg;
         dc.mode = PROC_DB;
@@ -145,10 +153,16 @@ static bool tr_room(struct proc *p)
 
 static void tr_consume(struct proc *p, const struct pl_batch *b)
 {
+    uint64_t end = atomic_load(&g_window_end);
+
     pthread_mutex_lock(&p->lock);
     for (size_t i = 0; i < b->nrecs; i++) {
         if (b->recs[i].kind == MON_KIND_MARKER)
             continue; /* written from the completed ranges below */
+        if (trace_fmt_start(&b->recs[i]) >= end) {
+            p->after_window++;
+            continue;
+        }
         if (!tr_room(p))
             continue;
         if (!p->rtail || p->rtail->n == TR_CHUNK) {
@@ -169,6 +183,11 @@ static void tr_consume(struct proc *p, const struct pl_batch *b)
         p->nrecs++;
     }
     for (size_t i = 0; i < b->nranges; i++) {
+        const struct pl_range *g = &b->ranges[i];
+        if ((g->done == PL_PART_DEVICE ? g->dev_start : g->host_start) >= end) {
+            p->after_window++;
+            continue;
+        }
         if (!tr_room(p))
             continue;
         if (!p->gtail || p->gtail->n == TR_CHUNK) {
@@ -465,6 +484,9 @@ static int tr_write_file(struct proc *p)
     h = (struct trace_fmt_header){ .rank = p->cfg.rank, .world_size = p->opts.world_size, .backend = p->backend,
                                    .pid = (uint32_t)getpid(), .base_ns = base, .start_step = p->opts.start_step,
                                    .stop_step = p->opts.stop_step, .devices = devs,
+                                   .window_end_ns = atomic_load(&g_window_end) == UINT64_MAX ? 0
+                                                                                             : atomic_load(&g_window_end),
+                                   .after_window = p->after_window,
                                    .ndevices = ndev < TR_MAX_DEVICES ? ndev : TR_MAX_DEVICES };
     jw_init_dyn(&w, TR_EVENT_MAX);
     trace_fmt_header(&w, &h);

@@ -31,6 +31,11 @@ extern const struct proc_ops proc_trace_ops;
  * builds the torch.profiler and analysis names from the same stem. 0 or -ENAMETOOLONG. */
 int proc_trace_name(char *buf, size_t cap, const char *dir, int pid, int32_t rank, int32_t start, int32_t stop,
                     bool gz);
+/* End the running window at end_ns (CLOCK_REALTIME, the records' clock): records and marker
+ * parts starting at or after it are left out (counted in the file's msmonitor.afterWindow).
+ * Set on the stepping thread when the window closes, so the session's stop (flush + file
+ * write) can run on the session thread without the training step waiting for it. */
+void proc_trace_close_window(uint64_t end_ns);
 /* Path of the last trace file this process wrote ("" before any). Borrowed until the next
  * trace stops; copy it. */
 const char *proc_trace_last_path(void);

@@ -68,12 +68,16 @@ void trace_fmt_header(struct jw *w, const struct trace_fmt_header *h)
     jw_obj_begin(w);
     jw_key(w, "activityBackend");
     jw_str(w, h->backend ? h->backend : "");
+    jw_key(w, "afterWindow");
+    jw_uint(w, h->after_window);
     jw_key(w, "pid");
     jw_uint(w, h->pid);
     jw_key(w, "startStep");
     jw_int(w, h->start_step);
     jw_key(w, "stopStep");
     jw_int(w, h->stop_step);
+    jw_key(w, "windowEndNanoseconds");
+    jw_uint(w, h->window_end_ns);
     jw_obj_end(w);
     jw_key(w, "traceEvents");
     jw_arr_begin(w);

@@ -21,6 +21,8 @@ struct trace_fmt_header {
     uint32_t pid;
     uint64_t base_ns;               /* every ts is (t - base_ns) / 1000 µs */
     int32_t start_step, stop_step;  /* planned window [start, stop) */
+    uint64_t window_end_ns;         /* when the window closed (0: at the session stop) */
+    uint64_t after_window;          /* records left out as started after it */
     const uint32_t *devices;
     size_t ndevices;
 };

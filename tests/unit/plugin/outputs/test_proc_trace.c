@@ -133,6 +133,27 @@ static void test_gzip_and_cap(void **state)
     free(dir);
 }
 
+static void test_window_end_cuts(void **state)
+{
+    char *dir = tmpdir_make(), path[4096];
+    struct proc_trace_opts o = { .start_step = 8, .stop_step = 9, .backend = "mspti" };
+    (void)state;
+    struct proc *p = make(dir, &o);
+    proc_trace_close_window(T0 + 4500); /* the second kernel and the marker END start later */
+    feed(p);
+    assert_int_equal(pt_stop(p, NULL), 0);
+    pt_destroy(p);
+    assert_int_equal(proc_trace_name(path, sizeof(path), dir, (int)getpid(), 1, 8, 9, false), 0);
+    cJSON *j = load(path, false);
+    const cJSON *m = cJSON_GetObjectItem(j, "msmonitor");
+    assert_int_equal(cJSON_GetObjectItem(m, "afterWindow")->valueint, 1);
+    assert_true((uint64_t)cJSON_GetObjectItem(m, "windowEndNanoseconds")->valuedouble == T0 + 4500);
+    assert_int_equal(count_ph(cJSON_GetObjectItem(j, "traceEvents"), "X"), 3); /* the range started before */
+    cJSON_Delete(j);
+    rm_rf(dir);
+    free(dir);
+}
+
 static void test_dir_gone_at_stop(void **state)
 {
     char *dir = tmpdir_make();
@@ -157,6 +178,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_file),
         cmocka_unit_test(test_gzip_and_cap),
+        cmocka_unit_test(test_window_end_cuts),
         cmocka_unit_test(test_dir_gone_at_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -127,7 +127,8 @@ static void test_header(void **state)
                                  "\"rankKnown\":true,\"world_size\":2},\"deviceProperties\":[{\"id\":0,\"name\":"
                                  "\"CUDA device 0\"},{\"id\":3,\"name\":\"CUDA device 3\"}],"
                                  "\"baseTimeNanoseconds\":5000,\"msmonitor\":{\"activityBackend\":\"cupti\","
-                                 "\"pid\":42,\"startStep\":5,\"stopStep\":7},\"traceEvents\":[");
+                                 "\"afterWindow\":0,\"pid\":42,\"startStep\":5,\"stopStep\":7,"
+                                 "\"windowEndNanoseconds\":0},\"traceEvents\":[");
     assert_string_equal(trace_fmt_footer(), "],\"displayTimeUnit\":\"ms\"}");
 }
 
