@@ -154,3 +154,28 @@ def test_refusals_and_partial_window(make_daemon, tmp_path):
     assert event_keys(tr) == truth_keys(read_dump(str(d / "dump.jsonl")))
     assert not [f for f in os.listdir(out) if f.endswith(".tmp")]
     assert os.listdir(real) == []
+
+
+def test_export_type_db_writes_the_window_db_too(make_daemon, tmp_path):
+    import glob
+    import sqlite3
+    daemon = make_daemon()
+    out = tmp_path / "traces"
+    ranks, _ = start_ranks(daemon, tmp_path, n=1, rate=20)
+    (p, d), = ranks
+    try:
+        r = run_dyno(daemon, "nputrace", "--start-step", "-1", "--iterations", "3", "--log-file", str(out),
+                     "--export-type", "Db")
+        assert '"commandStatus":"effective"' in r.stdout, r.stdout
+        wait_until(lambda: trace_files(out, p.p.pid) and glob.glob(str(out / f"msmonitor_{p.p.pid}_*.db")), 60,
+                   "the trace and the DB", diag(ranks))
+    finally:
+        stop_ranks(ranks)
+    tr = load_trace(trace_files(out, p.p.pid)[0])
+    check_schema(tr)
+    kern = {(k[2], k[3]) for k in event_keys(tr) if k[0] == "Kernel"}
+    db = sqlite3.connect(glob.glob(str(out / f"msmonitor_{p.p.pid}_*.db"))[0])
+    rows = set(db.execute("SELECT t.startNs, t.endNs FROM TASK t JOIN COMPUTE_TASK_INFO c "
+                          "ON c.globalTaskId = t.globalTaskId"))
+    db.close()
+    assert kern and kern <= rows   # the window's kernels are in the DB of the same session
