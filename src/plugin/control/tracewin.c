@@ -208,7 +208,7 @@ MSMON_API int msmon_dynamic_trace_info(struct msmon_trace_info *ret)
     ret->flags = tw.cfg.flags;
     ret->windows = tw.windows;
     snprintf(ret->log_dir, sizeof(ret->log_dir), "%s", tw.cfg.log_dir);
-    snprintf(ret->last_trace, sizeof(ret->last_trace), "%s", proc_trace_last_path());
+    proc_trace_last_path(ret->last_trace, sizeof(ret->last_trace));
     pthread_mutex_unlock(&tw.lock);
     return 0;
 }

@@ -71,9 +71,11 @@ void proc_trace_test_set_limits(size_t max_events, uint64_t gz_bytes)
     atomic_store(&g_gz_bytes, gz_bytes);
 }
 
-const char *proc_trace_last_path(void)
+void proc_trace_last_path(char *buf, size_t cap)
 {
-    return g_last_path;
+    pthread_mutex_lock(&g_last_lock);
+    snprintf(buf, cap, "%s", g_last_path);
+    pthread_mutex_unlock(&g_last_lock);
 }
 
 int proc_trace_name(char *buf, size_t cap, const char *dir, int pid, int32_t rank, int32_t start, int32_t stop,

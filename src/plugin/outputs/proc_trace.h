@@ -36,9 +36,8 @@ int proc_trace_name(char *buf, size_t cap, const char *dir, int pid, int32_t ran
  * Set on the stepping thread when the window closes, so the session's stop (flush + file
  * write) can run on the session thread without the training step waiting for it. */
 void proc_trace_close_window(uint64_t end_ns);
-/* Path of the last trace file this process wrote ("" before any). Borrowed until the next
- * trace stops; copy it. */
-const char *proc_trace_last_path(void);
+/* Copy the path of the last trace file this process wrote ("" before any) into buf. */
+void proc_trace_last_path(char *buf, size_t cap);
 /* Test seams: event cap (0 = default) and size threshold for gzip (0 = default). */
 void proc_trace_test_set_limits(size_t max_events, uint64_t gz_bytes);
 

@@ -9,12 +9,34 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Hand-rolled: this runs twice per event and snprintf was a tenth of the write time. */
 size_t trace_fmt_us(char *buf, size_t cap, uint64_t t_ns, uint64_t base_ns)
 {
-    uint64_t d = t_ns >= base_ns ? t_ns - base_ns : base_ns - t_ns;
-    int n = snprintf(buf, cap, "%s%" PRIu64 ".%03u", t_ns >= base_ns ? "" : "-", d / 1000u, (unsigned)(d % 1000u));
+    uint64_t d = t_ns >= base_ns ? t_ns - base_ns : base_ns - t_ns, us = d / 1000u;
+    unsigned frac = (unsigned)(d % 1000u);
+    char tmp[32];
+    size_t n = 0, k = 0;
 
-    return n < 0 ? 0 : ((size_t)n < cap ? (size_t)n : cap - 1);
+    if (t_ns < base_ns)
+        tmp[n++] = '-';
+    char digits[24];
+    do {
+        digits[k++] = (char)('0' + us % 10u);
+        us /= 10u;
+    } while (us);
+    while (k)
+        tmp[n++] = digits[--k];
+    tmp[n++] = '.';
+    tmp[n++] = (char)('0' + frac / 100u);
+    tmp[n++] = (char)('0' + frac / 10u % 10u);
+    tmp[n++] = (char)('0' + frac % 10u);
+    if (cap == 0)
+        return 0;
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(buf, tmp, n);
+    buf[n] = '\0';
+    return n;
 }
 
 static void tf_ts(struct jw *w, const char *key, uint64_t t_ns, uint64_t base_ns)

@@ -78,7 +78,9 @@ static void test_window_file(void **state)
     assert_int_equal(pt_stop(p, NULL), 0);
     pt_destroy(p);
     assert_int_equal(proc_trace_name(path, sizeof(path), dir, (int)getpid(), 1, 5, 7, false), 0);
-    assert_string_equal(proc_trace_last_path(), path);
+    char last[4096];
+    proc_trace_last_path(last, sizeof(last));
+    assert_string_equal(last, path);
     cJSON *j = load(path, false);
     assert_true((uint64_t)cJSON_GetObjectItem(j, "baseTimeNanoseconds")->valuedouble == T0 + 1000);
     assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "distributedInfo"), "world_size")->valueint, 2);
