@@ -105,11 +105,33 @@ def analyse_events(events):
         for r in tab.values():
             r["total_us"] = round(r["total_us"], 3)
             r["self_us"] = round(r["self_us"], 3)
-    dev = [e for e in xs if _is_device(e)]
-    busy = sum(float(e.get("dur", 0)) for e in dev)
-    comm = sum(float(e.get("dur", 0)) for e in dev
-               if e.get("args", {}).get("kind") in COMM_KINDS or re.search(r"nccl|hccl", str(e.get("name", "")), re.I))
-    mem = sum(float(e.get("dur", 0)) for e in dev if e.get("cat") in ("gpu_memcpy", "gpu_memset", "Memcpy", "Memset"))
+    # Stream work only (memory allocations are not); each share is a union of intervals per
+    # stream, so overlapping records of one op (msPTI's Hccl + Communication) count once.
+    dev = [e for e in xs if _is_device(e) and e.get("cat") != "gpu_memory"]
+
+    def union(pred):
+        per = {}
+        for e in dev:
+            if pred(e):
+                per.setdefault((e["pid"], e["tid"]), []).append(
+                    (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
+        total = 0.0
+        for iv in per.values():
+            iv.sort()
+            s0, e0 = iv[0]
+            for s1, e1 in iv[1:]:
+                if s1 > e0:
+                    total += e0 - s0
+                    s0, e0 = s1, e1
+                else:
+                    e0 = max(e0, e1)
+            total += e0 - s0
+        return total
+
+    busy = union(lambda e: True)
+    comm = union(lambda e: e.get("args", {}).get("kind") in COMM_KINDS or
+                 re.search(r"nccl|hccl", str(e.get("name", "")), re.I))
+    mem = union(lambda e: e.get("cat") in ("gpu_memcpy", "gpu_memset", "Memcpy", "Memset"))
     streams = {}
     for e in dev:
         streams.setdefault((e["pid"], e["tid"]), []).append((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
@@ -171,7 +193,7 @@ def _trace_paths(args):
     for p in args:
         if os.path.isdir(p):
             for n in sorted(os.listdir(p)):
-                if re.match(r"msmonitor_(trace|torch)_.*\.json(\.gz)?$", n):
+                if re.match(r"msmonitor_(trace|torch)_\d+_rank\d+_step\d+-\d+\.json(\.gz)?$", n):
                     yield os.path.join(p, n)
         else:
             yield p
