@@ -1,7 +1,8 @@
 /* test_proc_trace: the nputrace writer through the real pipeline: a window's API call, its
  * kernel and a `step` marker range become one valid file (events, paired ac2g flow, track
  * metadata, base timestamp); the gzip form above the size threshold; the event cap counts
- * drops; a directory gone at stop leaves no file behind and counts the loss. */
+ * drops; the window's end cuts later records; concurrent producers lose nothing; a directory
+ * gone at stop leaves no file behind and counts the loss. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -156,6 +158,50 @@ static void test_window_end_cuts(void **state)
     free(dir);
 }
 
+struct prod {
+    struct proc *p;
+    uint32_t stream;
+};
+
+static void *producer(void *a)
+{
+    struct prod *pr = a;
+    struct mon_record r[100];
+    for (int b = 0; b < 50; b++) {
+        for (int i = 0; i < 100; i++) {
+            uint64_t t = T0 + 1000 + (uint64_t)(b * 100 + i) * 10;
+            r[i] = r_kernel(t, t + 5, 0, pr->stream, 0, "AI_CORE", "k");
+        }
+        pt_consume(pr->p, r, 100);
+    }
+    return NULL;
+}
+
+/* Completion threads deliver concurrently (proc.h): every record of every thread is written. */
+static void test_concurrent_producers(void **state)
+{
+    char *dir = tmpdir_make(), path[4096];
+    struct proc_trace_opts o = { .start_step = 2, .stop_step = 3, .backend = "mspti" };
+    pthread_t th[4];
+    struct prod pr[4];
+    (void)state;
+    struct proc *p = make(dir, &o);
+    for (int i = 0; i < 4; i++) {
+        pr[i] = (struct prod){ p, (uint32_t)i };
+        assert_int_equal(pthread_create(&th[i], NULL, producer, &pr[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(pt_stop(p, NULL), 0);
+    pt_destroy(p);
+    assert_int_equal(proc_trace_name(path, sizeof(path), dir, (int)getpid(), 1, 2, 3, false), 0);
+    cJSON *j = load(path, false);
+    assert_int_equal(count_ph(cJSON_GetObjectItem(j, "traceEvents"), "X"), 4 * 50 * 100);
+    cJSON_Delete(j);
+    rm_rf(dir);
+    free(dir);
+}
+
 static void test_dir_gone_at_stop(void **state)
 {
     char *dir = tmpdir_make();
@@ -181,6 +227,7 @@ int main(void)
         cmocka_unit_test(test_window_file),
         cmocka_unit_test(test_gzip_and_cap),
         cmocka_unit_test(test_window_end_cuts),
+        cmocka_unit_test(test_concurrent_producers),
         cmocka_unit_test(test_dir_gone_at_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
