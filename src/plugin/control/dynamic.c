@@ -512,6 +512,8 @@ static struct {
     bool status_due;
     struct dyn_trace trace;
     struct tracewin_cfg tcfg;     /* the armed window's options */
+    uint32_t *steps;              /* <segment>.steps: every rank's current step (alignment) */
+    uint32_t steps_retry;         /* steps until a rank tries to map it again */
     /* mstx: the simulator's API, else CANN's; both optional */
     uint64_t (*sim_start)(const char *, int32_t);
     uint64_t (*cann_start)(const char *, void *);
@@ -579,6 +581,87 @@ static void dyn_mstx_end(uint64_t id)
         dyn.range_end(id);
 }
 
+/* ---- every rank's step, for the nputrace alignment ----
+ * `msmonitor_steps.<segment name>` next to the segment: DYN_STEPS_SLOTS uint32 slots, rank r writes its current step at slot
+ * r % DYN_STEPS_SLOTS each step; the creator takes the maximum when it aligns a start step.
+ * A side file, not the segment, because the segment's text must stay plain padded JSON for
+ * every reader. Only the creator creates (and at exit unlinks) it; ranks map it when it is
+ * there. Best effort: without it the creator aligns on its own step. */
+#define DYN_STEPS_SLOTS 4096u
+#define DYN_STEPS_RETRY 64u
+
+/* "<dir>/msmonitor_steps.<segment name>": not under the segment's prefix, so tools that list
+ * DynamicProfileNpuShm* segments see one file per hour as before. */
+static int dyn_steps_path(char *buf, size_t cap)
+{
+    const char *slash = strrchr(dyn.path, '/');
+    int dlen = slash ? (int)(slash - dyn.path) + 1 : 0;
+
+    return snprintf(buf, cap, "%.*smsmonitor_steps.%s", dlen, dyn.path, dyn.path + dlen) < (int)cap ? 0 : -1;
+}
+
+static void dyn_steps_map(bool create)
+{
+    char p[PATH_MAX + 32];
+    void *m;
+    int fd;
+
+    if (dyn_steps_path(p, sizeof(p)) != 0)
+        return;
+    fd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
+    if (fd < 0)
+        return;
+    /* Zeroed by the new creator: a killed job's steps must not push the start away. */
+    if (create && (ftruncate(fd, 0) != 0 || ftruncate(fd, DYN_STEPS_SLOTS * sizeof(uint32_t)) != 0)) {
+        close(fd);
+        return;
+    }
+    m = mmap(NULL, DYN_STEPS_SLOTS * sizeof(uint32_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m != MAP_FAILED) {
+        struct stat st;
+        if (stat(p, &st) == 0 && st.st_size >= (off_t)(DYN_STEPS_SLOTS * sizeof(uint32_t)))
+            dyn.steps = m;
+        else
+            munmap(m, DYN_STEPS_SLOTS * sizeof(uint32_t));
+    }
+}
+
+static void dyn_steps_note(void)
+{
+    if (!dyn.steps && !dyn.creator && dyn.steps_retry-- == 0) {
+        dyn.steps_retry = DYN_STEPS_RETRY;
+        dyn_steps_map(false);
+    }
+    if (dyn.steps)
+        __atomic_store_n(&dyn.steps[(uint32_t)dyn.rank % DYN_STEPS_SLOTS], (uint32_t)dyn.step, __ATOMIC_RELAXED);
+}
+
+/* The highest step any rank of the node reports (poller thread). */
+static int32_t dyn_steps_max(void)
+{
+    int32_t best = __atomic_load_n(&dyn.step, __ATOMIC_RELAXED);
+
+    if (dyn.steps)
+        for (uint32_t i = 0; i < DYN_STEPS_SLOTS; i++) {
+            uint32_t v = __atomic_load_n(&dyn.steps[i], __ATOMIC_RELAXED);
+            if (v <= INT32_MAX && (int32_t)v > best)
+                best = (int32_t)v;
+        }
+    return best;
+}
+
+static void dyn_steps_unmap(void)
+{
+    char p[PATH_MAX + 32];
+
+    if (dyn.steps)
+        munmap(dyn.steps, DYN_STEPS_SLOTS * sizeof(uint32_t));
+    dyn.steps = NULL;
+    if (dyn.creator && dyn_steps_path(p, sizeof(p)) == 0)
+        (void)unlink(p);
+}
+
 /* Poller callback (poller thread): publish one poll reply in the segment for every rank. */
 static void dyn_publish(void *ctx, const char *text, size_t len)
 {
@@ -593,7 +676,7 @@ static void dyn_publish(void *ctx, const char *text, size_t len)
         return;
     }
     /* nputrace with start step -1: one start step for every rank, published with the config. */
-    (void)tracewin_align(&kv, __atomic_load_n(&dyn.step, __ATOMIC_RELAXED), aligned, sizeof(aligned));
+    (void)tracewin_align(&kv, dyn_steps_max(), aligned, sizeof(aligned));
     rc = kv.n > 0 ? dyn_config_json(&kv, &json, &jlen) : -ENODATA;
     if (rc == 0)
         rc = dyn_shm_write(shm, json, jlen, (uint32_t)time(NULL));
@@ -640,6 +723,7 @@ void dyn_finalize(void)
     dyn.poller = NULL;
     munmap(dyn.shm, DYN_SHM_SIZE);
     dyn.shm = NULL;
+    dyn_steps_unmap();
     if (dyn.creator && unlink(dyn.path) != 0 && errno != ENOENT)
         LOG_WARN("dynamic_profile: cannot remove %s: %s", dyn.path, strerror(errno));
     close(dyn.fd);
@@ -706,6 +790,9 @@ int dyn_init(int32_t rank, unsigned flags)
     dyn.step = 1;
     dyn.trace = (struct dyn_trace){ DYN_TRACE_IDLE, -1, -1 };
     dyn.status_due = true;
+    dyn.steps_retry = 0;
+    if (dyn.creator)
+        dyn_steps_map(true); /* before the poller: it reads the slots */
     if (dyn.creator)
         dyn_poller_start();
     dyn_mstx_resolve();
@@ -777,6 +864,7 @@ int dyn_step(void)
     dyn_mstx_end(dyn.range_id);
     if (dyn.step < INT32_MAX)
         __atomic_store_n(&dyn.step, dyn.step + 1, __ATOMIC_RELAXED); /* the creator's poller reads it */
+    dyn_steps_note();
     ts = dyn_shm_time(dyn.shm);
     if (ts > dyn.last_ts) {
         dyn.last_ts = ts;

@@ -91,7 +91,7 @@ int tracewin_parse(const struct kvtext *kv, struct tracewin_cfg *ret)
     return 0;
 }
 
-int tracewin_align(struct kvtext *kv, int32_t creator_step, char *buf, size_t cap)
+int tracewin_align(struct kvtext *kv, int32_t max_step, char *buf, size_t cap)
 {
     const char *v = kvtext_get(kv, CFGKEY_PROFILE_START_STEP);
     int64_t start = -1;
@@ -103,14 +103,14 @@ int tracewin_align(struct kvtext *kv, int32_t creator_step, char *buf, size_t ca
         return 0;
     if (v && (str_to_i64(v, &start) != 0 || start != -1))
         return 0; /* an explicit step is the same on every rank already */
-    if (creator_step > INT32_MAX - TRACEWIN_ALIGN_STEPS - 1)
+    if (max_step > INT32_MAX - TRACEWIN_ALIGN_STEPS - 1)
         return 0;
-    snprintf(buf, cap, "%d", (int)(creator_step + TRACEWIN_ALIGN_STEPS));
+    snprintf(buf, cap, "%d", (int)(max_step + TRACEWIN_ALIGN_STEPS));
     rc = kvtext_put(kv, CFGKEY_PROFILE_START_STEP, buf);
     if (rc != 0)
         return rc;
-    LOG_INFO("nputrace: start step -1 aligned for every rank to step %s (creator at step %d + %d)", buf,
-             (int)creator_step, TRACEWIN_ALIGN_STEPS);
+    LOG_INFO("nputrace: start step -1 aligned for every rank to step %s (highest rank step %d + %d)", buf,
+             (int)max_step, TRACEWIN_ALIGN_STEPS);
     return 1;
 }
 

@@ -13,8 +13,9 @@
 
 #include "contract/kvtext.h"
 
-/* Steps the creator adds to its own step for PROFILE_START_STEP -1, so every rank of the
- * job, each reading the segment at its next step, agrees on one start step. */
+/* Steps the creator adds to the highest step of the node's ranks (dynamic.c's step slots)
+ * for PROFILE_START_STEP -1, so every rank, each reading the segment at its next step,
+ * agrees on one start step. */
 #define TRACEWIN_ALIGN_STEPS 5
 /* Kinds a window collects: every user-visible kind (8, external correlation, never). */
 #define TRACEWIN_KINDS 0x1EFEu
@@ -45,10 +46,10 @@ int tracewin_parse(const struct kvtext *kv, struct tracewin_cfg *ret);
 uint32_t tracewin_flags(const struct kvtext *kv);
 
 /* The creator's alignment (called on the poller thread before publishing): an nputrace
- * config with PROFILE_START_STEP -1 (or absent) gets creator_step + TRACEWIN_ALIGN_STEPS.
+ * config with PROFILE_START_STEP -1 (or absent) gets max_step + TRACEWIN_ALIGN_STEPS.
  * buf (cap >= 16) holds the new value and must outlive kv. Returns 1 when it changed kv, 0
  * otherwise, -E2BIG. */
-int tracewin_align(struct kvtext *kv, int32_t creator_step, char *buf, size_t cap);
+int tracewin_align(struct kvtext *kv, int32_t max_step, char *buf, size_t cap);
 
 /* Begin the window [start, stop) at step `start` (stepping thread): a PROC_TRACE session
  * when NPU activities are asked for. 0 (also when nothing is to be collected here), or
