@@ -10,6 +10,8 @@
 #include "daemon/registry.h"
 #include "daemon/status.h"
 
+struct steps_store;
+
 #define DATA_MAX_SINKS 8
 
 struct data_router {
@@ -17,6 +19,7 @@ struct data_router {
     size_t nsinks;
     struct status_table *st; /* borrowed, may be NULL: where PluginStats counters go */
     struct registry *reg;    /* borrowed, may be NULL: where PluginInfo (library) goes */
+    struct steps_store *steps; /* borrowed, may be NULL: where StepSummary payloads go */
     uint64_t accepted;   /* messages that passed validation */
     uint64_t rejected;
 };
@@ -29,6 +32,9 @@ void data_router_fini(struct data_router *dr);
 /* Hand one record (host metrics, daemon-made series) to every sink, as data_handle does for
  * `data` payloads. rec is borrowed for the call. Returns 1. */
 int data_router_write(struct data_router *dr, const struct sink_record *rec);
+
+/* The enabled sinks' names joined with ',' ("json,tensorboard"; "" for none) into out. */
+void data_router_names(const struct data_router *dr, char *out, size_t cap);
 
 /* One `data` payload received at wall time now_ns. Returns the number of records written
  * (0 or more), or -EINVAL when the payload is refused (logged "Error parsing message"). */

@@ -11,10 +11,25 @@
 
 #include "common/jw.h"
 #include "common/log.h"
+#include "common/logesc.h"
+#include "common/strutil.h"
 #include "contract/cfgkeys.h"
 #include "contract/cjx.h"
+#include "contract/kvtext.h"
+#include "daemon/rpc_steps.h"
 
 #define REPLY_MAX (1u << 20)
+
+/* Everything below is triggered by whoever reaches the port: at most one line a second per
+ * kind of complaint, with the count of those folded (log.h LOG_RL). */
+static const struct pathnorm_roots *allowed_log_dirs;
+
+void rpc_set_allowed_log_dirs(const struct pathnorm_roots *roots)
+{
+    allowed_log_dirs = roots;
+}
+
+static struct log_ratelimit rl_parse, rl_shape, rl_nofn, rl_unknown, rl_field, rl_refused;
 
 typedef int (*rpc_handler_fn)(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w);
 
@@ -33,6 +48,7 @@ static const struct {
     rpc_handler_fn fn;
 } methods[] = {
     { "getStatus", m_get_status },
+    { "getSteps", rpc_steps_get },
     { "getVersion", m_get_version },
     { "setKinetOnDemandRequest", m_set_ondemand },
 };
@@ -67,6 +83,7 @@ static int leaf_cmp(const void *a, const void *b)
 static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
 {
     struct status_last last;
+    struct status_daemon dmn;
     struct status_entry *ents = NULL;
     struct reg_leaf *leaves = NULL;
     size_t ne = 0, nl = 0;
@@ -84,6 +101,21 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
     jw_obj_begin(w);
     jw_key(w, "current_step");
     jw_int(w, last.trace.current_step);
+    status_get_daemon(ctx->st, &dmn);
+    if (dmn.start_mono_ns) { /* ours (issue 12): daemon-level keys, upstream keys unchanged */
+        uint64_t now = clock_mono_ns();
+        jw_key(w, "daemon_uptime_s");
+        jw_uint(w, now > dmn.start_mono_ns ? (now - dmn.start_mono_ns) / 1000000000u : 0);
+        jw_key(w, "loggers");
+        jw_arr_begin(w);
+        for (const char *p = dmn.loggers; *p;) {
+            const char *c = strchr(p, ',');
+            size_t n = c ? (size_t)(c - p) : strlen(p);
+            jw_strn(w, p, n);
+            p += n + (c != NULL);
+        }
+        jw_arr_end(w);
+    }
     jw_key(w, "npumonitor");
     jw_str(w, status_name(last.monitor.status));
     jw_key(w, "nputrace");
@@ -166,6 +198,10 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
         jw_obj_end(w);
     }
     jw_arr_end(w);
+    if (dmn.start_mono_ns) {
+        jw_key(w, "registered_processes");
+        jw_uint(w, registry_count(ctx->reg));
+    }
     if (has_steps(last.trace.status)) {
         jw_key(w, "start_step");
         jw_int(w, last.trace.start_step);
@@ -249,8 +285,74 @@ static void type_error(struct jw *w, const char *expected, const cJSON *actual)
     snprintf(msg, sizeof(msg),
              "failed with exception = [json.exception.type_error.302] type must be %s, but is %s",
              expected, cjx_type_name(actual));
-    LOG_ERROR("setKinetOnDemandRequest: parsing exception = %s", msg + strlen("failed with exception = "));
+    LOG_RL(&rl_field, 1000, LOG_LVL_ERROR, "setKinetOnDemandRequest: parsing exception = %s",
+           msg + strlen("failed with exception = "));
     write_status_only(w, msg);
+}
+
+/* A number of the right type but outside the field's range: say so plainly (issue 13;
+ * nlohmann's "type must be number, but is number" told the user nothing). */
+static void field_error(struct jw *w, const char *field, const cJSON *v, int rc, int64_t lo,
+                        int64_t hi)
+{
+    char msg[256], val[64] = "?";
+    struct jw vw;
+    if (rc != -ERANGE) {
+        type_error(w, "number", v);
+        return;
+    }
+    jw_init_dyn(&vw, 4096);
+    cjx_write(&vw, v);
+    if (!vw.err && vw.buf)
+        snprintf(val, sizeof(val), "%s", vw.buf);
+    jw_fini(&vw);
+    snprintf(msg, sizeof(msg), "failed: %s %s is out of range %lld..%lld", field, val,
+             (long long)lo, (long long)hi);
+    LOG_RL(&rl_field, 1000, LOG_LVL_ERROR, "setKinetOnDemandRequest: %s", msg + strlen("failed: "));
+    write_status_only(w, msg);
+}
+
+static int check_one(const struct pathnorm_roots *roots, const char *key, const char *value,
+                     char *why, size_t whycap)
+{
+    char reason[PATHNORM_MAX + 128], list[512];
+    if (pathnorm_roots_allow(roots, value, reason, sizeof(reason)))
+        return 0;
+    pathnorm_roots_str(roots, list, sizeof(list));
+    snprintf(why, whycap, "%s %s (--allowed_log_dirs=%s)", key, reason, list);
+    return -EACCES;
+}
+
+int rpc_check_log_dirs(const struct pathnorm_roots *roots, const char *config, size_t len,
+                       bool trace, char *why, size_t whycap)
+{
+    struct kvtext kv;
+    int rc = 0;
+    if (!roots || roots->n == 0)
+        return 0;
+    /* the plugin reads the text with kvtext too: the same last-wins, the same trimming, so
+     * what is checked here is exactly what the process will use */
+    rc = kvtext_parse(config, len, &kv);
+    if (rc) {
+        snprintf(why, whycap, "config text cannot be parsed (%s)", errno_name(-rc));
+        rc = -EACCES;
+        goto out;
+    }
+    const char *mon = kvtext_get(&kv, CFGKEY_NPU_MONITOR_LOG_FILE);
+    const char *act = kvtext_get(&kv, CFGKEY_ACTIVITIES_LOG_FILE);
+    if (mon && mon[0] && (rc = check_one(roots, CFGKEY_NPU_MONITOR_LOG_FILE, mon, why, whycap)))
+        goto out;
+    if (act && act[0] && (rc = check_one(roots, CFGKEY_ACTIVITIES_LOG_FILE, act, why, whycap)))
+        goto out;
+    if (trace && !(act && act[0])) {
+        /* without a path the framework picks its own directory, which nobody checked */
+        snprintf(why, whycap, "a trace config must name its " CFGKEY_ACTIVITIES_LOG_FILE
+                              " when --allowed_log_dirs is set");
+        rc = -EACCES;
+    }
+out:
+    kvtext_fini(&kv);
+    return rc;
 }
 
 static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
@@ -280,8 +382,9 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
         return -ENOMEM;
     for (const cJSON *c = pids->child; c; c = c->next) {
         int64_t x;
-        if (cjx_to_i64(c, INT32_MIN, INT32_MAX, &x) != 0) {
-            type_error(w, "number", c);
+        int frc = cjx_to_i64(c, INT32_MIN, INT32_MAX, &x);
+        if (frc != 0) {
+            field_error(w, "pids element", c, frc, INT32_MIN, INT32_MAX);
             goto out_pids;
         }
         pidv[npids++] = (int32_t)x;
@@ -294,17 +397,33 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
         if (u == 0 || pidv[u - 1] != pidv[k])
             pidv[u++] = pidv[k];
     npids = u;
-    if (job && cjx_to_i64(job, INT64_MIN, INT64_MAX, &job_id) != 0) {
-        type_error(w, "number", job);
+    int frc;
+    if (job && (frc = cjx_to_i64(job, INT64_MIN, INT64_MAX, &job_id)) != 0) {
+        field_error(w, "job_id", job, frc, INT64_MIN, INT64_MAX);
         goto out_pids;
     }
-    if (limit_v && cjx_to_i64(limit_v, INT64_MIN, INT64_MAX, &limit) != 0) {
-        type_error(w, "number", limit_v);
+    if (limit_v && (frc = cjx_to_i64(limit_v, INT64_MIN, INT64_MAX, &limit)) != 0) {
+        field_error(w, "process_limit", limit_v, frc, INT64_MIN, INT64_MAX);
         goto out_pids;
     }
     size_t config_len = strlen(config->valuestring);
     enum reg_kind kind = cfgkeys_is_npu_monitor_text(config->valuestring, config_len)
                              ? REG_KIND_NPU_MONITOR : REG_KIND_TRACE;
+    char why[PATHNORM_MAX * 2 + 256];
+    if (rpc_check_log_dirs(allowed_log_dirs, config->valuestring, config_len,
+                           kind == REG_KIND_TRACE, why, sizeof(why)) != 0) {
+        /* refused before the registry: no process ever receives this config */
+        char esc[LOGESC_CAP(512)];
+        LOG_RL(&rl_refused, 1000, LOG_LVL_WARNING, "refused config: %s",
+               logesc(why, strlen(why), esc, sizeof(esc)));
+        jw_obj_begin(w);
+        jw_key(w, "commandStatus");
+        jw_str(w, "refused");
+        jw_key(w, "reason");
+        jw_str(w, why);
+        jw_obj_end(w);
+        goto out_pids;
+    }
     struct status_last last;
     status_get_last(ctx->st, &last);
     const char *gate = rpc_gate(kind, last.trace.status, last.monitor.status);
@@ -338,21 +457,30 @@ int rpc_handle(const struct rpc_ctx *ctx, const char *body, size_t len, char **r
     int rc = 0;
     *ret_reply = NULL;
     *ret_len = 0;
-    LOG_INFO("RPC message received = %.*s", (int)len, body);
+    /* the body is outside text: escaped, so a newline in it cannot forge a log line */
+    char *esc = malloc(LOGESC_CAP(len));
+    if (!esc)
+        return -ENOMEM;
+    logesc(body, len, esc, LOGESC_CAP(len));
+    LOG_INFO("RPC message received = %s", esc);
     if (cjx_parse(body, len, RPC_MAX_DEPTH, &req) != 0) {
-        LOG_ERROR("Error parsing message = %.*s", (int)len, body);
+        LOG_RL(&rl_parse, 1000, LOG_LVL_ERROR, "Error parsing message = %s", esc);
+        free(esc);
         return 0;
     }
+    free(esc);
     if (!cJSON_IsObject(req) || !req->child) {
-        LOG_ERROR("Request message should not be empty and should be json object.");
+        LOG_RL(&rl_shape, 1000, LOG_LVL_ERROR,
+               "Request message should not be empty and should be json object.");
         goto out_req;
     }
     jw_init_dyn(&w, REPLY_MAX);
     const cJSON *fn = cjx_get(req, "fn");
     if (!fn) {
         cjx_write(&w, req);
-        LOG_ERROR("Request must contain a 'fn' field for the RPC call request json = %s",
-                  w.err ? "" : w.buf);
+        LOG_RL(&rl_nofn, 1000, LOG_LVL_ERROR,
+               "Request must contain a 'fn' field for the RPC call request json = %s",
+               w.err ? "" : w.buf);
         goto out_w;
     }
     rpc_handler_fn handler = NULL;
@@ -361,7 +489,7 @@ int rpc_handle(const struct rpc_ctx *ctx, const char *body, size_t len, char **r
             handler = methods[i].fn;
     if (!handler) {
         cjx_write(&w, fn);
-        LOG_ERROR("Unknown RPC call = %s", w.err ? "" : w.buf);
+        LOG_RL(&rl_unknown, 1000, LOG_LVL_ERROR, "Unknown RPC call = %s", w.err ? "" : w.buf);
         goto out_w;
     }
     rc = handler(ctx, req, &w);

@@ -25,7 +25,7 @@ static int setup(void **state)
     struct fx *f = calloc(1, sizeof(*f));
     f->reg = registry_create("host");
     f->st = status_create();
-    f->ctx = (struct rpc_ctx){ f->reg, f->st, "0.3.2" };
+    f->ctx = (struct rpc_ctx){ f->reg, f->st, "0.3.2", NULL };
     log_set_level(LOG_LVL_ERROR);
     *state = f;
     return 0;
@@ -214,7 +214,6 @@ static void test_field_errors(void **state)
         { "\"config\":\"a\",\"pids\":3", "array, but is number" },
         { "\"config\":\"a\",\"pids\":\"1\"", "array, but is string" },
         { "\"config\":\"a\",\"pids\":[1,{}]", "number, but is object" },
-        { "\"config\":\"a\",\"pids\":[2147483648]", "number, but is number" },
         { "\"config\":\"a\",\"pids\":[],\"job_id\":\"x\"", "number, but is string" },
         { "\"config\":\"a\",\"pids\":[],\"job_id\":null", "number, but is null" },
         { "\"config\":\"a\",\"pids\":[],\"process_limit\":[1]", "number, but is array" },
@@ -226,6 +225,11 @@ static void test_field_errors(void **state)
         snprintf(want, sizeof(want), "%s%s\"}", pre, cases[i].tail);
         EXPECT(f, body, want);
     }
+    /* a number out of the field's range says so plainly (issue 13), not "number, but is number" */
+    EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"a\",\"pids\":[2147483648]}",
+           "{\"status\":\"failed: pids element 2147483648 is out of range -2147483648..2147483647\"}");
+    EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"a\",\"pids\":[],\"job_id\":1e30}",
+           "{\"status\":\"failed: job_id 1e+30 is out of range -9223372036854775808..9223372036854775807\"}");
     /* fractions truncate, booleans convert (nlohmann get<int>) */
     EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"NPU_MONITOR_START\",\"pids\":[1.9,true],\"job_id\":-0.5}",
            "{\"commandStatus\":\"ineffective\"}");
