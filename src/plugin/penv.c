@@ -35,6 +35,7 @@ static const char *const penv_names[PENV_COUNT] = {
     [PENV_CUDA_HOME] = "CUDA_HOME",
     [PENV_CUDA_INJECTION] = "CUDA_INJECTION64_PATH",
     [PENV_DATA_BACKLOG_BYTES] = "MSMONITOR_DATA_BACKLOG_BYTES",
+    [PENV_WORLD_SIZE] = "WORLD_SIZE",
 };
 
 static char *penv_values[PENV_COUNT];
