@@ -4,6 +4,7 @@
 #include "daemon/rpc_methods.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,6 +243,14 @@ static void write_command_only(struct jw *w, const char *cmd)
     jw_obj_end(w);
 }
 
+/* The last trace reporter says Ready/Running and still exists (EPERM: exists, other uid). */
+static bool trace_busy(const struct ipc_status *t)
+{
+    if (t->status != 1 && t->status != 2)
+        return false;
+    return t->pid > 0 && (kill(t->pid, 0) == 0 || errno == EPERM);
+}
+
 static bool eligible(enum reg_origin origin, void *arg)
 {
     const int *a = arg;   /* [0] = kind, [1] = gate is effective */
@@ -427,6 +436,16 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
     struct status_last last;
     status_get_last(ctx->st, &last);
     const char *gate = rpc_gate(kind, last.trace.status, last.monitor.status);
+    /* Ours (issue 11): a second nputrace while one is armed or tracing would be dropped by the
+     * rank anyway; say so here, unless the reporter is gone (a killed rank must not block the
+     * node). Kineto processes are untouched: they never report NPU status. */
+    char busy[160] = "";
+    if (kind == REG_KIND_TRACE && strcmp(gate, "effective") == 0 && trace_busy(&last.trace)) {
+        snprintf(busy, sizeof(busy), "nputrace is already %s in pid %d (steps %d-%d); wait until it is Idle",
+                 last.trace.status == 1 ? "Running" : "Ready", (int)last.trace.pid,
+                 (int)last.trace.start_step, (int)last.trace.stop_step);
+        gate = "ineffective";
+    }
     int elig[2] = { kind, strcmp(gate, "effective") == 0 };
     struct reg_set_result res;
     rc = registry_set_config(ctx->reg, job_id, pidv, npids, config->valuestring, config_len, limit,
@@ -438,10 +457,18 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
                    res.n_matched);
     } else {
         const char *cmd = elig[1] ? "ineffective" : gate;
-        if (kind == REG_KIND_TRACE && !last.any_received)
+        if (kind == REG_KIND_TRACE && !last.any_received) {
             write_full(w, 0, NULL, 0, cmd, NULL, 0);   /* Kineto's dyno needs the keys */
-        else
+        } else if (busy[0]) {
+            jw_obj_begin(w);
+            jw_key(w, "commandStatus");
+            jw_str(w, cmd);
+            jw_key(w, "reason");
+            jw_str(w, busy);
+            jw_obj_end(w);
+        } else {
             write_command_only(w, cmd);
+        }
     }
     reg_set_result_fini(&res);
 out_pids:

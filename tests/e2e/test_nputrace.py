@@ -130,7 +130,7 @@ def test_refusals_and_partial_window(make_daemon, tmp_path):
                    diag(ranks))
         assert step >= 2
         # A long window: npu-monitor is refused by the gate while it runs, a second nputrace
-        # by the rank; then the job leaves mid-window.
+        # by the daemon (it names the tracing pid); then the job leaves mid-window.
         time.sleep(1.1)
         r = run_dyno(daemon, "nputrace", "--start-step", "-1", "--iterations", "100000", "--log-file", str(out))
         assert '"commandStatus":"effective"' in r.stdout, r.stdout
@@ -141,7 +141,9 @@ def test_refusals_and_partial_window(make_daemon, tmp_path):
         assert '"commandStatus":"ineffective"' in r.stdout and "Note:" in r.stdout, r.stdout
         time.sleep(1.1)
         r = run_dyno(daemon, "nputrace", "--start-step", "-1", "--iterations", "2", "--log-file", str(out))
-        wait_until(lambda: "is already running" in plugin_log(d), 15, "the busy refusal", diag(ranks))
+        # refused by the daemon, with the reason: no rank receives the second config
+        assert '"commandStatus":"ineffective"' in r.stdout, r.stdout
+        assert "Note: command not applied (ineffective): nputrace is already Running in pid" in r.stdout, r.stdout
     finally:
         stop_ranks(ranks)
     log = plugin_log(d)
