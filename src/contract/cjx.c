@@ -401,7 +401,7 @@ int cjx_flat_object(const char *text, size_t len, struct kvtext *ret, bool *ret_
     if (!cJSON_IsObject(root))
         goto out;
     for (const cJSON *c = root->child; c; c = c->next) {
-        bool truthy;
+        bool truthy = false;
         const char *v = cjx_flat_value(c, &truthy);
         if (!v)
             goto out;
@@ -415,7 +415,7 @@ int cjx_flat_object(const char *text, size_t len, struct kvtext *ret, bool *ret_
     o = ret->store;
     rc = 0;
     for (const cJSON *c = root->child; c && rc == 0; c = c->next) {
-        bool truthy;
+        bool truthy = false;
         const char *v = cjx_flat_value(c, &truthy);
         size_t kl = strlen(c->string) + 1, vl = strlen(v) + 1;
         if (strcmp(c->string, CFGKEY_IS_VALID) == 0) {

@@ -217,7 +217,7 @@ static int set_value(struct parse_state *st, const struct flag_def *d, const cha
 void flags_defaults(struct daemon_flags *f)
 {
     struct parse_state st = { .f = f };
-    char err[8];
+    char err[512];   /* the defaults always parse; sized like a real message all the same */
     memset(f, 0, sizeof(*f));
     st.err = err;
     st.errcap = sizeof(err);
