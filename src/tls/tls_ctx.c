@@ -18,6 +18,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
+#include "common/log.h"
 #include "tls/tls_check.h"
 
 #define FILE_MAX (1u << 20)      /* certificate, key and CRL files are far smaller */
@@ -318,8 +319,7 @@ static int load_crl(SSL_CTX *ctx, const struct paths *p, bool server, X509 *leaf
         snprintf(err, errcap, "%s: %s", p->crl, ossl_reason());
         rc = -EINVAL;
     } else if (!current) {
-        fprintf(stderr, "WARNING: %s is not currently valid; clients will be refused until it is renewed\n",
-                p->crl);
+        LOG_WARN("tls: %s is not currently valid; clients are refused until it is renewed", p->crl);
     }
     X509_CRL_free(crl);
     return rc;

@@ -1,7 +1,9 @@
-/* fuzz_cli_hosts: the dyno host-list expander (hosts_add_list) and the f32 parser/formatter
- * on arbitrary bytes. Invariants: no crash, at most HOSTS_MAX hosts, no duplicates in the
+/* fuzz_cli_hosts: the dyno host-list expander (hosts_add_list), the same bytes as a
+ * --hostfile (hosts_add_file), and the f32 parser/formatter on arbitrary bytes. Invariants: no crash, at most HOSTS_MAX hosts, no duplicates in the
  * first entries, and every formatted f32 parses back to the same value. */
 #include <math.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,5 +61,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     free(s);
+
+    /* The same bytes as a --hostfile (comments, blank lines, one value per line). */
+    static char path[64];
+    if (!path[0])
+        snprintf(path, sizeof(path), "/tmp/fuzz_hostfile.%d", (int)getpid());
+    FILE *fp = fopen(path, "wb");
+    if (!fp)
+        abort();
+    fwrite(data, 1, size, fp);
+    fclose(fp);
+    hosts_init(&h);
+    err[0] = '\0';
+    if (hosts_add_file(&h, path, err, sizeof(err)) == 0) {
+        if (h.n > HOSTS_MAX)
+            abort();
+    } else if (!err[0] || !memchr(err, '\0', sizeof(err))) {
+        abort();
+    }
+    hosts_fini(&h);
     return 0;
 }
