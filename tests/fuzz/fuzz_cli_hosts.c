@@ -18,6 +18,13 @@ const char *const fuzz_seeds[] = {
 };
 const size_t fuzz_nseeds = sizeof(fuzz_seeds) / sizeof(fuzz_seeds[0]);
 
+static char path[64];
+
+static void cleanup(void)
+{
+    unlink(path);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct hosts h;
@@ -63,9 +70,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(s);
 
     /* The same bytes as a --hostfile (comments, blank lines, one value per line). */
-    static char path[64];
-    if (!path[0])
+    if (!path[0]) {
         snprintf(path, sizeof(path), "/tmp/fuzz_hostfile.%d", (int)getpid());
+        atexit(cleanup);
+    }
     FILE *fp = fopen(path, "wb");
     if (!fp)
         abort();

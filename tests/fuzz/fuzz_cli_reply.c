@@ -13,11 +13,9 @@
 
 const char *const fuzz_seeds[] = {
     "{\"current_step\":-1,\"npumonitor\":\"Uninitialized\",\"nputrace\":\"Uninitialized\",\"processes\":[]}",
-    "{\"current_step\":7,\"npumonitor\":\"Running\",\"nputrace\":\"Ready\",\"processes\":[{\"pid\":12,\"rank\":0,"
-    "\"job_id\":3,\"npumonitor\":\"effective\",\"nputrace\":\"unknown\"}]}",
+    "{\"current_step\":7,\"npumonitor\":\"Running\",\"nputrace\":\"Ready\",\"processes\":[{\"pid\":12,\"rank\":0,\"job_id\":3,\"npumonitor\":\"effective\",\"nputrace\":\"unknown\"}]}",
     "{\"version\":\"0.3.2\"}",
-    "{\"processesMatched\":[1,2,3],\"eventProfilersTriggered\":[],\"activityProfilersTriggered\":[1],"
-    "\"activityProfilersBusy\":0,\"commandStatus\":\"effective\",\"note\":\"x\\ny\"}",
+    "{\"processesMatched\":[1,2,3],\"eventProfilersTriggered\":[],\"activityProfilersTriggered\":[1],\"activityProfilersBusy\":0,\"commandStatus\":\"effective\",\"note\":\"x\\ny\"}",
     "{\"processesMatched\":[],\"commandStatus\":\"ineffective\",\"note\":\"no process\"}",
     "{\"processesMatched\":[9223372036854775807,-1,1.5,\"a\"],\"commandStatus\":5}",
 };

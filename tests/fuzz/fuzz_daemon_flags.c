@@ -23,14 +23,21 @@ const size_t fuzz_nseeds = sizeof(fuzz_seeds) / sizeof(fuzz_seeds[0]);
 
 #define MAX_ARGS 64
 
+static char path[64];
+
+static void cleanup(void)
+{
+    unlink(path);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static char path[64];
     char *text, *argv[MAX_ARGS + 1], *sep;
     int argc = 1;
     if (!path[0]) {
         log_set_level(LOG_LVL_FATAL);
         snprintf(path, sizeof(path), "/tmp/fuzz_flags.%d", (int)getpid());
+        atexit(cleanup);
     }
     text = malloc(size + 1);
     if (!text)

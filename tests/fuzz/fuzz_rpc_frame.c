@@ -62,25 +62,33 @@ static void on_hang(struct loop_event *ev, void *arg)
     abort();
 }
 
+static struct sock_file sf = { .fd = -1 };
+static char sockdir[] = "/tmp/fuzz_rpcXXXXXX";
+
+static void cleanup(void)
+{
+    sock_file_close(&sf);
+    rmdir(sockdir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static struct loop *loop;
     static struct registry *reg;
     static struct status_table *st;
     static struct rpc_ctx ctx;
-    static struct sock_file sf = { .fd = -1 };
     static struct client cl;
     if (!loop) {
-        char dir[] = "/tmp/fuzz_rpcXXXXXX";
         log_set_level(LOG_LVL_FATAL);
         reg = registry_create("fuzz");
         st = status_create();
         ctx = (struct rpc_ctx){ .reg = reg, .st = st, .version = "0.3.2" };
-        if (!mkdtemp(dir) || loop_create(&loop) != 0 ||
-            sock_file_create(&sf, dir, "dyno.sock", SOCK_STREAM, 0600) != 0 ||
+        if (!mkdtemp(sockdir) || loop_create(&loop) != 0 ||
+            sock_file_create(&sf, sockdir, "dyno.sock", SOCK_STREAM, 0600) != 0 ||
             !rpc_server_create(loop, -1, NULL, sf.fd, 64, &ctx))
             abort();
         cl.loop = loop;
+        atexit(cleanup);
     }
     if (size > 16384)
         return 0;
