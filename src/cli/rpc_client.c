@@ -9,12 +9,15 @@
 #include <inttypes.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
@@ -379,10 +382,62 @@ static void recv_fail_msg(struct rpc_io *io, int r, size_t got, size_t want, boo
     }
 }
 
+/* OpenSSL writes with write(2), not send(MSG_NOSIGNAL): a daemon that hung up would kill dyno
+ * with SIGPIPE. Block it on this thread for the call and swallow one that we raised; the
+ * process-wide disposition stays the caller's (dyno | head still ends quietly). */
+struct sigpipe_guard {
+    sigset_t old;
+    bool was_pending;
+};
+
+static void sigpipe_block(struct sigpipe_guard *g)
+{
+    sigset_t set, pending;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    sigpending(&pending);
+    g->was_pending = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &set, &g->old);
+}
+
+static void sigpipe_restore(struct sigpipe_guard *g)
+{
+    sigset_t set, pending;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    sigpending(&pending);
+    if (!g->was_pending && sigismember(&pending, SIGPIPE) == 1) {
+        struct timespec zero = { 0, 0 };
+        (void)sigtimedwait(&set, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
+static int call_once(const struct rpc_tls *tls, const char *target, uint16_t port,
+                     const char *sock_dir, int timeout_s, const char *body, size_t body_len,
+                     char **ret_reply, size_t *ret_len, enum rpc_fail *ret_fail, char *err,
+                     size_t errcap);
+
 int rpc_call_tls(const struct rpc_tls *tls, const char *target, uint16_t port,
                  const char *sock_dir, int timeout_s, const char *body, size_t body_len,
                  char **ret_reply, size_t *ret_len, enum rpc_fail *ret_fail, char *err,
                  size_t errcap)
+{
+    struct sigpipe_guard g;
+    if (!tls)
+        return call_once(NULL, target, port, sock_dir, timeout_s, body, body_len, ret_reply,
+                         ret_len, ret_fail, err, errcap);
+    sigpipe_block(&g);
+    int r = call_once(tls, target, port, sock_dir, timeout_s, body, body_len, ret_reply,
+                      ret_len, ret_fail, err, errcap);
+    sigpipe_restore(&g);
+    return r;
+}
+
+static int call_once(const struct rpc_tls *tls, const char *target, uint16_t port,
+                     const char *sock_dir, int timeout_s, const char *body, size_t body_len,
+                     char **ret_reply, size_t *ret_len, enum rpc_fail *ret_fail, char *err,
+                     size_t errcap)
 {
     struct rpc_io io = { .fd = -1, .deadline_ns = clock_mono_ns() + (uint64_t)timeout_s * 1000000000ull };
     char ebuf[128];

@@ -367,3 +367,17 @@ def test_stalled_handshakes_do_not_delay_a_client(pk, tls_daemon):
         for s in stalled:
             s.close()
     assert_served(d, pk)
+
+
+def test_tls_1_1_refused(pk, tls_daemon):
+    """TLS 1.2 is the minimum (§7): a client offering only TLS 1.1 is refused."""
+    d = tls_daemon()
+    cdir = mkdir(pk, "client")
+    p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{d.port}", "-tls1_1",
+                        "-cipher", "DEFAULT@SECLEVEL=0", "-cert", os.path.join(cdir, "client.crt"),
+                        "-key", os.path.join(cdir, "client.key"), "-CAfile", pk.ca.crt],
+                       input="", capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    d.wait_log("tls: handshake with ")
+    assert "unsupported protocol" in d.log() or "version" in d.log(), d.log()[-2000:]
+    assert_served(d, pk)
