@@ -426,6 +426,9 @@ int tls_ctx_create(const struct tls_ctx_cfg *cfg, SSL_CTX **ret, char *err, size
         /* mutual TLS is mandatory (§7.1); renegotiation is never needed for one request */
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
         SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+        /* dyno is a new process per command and never resumes: no session tickets to make */
+        SSL_CTX_set_num_tickets(ctx, 0);
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     } else {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
     }
