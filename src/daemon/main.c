@@ -38,30 +38,6 @@ static int check_unsupported(const struct daemon_flags *f)
     return 0;
 }
 
-/* --certs_dir (01-rpc.md §7.1): NO_CERTS serves plain TCP (*ret NULL); anything else must be a
- * directory whose files pass every check, or start-up fails with the reason. */
-static int tls_setup(const struct daemon_flags *f, SSL_CTX **ret)
-{
-    struct stat st;
-    char err[1024];
-    *ret = NULL;
-    if (strcmp(f->certs_dir, "NO_CERTS") == 0)
-        return 0;
-    if (stat(f->certs_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        LOG_ERROR("--certs-dir must be a valid directory!");
-        return -EINVAL;
-    }
-    struct tls_ctx_cfg cfg = { .dir = f->certs_dir, .server = true,
-                               .passphrase_file = f->certs_passphrase_file };
-    int rc = tls_ctx_create(&cfg, ret, err, sizeof(err));
-    if (rc) {
-        LOG_ERROR("TLS set-up failed: %s", err);
-        return rc;
-    }
-    LOG_INFO("TLS: RPC on TCP requires mutual TLS with certificates from %s", f->certs_dir);
-    return 0;
-}
-
 /* SIGTERM/SIGINT: stop accepting, let in-flight RPCs finish (<= 3 s each), then leave the loop
  * and tear down in main. A second signal while draining changes nothing. */
 struct shutdown {
@@ -94,6 +70,30 @@ static void on_sighup(struct loop_event *ev, int signo, void *arg)
     (void)arg;
     /* 08 §1.3: SIGHUP is ignored (no config reload); watched only so it cannot kill us */
     LOG_DEBUG("Received signal %d (%s), ignored", signo, strsignal(signo));
+}
+
+/* --certs_dir (01-rpc.md §7.1): NO_CERTS serves plain TCP (*ret NULL); anything else must be a
+ * directory whose files pass every check, or start-up fails with the reason. */
+static int tls_setup(const struct daemon_flags *f, SSL_CTX **ret)
+{
+    struct stat st;
+    char err[1024];
+    *ret = NULL;
+    if (strcmp(f->certs_dir, "NO_CERTS") == 0)
+        return 0;
+    if (stat(f->certs_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        LOG_ERROR("--certs-dir must be a valid directory!");
+        return -EINVAL;
+    }
+    struct tls_ctx_cfg cfg = { .dir = f->certs_dir, .server = true,
+                               .passphrase_file = f->certs_passphrase_file };
+    int rc = tls_ctx_create(&cfg, ret, err, sizeof(err));
+    if (rc) {
+        LOG_ERROR("TLS set-up failed: %s", err);
+        return rc;
+    }
+    LOG_INFO("TLS: RPC on TCP requires mutual TLS with certificates from %s", f->certs_dir);
+    return 0;
 }
 
 int main(int argc, char **argv)
