@@ -339,15 +339,17 @@ def test_stalled_handshakes_do_not_delay_a_client(pk, tls_daemon):
     d = tls_daemon()
     stalled = []
     try:
-        for _ in range(20):
-            # from another loopback address, so a per-peer limit does not count them against
-            # the real client; each sends half a ClientHello record header and stops
+        for i in range(20):
+            # each from its own loopback address (127.0.0.2 ...), so a per-peer connection cap
+            # counts them neither against each other nor against the real client; each sends
+            # half a ClientHello record header and stops
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.2", 0))
+            s.bind((f"127.0.0.{2 + i}", 0))
             s.connect(("127.0.0.1", d.port))
             s.sendall(b"\x16\x03\x01")
             stalled.append(s)
-        d.wait_log("Received connection from ::ffff:127.0.0.2", count=20)
+        for i in range(20):
+            d.wait_log(f"Received connection from ::ffff:127.0.0.{2 + i}\n")
         r = dyno(certs=mkdir(pk, "client"), port=d.port)
         assert r.returncode == 0, r.stderr
         # the real client was answered while every stalled handshake was still open
