@@ -130,7 +130,7 @@ static double parallel(const struct rpc_tls *tls, int port, int n)
 
 int main(int argc, char **argv)
 {
-    int n = argc > 1 ? atoi(argv[1]) : 500;
+    int n = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 500;
     char dir[] = "/tmp/benchtlsXXXXXX", cmd[512], sdir[128], cdir[128], sock1[160], sock2[160];
     char err[1024];
     struct rpc_tls *tls = NULL;

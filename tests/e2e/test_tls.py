@@ -280,36 +280,78 @@ def test_encrypted_key_passphrase_file(pk, tls_daemon):
     assert rc == 1 and "server.key: cannot load the key" in out and "(wrong passphrase?)" in out
 
 
-def test_encrypted_key_terminal_prompt(pk, tls_daemon):
-    """§7.2: dyno asks on the terminal, echo off, one '*' per character, DEL erases."""
+def pty_run(argv, answer, until=None):
+    """Run argv on a new pseudo-terminal (its controlling terminal) and type `answer` after the
+    password prompt. Returns (exit code, terminal text, prompts seen); with `until`, stops
+    reading once that text shows and returns (pid, pty fd, text) with the process running."""
     import pty
+    prompt = b"Please enter the certificate password: "
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(argv[0], argv)
+    out = bytearray()
+
+    def read_until(done):
+        while not done():
+            try:
+                c = os.read(fd, 4096)
+            except OSError:   # EIO: the child closed the terminal (exited)
+                return
+            if not c:
+                return
+            out.extend(c)
+    try:
+        read_until(lambda: prompt in out)
+        os.write(fd, answer)
+        if until is not None:
+            read_until(lambda: until.encode() in out)
+            return pid, fd, out.decode(errors="replace")
+        read_until(lambda: False)
+    except BaseException:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        os.close(fd)
+        raise
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), out.decode(errors="replace"), out.count(prompt)
+
+
+def test_encrypted_key_terminal_prompt(pk, tls_daemon):
+    """§7.2: dyno asks on the terminal, echo off, one '*' per character, DEL erases; with three
+    hosts the key is decrypted once (one prompt)."""
     d = tls_daemon()
     cenc = pki.encrypt_key(pk.ckey, os.path.join(pk.root, "client-enc2.key"), PASS)
     cdir = mkdir(pk, "client", key=cenc)
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execv(binpath("dyno"), ["dyno", "--certs-dir", cdir, "--port", str(d.port), "status"])
-    out = b""
-    try:
-        while b"Please enter the certificate password: " not in out:
-            out += os.read(fd, 4096)
-        os.write(fd, (PASS + "x\x7f\r").encode())
-        while True:
-            try:
-                c = os.read(fd, 4096)
-            except OSError:
-                break
-            if not c:
-                break
-            out += c
-    finally:
-        _, status = os.waitpid(pid, 0)
-        os.close(fd)
-    text = out.decode(errors="replace")
-    assert os.waitstatus_to_exitcode(status) == 0, text
+    rc, text, prompts = pty_run([binpath("dyno"), "--certs-dir", cdir, "--port", str(d.port),
+                                 "--hostname", "localhost,127.0.0.1,[::1]", "status"],
+                                (PASS + "x\x7f\r").encode())
+    assert rc == 0, text
+    assert prompts == 1
     assert PASS not in text                      # no echo
     assert "*" * (len(PASS) + 1) + "\b \b" in text
-    assert '"npumonitor"' in text
+    assert "Summary: 3 hosts, 3 succeeded, 0 failed" in text
+
+
+def test_daemon_prompts_for_encrypted_server_key(pk):
+    """§7.1: the daemon asks on its controlling terminal; a wrong password is a start-up error."""
+    enc = pki.encrypt_key(pk.skey, os.path.join(pk.root, "server-enc3.key"), PASS)
+    sdir = mkdir(pk, "server", key=enc)
+    sock = tempfile.mkdtemp(prefix="mmd", dir="/tmp")
+    port = str(__import__("conftest").free_port())
+    argv = [binpath("dynolog"), "--port", port, "--ipc_socket_dir", sock, "--certs_dir", sdir]
+    pid, fd, text = pty_run(argv, (PASS + "\r").encode(), until="Listening to connections")
+    try:
+        assert "Listening to connections" in text, text
+        assert PASS not in text
+        r = dyno(certs=mkdir(pk, "client"), port=port)
+        assert r.returncode == 0, r.stderr
+    finally:
+        os.kill(pid, 15)
+        os.waitpid(pid, 0)
+        os.close(fd)
+    rc, text, _ = pty_run(argv, b"wrong\r")
+    assert rc == 1 and "server.key: cannot load the key" in text, text
 
 
 def test_plain_dyno_vs_tls_daemon_and_back(pk, tls_daemon):
