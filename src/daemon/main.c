@@ -16,12 +16,14 @@
 #include "daemon/gc.h"
 #include "daemon/ipc_server.h"
 #include "daemon/json_logger.h"
+#include "daemon/kmon.h"
 #include "daemon/loop.h"
 #include "daemon/registry.h"
 #include "daemon/rpc_methods.h"
 #include "daemon/rpc_server.h"
 #include "daemon/sock_file.h"
 #include "daemon/status.h"
+#include "daemon/tb_logger.h"
 #include "ipc/ipc_msg.h"
 #include "tls/tls_ctx.h"
 
@@ -31,8 +33,6 @@
 
 static int check_unsupported(const struct daemon_flags *f)
 {
-    if (f->metric_log_dir[0])
-        LOG_WARN("--metric_log_dir is not supported yet by this build; TensorBoard logging is off");
     if (f->use_prometheus)
         LOG_WARN("--use_prometheus is not supported yet by this build; Prometheus exposition is off");
     return 0;
@@ -115,6 +115,8 @@ int main(int argc, char **argv)
     struct gc *gc = NULL;
     SSL_CTX *tls = NULL;
     struct conn_factory tcp_conn = conn_tcp_factory;
+    struct kmon *kmon = NULL;
+    uint64_t start_ns = clock_mono_ns();
 
     /* 1. flags */
     flags_defaults(&flags);
@@ -188,6 +190,16 @@ int main(int argc, char **argv)
     data.reg = reg; /* PluginInfo: each process's vendor library */
     if (flags.use_JSON)
         data_router_add(&data, json_logger_sink());
+    if (flags.metric_log_dir[0]) { /* 08 §1.3: a TensorBoard directory failure is fatal */
+        struct tb_cfg tcfg = { flags.metric_log_dir, flags.tensorboard_op_stats };
+        struct sink tb;
+        if (tb_logger_create(&tcfg, &tb, err, sizeof(err)) != 0) {
+            LOG_ERROR("%s", err);
+            close(tcp_fd);
+            goto out_sinks;
+        }
+        data_router_add(&data, tb);
+    }
 
     /* 6. IPC endpoints (non-fatal, except a live daemon on the same control socket) */
     if (flags.enable_ipc_monitor && dir[0]) {
@@ -221,19 +233,37 @@ int main(int argc, char **argv)
         goto out_rpc;
     }
 
+    {   /* the kernel monitor (08 §2): always on, a fixed-cadence timer on the loop */
+        struct kmon_cfg kcfg = { flags.procfs_root, flags.extended_host_metrics,
+                                 flags.filter_nic_interfaces, flags.allow_interface_prefixes, 0 };
+        if (kmon_create(&kcfg, &kmon) != 0 ||
+            kmon_start(kmon, loop, (uint64_t)flags.kernel_monitor_reporting_interval_s * 1000u, &data) != 0) {
+            LOG_ERROR("cannot start the kernel monitor");
+            goto out_gc;
+        }
+    }
+    {   /* getStatus: uptime and the loggers enabled above */
+        char names[STATUS_LOGGERS_CAP];
+        data_router_names(&data, names, sizeof(names));
+        status_set_daemon(st, start_ns, names);
+    }
+
     /* 8. run until SIGTERM/SIGINT and the RPC drain */
     if (loop_run(loop) != 0)
         LOG_ERROR("the event loop failed");
     else
         rc = 0;
 
+out_gc:
+    kmon_destroy(kmon);
     gc_destroy(gc);
 out_rpc:
     rpc_server_destroy(rpc);      /* closes what is left in flight and the TCP listener */
     ipc_server_stop(ipc);
 out_ipc:
     ipc_server_destroy(ipc);      /* unlinks dynolog.sock / dynolog_data.sock if still ours */
-    data_router_fini(&data);
+out_sinks:
+    data_router_fini(&data);      /* flushes the TensorBoard files */
     sock_file_close(&dyno_sock);
 out_state:
     status_destroy(st);
