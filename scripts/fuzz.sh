@@ -3,7 +3,7 @@
 # and coverage (build-fuzz/, -DMSMON_FUZZ=ON); each target starts from its committed corpus
 # (tests/fuzz/corpus/<target>/) plus its built-in seeds and runs for a fixed budget of
 # FUZZ_SECONDS (default 45 s), FUZZ_JOBS targets at a time (default: the number of cores).
-# With the 10 targets on 2 cores that is 10 x 45 s / 2 = 225 s of fuzzing, which with the
+# With the 11 targets on 2 cores that is 11 x 45 s / 2 = 248 s of fuzzing, which with the
 # clang build keeps the stage under ~8 minutes. Prints executions and coverage per target.
 # A crash, leak, timeout or sanitizer report fails the run; the reproducer is left under
 # build-fuzz/fuzz-artifacts/ and the line printed says how to keep it as a regression input
