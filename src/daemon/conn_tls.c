@@ -32,6 +32,7 @@ struct conn_tls {
     bool write_wants_read;   /* SSL_write returned WANT_READ */
     int in_handler;
     bool close_pending;
+    bool sniffed;            /* the first byte has been looked at */
     char peer[64];
 };
 
@@ -79,8 +80,49 @@ static const char *hs_reason(struct conn_tls *t, int ssl_err)
     return "unknown TLS error";
 }
 
+/* A TLS client's first byte is a handshake record (0x16). Anything else is a plain-TCP dyno
+ * (its 4-byte length): answer with a fatal protocol_version alert, a TLS record that dyno
+ * recognises ("The server answered with TLS"), after draining what it sent so the close is a
+ * FIN, not a reset that could discard the alert. Returns true when the peer was turned away. */
+static bool refuse_plain_client(struct conn_tls *t)
+{
+    static const unsigned char alert[] = { 0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46 };
+    unsigned char b;
+    ssize_t n = recv(t->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return false;          /* nothing yet: look again when readable */
+    t->sniffed = true;
+    if (n != 1)
+        return false;          /* EOF or an error: OpenSSL reports it */
+    if (b == 0x16)
+        return false;
+    char scratch[4096];
+    for (int i = 0; i < 4 && recv(t->fd, scratch, sizeof(scratch), MSG_DONTWAIT) > 0; i++)
+        ;
+    (void)!send(t->fd, alert, sizeof(alert), MSG_NOSIGNAL | MSG_DONTWAIT);
+    static struct log_ratelimit rl;
+    LOG_RL(&rl, 1000, LOG_LVL_ERROR, "tls: handshake with %s failed: not TLS (first byte 0x%02x; "
+           "a plain-TCP dyno without --certs-dir?)", t->peer, b);
+    return true;
+}
+
 static void handshake_step(struct conn_tls *t)
 {
+    if (!t->sniffed && refuse_plain_client(t)) {
+        t->handshaking = false;
+        t->base.state = CONN_STATE_ERROR;
+        t->base.last_errno = EPROTO;
+        update_interest(t);
+        if (t->done)
+            call_handler(t, t->done, t->darg);
+        return;
+    }
+    if (!t->sniffed) {
+        /* nothing arrived yet: wait for the first byte before OpenSSL consumes it */
+        t->hs_want = LOOP_READ;
+        update_interest(t);
+        return;
+    }
     ERR_clear_error();
     int r = SSL_do_handshake(t->ssl);
     if (r == 1) {
