@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install every build and test dependency from Debian when missing (fresh Debian 12, root).
 set -euo pipefail
-PKGS=(build-essential cmake pkg-config libevent-dev libcjson-dev libssl-dev libsqlite3-dev
+PKGS=(build-essential cmake pkg-config libevent-dev libcjson-dev libssl-dev libsqlite3-dev zlib1g-dev
       libxlsxwriter-dev libcmocka-dev python3 python3-dev python3-pytest python3-openpyxl
       python3-setuptools python3-pip python3-wheel sqlite3 procps iproute2 util-linux
       python3-torch chromium clang libclang-rt-14-dev rpm systemd python3-venv binutils dpkg-dev

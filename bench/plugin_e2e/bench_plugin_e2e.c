@@ -3,8 +3,10 @@
  * (mssim_bench_fill; the plugin finds the simulator through MSMONITOR_MSPTI_LIB). Per mode —
  * trivial consumer (GetNextRecord walk, no plugin), metric, DB, JSONL, standalone — one forked
  * child per run so peak RSS is the mode's own; prints records/s (wall, start of fill to stop
- * returned), consumer CPU ns/record (process CPU minus the producing thread), peak RSS, rows
- * on disk and drops. Prints figures, asserts nothing.
+ * returned), consumer CPU ns/record (process CPU minus the producing thread), the producing
+ * thread's CPU ns/record, peak RSS, rows on disk and drops; for standalone also the peak RSS per
+ * stored record and the RSS once msmon_monitor_results has built the reader's array. Prints
+ * figures, asserts nothing.
  *
  * usage: bench_plugin_e2e <path/to/simulator/libmspti.so> [million_records] [runs] [modes] */
 #include <dirent.h>
@@ -40,7 +42,7 @@ struct sim {
 static struct sim sim;
 
 struct result {
-    double secs, cpu_ns_per_rec, rss_mb;
+    double secs, cpu_ns_per_rec, prod_ns_per_rec, rss_mb, rss_read_mb;
     uint64_t appended, rows, drops;
 };
 
@@ -209,6 +211,7 @@ static int run_mode(const char *mode, uint64_t total, const char *dir, struct re
     sim.stats(&st1);
     r->appended = st1.records_appended - st0.records_appended;
     r->cpu_ns_per_rec = (cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - c0 - prod) / (double)r->appended;
+    r->prod_ns_per_rec = prod / (double)r->appended;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     r->rss_mb = (double)ru.ru_maxrss / 1024.0;
@@ -221,6 +224,8 @@ static int run_mode(const char *mode, uint64_t total, const char *dir, struct re
         size_t n = 0;
         msmon_monitor_results(kernel, &res, &n);
         r->rows = n;
+        getrusage(RUSAGE_SELF, &ru); /* after the reader's msmon_result array was built */
+        r->rss_read_mb = (double)ru.ru_maxrss / 1024.0;
     } else if (strcmp(mode, "trivial") == 0) {
         r->rows = walked;
     } else {
@@ -256,14 +261,14 @@ int main(int argc, char **argv)
     setenv("MSMONITOR_SOCKET_DIR", base, 1);
     printf("plugin end to end (public C API, simulator producer), Kernel records, %llu per run, median of %d\n",
            (unsigned long long)total, runs);
-    printf("  %-10s %12s %10s %14s %10s %12s %10s\n", "mode", "records/s", "x trivial", "CPU ns/record",
-           "peak RSS", "rows", "drops");
+    printf("  %-10s %12s %10s %14s %9s %10s %12s %10s\n", "mode", "records/s", "x trivial", "CPU ns/record",
+           "prod ns", "peak RSS", "rows", "drops");
     double trivial_rate = 0;
     for (size_t m = 0; m < 5; m++) {
         const char *mode = modes_default[m];
         if (argc > 4 && !strstr(argv[4], mode))
             continue;
-        double rate[15], cpu[15], rss[15];
+        double rate[15], cpu[15], rss[15], prod[15], rss_read[15];
         uint64_t rows = 0, drops = 0;
         int ok = 0;
         for (int i = 0; i < runs; i++) {
@@ -298,6 +303,8 @@ int main(int argc, char **argv)
             rate[ok] = (double)r.appended / r.secs;
             cpu[ok] = r.cpu_ns_per_rec;
             rss[ok] = r.rss_mb;
+            prod[ok] = r.prod_ns_per_rec;
+            rss_read[ok] = r.rss_read_mb;
             rows = r.rows;
             drops += r.drops;
             ok++;
@@ -307,12 +314,17 @@ int main(int argc, char **argv)
         qsort(rate, (size_t)ok, sizeof(double), cmp_dbl);
         qsort(cpu, (size_t)ok, sizeof(double), cmp_dbl);
         qsort(rss, (size_t)ok, sizeof(double), cmp_dbl);
+        qsort(prod, (size_t)ok, sizeof(double), cmp_dbl);
+        qsort(rss_read, (size_t)ok, sizeof(double), cmp_dbl);
         double med = rate[ok / 2];
         if (m == 0)
             trivial_rate = med;
-        printf("  %-10s %10.2f M %9.0f%% %14.1f %7.0f MB %12llu %10llu\n", mode, med / 1e6,
-               trivial_rate > 0 ? 100.0 * med / trivial_rate : 0.0, cpu[ok / 2], rss[ok / 2],
+        printf("  %-10s %10.2f M %9.0f%% %14.1f %9.1f %7.0f MB %12llu %10llu\n", mode, med / 1e6,
+               trivial_rate > 0 ? 100.0 * med / trivial_rate : 0.0, cpu[ok / 2], prod[ok / 2], rss[ok / 2],
                (unsigned long long)rows, (unsigned long long)drops);
+        if (strcmp(mode, "standalone") == 0 && rows)
+            printf("  %-10s peak RSS per stored record %.1f B; after msmon_monitor_results built the "
+                   "msmon_result array: %.0f MB\n", "", rss[ok / 2] * 1048576.0 / (double)rows, rss_read[ok / 2]);
         fflush(stdout);
     }
     char cmd[512];

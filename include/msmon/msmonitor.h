@@ -87,6 +87,28 @@ MSMON_API int msmon_dynamic_info(struct msmon_dynamic_info *ret);
  * *ret_fd: caller owns (close()). 0, -ESTALE (err: the stale text), -EINVAL, -errno. */
 MSMON_API int msmon_dynamic_attach(const char *path, int *ret_fd, int *ret_creator, char *err, size_t errcap);
 
+/* The nputrace window of this rank in dyno mode (docs/nputrace.md): state -1 not in dyno
+ * mode / no config yet, 0 Idle, 1 Running, 2 Ready; [start_step, stop_step); the config's
+ * option bits (MSMON_TRACE_*); windows begun so far; the resolved log directory; our last
+ * trace file ("" before any). The Python side runs torch.profiler and the analysis from it. */
+#define MSMON_TRACE_CPU 0x1u
+#define MSMON_TRACE_NPU 0x2u
+#define MSMON_TRACE_ANALYSE 0x4u
+#define MSMON_TRACE_ASYNC 0x8u
+#define MSMON_TRACE_RECORD_SHAPES 0x10u
+#define MSMON_TRACE_PROFILE_MEMORY 0x20u
+#define MSMON_TRACE_WITH_STACK 0x40u
+#define MSMON_TRACE_WITH_FLOPS 0x80u
+#define MSMON_TRACE_WITH_MODULES 0x100u
+#define MSMON_TRACE_EXPORT_DB 0x200u
+struct msmon_trace_info {
+    int32_t state, start_step, stop_step, step, rank;
+    uint32_t flags, windows;
+    char log_dir[4096];
+    char last_trace[4096];
+};
+MSMON_API int msmon_dynamic_trace_info(struct msmon_trace_info *ret);
+
 /* CUDA injection entry point (07 §3.5): returns 1. */
 MSMON_API int InitializeInjection(void);
 

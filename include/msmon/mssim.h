@@ -81,7 +81,18 @@ struct mssim_workload_cfg {
     int step_markers;       /* MSSIM_WL_STEP_MARKERS; default 1 */
     void (*on_step_end)(uint32_t step, void *arg);
     void *arg;
+    /* A slow rank (docs/cluster.md): from step slow_from_step on, the process whose rank is
+     * slow_rank multiplies its kernels (compute), its collective (communication) or adds a
+     * host-side stall with an idle device (host) by slow_factor. */
+    int32_t rank;            /* MSSIM_WL_RANK; default RANK, else -1 */
+    int32_t slow_rank;       /* MSSIM_WL_SLOW_RANK; -1 = no slow rank (default) */
+    double slow_factor;      /* MSSIM_WL_SLOW_FACTOR; default 1 */
+    uint32_t slow_from_step; /* MSSIM_WL_SLOW_FROM_STEP; default 1 */
+    int32_t slow_kind;       /* MSSIM_WL_SLOW_KIND; enum mssim_slow_kind, default compute */
 };
+enum mssim_slow_kind { MSSIM_SLOW_COMPUTE = 0, MSSIM_SLOW_COMMUNICATION = 1, MSSIM_SLOW_HOST = 2 };
+/* "compute" | "communication" | "host" -> the kind, -1 otherwise. */
+MSSIM_API int mssim_slow_kind_from_name(const char *name);
 MSSIM_API int mssim_workload_default(struct mssim_workload_cfg *cfg);  /* defaults, then env */
 /* Blocking; returns the number of steps done, or -EINVAL for a bad cfg. */
 MSSIM_API int mssim_workload_run(const struct mssim_workload_cfg *cfg);

@@ -84,6 +84,24 @@ static PyObject *d_info(PyObject *mod, PyObject *unused)
                          (int)i.rank, "step", (int)i.step, "path", i.path);
 }
 
+/* trace_info() -> dict: the nputrace window of this rank (msmon_dynamic_trace_info), read by
+ * msmonitor.nputrace after each step to run torch.profiler and the analysis. */
+static PyObject *d_trace_info(PyObject *mod, PyObject *unused)
+{
+    (void)mod;
+    (void)unused;
+    struct msmon_trace_info *i = PyMem_Calloc(1, sizeof(*i));
+    if (!i)
+        return PyErr_NoMemory();
+    (void)msmon_dynamic_trace_info(i);
+    PyObject *r = Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:I,s:I,s:s,s:s}", "state", (int)i->state, "start",
+                                (int)i->start_step, "stop", (int)i->stop_step, "step", (int)i->step, "rank",
+                                (int)i->rank, "flags", (unsigned)i->flags, "windows", (unsigned)i->windows,
+                                "log_dir", i->log_dir, "last_trace", i->last_trace);
+    PyMem_Free(i);
+    return r;
+}
+
 /* attach(path) -> (rc, fd, creator, err): the caller raises; fd (>= 0 when rc == 0) is
  * the caller's to close. */
 static PyObject *d_attach(PyObject *mod, PyObject *args)
@@ -109,6 +127,7 @@ static PyMethodDef dynamic_methods[] = {
     {"finalize", d_finalize, METH_NOARGS, "finalize(): stop the session and the poller, remove our segment."},
     {"set_stop_hook", d_set_stop_hook, METH_O, "set_stop_hook(fn): called before an NPU_MONITOR_STOP config."},
     {"info", d_info, METH_NOARGS, "info() -> dict: enabled, creator, polling, registered, ..."},
+    {"trace_info", d_trace_info, METH_NOARGS, "trace_info() -> dict: the nputrace window (state, start, stop, flags, ...)."},
     {"attach", d_attach, METH_VARARGS, "attach(path) -> (rc, fd, creator, err): the segment handoff alone."},
     {NULL, NULL, 0, NULL},
 };

@@ -1,6 +1,7 @@
 """`python -m msmonitor cleanup-shm`: remove DynamicProfileNpuShm* segments left behind by
 killed jobs (never one a live process uses). `python -m msmonitor report DIR [-o FILE]`: render
-the DB/JSONL files of a run as one self-contained HTML page (docs/report.md)."""
+the DB/JSONL files of a run as one self-contained HTML page (docs/report.md). `python -m msmonitor
+analyse PATH...`: summarise nputrace traces (docs/nputrace.md)."""
 import argparse
 import sys
 
@@ -17,7 +18,12 @@ def main(argv=None):
     r.add_argument("-o", "--output", default=None, help="HTML file to write (default: DIR/report.html)")
     r.add_argument("--rank", type=int, default=None, help="rank of the step timeline (default: 0 or the first)")
     r.add_argument("--step", type=int, default=None, help="step of the timeline (default: the median step)")
+    a = sub.add_parser("analyse", help="summarise nputrace trace files (docs/nputrace.md)")
+    a.add_argument("paths", nargs="+", help="trace files or directories")
     args = ap.parse_args(argv)
+    if args.cmd == "analyse":
+        from . import nputrace  # pylint: disable=import-outside-toplevel
+        return nputrace.main(["analyse", *args.paths])
     if args.cmd == "report":
         from . import report  # pylint: disable=import-outside-toplevel
         return report.main(args)

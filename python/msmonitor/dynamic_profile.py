@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from . import step_hook
+from . import nputrace, step_hook
 from ._ipcmonitor_C import IPCMonitor_C
 from .dynamic_monitor_proxy import PyDynamicMonitorProxy
 from .utils import get_parallel_group_info, get_rank_id
@@ -159,6 +159,7 @@ class _DynamicProfile:
         self.path = None
         self.creator = False
         self.rank = 0
+        self.window = None        # nputrace.Window: torch.profiler and analysis of the window
 
     # -- set-up / tear-down --
     def init(self):
@@ -179,6 +180,8 @@ class _DynamicProfile:
         info = dyn.info()
         self.path, self.creator = info["path"], info["creator"]
         dyn.set_stop_hook(_before_stop)
+        if hasattr(dyn, "trace_info"):
+            self.window = nputrace.Window(dyn)
         self.enabled = True
         atexit.register(self.finalize)
         _install_optimizer_hook()
@@ -190,6 +193,8 @@ class _DynamicProfile:
                 return
             self.enabled = False
             dyn = _dynamic()
+            if self.window is not None:
+                self.window.finish()
             dyn.finalize()
             dyn.set_stop_hook(None)
 
@@ -197,6 +202,8 @@ class _DynamicProfile:
     def step(self):
         if self.enabled:
             _dynamic().step()
+            if self.window is not None:
+                self.window.after_step()
 
     def info(self):
         """libmsmonitor's view: enabled, creator, polling, registered, reachable, ..."""

@@ -33,7 +33,13 @@ class WorkloadCfg(ctypes.Structure):
                 ("steps_per_s", ctypes.c_double), ("layers", ctypes.c_uint32),
                 ("kernel_scale", ctypes.c_double), ("comm", ctypes.c_int),
                 ("step_markers", ctypes.c_int), ("on_step_end", STEP_CB),
-                ("arg", ctypes.c_void_p)]
+                ("arg", ctypes.c_void_p),
+                # the slow rank (docs/cluster.md): kind 0 compute, 1 communication, 2 host
+                ("rank", ctypes.c_int32), ("slow_rank", ctypes.c_int32),
+                ("slow_factor", ctypes.c_double), ("slow_from_step", ctypes.c_uint32),
+                ("slow_kind", ctypes.c_int32)]
+
+SLOW_KINDS = {"compute": 0, "communication": 1, "host": 2}
 
 
 _U64, _I32, _U32, _STR, _VP = ctypes.c_uint64, ctypes.c_int32, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_void_p

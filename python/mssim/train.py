@@ -24,7 +24,15 @@ class _WorkloadCfg(ctypes.Structure):
         ("step_markers", ctypes.c_int),
         ("on_step_end", _STEP_CB),
         ("arg", ctypes.c_void_p),
+        ("rank", ctypes.c_int32),
+        ("slow_rank", ctypes.c_int32),
+        ("slow_factor", ctypes.c_double),
+        ("slow_from_step", ctypes.c_uint32),
+        ("slow_kind", ctypes.c_int32),
     ]
+
+
+_SLOW_KINDS = {"compute": 0, "communication": 1, "host": 2}
 
 
 def _log(msg):
@@ -65,6 +73,12 @@ def run_rank(args):
     cfg.steps = args.steps
     if args.rate is not None:
         cfg.steps_per_s = args.rate
+    cfg.rank = rank
+    if args.slow_rank is not None:
+        cfg.slow_rank = args.slow_rank
+        cfg.slow_factor = args.slow_factor
+        cfg.slow_from_step = args.slow_from_step
+        cfg.slow_kind = _SLOW_KINDS[args.slow_kind]
     # In dyno mode dynamic_profile emits the `step <N>` ranges (the product path).
     cfg.step_markers = 0 if active else cfg.step_markers
 
@@ -97,11 +111,15 @@ def launch(args):
     children = []
     for r in range(args.ranks):
         env = dict(os.environ)
-        env.update({"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(args.ranks)})
+        env.update({"RANK": str(args.rank_offset + r), "LOCAL_RANK": str(r),
+                    "WORLD_SIZE": str(args.world_size or args.ranks)})
         env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
         argv = [sys.executable, "-m", "mssim.train", "--worker", "--steps", str(args.steps)]
         if args.rate is not None:
             argv += ["--rate", str(args.rate)]
+        if args.slow_rank is not None:
+            argv += ["--slow-rank", str(args.slow_rank), "--slow-factor", str(args.slow_factor),
+                     "--slow-from-step", str(args.slow_from_step), "--slow-kind", args.slow_kind]
         children.append(subprocess.Popen(argv, env=env))
 
     def forward(signum, _frame):
@@ -124,6 +142,17 @@ def main(argv=None):
     ap.add_argument("--ranks", type=int, default=1, help="rank processes to start (1..64)")
     ap.add_argument("--steps", type=int, default=20, help="steps per rank (0 = until stopped)")
     ap.add_argument("--rate", type=float, default=None, help="steps per second (0 = as fast as possible)")
+    ap.add_argument("--rank-offset", type=int, default=0,
+                    help="RANK of the first rank process (this node's share of a multi-node job)")
+    ap.add_argument("--world-size", type=int, default=None, help="WORLD_SIZE (default: --ranks)")
+    ap.add_argument("--slow-rank", type=int, default=None,
+                    help="make this rank slow (docs/cluster.md); default: none")
+    ap.add_argument("--slow-factor", type=float, default=1.0,
+                    help="duration factor of the slow part, > 0 (default 1)")
+    ap.add_argument("--slow-from-step", type=int, default=1, help="first slow step (default 1)")
+    ap.add_argument("--slow-kind", choices=sorted(_SLOW_KINDS), default="compute",
+                    help="compute: longer kernels; communication: longer all-reduce; "
+                         "host: a host-side stall with an idle device")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if not 1 <= args.ranks <= 64:
@@ -132,6 +161,14 @@ def main(argv=None):
         ap.error(f"--steps {args.steps}: must be 0..4294967295")
     if args.rate is not None and not 0 <= args.rate <= 1e6:
         ap.error(f"--rate {args.rate}: must be 0..1000000")
+    if args.rank_offset < 0:
+        ap.error(f"--rank-offset {args.rank_offset}: must be >= 0")
+    if args.slow_rank is not None and args.slow_rank < 0:
+        ap.error(f"--slow-rank {args.slow_rank}: must be >= 0")
+    if not 0 < args.slow_factor <= 1e6:
+        ap.error(f"--slow-factor {args.slow_factor}: must be > 0 and <= 1000000")
+    if not 1 <= args.slow_from_step <= 0xFFFFFFFF:
+        ap.error(f"--slow-from-step {args.slow_from_step}: must be 1..4294967295")
     return run_rank(args) if args.worker else launch(args)
 
 

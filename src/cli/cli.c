@@ -23,7 +23,7 @@
 #define PARALLEL_MAX 1024
 
 static const struct cli_cmd *const commands[] = {
-    &cmd_doctor, &cmd_gputrace, &cmd_npu_monitor, &cmd_nputrace, &cmd_status, &cmd_version,
+    &cmd_doctor, &cmd_gputrace, &cmd_npu_monitor, &cmd_nputrace, &cmd_status, &cmd_steps, &cmd_version,
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -369,6 +369,14 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
         req.tls = tls;
     }
     fflush(out);
+    if (cmd->run_all) {
+        struct cli_targets t = { &hosts, port, timeout_s, parallel };
+        r = cmd->run_all(&req, &t, out, errf);
+        if (r != CMD_RUN_DEFAULT) {
+            rc = r;
+            goto out;
+        }
+    }
 
     f.cmd = cmd;
     f.req = &req;

@@ -7,11 +7,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cjson/cJSON.h>
 
 #include "cli/cli_buf.h"
 #include "cli/cli_flags.h"
+#include "cli/cli_gather.h"
 
 struct rpc_tls;
 
@@ -46,7 +48,12 @@ struct cli_cmd {
      * as render: lines into out, *ret_failed (and err) when the host counts as failed. */
     void (*run_host)(const struct cmd_req *req, const char *target, uint16_t port, int timeout_s,
                      struct cli_buf *out, bool *ret_failed, char *err, size_t errcap);
+    /* Optional: sees every target before the per-host path (docs/cluster.md): either does
+     * the whole job (merged views: prints, returns an enum cli_exit value) or adjusts req
+     * (nputrace --aligned) and returns CMD_RUN_DEFAULT to continue with the per-host path. */
+    int (*run_all)(struct cmd_req *req, const struct cli_targets *t, FILE *out, FILE *errf);
 };
+#define CMD_RUN_DEFAULT 100
 
 extern const struct cli_cmd cmd_doctor;
 extern const struct cli_cmd cmd_status;
@@ -54,6 +61,7 @@ extern const struct cli_cmd cmd_version;
 extern const struct cli_cmd cmd_npu_monitor;
 extern const struct cli_cmd cmd_nputrace;
 extern const struct cli_cmd cmd_gputrace;
+extern const struct cli_cmd cmd_steps;
 
 /* Storage is caller-provided; release with cmd_req_fini(). */
 void cmd_req_init(struct cmd_req *req);

@@ -51,7 +51,18 @@ void cmd_render_note(const cJSON *json, struct cli_buf *out)
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(json, "commandStatus");
     if (!cJSON_IsString(st))
         return;
-    if (strcmp(st->valuestring, "ineffective") == 0 || strcmp(st->valuestring, "unknown") == 0)
+    const cJSON *why = cJSON_GetObjectItemCaseSensitive(json, "reason");
+    if (cJSON_IsString(why) && (strcmp(st->valuestring, "ineffective") == 0 ||
+                                strcmp(st->valuestring, "refused") == 0))
+    {
+        /* the daemon said why (busy trace, --allowed_log_dirs); a remote daemon's text, so
+         * one line with no terminal control bytes */
+        cli_buf_printf(out, "Note: command not applied (%s): ", st->valuestring);
+        for (const unsigned char *c = (const unsigned char *)why->valuestring; *c; c++)
+            cli_buf_printf(out, "%c", *c < 0x20 || *c == 0x7f ? '?' : *c);
+        cli_buf_puts(out, "\n");
+    }
+    else if (strcmp(st->valuestring, "ineffective") == 0 || strcmp(st->valuestring, "unknown") == 0)
         cli_buf_printf(out, "Note: command not applied (%s); npu-monitor and nputrace cannot run "
                        "at the same time and a training process must be registered - see "
                        "'dyno status'\n", st->valuestring);

@@ -3,10 +3,14 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli.h"
 #include "cli/cli_val.h"
 #include "cli/cmd.h"
+#include "cli/hosts.h"
+#include "cli/rpc_client.h"
 #include "contract/cfgkeys.h"
 
 static const char *const activities[] = {"CPU,NPU", "NPU,CPU", "CPU", "NPU", NULL};
@@ -20,6 +24,8 @@ static const char *const export_types[] = {"Text", "Db", NULL};
 static const struct cli_flag nputrace_flags[] = {
     {"activities", CLI_FLAG_VALUE, false, "CPU,NPU", "CPU,NPU | NPU,CPU | CPU | NPU"},
     {"aic-metrics", CLI_FLAG_VALUE, false, "AiCoreNone", "AI Core metrics group"},
+    {"aligned", CLI_FLAG_BOOL, false, NULL, "With --start-step -1: one start step for every rank of every host"},
+    {"aligned-margin", CLI_FLAG_VALUE, false, "20", "With --aligned: steps added to the highest current step"},
     {"analyse", CLI_FLAG_BOOL, false, NULL, "Analyse the trace online"},
     {"async-mode", CLI_FLAG_BOOL, false, NULL, "Analyse in a child process (PyTorch only, with --analyse)"},
     {"data-simplification", CLI_FLAG_VALUE, false, "true", "true | false"},
@@ -102,6 +108,14 @@ static int nputrace_prepare(const struct cli_args *a, struct cmd_req *req, char 
                                    errcap) < 0))
         goto out;
     limit = (uint64_t)v;
+    if (cli_flags_bool(a, "aligned") &&
+        (start_step != -1 || cli_val_i64("aligned-margin", cli_flags_get(a, "aligned-margin"), 1, 1000000,
+                                         "Must be an integer in [1, 1000000]", &v, err, errcap) < 0)) {
+        if (start_step != -1)
+            cli_val_err(err, errcap, "start-step", cli_flags_get(a, "start-step"),
+                        "--aligned picks the start step itself: use --start-step -1");
+        goto out;
+    }
 
     snprintf(start_text, sizeof(start_text), "%" PRId64, start_step);
     snprintf(iter_text, sizeof(iter_text), "%" PRId64, iterations);
@@ -162,6 +176,87 @@ static void nputrace_render(const struct cmd_req *req, const char *reply, size_t
     cmd_render_note(json, out);
 }
 
+/* --aligned (docs/cluster.md §5): read every target's current step, pick one start step all
+ * ranks can still reach (the highest current step + --aligned-margin) and send that to all. */
+static int nputrace_run_all(struct cmd_req *req, const struct cli_targets *t, FILE *out, FILE *errf)
+{
+    static const char body[] = "{\"fn\":\"getStatus\"}";
+    const struct cli_args *a = req->args;
+    size_t n = t->hosts->n, nproc = 0, nfail = 0;
+    int64_t top = -1, margin = 0, job_id = 0, limit = 0;
+    struct cli_reply *r;
+    struct cli_buf cfg, pids;
+    char err[512], from[48], to[48];
+    int rc = CLI_EXIT_RUNTIME;
+
+    if (!cli_flags_bool(a, "aligned"))
+        return CMD_RUN_DEFAULT;
+    cli_buf_init(&cfg, CMD_TEXT_MAX);
+    cli_buf_init(&pids, CMD_TEXT_MAX);
+    (void)cli_val_i64("aligned-margin", cli_flags_get(a, "aligned-margin"), 1, 1000000, "", &margin, err,
+                      sizeof(err));
+    (void)cli_val_i64("job-id", cli_flags_get(a, "job-id"), 0, INT64_MAX, "", &job_id, err, sizeof(err));
+    (void)cli_val_i64("process-limit", cli_flags_get(a, "process-limit"), 0, UINT32_MAX, "", &limit, err,
+                      sizeof(err));
+    (void)cli_val_int_list("pids", cli_flags_get(a, "pids"), 0, INT32_MAX, &pids, err, sizeof(err));
+    r = calloc(n, sizeof(*r));
+    if (!r || cli_gather(t, body, sizeof(body) - 1, r) < 0) {
+        fprintf(errf, "error: cannot read the targets' current steps (out of memory or threads)\n");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const cJSON *p;
+        if (r[i].failed) {
+            nfail++;
+            fprintf(out, "[%s] ERROR: %s\n", t->hosts->v[i], r[i].err);
+            continue;
+        }
+        cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(r[i].json, "processes")) {
+            const cJSON *s = cJSON_GetObjectItemCaseSensitive(p, "current_step");
+            if (!cJSON_IsNumber(s) || s->valuedouble < 0)
+                continue;
+            nproc++;
+            if ((int64_t)s->valuedouble > top)
+                top = (int64_t)s->valuedouble;
+        }
+    }
+    if (nproc == 0) {
+        fprintf(errf, "error: --aligned: no process on the %zu reachable hosts reports its current step "
+                "(dyno mode, dynamic_profile.step())\n", n - nfail);
+        goto out;
+    }
+    /* Rebuild the config and body with the chosen step in place of -1. */
+    snprintf(from, sizeof(from), "%s=-1", CFGKEY_PROFILE_START_STEP);
+    snprintf(to, sizeof(to), "%s=%lld", CFGKEY_PROFILE_START_STEP, (long long)(top + margin));
+    const char *c = cli_buf_str(&req->config), *at = strstr(c, from);
+    if (!at) {
+        fprintf(errf, "error: --aligned: no %s line in the config\n", from);
+        goto out;
+    }
+    cli_buf_append(&cfg, c, (size_t)(at - c));
+    cli_buf_puts(&cfg, to);
+    cli_buf_puts(&cfg, at + strlen(from));
+    req->config.len = 0;
+    cli_buf_append(&req->config, cli_buf_str(&cfg), cfg.len);
+    req->body.len = 0;
+    cmd_build_kineto_body(req, (long long)job_id, cli_buf_str(&pids), (unsigned long long)limit);
+    if (req->body.err || req->config.err || req->body.len > RPC_REQ_MAX) {
+        fprintf(errf, "error: --aligned: request too large\n");
+        goto out;
+    }
+    fprintf(out, "Aligned start step: %lld (highest current step %lld over %zu processes on %zu hosts, margin %lld)\n",
+            (long long)(top + margin), (long long)top, nproc, n - nfail, (long long)margin);
+    fflush(out);
+    rc = CMD_RUN_DEFAULT;
+out:
+    if (r)
+        cli_gather_fini(r, n);
+    free(r);
+    cli_buf_fini(&cfg);
+    cli_buf_fini(&pids);
+    return rc;
+}
+
 const struct cli_cmd cmd_nputrace = {
     .name = "nputrace",
     .about = "Trace the registered processes with the Ascend profiler for some steps",
@@ -169,4 +264,5 @@ const struct cli_cmd cmd_nputrace = {
     .nflags = sizeof(nputrace_flags) / sizeof(nputrace_flags[0]),
     .prepare = nputrace_prepare,
     .render = nputrace_render,
+    .run_all = nputrace_run_all,
 };

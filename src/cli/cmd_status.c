@@ -1,6 +1,18 @@
-/* cmd_status: `dyno status` — sends {"fn":"getStatus"} and prints the reply unchanged
- * (02-cli.md §4.1). */
+/* cmd_status: `dyno status` — one host: sends {"fn":"getStatus"} and prints the reply
+ * unchanged (02-cli.md §4.1). Several hosts or --json: one merged view (docs/cluster.md §3):
+ * a table (host, pid, rank, npu-monitor and nputrace state, current step, last poll age) or
+ * one JSON object whose `processes` carry `host`. Ranks come from the step windows. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
 #include "cli/cmd.h"
+#include "cli/hosts.h"
+
+static const struct cli_flag status_flags[] = {
+    {"json", CLI_FLAG_BOOL, false, NULL, "Print the merged status of all hosts as one JSON object"},
+};
 
 static int status_prepare(const struct cli_args *a, struct cmd_req *req, char *err, size_t errcap)
 {
@@ -11,11 +23,136 @@ static int status_prepare(const struct cli_args *a, struct cmd_req *req, char *e
     return req->body.err;
 }
 
+static int num(const cJSON *o, const char *key, int def)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? (int)v->valuedouble : def;
+}
+
+static const char *str(const cJSON *o, const char *key, const char *def)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : def;
+}
+
+/* From a getSteps reply: rank and newest step of pid (-1 when unknown). */
+static void rank_of(const cJSON *steps, int pid, int *ret_rank, int *ret_step)
+{
+    const cJSON *ranks = steps ? cJSON_GetObjectItemCaseSensitive(steps, "ranks") : NULL, *r;
+    *ret_rank = -1;
+    *ret_step = -1;
+    cJSON_ArrayForEach(r, ranks) {
+        if (num(r, "pid", 0) != pid)
+            continue;
+        *ret_rank = num(r, "rank", -1);
+        const cJSON *rows = cJSON_GetObjectItemCaseSensitive(r, "steps");
+        int n = cJSON_GetArraySize(rows);
+        const cJSON *last = n > 0 ? cJSON_GetArrayItem(rows, n - 1) : NULL;
+        if (cJSON_IsArray(last) && cJSON_IsNumber(last->child))
+            *ret_step = (int)last->child->valuedouble;
+    }
+}
+
+static int status_run_all(struct cmd_req *req, const struct cli_targets *t, FILE *out, FILE *errf)
+{
+    bool json = cli_flags_bool(req->args, "json");
+    size_t n = t->hosts->n, nfail = 0;
+    struct cli_reply *st, *sp;
+    static const char steps_body[] = "{\"fn\":\"getSteps\",\"last\":1}";
+    int rc = CLI_EXIT_RUNTIME;
+
+    if (n == 1 && !json)
+        return CMD_RUN_DEFAULT; /* the upstream output */
+    st = calloc(n, sizeof(*st));
+    sp = calloc(n, sizeof(*sp));
+    if (!st || !sp || cli_gather(t, cli_buf_str(&req->body), req->body.len, st) < 0 ||
+        cli_gather(t, steps_body, sizeof(steps_body) - 1, sp) < 0) {
+        fprintf(errf, "error: cannot contact the hosts (out of memory or threads)\n");
+        goto out;
+    }
+    cJSON *root = json ? cJSON_CreateObject() : NULL, *procs = NULL, *hosts = NULL;
+    if (json) {
+        hosts = cJSON_AddArrayToObject(root, "hosts");
+        procs = cJSON_AddArrayToObject(root, "processes");
+    } else {
+        fprintf(out, "%-24s %8s %5s %-13s %-13s %8s %9s\n", "HOST", "PID", "RANK", "NPUMONITOR", "NPUTRACE",
+                "STEP", "POLL_AGE");
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *host = t->hosts->v[i];
+        if (st[i].failed) {
+            nfail++;
+            if (json) {
+                cJSON *h = cJSON_CreateObject();
+                cJSON_AddStringToObject(h, "host", host);
+                cJSON_AddStringToObject(h, "error", st[i].err);
+                cJSON_AddItemToArray(hosts, h);
+            } else {
+                fprintf(out, "%-24s ERROR: %s\n", host, st[i].err);
+            }
+            continue;
+        }
+        const cJSON *r = st[i].json, *p;
+        if (json) {
+            cJSON *h = cJSON_CreateObject();
+            cJSON_AddStringToObject(h, "host", host);
+            cJSON_AddNumberToObject(h, "current_step", num(r, "current_step", -1));
+            cJSON_AddStringToObject(h, "npumonitor", str(r, "npumonitor", "unknown"));
+            cJSON_AddStringToObject(h, "nputrace", str(r, "nputrace", "unknown"));
+            cJSON_AddItemToArray(hosts, h);
+        }
+        cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(r, "processes")) {
+            int pid = num(p, "pid", 0), rank, wstep, step = num(p, "current_step", -1);
+            rank_of(sp[i].json, pid, &rank, &wstep);
+            if (step < 0)
+                step = wstep;
+            if (json) {
+                cJSON *c = cJSON_Duplicate(p, true);
+                cJSON_AddStringToObject(c, "host", host);
+                cJSON_AddNumberToObject(c, "rank", rank);
+                if (!cJSON_GetObjectItemCaseSensitive(c, "step"))
+                    cJSON_AddNumberToObject(c, "step", step);
+                cJSON_AddItemToArray(procs, c);
+                continue;
+            }
+            char age[24] = "-", rk[16] = "-", stp[16] = "-";
+            if (cJSON_GetObjectItemCaseSensitive(p, "last_poll_age_ms"))
+                snprintf(age, sizeof(age), "%dms", num(p, "last_poll_age_ms", 0));
+            if (rank >= 0)
+                snprintf(rk, sizeof(rk), "%d", rank);
+            if (step >= 0)
+                snprintf(stp, sizeof(stp), "%d", step);
+            fprintf(out, "%-24s %8d %5s %-13s %-13s %8s %9s\n", host, pid, rk, str(p, "npumonitor", "-"),
+                    str(p, "nputrace", "-"), stp, age);
+        }
+    }
+    if (json) {
+        cJSON_AddNumberToObject(root, "hosts_failed", (double)nfail);
+        char *text = cJSON_PrintUnformatted(root);
+        if (text)
+            fprintf(out, "%s\n", text);
+        free(text);
+        cJSON_Delete(root);
+    } else {
+        fprintf(out, "Summary: %zu hosts, %zu succeeded, %zu failed\n", n, n - nfail, nfail);
+    }
+    rc = nfail ? CLI_EXIT_RUNTIME : CLI_EXIT_OK;
+out:
+    if (st)
+        cli_gather_fini(st, n);
+    if (sp)
+        cli_gather_fini(sp, n);
+    free(st);
+    free(sp);
+    return rc;
+}
+
 const struct cli_cmd cmd_status = {
     .name = "status",
     .about = "Print the daemon's npu-monitor/nputrace status and registered processes",
-    .flags = NULL,
-    .nflags = 0,
+    .flags = status_flags,
+    .nflags = sizeof(status_flags) / sizeof(status_flags[0]),
     .prepare = status_prepare,
     .render = cmd_render_verbatim,
+    .run_all = status_run_all,
 };

@@ -10,7 +10,9 @@
 
 #include "common/jw.h"
 #include "common/log.h"
+#include "common/logesc.h"
 #include "contract/cjx.h"
+#include "daemon/steps.h"
 
 #define DATA_MAX_DEPTH 10
 
@@ -112,8 +114,18 @@ int data_router_write(struct data_router *dr, const struct sink_record *rec)
 }
 
 /* OpStats: one record per entry of "ops" (05 §2.2), keys in sorted order. */
+/* pid/job labels of a record from a kernel-vouched sender; the daemon never learns a rank */
+static void label_sender(struct data_router *dr, struct sink_record *rec, int32_t sender)
+{
+    if (sender <= 0)
+        return;
+    rec->pid = sender;
+    if (!dr->st || status_job_of(dr->st, sender, &rec->job) != 0)
+        rec->job = SINK_NO_JOB;
+}
+
 static int emit_opstats(struct data_router *dr, const cJSON *msg, const char *dev,
-                        uint64_t now_ns)
+                        uint64_t now_ns, int32_t sender)
 {
     const cJSON *ops = cjx_get(msg, "ops");
     const cJSON *activity = cjx_get(msg, "activity");
@@ -149,6 +161,7 @@ static int emit_opstats(struct data_router *dr, const cJSON *msg, const char *de
         if (is_num(f = cjx_get(op, "total")))
             set_num(&kv[n++], "total", f);
         struct sink_record rec = { now_ns, dev, kv, n, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
+        label_sender(dr, &rec, sender);
         written += data_router_write(dr, &rec);
     }
     return written;
@@ -158,8 +171,21 @@ static int emit_opstats(struct data_router *dr, const cJSON *msg, const char *de
  * counters go to the pid's status entries for getStatus; a malformed stats object is ignored
  * for status (the message is still logged like any other). Any local process can write to
  * the data socket, so the counters are shown, never acted on. */
-static bool take_stats(struct data_router *dr, const cJSON *msg, struct status_stats *ret,
-                       int32_t *ret_pid)
+/* A counter message speaks for the pid it names; with a kernel-vouched sender that must be
+ * the sender itself, or any local process could rewrite another rank's counters. */
+static bool from_sender(struct data_router *dr, const char *kind, int64_t pid, int32_t sender)
+{
+    if (sender <= 0 || pid == sender)
+        return true;
+    dr->spoofed++;
+    LOG_RL(&dr->rl_spoof, 1000, LOG_LVL_WARNING,
+           "data: ignored %s from pid %d naming pid %lld (%llu so far)", kind, (int)sender,
+           (long long)pid, (unsigned long long)dr->spoofed);
+    return false;
+}
+
+static bool take_stats(struct data_router *dr, const cJSON *msg, int32_t sender,
+                       struct status_stats *ret, int32_t *ret_pid)
 {
     const cJSON *pidv = cjx_get(msg, "pid"), *sv = cjx_get(msg, "stats"), *f;
     struct status_stats s = { 0 };
@@ -169,7 +195,7 @@ static bool take_stats(struct data_router *dr, const cJSON *msg, struct status_s
     enum cjx_num k;
 
     if (!cJSON_IsObject(sv) || cjx_number(pidv, &pid, NULL, NULL) != CJX_INT || pid <= 0 ||
-        pid > INT32_MAX)
+        pid > INT32_MAX || !from_sender(dr, "PluginStats", pid, sender))
         return false;
 #define TAKE(name)                                                        \
     f = cjx_get(sv, #name);                                               \
@@ -228,19 +254,25 @@ static bool printable(const char *s, size_t cap)
     return true;
 }
 
-static void take_info(struct data_router *dr, const cJSON *msg)
+static void take_info(struct data_router *dr, const cJSON *msg, int32_t sender)
 {
     const cJSON *pidv = cjx_get(msg, "pid"), *bv = cjx_get(msg, "backend"), *lv = cjx_get(msg, "library");
     int64_t pid = 0;
 
     if (!dr->reg || !is_str(bv) || !is_str(lv) || cjx_number(pidv, &pid, NULL, NULL) != CJX_INT || pid <= 0 ||
         pid > INT32_MAX || !bv->valuestring[0] || !printable(bv->valuestring, REG_BACKEND_CAP) ||
-        !printable(lv->valuestring, REG_LIBRARY_CAP))
+        !printable(lv->valuestring, REG_LIBRARY_CAP) || !from_sender(dr, "PluginInfo", pid, sender))
         return;
     (void)registry_set_library(dr->reg, (int32_t)pid, bv->valuestring, lv->valuestring);
 }
 
 int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_t now_ns)
+{
+    return data_handle_from(dr, payload, len, now_ns, 0);
+}
+
+int data_handle_from(struct data_router *dr, const char *payload, size_t len, uint64_t now_ns,
+                     int32_t sender)
 {
     cJSON *msg = NULL;
     const cJSON *kind, *dur, *ts, *devv;
@@ -278,13 +310,23 @@ int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_
     struct status_stats stats;
     int32_t stats_pid = 0;
     bool is_stats = strcmp(kind->valuestring, "PluginStats") == 0 &&
-                    take_stats(dr, msg, &stats, &stats_pid);
+                    take_stats(dr, msg, sender, &stats, &stats_pid);
     if (strcmp(kind->valuestring, "PluginInfo") == 0)
-        take_info(dr, msg);
+        take_info(dr, msg, sender);
     if (is_stats) {
         rc = emit_stats(dr, dev, dur, ts, &stats, stats_pid, now_ns);
+    } else if (strcmp(kind->valuestring, STEPS_KIND) == 0) {
+        /* per-rank step summaries: the window for getSteps, one sink record per new step */
+        int64_t spid = 0;
+        if (sender > 0 && cjx_number(cjx_get(msg, "pid"), &spid, NULL, NULL) == CJX_INT &&
+            !from_sender(dr, STEPS_KIND, spid, sender))
+            rc = 0; /* another process's window is not ours to write */
+        else
+            rc = dr->steps ? steps_take(dr->steps, dr, msg, now_ns, clock_mono_ns()) : 0;
+        if (rc < 0)
+            rc = 0; /* counted and logged by steps; the payload itself was valid data */
     } else if (strcmp(kind->valuestring, "OpStats") == 0) {
-        rc = emit_opstats(dr, msg, dev, now_ns);
+        rc = emit_opstats(dr, msg, dev, now_ns, sender);
     } else {
         struct sink_kv kv[6];
         size_t n = 0;
@@ -298,13 +340,20 @@ int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_
             set_str(&kv[n++], "name", f->valuestring, strlen(f->valuestring));
         set_num(&kv[n++], "timestamp", ts);
         struct sink_record rec = { now_ns, dev, kv, n, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
+        label_sender(dr, &rec, sender);
         rc = data_router_write(dr, &rec);
     }
     cJSON_Delete(msg);
     return rc;
 bad:
     dr->rejected++;
-    LOG_ERROR("Error parsing message = %.*s", (int)len, payload);
+    {
+        /* outside text: escaped (no forged lines), cut at 512 bytes, once a second at most */
+        static struct log_ratelimit rl;
+        char esc[LOGESC_CAP(512)];
+        LOG_RL(&rl, 1000, LOG_LVL_ERROR, "Error parsing message = %s",
+               logesc(payload, len < 512 ? len : 512, esc, sizeof(esc)));
+    }
     cJSON_Delete(msg);
     return -EINVAL;
 }

@@ -6,9 +6,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/log.h"
 #include "daemon/sink.h"
 #include "daemon/registry.h"
 #include "daemon/status.h"
+
+struct steps_store;
 
 #define DATA_MAX_SINKS 8
 
@@ -17,8 +20,11 @@ struct data_router {
     size_t nsinks;
     struct status_table *st; /* borrowed, may be NULL: where PluginStats counters go */
     struct registry *reg;    /* borrowed, may be NULL: where PluginInfo (library) goes */
+    struct steps_store *steps; /* borrowed, may be NULL: where StepSummary payloads go */
     uint64_t accepted;   /* messages that passed validation */
     uint64_t rejected;
+    uint64_t spoofed;    /* PluginStats/PluginInfo naming a pid other than their sender's */
+    struct log_ratelimit rl_spoof;
 };
 
 /* Storage provided by the caller; no sinks. */
@@ -36,6 +42,12 @@ void data_router_names(const struct data_router *dr, char *out, size_t cap);
 /* One `data` payload received at wall time now_ns. Returns the number of records written
  * (0 or more), or -EINVAL when the payload is refused (logged "Error parsing message"). */
 int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_t now_ns);
+/* The same for a datagram whose sender the kernel vouched for (SCM_CREDENTIALS pid, 0 when
+ * unknown, e.g. without the peer-pid check): PluginStats/PluginInfo that name another pid are
+ * counted in `spoofed` and not shown, and every record is labelled with the sender's pid (and
+ * its job, from its status reports). */
+int data_handle_from(struct data_router *dr, const char *payload, size_t len, uint64_t now_ns,
+                     int32_t sender_pid);
 
 /* Normalise a deviceId text: "-1", "4294967295", "18446744073709551615", "host" -> "host". */
 const char *data_norm_device(const char *text);

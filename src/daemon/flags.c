@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "common/log.h"
 #include "common/strutil.h"
@@ -26,6 +27,8 @@ struct flag_def {
 static const struct flag_def table[] = {
     { "allow_interface_prefixes", FT_STRING, OFF(allow_interface_prefixes), "eno,ens,enp,enx,eth", 0, 0,
       "comma list of NIC name prefixes reported with --filter_nic_interfaces" },
+    { "allowed_log_dirs", FT_STRING, OFF(allowed_log_dirs), "", 0, 0,
+      "comma list of directories an npu-monitor/nputrace --log-file must resolve into; empty = any" },
     { "certs_dir", FT_STRING, OFF(certs_dir), "NO_CERTS", 0, 0,
       "TLS certificate directory; NO_CERTS = plain TCP" },
     { "certs_passphrase_file", FT_STRING, OFF(certs_passphrase_file), "", 0, 0,
@@ -37,6 +40,10 @@ static const struct flag_def table[] = {
     { "filter_nic_interfaces", FT_BOOL, OFF(filter_nic_interfaces), "false", 0, 0,
       "report only interfaces with an allowed prefix" },
     { "help", FT_BOOL, OFF(help), "false", 0, 0, "show this help and exit" },
+    { "ipc_allowed_uids", FT_STRING, OFF(ipc_allowed_uids), "", 0, 0,
+      "comma list of extra uids whose datagrams the IPC sockets accept (the daemon's uid and root always)" },
+    { "ipc_peer_pid_check", FT_BOOL, OFF(ipc_peer_pid_check), "true", 0, 0,
+      "a datagram may speak only for its sender's pid or descendants (off when ranks run in another pid namespace)" },
     { "ipc_socket_dir", FT_STRING, OFF(ipc_socket_dir), "", 0, 0,
       "directory of dynolog.sock, dynolog_data.sock, dyno.sock (default: MSMONITOR_SOCKET_DIR, else passwd home)" },
     { "ipc_socket_mode", FT_OCTAL, OFF(ipc_socket_mode), "0600", 0, 0777,
@@ -56,10 +63,14 @@ static const struct flag_def table[] = {
       "test knob: idle time after which a polling process is forgotten" },
     { "registry_gc_interval_ms", FT_INT64, OFF(registry_gc_interval_ms), "60000", 1, INT64_MAX / 1000000,
       "test knob: period of the registry GC timer" },
+    { "registry_uid_quota", FT_INT32, OFF(registry_uid_quota), "1024", 1, 4096,
+      "registry entries (of 4096) one uid may hold" },
     { "rpc_bind_address", FT_STRING, OFF(rpc_bind_address), "", 0, 0,
       "RPC bind address; empty = all (IPv6 dual-stack, IPv4 fallback)" },
-    { "rpc_max_clients", FT_INT32, OFF(rpc_max_clients), "16", 1, 4096,
-      "concurrent RPC connections" },
+    { "rpc_max_clients", FT_INT32, OFF(rpc_max_clients), "256", 1, 4096,
+      "concurrent RPC connections per listener (TCP; dyno.sock has its own)" },
+    { "rpc_max_clients_per_peer", FT_INT32, OFF(rpc_max_clients_per_peer), "8", 1, 4096,
+      "concurrent TCP RPC connections from one address" },
     { "tensorboard_op_stats", FT_BOOL, OFF(tensorboard_op_stats), "false", 0, 0,
       "also write per-op statistics to TensorBoard" },
     { "use_JSON", FT_BOOL, OFF(use_JSON), "false", 0, 0, "log metrics with the JSON logger" },
@@ -80,6 +91,7 @@ static const char *const ignored[] = {
 };
 #define NIGNORED (sizeof(ignored) / sizeof(ignored[0]))
 #define MAX_FLAGFILE_DEPTH 8
+#define FLAGS_FILE_MAX (1 << 20)   /* flagfiles are a few hundred bytes in practice */
 
 struct parse_state {
     struct daemon_flags *f;
@@ -192,7 +204,13 @@ static int set_value(struct parse_state *st, const struct flag_def *d, const cha
         rc = str_copy(base, FLAGS_STR_MAX, val, strlen(val));
         break;
     }
-    if (rc)
+    if (rc == -ERANGE && d->type == FT_OCTAL)
+        snprintf(st->err, st->errcap, "ERROR: value '%s' for flag '%s' is out of range 0..%llo", val,
+                 d->name, (unsigned long long)d->hi);
+    else if (rc == -ERANGE)
+        snprintf(st->err, st->errcap, "ERROR: value '%s' for flag '%s' is out of range %lld..%lld", val,
+                 d->name, (long long)d->lo, (long long)d->hi);
+    else if (rc)
         snprintf(st->err, st->errcap, "ERROR: illegal value '%s' specified for %s flag '%s'", val,
                  type_name(d->type), d->name);
     return rc ? -EINVAL : 0;
@@ -228,8 +246,29 @@ static int parse_flagfile(struct parse_state *st, const char *path, int depth)
         snprintf(st->err, st->errcap, "ERROR: cannot read flagfile '%s': %s", path, strerror(errno));
         return -errno;
     }
+    /* /dev/zero, a FIFO or a huge file would otherwise be read forever (issue 13) */
+    struct stat sb;
+    if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(st->err, st->errcap, "ERROR: flagfile '%s' is not a regular file", path);
+        rc = -EINVAL;
+        goto out_lines;
+    }
+    if (sb.st_size > FLAGS_FILE_MAX) {
+        snprintf(st->err, st->errcap, "ERROR: flagfile '%s' is %lld bytes, larger than the %d-byte cap",
+                 path, (long long)sb.st_size, FLAGS_FILE_MAX);
+        rc = -EFBIG;
+        goto out_lines;
+    }
+    size_t total = 0;
     while (fgets(buf, sizeof(buf), fp)) {
         size_t len = strlen(buf);
+        total += len;
+        if (total > FLAGS_FILE_MAX) {   /* the file grew while we read it */
+            snprintf(st->err, st->errcap, "ERROR: flagfile '%s' is larger than the %d-byte cap", path,
+                     FLAGS_FILE_MAX);
+            rc = -EFBIG;
+            goto out_lines;
+        }
         if (len == sizeof(buf) - 1 && buf[len - 1] != '\n') {
             snprintf(st->err, st->errcap, "ERROR: line too long in flagfile '%s'", path);
             rc = -EINVAL;

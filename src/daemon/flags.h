@@ -13,12 +13,15 @@
 
 struct daemon_flags {
     char allow_interface_prefixes[FLAGS_STR_MAX];
+    char allowed_log_dirs[FLAGS_STR_MAX]; /* empty = no allow-list */
     char certs_dir[FLAGS_STR_MAX];
     char certs_passphrase_file[FLAGS_STR_MAX];   /* TLS: key passphrase, no prompt */
     bool enable_ipc_monitor;
     bool extended_host_metrics;
     bool filter_nic_interfaces;
     bool help;
+    char ipc_allowed_uids[FLAGS_STR_MAX]; /* extra uids beyond ours and root */
+    bool ipc_peer_pid_check;
     char ipc_socket_dir[FLAGS_STR_MAX];
     int32_t ipc_socket_mode;              /* octal text on the command line */
     int32_t kernel_monitor_reporting_interval_s;
@@ -31,7 +34,9 @@ struct daemon_flags {
     int64_t registry_gc_age_ms;           /* test knob: process age before GC (60000) */
     int64_t registry_gc_interval_ms;      /* test knob: GC period (60000) */
     char rpc_bind_address[FLAGS_STR_MAX];
+    int32_t registry_uid_quota;
     int32_t rpc_max_clients;
+    int32_t rpc_max_clients_per_peer;
     bool tensorboard_op_stats;
     bool use_JSON;
     bool use_prometheus;

@@ -5,6 +5,7 @@
 #include "daemon/ipc_server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/logesc.h"
 #include "common/strutil.h"
 #include "daemon/sock_file.h"
 #include "ipc/ipc_msg.h"
@@ -33,15 +35,113 @@ struct ipc_server {
     struct log_ratelimit rl_type;
     struct log_ratelimit rl_size;
     struct log_ratelimit rl_unnamed;
+    struct log_ratelimit rl_uid[3], rl_pid[3], rl_nocred;   /* per endpoint (endpoint_idx) */
+    uid_t allowed[IPC_MAX_ALLOWED_UIDS];
+    size_t nallowed;
+    bool pid_check;
+    uint64_t dropped_uid, dropped_pid;   /* shown in the drop lines */
+    uid_t cur_uid;                       /* credential uid of the datagram being handled */
 };
+
+int ipc_server_set_peers(struct ipc_server *s, const uid_t *uids, size_t n, bool pid_check)
+{
+    if (n > IPC_MAX_ALLOWED_UIDS)
+        return -E2BIG;
+    memcpy(s->allowed, uids, n * sizeof(*uids));
+    s->nallowed = n;
+    s->pid_check = pid_check;
+    return 0;
+}
+
+int ipc_parse_uids(const char *list, uid_t *ret, size_t cap, size_t *ret_n, char *err, size_t errcap)
+{
+    const char *p = list ? list : "";
+    *ret_n = 0;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char item[24];
+        uint32_t u;
+        if (n > 0) {
+            if (n >= sizeof(item) || str_copy(item, sizeof(item), p, n) != 0 ||
+                str_to_u32(item, &u) != 0 || u == (uint32_t)-1) {
+                snprintf(err, errcap, "--ipc_allowed_uids: '%.*s' is not a uid", (int)(n < 64 ? n : 64), p);
+                return -EINVAL;
+            }
+            if (*ret_n >= cap) {
+                snprintf(err, errcap, "--ipc_allowed_uids: more than %zu uids", cap);
+                return -E2BIG;
+            }
+            ret[(*ret_n)++] = (uid_t)u;
+        }
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+static bool uid_allowed(const struct ipc_server *s, uid_t uid)
+{
+    if (uid == 0 || uid == geteuid())
+        return true;
+    for (size_t i = 0; i < s->nallowed; i++)
+        if (s->allowed[i] == uid)
+            return true;
+    return false;
+}
+
+/* Parent of pid from /proc/<pid>/stat (the field after the ")" of the command name, which
+ * may itself contain spaces and parentheses). -1 if unknown. */
+static pid_t parent_of(pid_t pid)
+{
+    char path[32], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    int ppid;
+    char state;
+    if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2)
+        return -1;
+    return (pid_t)ppid;
+}
+
+/* Is sender the claimed pid or one of its ancestors? The walk stops at init, at a loop or
+ * after 64 generations (deeper trees do not occur in training jobs). */
+static bool speaks_for(pid_t sender, int32_t claimed)
+{
+    pid_t p = (pid_t)claimed;
+    if (claimed <= 0)
+        return false;
+    for (int depth = 0; depth < 64 && p > 1; depth++) {
+        if (p == sender)
+            return true;
+        p = parent_of(p);
+    }
+    return p == sender;
+}
 
 static int open_kineto(struct ipc_server *s)
 {
     struct sockaddr_un addr;
     socklen_t alen;
+    int one = 1;
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;
+    /* before bind: every datagram that can reach the name carries its sender's credentials */
+    if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) != 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
     if (s->kineto_dir[0]) {
         char path[128];
         int n = snprintf(path, sizeof(path), "%s/dynolog", s->kineto_dir);
@@ -84,6 +184,7 @@ struct ipc_server *ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret
         return NULL;
     s->cfg = *cfg;
     s->ctl.fd = s->data.fd = s->kineto_fd = -1;
+    s->pid_check = true;
     s->kineto_file.fd = -1;
     if (cfg->kineto_dir && *cfg->kineto_dir)
         snprintf(s->kineto_dir, sizeof(s->kineto_dir), "%s", cfg->kineto_dir);
@@ -187,13 +288,32 @@ static void handle_req(struct ipc_server *s, int fd, bool kineto, const struct i
     }
     char *cfg = NULL;
     size_t cfg_len = 0;
-    int rc = registry_poll(s->cfg.reg, hdr.job_id, pids, n, hdr.type,
-                           kineto ? REG_ORIGIN_KINETO : REG_ORIGIN_MSMON, clock_mono_ns(), &cfg,
-                           &cfg_len);
-    if (rc && rc != -ENOSPC)
+    int rc = registry_poll_uid(s->cfg.reg, s->cur_uid, hdr.job_id, pids, n, hdr.type,
+                               kineto ? REG_ORIGIN_KINETO : REG_ORIGIN_MSMON, clock_mono_ns(), &cfg,
+                               &cfg_len);
+    if (rc && rc != -ENOSPC && rc != -EDQUOT && rc != -ESRCH)
         return;
     send_reply(s, fd, IPC_TYPE_REQ, cfg ? cfg : "", cfg_len, peer, plen);
     free(cfg);
+}
+
+/* The pid a control message speaks for (ctxt's pid, req's leaf, a status's pid). false when
+ * the type names none or the payload is too short to say (the handler then refuses it with its
+ * own message); pid 0 or a negative pid is a claim like any other, and fails the check. */
+static bool claimed_pid(const struct ipc_view *v, int32_t *ret)
+{
+    size_t off;
+    switch (v->type) {
+    case IPC_T_CTXT: off = offsetof(struct ipc_ctxt, pid); break;
+    case IPC_T_REQ: off = offsetof(struct ipc_req, pids); break;
+    case IPC_T_TRACE_STATUS:
+    case IPC_T_MONITOR_STATUS: off = offsetof(struct ipc_status, pid); break;
+    default: return false;
+    }
+    if (v->len < off + sizeof(*ret))
+        return false;
+    memcpy(ret, v->payload + off, sizeof(*ret));
+    return true;
 }
 
 static void handle_status(struct ipc_server *s, const struct ipc_view *v, enum status_dim dim)
@@ -212,7 +332,36 @@ void ipc_server_dispatch(struct ipc_server *s, int fd, bool kineto, bool data,
                          const uint8_t *buf, size_t got, size_t real_len,
                          const struct sockaddr_un *peer, socklen_t peer_len)
 {
+    /* trusted callers (tests, the fuzzer): the datagram is our own */
+    ipc_server_dispatch_cred(s, fd, kineto, data, buf, got, real_len, peer, peer_len, NULL);
+}
+
+static int endpoint_idx(bool kineto, bool data)
+{
+    return kineto ? 2 : data ? 1 : 0;
+}
+
+static const char *endpoint_name(bool kineto, bool data)
+{
+    return kineto ? "Kineto endpoint" : data ? "dynolog_data.sock" : "dynolog.sock";
+}
+
+void ipc_server_dispatch_cred(struct ipc_server *s, int fd, bool kineto, bool data,
+                              const uint8_t *buf, size_t got, size_t real_len,
+                              const struct sockaddr_un *peer, socklen_t peer_len,
+                              const struct ucred *cred)
+{
     struct ipc_view v;
+    char tesc[LOGESC_CAP(IPC_TYPE_LEN)];   /* the type tag is outside text */
+    s->cur_uid = cred ? cred->uid : geteuid();
+    if (cred && !uid_allowed(s, cred->uid)) {
+        s->dropped_uid++;
+        LOG_RL(&s->rl_uid[endpoint_idx(kineto, data)], 1000, LOG_LVL_WARNING,
+               "ipc: dropped datagram on %s from uid %u (pid %d): uid not allowed (%llu so far)",
+               endpoint_name(kineto, data), (unsigned)cred->uid, (int)cred->pid,
+               (unsigned long long)s->dropped_uid);
+        return;
+    }
     enum ipc_drop d = ipc_msg_parse(buf, got, real_len, IPC_MAX_DATAGRAM, &v);
     if (d != IPC_OK) {
         LOG_RL(&s->rl_drop[d], 1000, LOG_LVL_ERROR, "dropped datagram of %zu bytes: %s", real_len,
@@ -227,7 +376,8 @@ void ipc_server_dispatch(struct ipc_server *s, int fd, bool kineto, bool data,
     }
     if (data) {
         if (v.type != IPC_T_DATA) {
-            LOG_RL(&s->rl_type, 1000, LOG_LVL_ERROR, "TYPE UNKOWN: %s", v.type_str);
+            LOG_RL(&s->rl_type, 1000, LOG_LVL_ERROR, "TYPE UNKOWN: %s",
+                   logesc(v.type_str, strlen(v.type_str), tesc, sizeof(tesc)));
             return;
         }
         if (v.len < 1) {
@@ -235,7 +385,18 @@ void ipc_server_dispatch(struct ipc_server *s, int fd, bool kineto, bool data,
             return;
         }
         if (s->cfg.data)
-            data_handle(s->cfg.data, (const char *)v.payload, v.len, clock_real_ns());
+            data_handle_from(s->cfg.data, (const char *)v.payload, v.len, clock_real_ns(),
+                             cred && s->pid_check ? (int32_t)cred->pid : 0);
+        return;
+    }
+    int32_t claimed = 0;
+    if (cred && s->pid_check && claimed_pid(&v, &claimed) && !speaks_for(cred->pid, claimed)) {
+        s->dropped_pid++;
+        LOG_RL(&s->rl_pid[endpoint_idx(kineto, data)], 1000, LOG_LVL_WARNING,
+               "ipc: dropped %s on %s from pid %d (uid %u): it speaks for pid %d, which is neither "
+               "the sender nor its descendant (%llu so far)",
+               v.type_str, endpoint_name(kineto, data), (int)cred->pid, (unsigned)cred->uid,
+               (int)claimed, (unsigned long long)s->dropped_pid);
         return;
     }
     switch (v.type) {
@@ -244,7 +405,8 @@ void ipc_server_dispatch(struct ipc_server *s, int fd, bool kineto, bool data,
     case IPC_T_TRACE_STATUS: handle_status(s, &v, STATUS_TRACE); break;
     case IPC_T_MONITOR_STATUS: handle_status(s, &v, STATUS_MONITOR); break;
     default:
-        LOG_RL(&s->rl_type, 1000, LOG_LVL_ERROR, "TYPE UNKOWN: %s", v.type_str);
+        LOG_RL(&s->rl_type, 1000, LOG_LVL_ERROR, "TYPE UNKOWN: %s",
+                   logesc(v.type_str, strlen(v.type_str), tesc, sizeof(tesc)));
         break;
     }
 }
@@ -262,17 +424,47 @@ static void drain(struct ipc_server *s, int fd, bool kineto, bool data)
     for (int i = 0; i < DRAIN_BUDGET; i++) {
         struct sockaddr_un peer;
         struct iovec iov = { buf, sizeof(buf) };
+        union {
+            struct cmsghdr align;
+            char buf[CMSG_SPACE(sizeof(struct ucred))];
+        } ctl;
         struct msghdr mh = { .msg_name = &peer, .msg_namelen = sizeof(peer), .msg_iov = &iov,
-                             .msg_iovlen = 1 };
+                             .msg_iovlen = 1, .msg_control = ctl.buf,
+                             .msg_controllen = sizeof(ctl.buf) };
         memset(&peer, 0, sizeof(peer));
-        ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_TRUNC);
+        ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             return;
         }
+        /* SO_PASSCRED makes the kernel attach the sender's real pid/uid/gid to every datagram,
+         * whether or not the sender sent them: that, not the payload, says who is talking */
+        const struct ucred *cred = NULL;
+        struct ucred uc;
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_CREDENTIALS &&
+                cm->cmsg_len >= CMSG_LEN(sizeof(uc))) {
+                memcpy(&uc, CMSG_DATA(cm), sizeof(uc));
+                cred = &uc;
+            } else if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+                /* nobody passes us descriptors: close them rather than leak */
+                size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t j = 0; j < k; j++) {
+                    int xfd;
+                    memcpy(&xfd, CMSG_DATA(cm) + j * sizeof(int), sizeof(int));
+                    close(xfd);
+                }
+            }
+        }
+        if (!cred) {
+            LOG_RL(&s->rl_nocred, 1000, LOG_LVL_WARNING,
+                   "ipc: dropped datagram on %s without sender credentials", endpoint_name(kineto, data));
+            continue;
+        }
         size_t got = (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf);
-        ipc_server_dispatch(s, fd, kineto, data, buf, got, (size_t)n, &peer, mh.msg_namelen);
+        ipc_server_dispatch_cred(s, fd, kineto, data, buf, got, (size_t)n, &peer, mh.msg_namelen,
+                                 cred);
     }
 }
 
@@ -299,7 +491,7 @@ static void on_data(struct loop_event *ev, int fd, unsigned events, void *arg)
 
 int ipc_server_start(struct ipc_server *s, struct loop *l)
 {
-    int rc = 0;
+    int rc = 0;   /* SO_PASSCRED is already on: set before bind (open_kineto, sock_file) */
     if (s->ctl.fd >= 0 && (rc = loop_fd_add(l, s->ctl.fd, LOOP_READ, on_ctl, s, &s->ev_ctl)) != 0)
         goto fail;
     if (s->kineto_fd >= 0 &&

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/pathnorm.h"
 #include "daemon/conn.h"
 #include "daemon/data_sink.h"
 #include "daemon/flags.h"
@@ -21,6 +22,7 @@
 #include "daemon/registry.h"
 #include "daemon/rpc_methods.h"
 #include "daemon/rpc_server.h"
+#include "daemon/steps.h"
 #include "daemon/sock_file.h"
 #include "daemon/status.h"
 #include "daemon/tb_logger.h"
@@ -36,6 +38,42 @@ static int check_unsupported(const struct daemon_flags *f)
     if (f->use_prometheus)
         LOG_WARN("--use_prometheus is not supported yet by this build; Prometheus exposition is off");
     return 0;
+}
+
+/* Issue 13: --allowed_log_dirs, the IPC peer policy, the registry quota and the per-peer RPC
+ * cap, all from flags; start-up fails (exit 1) on a bad list. */
+static struct pathnorm_roots allowed_log_dirs;
+
+static int security_setup(const struct daemon_flags *f, int tcp_fd)
+{
+    char err[PATHNORM_MAX + 128];
+    if (pathnorm_roots_parse(f->allowed_log_dirs, &allowed_log_dirs, err, sizeof(err)) != 0) {
+        LOG_ERROR("%s", err);
+        return -EINVAL;
+    }
+    if (allowed_log_dirs.n) {
+        char list[1024];
+        pathnorm_roots_str(&allowed_log_dirs, list, sizeof(list));
+        LOG_INFO("--log-file of npu-monitor/nputrace configs must resolve below %s", list);
+        rpc_set_allowed_log_dirs(&allowed_log_dirs);
+    } else if (strcmp(f->certs_dir, "NO_CERTS") == 0 && !rpc_listen_is_loopback(tcp_fd)) {
+        LOG_WARN("RPC is served on a non-loopback address without TLS and without --allowed_log_dirs: "
+                 "anyone who reaches port %d can make registered processes write files anywhere they "
+                 "may write", f->port);
+    }
+    return 0;
+}
+
+static int ipc_peers_setup(const struct daemon_flags *f, struct ipc_server *ipc)
+{
+    uid_t uids[IPC_MAX_ALLOWED_UIDS];
+    size_t n = 0;
+    char err[256];
+    if (ipc_parse_uids(f->ipc_allowed_uids, uids, IPC_MAX_ALLOWED_UIDS, &n, err, sizeof(err)) != 0) {
+        LOG_ERROR("%s", err);
+        return -EINVAL;
+    }
+    return ipc ? ipc_server_set_peers(ipc, uids, n, f->ipc_peer_pid_check) : 0;
 }
 
 /* SIGTERM/SIGINT: stop accepting, let in-flight RPCs finish (<= 3 s each), then leave the loop
@@ -108,6 +146,7 @@ int main(int argc, char **argv)
     struct shutdown sd = { 0 };
     struct registry *reg = NULL;
     struct status_table *st = NULL;
+    struct steps_store *steps = NULL;
     struct sock_file dyno_sock = { .fd = -1 };
     struct data_router data;
     struct ipc_server *ipc = NULL;
@@ -162,15 +201,21 @@ int main(int argc, char **argv)
         LOG_ERROR("%s", err);
         goto out_loop;
     }
+    if (security_setup(&flags, tcp_fd) != 0) {
+        close(tcp_fd);
+        goto out_loop;
+    }
 
     /* 3. state shared by RPC and IPC */
     gethostname(host, sizeof(host) - 1);
     reg = registry_create(host);
     st = status_create();
-    if (!reg || !st) {
+    steps = steps_create(); /* the per-rank step windows (docs/cluster.md) */
+    if (!reg || !st || !steps) {
         close(tcp_fd);
         goto out_state;
     }
+    registry_set_policy(reg, flags.registry_uid_quota, flags.ipc_peer_pid_check);
     if (ipc_socket_dir(flags.ipc_socket_dir, dir, sizeof(dir)) != 0) {
         LOG_ERROR("cannot resolve the socket directory (passwd home of uid %u)", (unsigned)getuid());
         dir[0] = '\0';
@@ -188,6 +233,7 @@ int main(int argc, char **argv)
     data_router_init(&data);
     data.st = st;   /* PluginStats counters shown by getStatus */
     data.reg = reg; /* PluginInfo: each process's vendor library */
+    data.steps = steps; /* StepSummary: the windows getSteps serves */
     if (flags.use_JSON)
         data_router_add(&data, json_logger_sink());
     if (flags.metric_log_dir[0]) { /* 08 §1.3: a TensorBoard directory failure is fatal */
@@ -213,9 +259,13 @@ int main(int argc, char **argv)
             goto out_ipc;
         }
     }
+    if (ipc_peers_setup(&flags, ipc) != 0) {
+        close(tcp_fd);
+        goto out_ipc;
+    }
 
     /* 7. events on the loop: RPC listeners, IPC sockets, the registry GC timer */
-    struct rpc_ctx ctx = { reg, st, MSMON_VERSION };
+    struct rpc_ctx ctx = { reg, st, MSMON_VERSION, steps };
     rpc = rpc_server_create(loop, tcp_fd, &tcp_conn, dyno_sock.fd, flags.rpc_max_clients,
                             &ctx);
     if (!rpc) {
@@ -223,6 +273,7 @@ int main(int argc, char **argv)
         goto out_ipc;
     }
     sd.rpc = rpc;
+    rpc_server_set_peer_limit(rpc, flags.rpc_max_clients_per_peer);
     if (ipc && ipc_server_start(ipc, loop) != 0) {
         LOG_ERROR("cannot serve the IPC sockets");
         goto out_rpc;
@@ -266,6 +317,7 @@ out_sinks:
     data_router_fini(&data);      /* flushes the TensorBoard files */
     sock_file_close(&dyno_sock);
 out_state:
+    steps_destroy(steps);
     status_destroy(st);
     registry_destroy(reg);
 out_loop:

@@ -5,10 +5,12 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/log.h"
 
@@ -22,6 +24,7 @@ struct reg_proc {
     char *pending;                     /* wrapped config, NULL = empty mailbox */
     size_t pending_len;
     uint64_t last_ns;
+    uid_t uid;                         /* who registered it (quota) */
     char backend[REG_BACKEND_CAP];     /* PluginInfo: "" until reported */
     char library[REG_LIBRARY_CAP];     /* PluginInfo: "" = not found (when backend is set) */
 };
@@ -41,7 +44,63 @@ struct registry {
     int nctxt;
     struct log_ratelimit rl_full;      /* "registry full" is logged once a second at most */
     struct log_ratelimit rl_ctxt_full; /* so is "Max register count reached" */
+    struct log_ratelimit rl_quota;     /* and a uid at its quota */
+    struct log_ratelimit rl_dead;      /* and a registration of a dead pid */
+    int uid_quota;                     /* <= 0: none */
+    bool check_alive;
 };
+
+void registry_set_policy(struct registry *r, int uid_quota, bool check_alive)
+{
+    pthread_mutex_lock(&r->mu);
+    r->uid_quota = uid_quota;
+    r->check_alive = check_alive;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* EPERM means the process exists under another uid: alive. */
+static bool pid_dead(int32_t pid)
+{
+    return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+static void proc_free(struct reg_proc *p)
+{
+    free(p->pending);
+    free(p);
+}
+
+/* Drop every process whose leaf is dead, and the ctxt registrations of dead pids; called
+ * under the lock when room is needed. Returns the number of processes dropped. */
+static size_t purge_dead(struct registry *r)
+{
+    size_t w = 0, n0 = r->nprocs;
+    for (size_t i = 0; i < r->nprocs; i++) {
+        if (pid_dead(r->procs[i]->pids[0])) {
+            LOG_INFO("Stopped tracking process (%d) from job %lld: the process is gone",
+                     r->procs[i]->pids[0], (long long)r->procs[i]->job);
+            proc_free(r->procs[i]);
+            continue;
+        }
+        r->procs[w++] = r->procs[i];
+    }
+    r->nprocs = w;
+    for (int c = 0; c < r->nctxt;) {
+        if (pid_dead(r->ctxt[c].pid))
+            r->ctxt[c] = r->ctxt[--r->nctxt];
+        else
+            c++;
+    }
+    return n0 - w;
+}
+
+static int uid_count(const struct registry *r, uid_t uid)
+{
+    int n = 0;
+    for (size_t i = 0; i < r->nprocs; i++)
+        n += r->procs[i]->uid == uid;
+    return n;
+}
 
 struct registry *registry_create(const char *hostname)
 {
@@ -166,6 +225,13 @@ static void join_pids(const int32_t *pids, int n, char *out, size_t cap)
 int registry_poll(struct registry *r, int64_t job, const int32_t *pids, int n, int32_t type,
                   enum reg_origin origin, uint64_t now_ns, char **ret_cfg, size_t *ret_len)
 {
+    return registry_poll_uid(r, geteuid(), job, pids, n, type, origin, now_ns, ret_cfg, ret_len);
+}
+
+int registry_poll_uid(struct registry *r, uid_t uid, int64_t job, const int32_t *pids, int n,
+                      int32_t type, enum reg_origin origin, uint64_t now_ns, char **ret_cfg,
+                      size_t *ret_len)
+{
     int32_t set[REGISTRY_MAX_PIDS];
     char txt[REGISTRY_MAX_PIDS * 13];
     int rc = 0;
@@ -184,6 +250,25 @@ int registry_poll(struct registry *r, int64_t job, const int32_t *pids, int n, i
         p = r->procs[at];
     } else {
         join_pids(pids, n, txt, sizeof(txt));
+        if (r->check_alive && pid_dead(pids[0])) {
+            LOG_RL(&r->rl_dead, 1000, LOG_LVL_WARNING,
+                   "not registering process (%s) for job %lld: pid %d is not running", txt,
+                   (long long)job, pids[0]);
+            rc = -ESRCH;
+            goto out_unlock;
+        }
+        bool at_quota = r->uid_quota > 0 && uid_count(r, uid) >= r->uid_quota;
+        if (r->check_alive && (r->nprocs >= REGISTRY_MAX_PROCS || at_quota) && purge_dead(r) > 0) {
+            at = find(r, job, set, nset, &found);   /* the array moved */
+            at_quota = r->uid_quota > 0 && uid_count(r, uid) >= r->uid_quota;
+        }
+        if (at_quota) {
+            LOG_RL(&r->rl_quota, 1000, LOG_LVL_WARNING,
+                   "uid %u holds its quota of %d registry entries, not registering process (%s) for job %lld",
+                   (unsigned)uid, r->uid_quota, txt, (long long)job);
+            rc = -EDQUOT;
+            goto out_unlock;
+        }
         if (r->nprocs >= REGISTRY_MAX_PROCS) {
             /* every poll of every unregistered process lands here: once a second at most */
             LOG_RL(&r->rl_full, 1000, LOG_LVL_ERROR,
@@ -203,6 +288,7 @@ int registry_poll(struct registry *r, int64_t job, const int32_t *pids, int n, i
         p->npids = n;
         memcpy(p->pids, pids, (size_t)n * sizeof(*pids));
         p->origin = origin;
+        p->uid = uid;
         memmove(r->procs + at + 1, r->procs + at, (r->nprocs - at) * sizeof(*r->procs));
         r->procs[at] = p;
         r->nprocs++;
@@ -244,6 +330,8 @@ int registry_ctxt(struct registry *r, int64_t job, int32_t npu, int32_t pid)
         }
     }
     if (!exists) {
+        if (r->nctxt >= REGISTRY_MAX_CTXT && r->check_alive)
+            purge_dead(r);
         if (r->nctxt >= REGISTRY_MAX_CTXT) {
             /* a refused client retrying in a loop would write this on every datagram */
             LOG_RL(&r->rl_ctxt_full, 1000, LOG_LVL_ERROR,
@@ -349,6 +437,9 @@ int registry_set_config(struct registry *r, int64_t job, const int32_t *pids, si
         if (p->job != job)
             continue;
         if (!trace_all && !requested(p, pids, npids))
+            continue;
+        /* a dead process neither matches nor takes a process_limit slot; GC forgets it */
+        if (r->check_alive && pid_dead(p->pids[0]))
             continue;
         if (eligible && !eligible(p->origin, arg))
             continue;

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define REGISTRY_MAX_PROCS 4096
 #define REGISTRY_MAX_CTXT 50
@@ -20,6 +21,19 @@ struct registry;
 /* hostname feeds REQUEST_TRACE_ID. Caller owns; free with registry_destroy(). */
 struct registry *registry_create(const char *hostname);
 void registry_destroy(struct registry *r);
+
+/* Fair sharing (issue 13): one uid holds at most uid_quota of the REGISTRY_MAX_PROCS entries
+ * (<= 0: no quota, the default), and with check_alive a process whose leaf pid is dead
+ * (kill(pid, 0) fails with ESRCH) is never registered, is dropped when room is needed and
+ * never takes a process_limit slot. check_alive is off when the leaves live in another pid
+ * namespace (their pids mean nothing here). Defaults: no quota, check_alive off. */
+void registry_set_policy(struct registry *r, int uid_quota, bool check_alive);
+
+/* registry_poll on behalf of uid (the datagram's credential), counted against its quota;
+ * -EDQUOT when uid is at its quota, -ESRCH when the leaf is dead (neither registered). */
+int registry_poll_uid(struct registry *r, uid_t uid, int64_t job, const int32_t *pids, int n,
+                      int32_t type, enum reg_origin origin, uint64_t now_ns, char **ret_cfg,
+                      size_t *ret_len);
 
 /* `req` (§4.2): registers (job, set(pids)) if new, refreshes its last request time and, when
  * type has the ACTIVITIES bit, moves the pending config (+ "\n") out of the mailbox.

@@ -4,6 +4,7 @@
 #include "daemon/rpc_methods.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +12,25 @@
 
 #include "common/jw.h"
 #include "common/log.h"
+#include "common/logesc.h"
+#include "common/strutil.h"
 #include "contract/cfgkeys.h"
 #include "contract/cjx.h"
+#include "contract/kvtext.h"
+#include "daemon/rpc_steps.h"
 
 #define REPLY_MAX (1u << 20)
+
+/* Everything below is triggered by whoever reaches the port: at most one line a second per
+ * kind of complaint, with the count of those folded (log.h LOG_RL). */
+static const struct pathnorm_roots *allowed_log_dirs;
+
+void rpc_set_allowed_log_dirs(const struct pathnorm_roots *roots)
+{
+    allowed_log_dirs = roots;
+}
+
+static struct log_ratelimit rl_parse, rl_shape, rl_nofn, rl_unknown, rl_field, rl_refused;
 
 typedef int (*rpc_handler_fn)(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w);
 
@@ -33,6 +49,7 @@ static const struct {
     rpc_handler_fn fn;
 } methods[] = {
     { "getStatus", m_get_status },
+    { "getSteps", rpc_steps_get },
     { "getVersion", m_get_version },
     { "setKinetOnDemandRequest", m_set_ondemand },
 };
@@ -226,6 +243,14 @@ static void write_command_only(struct jw *w, const char *cmd)
     jw_obj_end(w);
 }
 
+/* The last trace reporter says Ready/Running and still exists (EPERM: exists, other uid). */
+static bool trace_busy(const struct ipc_status *t)
+{
+    if (t->status != 1 && t->status != 2)
+        return false;
+    return t->pid > 0 && (kill(t->pid, 0) == 0 || errno == EPERM);
+}
+
 static bool eligible(enum reg_origin origin, void *arg)
 {
     const int *a = arg;   /* [0] = kind, [1] = gate is effective */
@@ -269,8 +294,74 @@ static void type_error(struct jw *w, const char *expected, const cJSON *actual)
     snprintf(msg, sizeof(msg),
              "failed with exception = [json.exception.type_error.302] type must be %s, but is %s",
              expected, cjx_type_name(actual));
-    LOG_ERROR("setKinetOnDemandRequest: parsing exception = %s", msg + strlen("failed with exception = "));
+    LOG_RL(&rl_field, 1000, LOG_LVL_ERROR, "setKinetOnDemandRequest: parsing exception = %s",
+           msg + strlen("failed with exception = "));
     write_status_only(w, msg);
+}
+
+/* A number of the right type but outside the field's range: say so plainly (issue 13;
+ * nlohmann's "type must be number, but is number" told the user nothing). */
+static void field_error(struct jw *w, const char *field, const cJSON *v, int rc, int64_t lo,
+                        int64_t hi)
+{
+    char msg[256], val[64] = "?";
+    struct jw vw;
+    if (rc != -ERANGE) {
+        type_error(w, "number", v);
+        return;
+    }
+    jw_init_dyn(&vw, 4096);
+    cjx_write(&vw, v);
+    if (!vw.err && vw.buf)
+        snprintf(val, sizeof(val), "%s", vw.buf);
+    jw_fini(&vw);
+    snprintf(msg, sizeof(msg), "failed: %s %s is out of range %lld..%lld", field, val,
+             (long long)lo, (long long)hi);
+    LOG_RL(&rl_field, 1000, LOG_LVL_ERROR, "setKinetOnDemandRequest: %s", msg + strlen("failed: "));
+    write_status_only(w, msg);
+}
+
+static int check_one(const struct pathnorm_roots *roots, const char *key, const char *value,
+                     char *why, size_t whycap)
+{
+    char reason[PATHNORM_MAX + 128], list[512];
+    if (pathnorm_roots_allow(roots, value, reason, sizeof(reason)))
+        return 0;
+    pathnorm_roots_str(roots, list, sizeof(list));
+    snprintf(why, whycap, "%s %s (--allowed_log_dirs=%s)", key, reason, list);
+    return -EACCES;
+}
+
+int rpc_check_log_dirs(const struct pathnorm_roots *roots, const char *config, size_t len,
+                       bool trace, char *why, size_t whycap)
+{
+    struct kvtext kv;
+    int rc = 0;
+    if (!roots || roots->n == 0)
+        return 0;
+    /* the plugin reads the text with kvtext too: the same last-wins, the same trimming, so
+     * what is checked here is exactly what the process will use */
+    rc = kvtext_parse(config, len, &kv);
+    if (rc) {
+        snprintf(why, whycap, "config text cannot be parsed (%s)", errno_name(-rc));
+        rc = -EACCES;
+        goto out;
+    }
+    const char *mon = kvtext_get(&kv, CFGKEY_NPU_MONITOR_LOG_FILE);
+    const char *act = kvtext_get(&kv, CFGKEY_ACTIVITIES_LOG_FILE);
+    if (mon && mon[0] && (rc = check_one(roots, CFGKEY_NPU_MONITOR_LOG_FILE, mon, why, whycap)))
+        goto out;
+    if (act && act[0] && (rc = check_one(roots, CFGKEY_ACTIVITIES_LOG_FILE, act, why, whycap)))
+        goto out;
+    if (trace && !(act && act[0])) {
+        /* without a path the framework picks its own directory, which nobody checked */
+        snprintf(why, whycap, "a trace config must name its " CFGKEY_ACTIVITIES_LOG_FILE
+                              " when --allowed_log_dirs is set");
+        rc = -EACCES;
+    }
+out:
+    kvtext_fini(&kv);
+    return rc;
 }
 
 static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
@@ -300,8 +391,9 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
         return -ENOMEM;
     for (const cJSON *c = pids->child; c; c = c->next) {
         int64_t x;
-        if (cjx_to_i64(c, INT32_MIN, INT32_MAX, &x) != 0) {
-            type_error(w, "number", c);
+        int frc = cjx_to_i64(c, INT32_MIN, INT32_MAX, &x);
+        if (frc != 0) {
+            field_error(w, "pids element", c, frc, INT32_MIN, INT32_MAX);
             goto out_pids;
         }
         pidv[npids++] = (int32_t)x;
@@ -314,20 +406,46 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
         if (u == 0 || pidv[u - 1] != pidv[k])
             pidv[u++] = pidv[k];
     npids = u;
-    if (job && cjx_to_i64(job, INT64_MIN, INT64_MAX, &job_id) != 0) {
-        type_error(w, "number", job);
+    int frc;
+    if (job && (frc = cjx_to_i64(job, INT64_MIN, INT64_MAX, &job_id)) != 0) {
+        field_error(w, "job_id", job, frc, INT64_MIN, INT64_MAX);
         goto out_pids;
     }
-    if (limit_v && cjx_to_i64(limit_v, INT64_MIN, INT64_MAX, &limit) != 0) {
-        type_error(w, "number", limit_v);
+    if (limit_v && (frc = cjx_to_i64(limit_v, INT64_MIN, INT64_MAX, &limit)) != 0) {
+        field_error(w, "process_limit", limit_v, frc, INT64_MIN, INT64_MAX);
         goto out_pids;
     }
     size_t config_len = strlen(config->valuestring);
     enum reg_kind kind = cfgkeys_is_npu_monitor_text(config->valuestring, config_len)
                              ? REG_KIND_NPU_MONITOR : REG_KIND_TRACE;
+    char why[PATHNORM_MAX * 2 + 256];
+    if (rpc_check_log_dirs(allowed_log_dirs, config->valuestring, config_len,
+                           kind == REG_KIND_TRACE, why, sizeof(why)) != 0) {
+        /* refused before the registry: no process ever receives this config */
+        char esc[LOGESC_CAP(512)];
+        LOG_RL(&rl_refused, 1000, LOG_LVL_WARNING, "refused config: %s",
+               logesc(why, strlen(why), esc, sizeof(esc)));
+        jw_obj_begin(w);
+        jw_key(w, "commandStatus");
+        jw_str(w, "refused");
+        jw_key(w, "reason");
+        jw_str(w, why);
+        jw_obj_end(w);
+        goto out_pids;
+    }
     struct status_last last;
     status_get_last(ctx->st, &last);
     const char *gate = rpc_gate(kind, last.trace.status, last.monitor.status);
+    /* Ours (issue 11): a second nputrace while one is armed or tracing would be dropped by the
+     * rank anyway; say so here, unless the reporter is gone (a killed rank must not block the
+     * node). Kineto processes are untouched: they never report NPU status. */
+    char busy[160] = "";
+    if (kind == REG_KIND_TRACE && strcmp(gate, "effective") == 0 && trace_busy(&last.trace)) {
+        snprintf(busy, sizeof(busy), "nputrace is already %s in pid %d (steps %d-%d); wait until it is Idle",
+                 last.trace.status == 1 ? "Running" : "Ready", (int)last.trace.pid,
+                 (int)last.trace.start_step, (int)last.trace.stop_step);
+        gate = "ineffective";
+    }
     int elig[2] = { kind, strcmp(gate, "effective") == 0 };
     struct reg_set_result res;
     rc = registry_set_config(ctx->reg, job_id, pidv, npids, config->valuestring, config_len, limit,
@@ -339,10 +457,18 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
                    res.n_matched);
     } else {
         const char *cmd = elig[1] ? "ineffective" : gate;
-        if (kind == REG_KIND_TRACE && !last.any_received)
+        if (kind == REG_KIND_TRACE && !last.any_received) {
             write_full(w, 0, NULL, 0, cmd, NULL, 0);   /* Kineto's dyno needs the keys */
-        else
+        } else if (busy[0]) {
+            jw_obj_begin(w);
+            jw_key(w, "commandStatus");
+            jw_str(w, cmd);
+            jw_key(w, "reason");
+            jw_str(w, busy);
+            jw_obj_end(w);
+        } else {
             write_command_only(w, cmd);
+        }
     }
     reg_set_result_fini(&res);
 out_pids:
@@ -358,21 +484,30 @@ int rpc_handle(const struct rpc_ctx *ctx, const char *body, size_t len, char **r
     int rc = 0;
     *ret_reply = NULL;
     *ret_len = 0;
-    LOG_INFO("RPC message received = %.*s", (int)len, body);
+    /* the body is outside text: escaped, so a newline in it cannot forge a log line */
+    char *esc = malloc(LOGESC_CAP(len));
+    if (!esc)
+        return -ENOMEM;
+    logesc(body, len, esc, LOGESC_CAP(len));
+    LOG_INFO("RPC message received = %s", esc);
     if (cjx_parse(body, len, RPC_MAX_DEPTH, &req) != 0) {
-        LOG_ERROR("Error parsing message = %.*s", (int)len, body);
+        LOG_RL(&rl_parse, 1000, LOG_LVL_ERROR, "Error parsing message = %s", esc);
+        free(esc);
         return 0;
     }
+    free(esc);
     if (!cJSON_IsObject(req) || !req->child) {
-        LOG_ERROR("Request message should not be empty and should be json object.");
+        LOG_RL(&rl_shape, 1000, LOG_LVL_ERROR,
+               "Request message should not be empty and should be json object.");
         goto out_req;
     }
     jw_init_dyn(&w, REPLY_MAX);
     const cJSON *fn = cjx_get(req, "fn");
     if (!fn) {
         cjx_write(&w, req);
-        LOG_ERROR("Request must contain a 'fn' field for the RPC call request json = %s",
-                  w.err ? "" : w.buf);
+        LOG_RL(&rl_nofn, 1000, LOG_LVL_ERROR,
+               "Request must contain a 'fn' field for the RPC call request json = %s",
+               w.err ? "" : w.buf);
         goto out_w;
     }
     rpc_handler_fn handler = NULL;
@@ -381,7 +516,7 @@ int rpc_handle(const struct rpc_ctx *ctx, const char *body, size_t len, char **r
             handler = methods[i].fn;
     if (!handler) {
         cjx_write(&w, fn);
-        LOG_ERROR("Unknown RPC call = %s", w.err ? "" : w.buf);
+        LOG_RL(&rl_unknown, 1000, LOG_LVL_ERROR, "Unknown RPC call = %s", w.err ? "" : w.buf);
         goto out_w;
     }
     rc = handler(ctx, req, &w);

@@ -4,11 +4,15 @@
 #ifndef MSMON_DAEMON_RPC_METHODS_H
 #define MSMON_DAEMON_RPC_METHODS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/pathnorm.h"
 #include "daemon/registry.h"
 #include "daemon/status.h"
+
+struct steps_store;
 
 #define RPC_MAX_DEPTH 10
 
@@ -16,12 +20,24 @@ struct rpc_ctx {
     struct registry *reg;     /* borrowed */
     struct status_table *st;  /* borrowed */
     const char *version;      /* getVersion answer */
+    struct steps_store *steps; /* borrowed, may be NULL: getSteps (rpc_steps.c) */
 };
+
+/* --allowed_log_dirs for every rpc_handle() of the process (a setter rather than an rpc_ctx
+ * field so that existing positional rpc_ctx initialisers stay valid). Borrowed until the next
+ * call; NULL or empty: any --log-file is passed on as before. */
+void rpc_set_allowed_log_dirs(const struct pathnorm_roots *roots);
 
 /* Handle one request body (raw bytes as received). On 0, *ret_reply is the reply JSON the
  * caller owns (free()), or NULL when the request gets no reply (logged). -ENOMEM otherwise. */
 int rpc_handle(const struct rpc_ctx *ctx, const char *body, size_t len, char **ret_reply,
                size_t *ret_len);
+
+/* --allowed_log_dirs on a config text: every NPU_MONITOR_LOG_FILE / ACTIVITIES_LOG_FILE value
+ * (parsed with the plugin's kvtext rules) must resolve below a root; a TRACE config must name
+ * one. 0 = allowed (also when roots is NULL/empty); -EACCES with the one-line reason in why. */
+int rpc_check_log_dirs(const struct pathnorm_roots *roots, const char *config, size_t len,
+                       bool trace, char *why, size_t whycap);
 
 /* The status gate of 01-rpc.md §5.3: "effective", "ineffective" or "unknown". */
 const char *rpc_gate(enum reg_kind kind, int32_t trace, int32_t monitor);

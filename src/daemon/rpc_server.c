@@ -1,7 +1,10 @@
 /* rpc_server: RPC connections served on the daemon loop without blocking: each connection
- * reads a 4-byte native length then the body under one deadline armed at accept, runs the
- * handler, writes the framed reply under a 3 s send deadline, closes. All I/O goes through
- * struct conn (conn.h); the listeners only accept(2) and hand the socket to a conn factory. */
+ * reads a 4-byte native length then the body under one deadline armed at accept (and a
+ * shorter one for the first byte), runs the handler, writes the framed reply under a 3 s send
+ * deadline, closes. All I/O goes through struct conn (conn.h); the listeners only accept(2)
+ * and hand the socket to a conn factory. Caps that hold under attack (issue 13): each
+ * listener has its own client budget (a saturated TCP port never starves dyno.sock), one TCP
+ * address holds at most max_per_peer of it, and accept pauses instead of spinning at EMFILE. */
 #include "daemon/rpc_server.h"
 
 #include <arpa/inet.h>
@@ -21,14 +24,21 @@
 #include "daemon/conn.h"
 
 #define BACKLOG 50
+#define ACCEPT_PAUSE_MS 100      /* out of fds: retry accept(2) this much later, not at once */
 
 enum rpc_phase { PHASE_SETUP, PHASE_LEN, PHASE_BODY, PHASE_WRITE };
 
+struct rpc_listener;
+
 struct rpc_conn {
     struct rpc_server *srv;
+    struct rpc_listener *ls;
     struct conn *conn;
     struct loop_event *timer;    /* the one deadline: set-up + length + body, then the send */
     enum rpc_phase phase;
+    uint64_t t_accept_ms;        /* the whole-request deadline counts from here */
+    uint64_t t_ready_ms;         /* set-up done: the first-byte deadline counts from here */
+    struct in6_addr peer;        /* TCP peer (IPv4 as ::ffff:a.b.c.d), for the per-peer cap */
     uint8_t lenbuf[4];
     size_t got;
     int32_t expected;
@@ -43,13 +53,17 @@ struct rpc_listener {
     int fd;
     bool local;                  /* dyno.sock: peer-credential check, peer name "local" */
     struct loop_event *ev;
+    struct loop_event *resume;   /* re-enables accept after an EMFILE pause */
+    bool paused;
+    int active;                  /* connections of this listener in flight */
     const struct conn_factory *wrap;   /* plain sockets, or TLS on the TCP listener */
 };
 
 struct rpc_server {
     struct loop *loop;
     struct rpc_listener tcp, local;
-    int max_clients;
+    int max_clients;             /* per listener */
+    int max_per_peer;            /* TCP connections from one address */
     int active;
     bool stopping;
     void (*drained)(void *arg);  /* rpc_server_shutdown's callback, run once */
@@ -156,6 +170,23 @@ fail:
     return rc;
 }
 
+bool rpc_listen_is_loopback(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (fd < 0)
+        return true;    /* no TCP listener: nothing reachable from the network */
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return false;
+    if (ss.ss_family == AF_INET)
+        return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss.ss_family == AF_INET6) {
+        const struct in6_addr *a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return false;
+}
+
 static void maybe_finish(struct rpc_server *s)
 {
     if (s->stopping && s->active == 0 && s->drained) {
@@ -165,9 +196,15 @@ static void maybe_finish(struct rpc_server *s)
     }
 }
 
+static uint64_t now_ms(void)
+{
+    return clock_mono_ns() / 1000000u;
+}
+
 static void rpc_conn_free(struct rpc_conn *c)
 {
     struct rpc_server *s = c->srv;
+    c->ls->active--;
     loop_event_free(c->timer);
     conn_close(c->conn);          /* deferred by the conn when we are inside its handler */
     free(c->out);
@@ -182,16 +219,28 @@ static void rpc_conn_free(struct rpc_conn *c)
     maybe_finish(s);
 }
 
+/* Outsiders trigger every one of these, so each kind is logged at most once a second. */
+static struct log_ratelimit rl_timeout, rl_partial, rl_write, rl_size, rl_cap, rl_peer, rl_setup;
+
 static void on_timeout(struct loop_event *ev, void *arg)
 {
     struct rpc_conn *c = arg;
     (void)ev;
+    uint64_t now = now_ms();
+    /* the timer first fires at the first-byte deadline; a client that has sent something by
+     * then keeps the rest of the whole-request deadline */
+    bool started = (c->phase == PHASE_LEN && c->got > 0) || c->phase == PHASE_BODY;
+    if (started && now < c->t_accept_ms + RPC_DEADLINE_MS) {
+        loop_timer_arm(c->timer, c->t_accept_ms + RPC_DEADLINE_MS - now);
+        return;
+    }
     if (c->phase == PHASE_SETUP || c->phase == PHASE_LEN)
-        LOG_ERROR("Timeout! Message received size is %zu", c->got);
+        LOG_RL(&rl_timeout, 1000, LOG_LVL_ERROR, "Timeout! Message received size is %zu", c->got);
     else if (c->phase == PHASE_BODY)
-        LOG_ERROR("Received partial message, expected size %d found : %zu", c->expected, c->got);
+        LOG_RL(&rl_partial, 1000, LOG_LVL_ERROR, "Received partial message, expected size %d found : %zu",
+               c->expected, c->got);
     else
-        LOG_ERROR("Unable to write full response");
+        LOG_RL(&rl_write, 1000, LOG_LVL_ERROR, "Unable to write full response");
     rpc_conn_free(c);
 }
 
@@ -206,7 +255,7 @@ static bool try_write(struct rpc_conn *c)
         }
         if (n == -EAGAIN)
             return false;
-        LOG_ERROR("Unable to write full response");
+        LOG_RL(&rl_write, 1000, LOG_LVL_ERROR, "Unable to write full response");
         rpc_conn_free(c);
         return true;
     }
@@ -272,9 +321,10 @@ static void on_readable(struct conn *conn, void *arg)
             return;
         if (n <= 0) {
             if (c->phase == PHASE_LEN)
-                LOG_ERROR("Invalid message size = %zu", c->got);
+                LOG_RL(&rl_size, 1000, LOG_LVL_ERROR, "Invalid message size = %zu", c->got);
             else
-                LOG_ERROR("Received partial message, expected size %d found : %zu", c->expected, c->got);
+                LOG_RL(&rl_partial, 1000, LOG_LVL_ERROR,
+                       "Received partial message, expected size %d found : %zu", c->expected, c->got);
             rpc_conn_free(c);
             return;
         }
@@ -282,7 +332,7 @@ static void on_readable(struct conn *conn, void *arg)
         if (c->phase == PHASE_LEN && c->got == 4) {
             memcpy(&c->expected, c->lenbuf, 4);
             if (c->expected <= 0 || c->expected >= RPC_MAX_MSG) {
-                LOG_ERROR("Invalid message size = %d", c->expected);
+                LOG_RL(&rl_size, 1000, LOG_LVL_ERROR, "Invalid message size = %d", c->expected);
                 rpc_conn_free(c);
                 return;
             }
@@ -300,11 +350,18 @@ static void on_ready(struct conn *conn, void *arg)
 {
     struct rpc_conn *c = arg;
     if (conn->state != CONN_STATE_CONNECTED) {
-        LOG_ERROR("RPC connection set-up failed: %s", errno_name(conn->last_errno));
+        LOG_RL(&rl_setup, 1000, LOG_LVL_ERROR, "RPC connection set-up failed: %s",
+               errno_name(conn->last_errno));
         rpc_conn_free(c);
         return;
     }
     c->phase = PHASE_LEN;
+    /* first byte within RPC_FIRST_BYTE_MS of set-up, never past the whole deadline */
+    c->t_ready_ms = now_ms();
+    uint64_t end = c->t_accept_ms + RPC_DEADLINE_MS;
+    uint64_t first = c->t_ready_ms + RPC_FIRST_BYTE_MS;
+    uint64_t at = first < end ? first : end;
+    loop_timer_arm(c->timer, at > c->t_ready_ms ? at - c->t_ready_ms : 1);
     if (conn_set_read_handler(conn, on_readable, c) != 0)
         rpc_conn_free(c);
 }
@@ -321,7 +378,7 @@ static void peer_name(const struct sockaddr_storage *ss, char *out, size_t cap)
 }
 
 /* Starts serving an accepted socket; takes ownership of fd. */
-static void serve(struct rpc_listener *ls, int fd)
+static void serve(struct rpc_listener *ls, int fd, const struct in6_addr *peer)
 {
     struct rpc_server *s = ls->srv;
     struct conn *conn = NULL;
@@ -335,8 +392,13 @@ static void serve(struct rpc_listener *ls, int fd)
     if (loop_timer_add(s->loop, RPC_DEADLINE_MS, false, on_timeout, c, &c->timer) != 0)
         goto out_conn;
     c->srv = s;
+    c->ls = ls;
     c->conn = conn;
     c->phase = PHASE_SETUP;
+    c->t_accept_ms = now_ms();
+    if (peer)
+        c->peer = *peer;
+    ls->active++;
     c->next = s->conns;
     if (s->conns)
         s->conns->prev = c;
@@ -352,31 +414,94 @@ out_free:
     free(c);
 }
 
+/* The peer address as IPv6 (IPv4 mapped), the key of the per-peer cap. */
+static void peer_key(const struct sockaddr_storage *ss, struct in6_addr *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    if (ss->ss_family == AF_INET6) {
+        *ret = ((const struct sockaddr_in6 *)ss)->sin6_addr;
+    } else if (ss->ss_family == AF_INET) {
+        ret->s6_addr[10] = ret->s6_addr[11] = 0xff;
+        memcpy(&ret->s6_addr[12], &((const struct sockaddr_in *)ss)->sin_addr, 4);
+    }
+}
+
+static int peer_count(const struct rpc_server *s, const struct rpc_listener *ls,
+                      const struct in6_addr *peer)
+{
+    int n = 0;
+    /* O(in flight) per accept: the list is capped by max_clients and the scan is a memcmp */
+    for (const struct rpc_conn *c = s->conns; c; c = c->next)
+        if (c->ls == ls && memcmp(&c->peer, peer, sizeof(*peer)) == 0)
+            n++;
+    return n;
+}
+
+static void on_resume(struct loop_event *ev, void *arg)
+{
+    struct rpc_listener *ls = arg;
+    (void)ev;
+    if (ls->paused && ls->ev && loop_fd_set(ls->ev, LOOP_READ) == 0)
+        ls->paused = false;
+}
+
+/* Out of descriptors (or kernel memory): the pending connection stays in the backlog, and a
+ * level-triggered listener would wake us again at once, forever. Stop watching it for a
+ * moment; connections that finish meanwhile give their fds back. */
+static void pause_accept(struct rpc_listener *ls, int err)
+{
+    static struct log_ratelimit rl;
+    LOG_RL(&rl, 1000, LOG_LVL_ERROR, "accept failed: %s; not accepting for %d ms", errno_name(err),
+           ACCEPT_PAUSE_MS);
+    if (!ls->resume && loop_timer_add(ls->srv->loop, ACCEPT_PAUSE_MS, false, on_resume, ls,
+                                      &ls->resume) != 0)
+        return;   /* no timer: keep the listener on rather than lose it */
+    if (loop_fd_set(ls->ev, 0) == 0) {
+        ls->paused = true;
+        loop_timer_arm(ls->resume, ACCEPT_PAUSE_MS);
+    }
+}
+
 static void on_accept(struct loop_event *ev, int lfd, unsigned events, void *arg)
 {
     struct rpc_listener *ls = arg;
     struct rpc_server *s = ls->srv;
     (void)ev;
     (void)events;
-    for (;;) {
+    /* a bounded batch per wake-up, so the other listener and the IPC sockets get their turn
+     * while a flood of connections arrives */
+    for (int batch = 0; batch < 64; batch++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         char peer[INET6_ADDRSTRLEN + 8];
         int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
+            int e = errno;
+            if (e == EINTR || e == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+                pause_accept(ls, e);
+            } else if (e != EAGAIN && e != EWOULDBLOCK) {
                 static struct log_ratelimit rl;
-                LOG_RL(&rl, 1000, LOG_LVL_ERROR, "accept failed: %s", errno_name(errno));
+                LOG_RL(&rl, 1000, LOG_LVL_ERROR, "accept failed: %s", errno_name(e));
             }
             return;
         }
+        struct in6_addr key;
+        peer_key(&ss, &key);
         if (ls->local)
             ss.ss_family = AF_UNIX;
         peer_name(&ss, peer, sizeof(peer));
-        if (s->active >= s->max_clients) {
-            LOG_WARN("too many concurrent RPC clients, closing connection from %s", peer);
+        if (ls->active >= s->max_clients) {
+            LOG_RL(&rl_cap, 1000, LOG_LVL_WARNING,
+                   "too many concurrent RPC clients, closing connection from %s", peer);
+            close(fd);
+            continue;
+        }
+        if (!ls->local && peer_count(s, ls, &key) >= s->max_per_peer) {
+            LOG_RL(&rl_peer, 1000, LOG_LVL_WARNING,
+                   "too many concurrent RPC connections from %s (limit %d), closing connection", peer,
+                   s->max_per_peer);
             close(fd);
             continue;
         }
@@ -385,13 +510,14 @@ static void on_accept(struct loop_event *ev, int lfd, unsigned events, void *arg
             socklen_t cl = sizeof(cred);
             if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
                 (cred.uid != geteuid() && cred.uid != 0)) {
-                LOG_WARN("rejected local RPC client uid %u", (unsigned)cred.uid);
+                static struct log_ratelimit rl;
+                LOG_RL(&rl, 1000, LOG_LVL_WARNING, "rejected local RPC client uid %u", (unsigned)cred.uid);
                 close(fd);
                 continue;
             }
         }
         LOG_INFO("Received connection from %s", peer);
-        serve(ls, fd);
+        serve(ls, fd, ls->local ? NULL : &key);
     }
 }
 
@@ -418,6 +544,7 @@ struct rpc_server *rpc_server_create(struct loop *l, int tcp_fd, const struct co
     }
     s->loop = l;
     s->max_clients = max_clients;
+    s->max_per_peer = max_clients;   /* no per-peer cap until rpc_server_set_peer_limit */
     s->ctx = ctx;
     s->tcp.fd = s->local.fd = -1;
     /* dyno.sock is never TLS (01-rpc.md §1.4) */
@@ -428,6 +555,11 @@ struct rpc_server *rpc_server_create(struct loop *l, int tcp_fd, const struct co
 fail:
     rpc_server_destroy(s);
     return NULL;
+}
+
+void rpc_server_set_peer_limit(struct rpc_server *s, int max_per_peer)
+{
+    s->max_per_peer = max_per_peer > 0 ? max_per_peer : s->max_clients;
 }
 
 void rpc_server_shutdown(struct rpc_server *s, void (*done)(void *arg), void *arg)
@@ -444,7 +576,10 @@ void rpc_server_shutdown(struct rpc_server *s, void (*done)(void *arg), void *ar
     s->drained_arg = arg;
     loop_event_free(s->tcp.ev);
     loop_event_free(s->local.ev);
+    loop_event_free(s->tcp.resume);
+    loop_event_free(s->local.resume);
     s->tcp.ev = s->local.ev = NULL;
+    s->tcp.resume = s->local.resume = NULL;
     maybe_finish(s);
 }
 
@@ -458,6 +593,8 @@ void rpc_server_destroy(struct rpc_server *s)
         rpc_conn_free(s->conns);
     loop_event_free(s->tcp.ev);
     loop_event_free(s->local.ev);
+    loop_event_free(s->tcp.resume);
+    loop_event_free(s->local.resume);
     if (s->tcp.fd >= 0)
         close(s->tcp.fd);
     free(s);

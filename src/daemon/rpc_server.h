@@ -5,6 +5,7 @@
 #ifndef MSMON_DAEMON_RPC_SERVER_H
 #define MSMON_DAEMON_RPC_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "daemon/conn.h"
@@ -12,13 +13,17 @@
 #include "daemon/rpc_methods.h"
 
 #define RPC_MAX_MSG 8192          /* valid request lengths are 1..8191 */
-#define RPC_DEADLINE_MS 3000
+#define RPC_DEADLINE_MS 3000      /* accept to whole request, and the reply's send */
+#define RPC_FIRST_BYTE_MS 1000    /* set-up done to the first request byte */
 
 struct rpc_server;
 
 /* Bind and listen on TCP (port 1..65535; 0 is refused with the spec's text). On failure
  * returns a negative errno and the one-line reason in err. Caller owns *ret_fd. */
 int rpc_listen_tcp(int port, const char *bind_address, int *ret_fd, char *err, size_t errcap);
+
+/* The bound address of a listener is loopback only (127/8, ::1); true for fd < 0. */
+bool rpc_listen_is_loopback(int fd);
 
 /* Registers the listeners on l (served once loop_run runs). Takes ownership of tcp_fd (even
  * on failure; -1 = none); its connections are built by tcp_conn (NULL = plain sockets; TLS
@@ -27,6 +32,9 @@ int rpc_listen_tcp(int port, const char *bind_address, int *ret_fd, char *err, s
  * free with rpc_server_destroy(). */
 struct rpc_server *rpc_server_create(struct loop *l, int tcp_fd, const struct conn_factory *tcp_conn,
                                      int local_fd, int max_clients, const struct rpc_ctx *ctx);
+/* At most max_per_peer TCP connections from one address in flight (beyond: accepted and closed
+ * with a rate-limited WARNING). <= 0 = no per-peer cap (the default: max_clients). */
+void rpc_server_set_peer_limit(struct rpc_server *s, int max_per_peer);
 /* Stop accepting; done(arg) runs on the loop once the in-flight connections have finished
  * (each within its 3 s deadline), at once when there are none. Later calls do nothing. */
 void rpc_server_shutdown(struct rpc_server *s, void (*done)(void *arg), void *arg);

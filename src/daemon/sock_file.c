@@ -88,6 +88,14 @@ int sock_file_create(struct sock_file *sf, const char *dir, const char *name, in
     rc = ipc_addr_path(&addr, &alen, sf->path);
     if (rc)
         goto fail_fd;
+    /* datagram endpoints judge senders by their kernel credentials (ipc_server.c); set before
+     * bind, so no datagram can be queued without them once the name exists */
+    int one = 1;
+    if (type == SOCK_DGRAM && setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) != 0) {
+        rc = -errno;
+        LOG_ERROR("SO_PASSCRED on %s failed: %s", sf->path, errno_name(errno));
+        goto fail_fd;
+    }
     if (bind(fd, (struct sockaddr *)&addr, alen) != 0) {
         rc = -errno;
         LOG_ERROR("bind %s failed: %s (%s)", sf->path, errno_name(errno), strerror(errno));

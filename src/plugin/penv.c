@@ -3,6 +3,7 @@
 #include "plugin/penv.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,15 +35,25 @@ static const char *const penv_names[PENV_COUNT] = {
     [PENV_CUDA_HOME] = "CUDA_HOME",
     [PENV_CUDA_INJECTION] = "CUDA_INJECTION64_PATH",
     [PENV_DATA_BACKLOG_BYTES] = "MSMONITOR_DATA_BACKLOG_BYTES",
+    [PENV_WORLD_SIZE] = "WORLD_SIZE",
 };
 
 static char *penv_values[PENV_COUNT];
 static pthread_once_t penv_once = PTHREAD_ONCE_INIT;
 
+/* Variables that name a library (or the directory one is searched in) for dlopen: in a
+ * set-uid/set-gid process they would let the invoking user load code with the raised
+ * privileges, so there secure_getenv() reads them as unset. */
+static bool penv_names_library(int id)
+{
+    return id == PENV_MSPTI_LIB || id == PENV_CUPTI_LIB || id == PENV_ASCEND_HOME ||
+           id == PENV_CUDA_HOME;
+}
+
 static void penv_read_all(void)
 {
     for (int i = 0; i < PENV_COUNT; i++) {
-        const char *v = getenv(penv_names[i]);
+        const char *v = penv_names_library(i) ? secure_getenv(penv_names[i]) : getenv(penv_names[i]);
         free(penv_values[i]);
         penv_values[i] = v ? strdup(v) : NULL; /* strdup failure reads as "unset" */
     }

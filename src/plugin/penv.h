@@ -34,6 +34,7 @@ enum penv_id {
     PENV_CUDA_HOME,             /* CUDA_HOME */
     PENV_CUDA_INJECTION,        /* CUDA_INJECTION64_PATH: set when the driver injected us */
     PENV_DATA_BACKLOG_BYTES,    /* MSMONITOR_DATA_BACKLOG_BYTES: undelivered metric data cap (backlog.h) */
+    PENV_WORLD_SIZE,            /* WORLD_SIZE: the job's ranks, for the nputrace header */
     PENV_COUNT
 };
 

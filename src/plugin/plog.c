@@ -41,6 +41,13 @@ static int plog_make_dir(char *dir, size_t cap)
         return -ENAMETOOLONG;
     if (mkdir(dir, 0750) != 0 && errno != EEXIST)
         return -errno;
+    /* a msmonitor_log planted as a symlink (or owned by someone else) would send a root
+     * rank's log wherever the planter likes */
+    struct stat st;
+    if (lstat(dir, &st) != 0)
+        return -errno;
+    if (!S_ISDIR(st.st_mode) || (st.st_uid != geteuid() && st.st_uid != 0))
+        return -EPERM;
     return access(dir, W_OK | X_OK) == 0 ? 0 : -errno;
 }
 
@@ -69,10 +76,22 @@ static void plog_do_init(void)
                  (int)getpid());
     if (n < 0 || (size_t)n >= sizeof(plog_file))
         goto invalid;
-    fd = open(plog_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    /* O_NOFOLLOW + O_EXCL: never through a planted symlink; a file that already exists (same
+     * second, same pid) is appended to only when it is a regular file of ours, and is never
+     * chmod'ed: fchmod only the file we just created */
+    fd = open(plog_file, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+    if (fd >= 0) {
+        (void)fchmod(fd, 0640); /* umask may have narrowed it; never widen beyond 0640 */
+    } else if (errno == EEXIST) {
+        struct stat st;
+        fd = open(plog_file, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+        if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
+            close(fd);
+            fd = -1;
+        }
+    }
     if (fd < 0)
         goto invalid;
-    (void)fchmod(fd, 0640); /* umask may have narrowed it; never widen beyond 0640 */
     snprintf(line, sizeof(line), "[INFO] [%d] msMonitor log will record to %s\n", (int)getpid(), dir);
     plog_stderr(line);
     log_set_file(fd, LOG_LVL_ERROR);

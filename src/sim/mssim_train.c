@@ -19,7 +19,7 @@ struct opts {
     const char *ready_file;
 };
 
-enum flag_type { F_U32, F_DOUBLE, F_OFF, F_PATH, F_HELP };
+enum flag_type { F_U32, F_DOUBLE, F_OFF, F_PATH, F_HELP, F_WORD };
 struct flag {
     const char *name;
     enum flag_type type;
@@ -35,6 +35,10 @@ static const struct flag flags[] = {
     {"--rate", F_DOUBLE, "steps per second (default 5; 0 = as fast as possible)"},
     {"--ready-file", F_PATH, "create this file once the plugin/poller is started"},
     {"--scale", F_DOUBLE, "multiply every duration (default 1)"},
+    {"--slow-factor", F_DOUBLE, "duration factor of the slow rank's slow part, > 0 (default 1)"},
+    {"--slow-from-step", F_U32, "first slow step, counted from 1 (default 1)"},
+    {"--slow-kind", F_WORD, "compute | communication | host (default compute)"},
+    {"--slow-rank", F_U32, "this rank (RANK) is slow; see docs/cluster.md (default: none)"},
     {"--steps", F_U32, "steps to run (default 10; 0 = until SIGTERM/SIGINT)"},
     {"--with-plugin", F_PATH, "dlopen this libmsmonitor.so before running"},
 };
@@ -46,7 +50,7 @@ static void usage(FILE *f)
                "double for machines without an Ascend NPU). No NPU and no CANN are used.\n\nflags:\n");
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
         const char *arg = flags[i].type == F_U32 ? " N" : flags[i].type == F_DOUBLE ? " X"
-                          : flags[i].type == F_PATH ? " PATH" : "";
+                          : flags[i].type == F_PATH ? " PATH" : flags[i].type == F_WORD ? " WORD" : "";
         fprintf(f, "  %s%s\n      %s\n", flags[i].name, arg, flags[i].help);
     }
 }
@@ -71,6 +75,22 @@ static int apply(struct opts *o, const char *name, const char *val)
             o->cfg.steps_per_s = d;
         else
             o->cfg.kernel_scale = d;
+    } else if (strcmp(name, "--slow-rank") == 0 || strcmp(name, "--slow-from-step") == 0) {
+        if (str_to_u32(val, &u) != 0 || (name[7] == 'r' && u > INT32_MAX))
+            goto bad;
+        if (name[7] == 'r')
+            o->cfg.slow_rank = (int32_t)u;
+        else
+            o->cfg.slow_from_step = u;
+    } else if (strcmp(name, "--slow-factor") == 0) {
+        if (str_to_double(val, &d) != 0 || !(d > 0) || d > 1e6)
+            goto bad;
+        o->cfg.slow_factor = d;
+    } else if (strcmp(name, "--slow-kind") == 0) {
+        int k = mssim_slow_kind_from_name(val);
+        if (k < 0)
+            goto bad;
+        o->cfg.slow_kind = k;
     } else if (strcmp(name, "--with-plugin") == 0) {
         o->plugin = val;
     } else if (strcmp(name, "--ready-file") == 0) {

@@ -59,6 +59,7 @@ static struct {
 };
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+_Atomic bool sim_core_g_ready; /* init_once has run (mssim_reset keeps it: knobs are reloaded in place) */
 
 static void at_exit_report(void)
 {
@@ -78,6 +79,7 @@ static void init_once(void)
     sim_dump_open(g.k.dump_path);
     atexit(at_exit_report);
     sim_log(SIM_INFO, "libmspti.so simulator loaded (profile max kind %d)", g.k.max_kind);
+    atomic_store_explicit(&sim_core_g_ready, true, memory_order_release);
 }
 
 void sim_core_init(void) { pthread_once(&g_once, init_once); }

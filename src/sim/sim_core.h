@@ -4,6 +4,7 @@
 #ifndef MSMON_SIM_CORE_H
 #define MSMON_SIM_CORE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,6 +17,12 @@
 
 /* Idempotent; every exported entry point calls it first. */
 void sim_core_init(void);
+/* True once sim_core_init has completed (acquire): lets hot entry points skip pthread_once. */
+extern _Atomic bool sim_core_g_ready;
+static inline bool sim_core_ready(void)
+{
+    return atomic_load_explicit(&sim_core_g_ready, memory_order_acquire);
+}
 /* Knobs of the current load (stable between mssim_reset calls). */
 const struct sim_knobs *sim_knobs(void);
 

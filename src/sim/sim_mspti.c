@@ -62,59 +62,85 @@ SIM_EXPORT bool msptiActivityIsEnabled(msptiActivityKind kind)
     return sim_kind_in_profile(sim_knobs(), (int)kind) && sim_kind_enabled((int)kind);
 }
 
-size_t sim_kind_stride(int32_t kind)
+
+/* initial-exec: a direct %fs-relative access instead of a __tls_get_addr call per record (the
+ * library is dlopen'ed; 8 bytes fit glibc's static TLS surplus for such libraries). */
+static __thread size_t t_cursor __attribute__((tls_model("initial-exec")));
+
+static const size_t g_strides[] = {0, 56, 56, 48, 56, 64, 56, 56, 24, 72, 48, 48, 48};
+
+/* Stride of kind in the loaded profile, 0 if unknown (sim_kind_stride without the calls). */
+static inline size_t stride_in(const struct sim_knobs *k, int32_t kind)
 {
-    static const size_t strides[] = {0, 56, 56, 48, 56, 64, 56, 56, 24, 72, 48, 48, 48};
-    if (!sim_kind_in_profile(sim_knobs(), kind))
-        return 0;
-    return strides[kind];
+    return sim_kind_in_profile(k, kind) ? g_strides[kind] : 0;
 }
 
-static __thread size_t t_cursor;
+size_t sim_kind_stride(int32_t kind)
+{
+    return stride_in(sim_knobs(), kind);
+}
 
+/* The real quirk (MSSIM_GETNEXT=cursor): *record is ignored; a thread-local cursor is reset
+ * only when the end is reported (06 §7.10). The simulator's default (MSSIM_GETNEXT unset). */
+static inline msptiResult next_cursor(const struct sim_knobs *k, uint8_t *buffer, size_t valid,
+                                                         msptiActivity **record)
+{
+    size_t off = t_cursor, stride;
+    int32_t kind;
+
+    if (off >= valid || valid - off < sizeof(int32_t))
+        goto end;
+    memcpy(&kind, buffer + off, sizeof(kind));
+    stride = stride_in(k, kind);
+    if (!stride)
+        return MSPTI_ERROR_INNER;
+    if (stride > valid - off)
+        goto end;
+    *record = (msptiActivity *)(buffer + off);
+    t_cursor = off + stride;
+    return MSPTI_SUCCESS;
+end:
+    t_cursor = 0;
+    return MSPTI_ERROR_MAX_LIMIT_REACHED;
+}
+
+/* Called once per record by every consumer, so the pointer form is the hot path of the whole
+ * simulator: no pthread_once after the first call, no thread-local access, no calls. */
 SIM_EXPORT msptiResult msptiActivityGetNextRecord(uint8_t *buffer, size_t validBufferSizeBytes, msptiActivity **record)
 {
-    size_t off;
+    const struct sim_knobs *k;
+    size_t off, stride;
     int32_t kind;
-    sim_core_init();
+
+    if (__builtin_expect(!sim_core_ready(), 0))
+        sim_core_init();
+    k = sim_knobs();
     if (!buffer || !record)
         return MSPTI_ERROR_INVALID_PARAMETER;
-    if (sim_knobs()->getnext_cursor) {
-        /* The real quirk: *record is ignored; a thread-local cursor is reset only when the
-         * end is reported (06 §7.10). */
-        if (t_cursor >= validBufferSizeBytes) {
-            t_cursor = 0;
-            return MSPTI_ERROR_MAX_LIMIT_REACHED;
-        }
-        off = t_cursor;
-    } else if (!*record) {
+    if (__builtin_expect(k->getnext_cursor, 0))
+        return next_cursor(k, buffer, validBufferSizeBytes, record);
+    if (!*record) {
         off = 0;
     } else {
         uint8_t *prev = (uint8_t *)*record;
         if (prev < buffer || prev >= buffer + validBufferSizeBytes)
             return MSPTI_ERROR_INVALID_PARAMETER;
         memcpy(&kind, prev, sizeof(kind));
-        size_t stride = sim_kind_stride(kind);
+        stride = stride_in(k, kind);
         if (!stride)
             return MSPTI_ERROR_INNER;
         off = (size_t)(prev - buffer) + stride;
     }
     if (off >= validBufferSizeBytes || validBufferSizeBytes - off < sizeof(int32_t))
-        goto end;
+        return MSPTI_ERROR_MAX_LIMIT_REACHED;
     memcpy(&kind, buffer + off, sizeof(kind));
-    size_t stride = sim_kind_stride(kind);
+    stride = stride_in(k, kind);
     if (!stride)
         return MSPTI_ERROR_INNER;
     if (stride > validBufferSizeBytes - off)
-        goto end;
+        return MSPTI_ERROR_MAX_LIMIT_REACHED;
     *record = (msptiActivity *)(buffer + off);
-    if (sim_knobs()->getnext_cursor)
-        t_cursor = off + stride;
     return MSPTI_SUCCESS;
-end:
-    if (sim_knobs()->getnext_cursor)
-        t_cursor = 0;
-    return MSPTI_ERROR_MAX_LIMIT_REACHED;
 }
 
 /* ---- external correlation: per-thread stacks per kind ---- */

@@ -117,16 +117,76 @@ SIM_EXPORT int mssim_workload_default(struct mssim_workload_cfg *cfg)
     env_double("MSSIM_WL_KERNEL_SCALE", &cfg->kernel_scale, 0, 1e6);
     env_flag("MSSIM_WL_COMM", &cfg->comm);
     env_flag("MSSIM_WL_STEP_MARKERS", &cfg->step_markers);
+    cfg->rank = -1;
+    cfg->slow_rank = -1;
+    cfg->slow_factor = 1;
+    cfg->slow_from_step = 1;
+    cfg->slow_kind = MSSIM_SLOW_COMPUTE;
+    if (r && str_to_u32(r, &rank) == 0 && rank <= INT32_MAX)
+        cfg->rank = (int32_t)rank;
+    uint32_t u = 0;
+    const char *v = getenv("MSSIM_WL_RANK");
+    if (v && str_to_u32(v, &u) == 0 && u <= INT32_MAX)
+        cfg->rank = (int32_t)u;
+    else if (v)
+        bad_env("MSSIM_WL_RANK", v);
+    v = getenv("MSSIM_WL_SLOW_RANK");
+    if (v && str_to_u32(v, &u) == 0 && u <= INT32_MAX)
+        cfg->slow_rank = (int32_t)u;
+    else if (v)
+        bad_env("MSSIM_WL_SLOW_RANK", v);
+    env_double("MSSIM_WL_SLOW_FACTOR", &cfg->slow_factor, 0, 1e6);
+    env_u32("MSSIM_WL_SLOW_FROM_STEP", &cfg->slow_from_step, UINT32_MAX);
+    v = getenv("MSSIM_WL_SLOW_KIND");
+    if (v && mssim_slow_kind_from_name(v) >= 0)
+        cfg->slow_kind = mssim_slow_kind_from_name(v);
+    else if (v)
+        bad_env("MSSIM_WL_SLOW_KIND", v);
     return 0;
 }
 
 SIM_EXPORT void mssim_workload_stop(void) { g_stop = 1; }
 
-static void launch(const struct kern *k, double scale)
+SIM_EXPORT int mssim_slow_kind_from_name(const char *name)
 {
-    uint64_t ns = (uint64_t)llround(k->us * 1000.0 * scale);
+    if (!name)
+        return -1;
+    if (strcmp(name, "compute") == 0)
+        return MSSIM_SLOW_COMPUTE;
+    if (strcmp(name, "communication") == 0)
+        return MSSIM_SLOW_COMMUNICATION;
+    if (strcmp(name, "host") == 0)
+        return MSSIM_SLOW_HOST;
+    return -1;
+}
+
+/* kscale: the kernel's duration factor (a compute-slow rank's kernels run longer; its API
+ * calls do not). */
+static void launch_k(const struct kern *k, double scale, double kscale)
+{
+    uint64_t ns = (uint64_t)llround(k->us * 1000.0 * scale * kscale);
     mssim_api(k->api, MSSIM_LEVEL_ACL, (uint64_t)llround(3000.0 * scale));
     mssim_launch_kernel(0, k->name, k->type, ns);
+}
+
+/* Nominal device time of one step in ns (kernels + the all-reduce), for the host stall. */
+static double step_device_ns(const struct mssim_workload_cfg *cfg)
+{
+    double us = k_conv.us + k_loss.us + k_conv_bwd.us + cfg->layers * k_adam.us;
+    for (size_t i = 0; i < NFWD; i++)
+        us += cfg->layers * k_layer_fwd[i].us;
+    for (size_t i = 0; i < NBWD; i++)
+        us += cfg->layers * k_layer_bwd[i].us;
+    if (cfg->comm)
+        us += 2000.0;
+    return us * 1000.0 * cfg->kernel_scale;
+}
+
+static void host_stall(uint64_t ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull), .tv_nsec = (long)(ns % 1000000000ull)};
+    while (nanosleep(&ts, &ts) != 0 && !g_stop)
+        ;
 }
 
 static void one_step(const struct mssim_workload_cfg *cfg, uint32_t n)
@@ -134,6 +194,11 @@ static void one_step(const struct mssim_workload_cfg *cfg, uint32_t n)
     char label[32];
     uint64_t range = 0, addr = 0;
     double s = cfg->kernel_scale;
+    bool slow = cfg->slow_rank >= 0 && cfg->rank == cfg->slow_rank && n >= cfg->slow_from_step &&
+                cfg->slow_factor != 1;
+    double kf = slow && cfg->slow_kind == MSSIM_SLOW_COMPUTE ? cfg->slow_factor : 1;
+    double cf = slow && cfg->slow_kind == MSSIM_SLOW_COMMUNICATION ? cfg->slow_factor : 1;
+#define launch(k, sc) launch_k((k), (sc), kf)
     if (cfg->step_markers) {
         snprintf(label, sizeof(label), "step %u", n);
         range = mssim_mstx_range_start(label, 0);
@@ -145,6 +210,11 @@ static void one_step(const struct mssim_workload_cfg *cfg, uint32_t n)
         for (size_t i = 0; i < NFWD; i++)
             launch(&k_layer_fwd[i], s);
     launch(&k_loss, s);
+    if (slow && cfg->slow_kind == MSSIM_SLOW_HOST && cfg->slow_factor > 1) {
+        /* a host-side stall (data loading, Python) while the device has nothing to do */
+        mssim_synchronize((int32_t)cfg->device);
+        host_stall((uint64_t)llround((cfg->slow_factor - 1) * step_device_ns(cfg)));
+    }
     for (uint32_t l = 0; l < cfg->layers; l++)
         for (size_t i = 0; i < NBWD; i++)
             launch(&k_layer_bwd[i], s);
@@ -152,7 +222,9 @@ static void one_step(const struct mssim_workload_cfg *cfg, uint32_t n)
     if (cfg->comm) {
         sim_dev_stream_wait(cfg->device, 1, 0);
         mssim_collective(1, "HcclAllReduce", "hccl_world_group", "RING", MSPTI_ACTIVITY_COMMUNICATION_FP32,
-                         16777216, 64 * MIB, (uint64_t)llround(2000000.0 * s));
+                         16777216, 64 * MIB, (uint64_t)llround(2000000.0 * s * cf));
+        /* the optimizer needs the reduced gradients */
+        sim_dev_stream_wait(cfg->device, 0, 1);
     }
     for (uint32_t l = 0; l < cfg->layers; l++)
         launch(&k_adam, s);
@@ -161,6 +233,7 @@ static void one_step(const struct mssim_workload_cfg *cfg, uint32_t n)
     if (range)
         mssim_mstx_range_end(range);
     mssim_synchronize((int32_t)cfg->device);
+#undef launch
 }
 
 /* Sleep until the realtime deadline, waking early when asked to stop. */
@@ -182,12 +255,18 @@ SIM_EXPORT int mssim_workload_run(const struct mssim_workload_cfg *cfg)
 {
     sim_core_init();
     if (!cfg || cfg->layers > 1024 || cfg->kernel_scale < 0 || !isfinite(cfg->kernel_scale) ||
-        cfg->steps_per_s < 0 || !isfinite(cfg->steps_per_s))
+        cfg->steps_per_s < 0 || !isfinite(cfg->steps_per_s) || !(cfg->slow_factor > 0) ||
+        !isfinite(cfg->slow_factor) || cfg->slow_kind < MSSIM_SLOW_COMPUTE || cfg->slow_kind > MSSIM_SLOW_HOST)
         return -EINVAL;
     if (mssim_set_device(cfg->device) != 0)
         return -EINVAL;
     uint32_t done = 0;
     sim_log(SIM_INFO, "workload: %u steps, %u layers, device %u", cfg->steps, cfg->layers, cfg->device);
+    if (cfg->slow_rank >= 0 && cfg->rank == cfg->slow_rank)
+        sim_log(SIM_INFO, "workload: this rank (%d) is slow: %s x%g from step %u", (int)cfg->rank,
+                cfg->slow_kind == MSSIM_SLOW_COMPUTE ? "compute"
+                : cfg->slow_kind == MSSIM_SLOW_COMMUNICATION ? "communication" : "host",
+                cfg->slow_factor, cfg->slow_from_step);
     while (!g_stop && (cfg->steps == 0 || done < cfg->steps)) {
         /* Pace from this step's start: a step (or hook) that overran starts the next one at
          * once, without a burst of catch-up steps after it (06 §9.5 item 9). */

@@ -26,7 +26,9 @@ IND = " " * 12
 
 @pytest.fixture
 def d():
-    dm = Daemon()
+    # test_npu_monitor_and_gputrace_kept_apart speaks for a made-up msMonitor pid next to the
+    # Kineto client in the same process: the issue-13 speaks-for rule is off here
+    dm = Daemon(extra=["--noipc_peer_pid_check"])
     yield dm
     dm.stop()
 

@@ -185,7 +185,15 @@ def test_json_and_tensorboard_loggers_together(make_daemon):
     tb = tempfile.mkdtemp(prefix="mmtb")
     d = make_daemon(extra=["--use_JSON", "--metric_log_dir", tb])
     first = wait_record(d, lambda r: "uptime" in r)
-    hm = tfr.scalars(os.path.join(tb, "host_metrics", "tfevents.pb"))
+    # the JSON logger runs before the TensorBoard one on the same record: the JSON line can be
+    # seen before the event is appended, so wait for the file to hold the whole cycle
+    hm_path = os.path.join(tb, "host_metrics", "tfevents.pb")
+    deadline = time.monotonic() + 10
+    while True:
+        hm = tfr.scalars(hm_path) if os.path.exists(hm_path) else {}
+        if set(first) <= set(hm) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     # every key of the first cycle, at step 0, with the JSON logger's value (integers exact as
     # float32; floats are "%.3f" strings there)
     assert sorted(hm) == sorted(first)

@@ -28,6 +28,7 @@
 #include "msmon/ipc_wire.h"
 #include "plugin/control/control.h"
 #include "plugin/control/monitor.h"
+#include "plugin/control/tracewin.h"
 #include "plugin/penv.h"
 
 #define DYN_PY_WS KVTEXT_WS
@@ -452,14 +453,23 @@ int dyn_trace_config(struct dyn_trace *t, const struct kvtext *kv, int32_t rank,
     const char *iters_s = dyn_get(kv, "ACTIVITIES_ITERATIONS", "1");
     int32_t start, iters;
 
-    if (strcasecmp(is_rank, "true") == 0 && !dyn_rank_listed(dyn_get(kv, "PROFILE_RANK_LIST", ""), rank))
+    if (strcasecmp(is_rank, "true") == 0 && !dyn_rank_listed(dyn_get(kv, "PROFILE_RANK_LIST", ""), rank)) {
+        LOG_INFO("dynamic_profile: nputrace config not for rank %d (PROFILE_RANK_LIST '%s')", (int)rank,
+                 dyn_get(kv, "PROFILE_RANK_LIST", ""));
         return 0;
+    }
     if (dyn_int(start_s, &start) != 0 || dyn_int(iters_s, &iters) != 0) {
         LOG_ERROR("dynamic_profile: nputrace config ignored: PROFILE_START_STEP='%s' ACTIVITIES_ITERATIONS='%s'",
                   start_s, iters_s);
         return -EINVAL;
     }
-    if (start < 0 || start <= step)
+    if (start >= 0 && start <= step) {
+        /* Tracing other steps than asked would break the alignment of the ranks' traces. */
+        LOG_ERROR("dynamic_profile: nputrace config ignored on rank %d: start step %d already passed (now at "
+                  "step %d)", (int)rank, (int)start, (int)step);
+        return -ERANGE;
+    }
+    if (start < 0)
         start = step + 1;
     if (iters < 1)
         iters = 1;
@@ -501,6 +511,9 @@ static struct {
     uint64_t range_id, last_status_ns;
     bool status_due;
     struct dyn_trace trace;
+    struct tracewin_cfg tcfg;     /* the armed window's options */
+    uint32_t *steps;              /* <segment>.steps: every rank's current step (alignment) */
+    uint32_t steps_retry;         /* steps until a rank tries to map it again */
     /* mstx: the simulator's API, else CANN's; both optional */
     uint64_t (*sim_start)(const char *, int32_t);
     uint64_t (*cann_start)(const char *, void *);
@@ -568,12 +581,93 @@ static void dyn_mstx_end(uint64_t id)
         dyn.range_end(id);
 }
 
+/* ---- every rank's step, for the nputrace alignment ----
+ * `msmonitor_steps.<segment name>` next to the segment: DYN_STEPS_SLOTS uint32 slots, rank r writes its current step at slot
+ * r % DYN_STEPS_SLOTS each step; the creator takes the maximum when it aligns a start step.
+ * A side file, not the segment, because the segment's text must stay plain padded JSON for
+ * every reader. Only the creator creates (and at exit unlinks) it; ranks map it when it is
+ * there. Best effort: without it the creator aligns on its own step. */
+#define DYN_STEPS_SLOTS 4096u
+#define DYN_STEPS_RETRY 64u
+
+/* "<dir>/msmonitor_steps.<segment name>": not under the segment's prefix, so tools that list
+ * DynamicProfileNpuShm* segments see one file per hour as before. */
+static int dyn_steps_path(char *buf, size_t cap)
+{
+    const char *slash = strrchr(dyn.path, '/');
+    int dlen = slash ? (int)(slash - dyn.path) + 1 : 0;
+
+    return snprintf(buf, cap, "%.*smsmonitor_steps.%s", dlen, dyn.path, dyn.path + dlen) < (int)cap ? 0 : -1;
+}
+
+static void dyn_steps_map(bool create)
+{
+    char p[PATH_MAX + 32];
+    void *m;
+    int fd;
+
+    if (dyn_steps_path(p, sizeof(p)) != 0)
+        return;
+    fd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
+    if (fd < 0)
+        return;
+    /* Zeroed by the new creator: a killed job's steps must not push the start away. */
+    if (create && (ftruncate(fd, 0) != 0 || ftruncate(fd, DYN_STEPS_SLOTS * sizeof(uint32_t)) != 0)) {
+        close(fd);
+        return;
+    }
+    m = mmap(NULL, DYN_STEPS_SLOTS * sizeof(uint32_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m != MAP_FAILED) {
+        struct stat st;
+        if (stat(p, &st) == 0 && st.st_size >= (off_t)(DYN_STEPS_SLOTS * sizeof(uint32_t)))
+            dyn.steps = m;
+        else
+            munmap(m, DYN_STEPS_SLOTS * sizeof(uint32_t));
+    }
+}
+
+static void dyn_steps_note(void)
+{
+    if (!dyn.steps && !dyn.creator && dyn.steps_retry-- == 0) {
+        dyn.steps_retry = DYN_STEPS_RETRY;
+        dyn_steps_map(false);
+    }
+    if (dyn.steps)
+        __atomic_store_n(&dyn.steps[(uint32_t)dyn.rank % DYN_STEPS_SLOTS], (uint32_t)dyn.step, __ATOMIC_RELAXED);
+}
+
+/* The highest step any rank of the node reports (poller thread). */
+static int32_t dyn_steps_max(void)
+{
+    int32_t best = __atomic_load_n(&dyn.step, __ATOMIC_RELAXED);
+
+    if (dyn.steps)
+        for (uint32_t i = 0; i < DYN_STEPS_SLOTS; i++) {
+            uint32_t v = __atomic_load_n(&dyn.steps[i], __ATOMIC_RELAXED);
+            if (v <= INT32_MAX && (int32_t)v > best)
+                best = (int32_t)v;
+        }
+    return best;
+}
+
+static void dyn_steps_unmap(void)
+{
+    char p[PATH_MAX + 32];
+
+    if (dyn.steps)
+        munmap(dyn.steps, DYN_STEPS_SLOTS * sizeof(uint32_t));
+    dyn.steps = NULL;
+    if (dyn.creator && dyn_steps_path(p, sizeof(p)) == 0)
+        (void)unlink(p);
+}
+
 /* Poller callback (poller thread): publish one poll reply in the segment for every rank. */
 static void dyn_publish(void *ctx, const char *text, size_t len)
 {
     uint8_t *shm = ctx;
     struct kvtext kv;
-    char *json = NULL;
+    char *json = NULL, aligned[16];
     size_t jlen = 0;
     int rc;
 
@@ -581,6 +675,8 @@ static void dyn_publish(void *ctx, const char *text, size_t len)
         kvtext_fini(&kv);
         return;
     }
+    /* nputrace with start step -1: one start step for every rank, published with the config. */
+    (void)tracewin_align(&kv, dyn_steps_max(), aligned, sizeof(aligned));
     rc = kv.n > 0 ? dyn_config_json(&kv, &json, &jlen) : -ENODATA;
     if (rc == 0)
         rc = dyn_shm_write(shm, json, jlen, (uint32_t)time(NULL));
@@ -618,11 +714,16 @@ void dyn_finalize(void)
     __atomic_store_n(&dyn.enabled, false, __ATOMIC_RELAXED);
     dyn_mstx_end(dyn.range_id);
     dyn.range_id = 0;
+    if (dyn.trace.state == DYN_TRACE_RUNNING)
+        tracewin_end(dyn.step, true); /* the partial window is written, valid */
+    dyn.trace.state = DYN_TRACE_IDLE;
+    tracewin_note(DYN_TRACE_IDLE, dyn.trace.start, dyn.trace.stop, dyn.step, dyn.rank, NULL);
     (void)monitor_stop();
     control_poller_destroy(dyn.poller); /* sends the last status, then the -1 statuses */
     dyn.poller = NULL;
     munmap(dyn.shm, DYN_SHM_SIZE);
     dyn.shm = NULL;
+    dyn_steps_unmap();
     if (dyn.creator && unlink(dyn.path) != 0 && errno != ENOENT)
         LOG_WARN("dynamic_profile: cannot remove %s: %s", dyn.path, strerror(errno));
     close(dyn.fd);
@@ -689,6 +790,9 @@ int dyn_init(int32_t rank, unsigned flags)
     dyn.step = 1;
     dyn.trace = (struct dyn_trace){ DYN_TRACE_IDLE, -1, -1 };
     dyn.status_due = true;
+    dyn.steps_retry = 0;
+    if (dyn.creator)
+        dyn_steps_map(true); /* before the poller: it reads the slots */
     if (dyn.creator)
         dyn_poller_start();
     dyn_mstx_resolve();
@@ -728,8 +832,22 @@ static void dyn_apply(int32_t step)
         (void)control_apply_config(kv.keys, kv.values, kv.n);
         goto out;
     }
-    if (dyn_trace_config(&dyn.trace, &kv, dyn.rank, step) == 1)
+    {
+        struct tracewin_cfg c;
+        struct dyn_trace t = dyn.trace;
+        if (dyn.trace.state != DYN_TRACE_IDLE) {
+            LOG_ERROR("dynamic_profile: nputrace config ignored on rank %d: a window [%d, %d) is already %s",
+                      (int)dyn.rank, (int)dyn.trace.start, (int)dyn.trace.stop,
+                      dyn.trace.state == DYN_TRACE_RUNNING ? "running" : "armed");
+            goto out;
+        }
+        if (dyn_trace_config(&t, &kv, dyn.rank, step) != 1 || tracewin_parse(&kv, &c) != 0)
+            goto out;
+        dyn.trace = t;
+        dyn.tcfg = c;
+        tracewin_note(t.state, t.start, t.stop, step, dyn.rank, &c);
         dyn.status_due = true; /* report the new state at once */
+    }
 out:
     kvtext_fini(&kv);
 }
@@ -745,15 +863,28 @@ int dyn_step(void)
         goto out;
     dyn_mstx_end(dyn.range_id);
     if (dyn.step < INT32_MAX)
-        dyn.step++;
-    dyn.range_id = dyn_mstx_start(dyn.step);
+        __atomic_store_n(&dyn.step, dyn.step + 1, __ATOMIC_RELAXED); /* the creator's poller reads it */
+    dyn_steps_note();
     ts = dyn_shm_time(dyn.shm);
     if (ts > dyn.last_ts) {
         dyn.last_ts = ts;
         dyn_apply(dyn.step);
     }
-    if (dyn_trace_advance(&dyn.trace, dyn.step))
-        dyn.status_due = true;
+    /* The window opens and closes between steps, before this step's range starts, so the
+     * trace holds exactly the records (and `step <N>` ranges) of [start, stop). */
+    {
+        int32_t before = dyn.trace.state;
+        if (dyn_trace_advance(&dyn.trace, dyn.step)) {
+            dyn.status_due = true;
+            if (before == DYN_TRACE_RUNNING || dyn.trace.state != DYN_TRACE_RUNNING)
+                tracewin_end(dyn.step, false);
+            if (dyn.trace.state == DYN_TRACE_RUNNING &&
+                tracewin_begin(&dyn.tcfg, dyn.trace.start, dyn.trace.stop, dyn.rank) != 0)
+                dyn.trace.state = DYN_TRACE_IDLE; /* refused: the line says why; status goes Idle */
+            tracewin_note(dyn.trace.state, dyn.trace.start, dyn.trace.stop, dyn.step, dyn.rank, NULL);
+        }
+    }
+    dyn.range_id = dyn_mstx_start(dyn.step);
     if (dyn.poller) {
         uint64_t now = clock_mono_ns();
         if (dyn.status_due || now - dyn.last_status_ns >= DYN_STATUS_PERIOD_NS) {

@@ -144,6 +144,18 @@ int ipc_client_send(struct ipc_client *c, const char *dest, const char *tag, con
             log_write(lvl, __FILE__, __LINE__, "UNIX Socket path is not exist or not writable: %s", path);
         return -ENOENT;
     }
+    /* in a shared socket directory anyone may have bound the name: talk only to a socket
+     * of our own uid or root, so a fake daemon cannot drive this process (issue 13) */
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return -ENOENT;
+    if (!S_ISSOCK(st.st_mode) || (st.st_uid != geteuid() && st.st_uid != 0)) {
+        static struct log_ratelimit rl;
+        LOG_RL(&rl, 60000, LOG_LVL_ERROR,
+               "ipc: %s is not a socket owned by uid %u or root (owner uid %u); not talking to it",
+               path, (unsigned)geteuid(), (unsigned)st.st_uid);
+        return -EPERM;
+    }
     rc = ipc_addr_path(&addr, &alen, path);
     if (rc != 0)
         return rc;

@@ -25,6 +25,7 @@
 #include "msmon/ipc_wire.h"
 #include "plugin/control/dyno.h"
 #include "plugin/outputs/outfile.h"
+#include "plugin/outputs/proc_trace.h"
 #include "plugin/penv.h"
 #include "plugin/pipeline/filter.h"
 #include "plugin/pipeline/pipeline.h"
@@ -47,6 +48,8 @@ struct mon_start_copy {
     char log_dir[MON_LOG_DIR_CAP];
     char rotate_lines[sizeof(((struct mconfig *)0)->rotate_lines)];
     char rotate_files[sizeof(((struct mconfig *)0)->rotate_files)];
+    struct proc_trace_opts trace;
+    char backend[32];
 };
 
 struct mon_cmd {
@@ -71,6 +74,8 @@ struct mon_session {
     struct pipeline *pl;          /* cutoff, filter, pairing, counters in front of proc */
     struct filter_state *filter;  /* created once, never freed */
     bool running, standalone;
+    bool trace;                   /* an nputrace window session (PROC_TRACE), not npu-monitor */
+    int32_t trace_start, trace_stop;
     uint32_t enabled_mask;
     uint32_t interval_s;          /* kept while idle for the next start */
     double duration_s;
@@ -93,6 +98,7 @@ static struct {
 
     /* published by the actor for lock-free readers */
     atomic_bool pub_running;
+    atomic_bool pub_trace;        /* the running session is an nputrace window */
     atomic_uint pub_kinds;
     atomic_int trace_status;
 
@@ -100,7 +106,7 @@ static struct {
     pthread_mutex_t be_lock;
     struct backend *loaded;       /* created once, kept for the process */
     struct backend *test_be;
-    const struct proc_ops *test_ops[PROC_STANDALONE + 1];
+    const struct proc_ops *test_ops[PROC_MODE_LAST + 1];
 
     pthread_mutex_t pgi_lock;
     char *parallel_group_info;
@@ -230,7 +236,7 @@ static const struct proc_ops *mon_ops_for(enum proc_mode mode)
 {
     const struct proc_ops *ops;
 
-    if ((int)mode < 0 || mode > PROC_STANDALONE)
+    if ((int)mode < 0 || mode > PROC_MODE_LAST)
         return NULL;
     pthread_mutex_lock(&mon.be_lock);
     ops = mon.test_ops[mode];
@@ -244,6 +250,8 @@ static const struct proc_ops *mon_ops_for(enum proc_mode mode)
         return &proc_db_ops;
     case PROC_JSONL:
         return &proc_jsonl_ops;
+    case PROC_TRACE:
+        return &proc_trace_ops;
     default:
         return &proc_memory_ops;
     }
@@ -264,6 +272,7 @@ static void mon_publish(void)
 {
     atomic_store(&mon.pub_kinds, mon.sess.running ? mon.sess.enabled_mask : 0);
     atomic_store(&mon.pub_running, mon.sess.running);
+    atomic_store(&mon.pub_trace, mon.sess.running && mon.sess.trace);
 }
 
 /* §5.2 steps 1–3 (the backend), 5–7. */
@@ -298,6 +307,7 @@ static void mon_teardown(void)
         (void)filter_state_set(s->filter, NULL);
     s->filter_logged = false;
     s->running = false;
+    s->trace = false;
     s->enabled_mask = 0;
     s->duration_s = 0;
     s->deadline_ns = s->next_tick_ns = 0;
@@ -305,6 +315,8 @@ static void mon_teardown(void)
     pthread_setname_np(pthread_self(), MON_NAME_IDLE); /* gone from `top -H` before the log line */
     LOG_INFO("MsptiMonitor stop successfully");
 }
+
+static int mon_do_kinds(uint32_t mask);
 
 static void mon_tick(void)
 {
@@ -344,7 +356,10 @@ static int mon_do_start(const struct monitor_start_args *a)
 
     if (s->running)
         return -EALREADY;
-    if (atomic_load(&mon.trace_status) == IPC_STATUS_RUNNING) {
+    if (a->mode == PROC_TRACE && (!a->trace || !a->log_dir || !a->kinds_mask))
+        return -EINVAL;
+    /* The framework's own trace status; our trace window is this very session. */
+    if (a->mode != PROC_TRACE && atomic_load(&mon.trace_status) == IPC_STATUS_RUNNING) {
         LOG_ERROR("MsptiMonitor start refused: nputrace is running in this process (msPTI allows one "
                   "subscriber; stop the trace first)");
         return -EBUSY;
@@ -369,6 +384,7 @@ static int mon_do_start(const struct monitor_start_args *a)
         /* metric data always goes to the daemon; file modes only send their counters
          * (PluginStats), and only to a daemon this process talks to */
         .send = a->mode == PROC_METRIC || dyno_reachable() ? dyno_send_data : NULL,
+        .trace = a->mode == PROC_TRACE ? a->trace : NULL,
     };
     rc = pipeline_create(&pc, s->filter, ops, &pl);
     if (rc != 0) {
@@ -394,7 +410,14 @@ static int mon_do_start(const struct monitor_start_args *a)
     s->deadline_ns = s->duration_s > 0 ? clock_mono_ns() + (uint64_t)llround(s->duration_s * 1e9) : 0;
     s->next_tick_ns = mon_period_ns() ? clock_mono_ns() + mon_period_ns() : 0;
     s->running = true;
+    s->trace = a->mode == PROC_TRACE;
+    if (s->trace) {
+        s->trace_start = a->trace->start_step;
+        s->trace_stop = a->trace->stop_step;
+    }
     mon_publish();
+    if (a->kinds_mask)
+        (void)mon_do_kinds(a->kinds_mask);
     pthread_setname_np(pthread_self(), MON_NAME_RUNNING);
     LOG_INFO("MsptiMonitor start successfully");
     LOG_INFO("Start mspti monitor thread successfully, rankid: %d", (int)pc.rank);
@@ -451,6 +474,14 @@ static int mon_do_config(const struct mconfig *cfg)
     char *dir = NULL;
     int status;
 
+    if (s->running && s->trace) {
+        /* 01 §5: the daemon refuses npu-monitor while nputrace runs; a config that still
+         * arrives (an older daemon, a direct API caller) must not end the window. */
+        LOG_ERROR("npu-monitor config refused: nputrace is tracing steps [%d, %d) in this process; "
+                  "retry after the window", (int)s->trace_start, (int)s->trace_stop);
+        mon_status_post(IPC_STATUS_IDLE);
+        return 0;
+    }
     if (cfg->stop) {
         (void)mon_do_stop();
         goto report;
@@ -726,6 +757,11 @@ bool monitor_running(void)
     return atomic_load(&mon.pub_running);
 }
 
+bool monitor_tracing(void)
+{
+    return atomic_load(&mon.pub_trace);
+}
+
 int monitor_stop(void)
 {
     return mon_call_simple(MON_OP_STOP, 0, MON_WAIT_STOP_MS);
@@ -758,9 +794,20 @@ int monitor_start(const struct monitor_start_args *a)
     sc->a.log_dir = a->log_dir ? sc->log_dir : NULL;
     sc->a.rotate_lines = a->rotate_lines ? sc->rotate_lines : NULL;
     sc->a.rotate_files = a->rotate_files ? sc->rotate_files : NULL;
+    if (a->trace) {
+        sc->trace = *a->trace;
+        mon_copy_str(sc->backend, sizeof(sc->backend), a->trace->backend);
+        sc->trace.backend = sc->backend;
+        sc->a.trace = &sc->trace;
+    }
     rc = mon_call(c, MON_WAIT_CALL_MS);
     free(c);
     return rc;
+}
+
+int monitor_stop_nowait(void)
+{
+    return mon_call_simple(MON_OP_STOP, 0, 0);
 }
 
 void monitor_set_interval(uint32_t seconds)
@@ -797,7 +844,7 @@ int monitor_handle_config(const struct mconfig *cfg)
 void monitor_set_trace_status(int32_t status)
 {
     atomic_store(&mon.trace_status, status);
-    if (status == IPC_STATUS_RUNNING && atomic_load(&mon.pub_running))
+    if (status == IPC_STATUS_RUNNING && atomic_load(&mon.pub_running) && !atomic_load(&mon.pub_trace))
         LOG_WARN("nputrace reported Running while an npu-monitor session runs in this process; msPTI "
                  "allows one subscriber, stop npu-monitor before tracing");
 }
@@ -852,7 +899,7 @@ void monitor_test_set_backend(struct backend *be)
 
 void monitor_test_set_proc(enum proc_mode mode, const struct proc_ops *ops)
 {
-    if ((int)mode < 0 || mode > PROC_STANDALONE)
+    if ((int)mode < 0 || mode > PROC_MODE_LAST)
         return;
     pthread_mutex_lock(&mon.be_lock);
     mon.test_ops[mode] = ops;

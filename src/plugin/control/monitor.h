@@ -18,6 +18,8 @@ struct monitor_start_args {
     double duration_s;          /* 0 = unlimited */
     const char *rotate_lines, *rotate_files;
     bool standalone;            /* report interval 0 for this session (§13) */
+    uint32_t kinds_mask;        /* enabled right after the start (0: none until a config) */
+    const struct proc_trace_opts *trace; /* PROC_TRACE: the nputrace window (copied) */
 };
 
 /* Apply one validated config (§4) and queue npuMonitorStatus (03-ipc.md §5.3) ahead of any
@@ -29,7 +31,12 @@ int monitor_handle_config(const struct mconfig *cfg);
 int monitor_start(const struct monitor_start_args *a);
 /* §5.2; -ENOENT if no session was running. Waits up to 60 s for the final output. */
 int monitor_stop(void);
+/* The same stop, queued without waiting (the nputrace window's end on the stepping thread);
+ * later commands run after it. 0 or -EAGAIN (queue full), -ENOENT. */
+int monitor_stop_nowait(void);
 bool monitor_running(void);
+/* The running session is an nputrace window (PROC_TRACE). */
+bool monitor_tracing(void);
 /* §7.3 live interval change (stored while idle). Queued; does not wait. */
 void monitor_set_interval(uint32_t seconds);
 /* §8; the mask holds bit (1u << kind). Only while running. */

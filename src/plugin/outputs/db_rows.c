@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "plugin/outputs/outfile.h"
+#include "plugin/pipeline/idmap.h"
 
 #define DB_MAX_STRINGS (16u * 1024 * 1024)
 #define DB_INVALID_U32 4294967295LL
@@ -53,13 +54,24 @@ const struct db_table db_rows_tables[T_INCR_COUNT] = {
 
 int db_rows_init(struct db_rows *p, int64_t pid)
 {
+    int rc;
+
     memset(p, 0, sizeof(*p));
     p->pid = pid;
-    return pl_strpool_create(DB_MAX_STRINGS, &p->pool);
+    rc = idmap_create(DB_TASK_IDS_CAP, sizeof(int64_t), &p->task_ids);
+    if (rc < 0)
+        return rc;
+    rc = pl_strpool_create(DB_MAX_STRINGS, &p->pool);
+    if (rc < 0) {
+        idmap_destroy(p->task_ids);
+        p->task_ids = NULL;
+    }
+    return rc;
 }
 
 void db_rows_fini(struct db_rows *p)
 {
+    idmap_destroy(p->task_ids);
     pl_strpool_destroy(p->pool);
     for (int t = 0; t < T_INCR_COUNT; t++)
         free(p->rows[t].v);
@@ -176,7 +188,27 @@ static void marker_ids(struct db_rows *p, const struct mon_marker *m)
         (void)sid(p, m->domain);
     } else {
         (void)sid(p, "MsTx");
+        /* §3.3: a device START allocates its range's globalTaskId, so the ids follow the
+         * order of the START records whatever order the parts complete in. */
+        if ((m->flag & MON_MARKER_START) && !idmap_get(p->task_ids, m->id)) {
+            int64_t *slot = idmap_put(p->task_ids, m->id, NULL);
+            *slot = p->next_task_id++;
+        }
     }
+}
+
+/* The globalTaskId of a completed device part: the one its START allocated, else a new one
+ * (instants; a START evicted from the bounded map). */
+static int64_t device_task_id(struct db_rows *p, const struct pl_range *m)
+{
+    int64_t *slot = m->instant ? NULL : idmap_get(p->task_ids, m->id);
+    int64_t id;
+
+    if (!slot)
+        return p->next_task_id++;
+    id = *slot;
+    idmap_del(p->task_ids, m->id);
+    return id;
 }
 
 /* Host part → MSTX_EVENTS (globalTid from START, endGlobalTid from END); device part → TASK
@@ -193,7 +225,7 @@ int db_rows_add_range(struct db_rows *p, const struct pl_range *m)
         int64_t type = sid(p, "MsTx");
         ADD_ROW(p, T_TASK, t);
         t[0] = (int64_t)m->dev_start; t[1] = (int64_t)m->dev_end; t[2] = m->device_id;
-        t[3] = (int64_t)(m->id + DB_MARKER_CONN_OFFSET); t[4] = p->next_task_id++; t[5] = p->pid; t[6] = type;
+        t[3] = (int64_t)(m->id + DB_MARKER_CONN_OFFSET); t[4] = device_task_id(p, m); t[5] = p->pid; t[6] = type;
         t[7] = DB_INVALID_U32; t[8] = m->stream_id; t[9] = DB_INVALID_U32; t[10] = DB_INVALID_U32;
     }
     p->tx_rows++;

@@ -33,8 +33,12 @@ struct rows {
     size_t n, cap; /* rows */
 };
 
+struct idmap;
+#define DB_TASK_IDS_CAP 65536     /* device STARTs waiting for their part (oldest evicted) */
+
 struct db_rows {
     struct pl_strpool *pool;      /* the session's string ids (STRING_IDS) */
+    struct idmap *task_ids;       /* device marker id -> globalTaskId allocated at its START */
     struct sid_slot { const char *ptr; int64_t id; } sid_cache[256];
     struct rows rows[T_INCR_COUNT];
     size_t tx_rows;               /* rows built since db_rows_clear */

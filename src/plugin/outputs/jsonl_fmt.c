@@ -15,12 +15,26 @@ static const char digits2[201] = "0001020304050607080910111213141516171819202122
                                  "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
                                  "8081828384858687888990919293949596979899";
 
-static char *put_u64(char *o, uint64_t v)
+/* Exactly 4 / 8 digits of v (v < 10^4 / 10^8), 32-bit arithmetic only. */
+static inline char *put4(char *o, uint32_t v)
 {
-    char tmp[20];
+    memcpy(o, digits2 + (v / 100) * 2, 2);
+    memcpy(o + 2, digits2 + (v % 100) * 2, 2);
+    return o + 4;
+}
+
+static inline char *put8(char *o, uint32_t v)
+{
+    return put4(put4(o, v / 10000), v % 10000);
+}
+
+/* v < 10^8, no leading zeros. */
+static inline char *put_u32_small(char *o, uint32_t v)
+{
+    char tmp[8];
     size_t i = sizeof(tmp);
     while (v >= 100) {
-        size_t d = (size_t)(v % 100) * 2;
+        uint32_t d = (v % 100) * 2;
         v /= 100;
         tmp[--i] = digits2[d + 1];
         tmp[--i] = digits2[d];
@@ -35,6 +49,24 @@ static char *put_u64(char *o, uint64_t v)
     return o + sizeof(tmp) - i;
 }
 
+/* Decimal of v. Timestamps have 19 digits, so the number is cut into 8-digit groups once
+ * (two 64-bit divisions by a constant) and each group is formatted with 32-bit arithmetic. */
+static char *put_u64(char *o, uint64_t v)
+{
+    uint64_t hi;
+
+    if (v < 100000000u)
+        return put_u32_small(o, (uint32_t)v);
+    hi = v / 100000000u;
+    if (hi < 100000000u) {
+        o = put_u32_small(o, (uint32_t)hi);
+    } else {
+        o = put_u32_small(o, (uint32_t)(hi / 100000000u));
+        o = put8(o, (uint32_t)(hi % 100000000u));
+    }
+    return put8(o, (uint32_t)(v % 100000000u));
+}
+
 /* A JSON string of s[0..n) with jw's escaping (nlohmann-compatible); NULL writes "". */
 static char *put_str(char *o, const char *s, size_t n)
 {
@@ -46,6 +78,24 @@ static char *put_str(char *o, const char *s, size_t n)
     }
     *o++ = '"';
     return o;
+}
+
+/* String i of st: copied when already escaped. */
+static char *put_st(char *o, const struct jsonl_strs *st, size_t i)
+{
+    if (!st->escaped[i])
+        return put_str(o, st->s[i], st->n[i]);
+    *o++ = '"';
+    memcpy(o, st->s[i], st->n[i]);
+    o += st->n[i];
+    *o++ = '"';
+    return o;
+}
+
+size_t jsonl_fmt_escape(char *dst, const char *s, size_t n)
+{
+    long r = n ? jw_escape(dst, n * 6, s, n) : 0;
+    return r > 0 ? (size_t)r : 0;
 }
 
 size_t jsonl_fmt_slen(const char *s)
@@ -120,6 +170,7 @@ size_t jsonl_fmt_strings(const struct mon_record *r, struct jsonl_strs *ret)
     ret->total = 0;
     for (size_t i = 0; i < k; i++) {
         ret->n[i] = jsonl_fmt_slen(s[i]);
+        ret->escaped[i] = false;
         ret->total += ret->n[i];
     }
     return k;
@@ -135,9 +186,9 @@ char *jsonl_fmt_record(char *o, const struct mon_record *r, const struct jsonl_s
         o = LIT(o, ",\"endNs\":");
         o = put_u64(o, a->end);
         o = LIT(o, ",\"kind\":");
-        o = put_str(o, st->s[0], st->n[0]);
+        o = put_st(o, st, 0);
         o = LIT(o, ",\"name\":");
-        o = put_str(o, st->s[1], st->n[1]);
+        o = put_st(o, st, 1);
         o = LIT(o, ",\"processId\":");
         o = put_u64(o, a->pid);
         o = LIT(o, ",\"startNs\":");
@@ -153,20 +204,20 @@ char *jsonl_fmt_record(char *o, const struct mon_record *r, const struct jsonl_s
         o = LIT(o, ",\"endNs\":");
         o = put_u64(o, k->end);
         o = LIT(o, ",\"kind\":\"Kernel\",\"name\":");
-        o = put_str(o, st->s[0], st->n[0]);
+        o = put_st(o, st, 0);
         o = LIT(o, ",\"startNs\":");
         o = put_u64(o, k->start);
         o = LIT(o, ",\"streamId\":");
         o = put_u64(o, k->stream_id);
         o = LIT(o, ",\"type\":");
-        o = put_str(o, st->s[1], st->n[1]);
+        o = put_st(o, st, 1);
     } else if (r->kind == MON_KIND_COMMUNICATION) {
         const struct mon_comm *c = &r->u.comm;
         const char *dt = mon_comm_dtype_name(c->data_type);
         o = LIT(o, "{\"algType\":");
-        o = put_str(o, st->s[0], st->n[0]);
+        o = put_st(o, st, 0);
         o = LIT(o, ",\"commName\":");
-        o = put_str(o, st->s[1], st->n[1]);
+        o = put_st(o, st, 1);
         o = LIT(o, ",\"correlationId\":");
         o = put_u64(o, c->correlation_id);
         o = LIT(o, ",\"count\":");
@@ -178,7 +229,7 @@ char *jsonl_fmt_record(char *o, const struct mon_record *r, const struct jsonl_s
         o = LIT(o, ",\"endNs\":");
         o = put_u64(o, c->end);
         o = LIT(o, ",\"kind\":\"Communication\",\"name\":");
-        o = put_str(o, st->s[2], st->n[2]);
+        o = put_st(o, st, 2);
         o = LIT(o, ",\"startNs\":");
         o = put_u64(o, c->start);
         o = LIT(o, ",\"streamId\":");
@@ -190,13 +241,13 @@ char *jsonl_fmt_record(char *o, const struct mon_record *r, const struct jsonl_s
         if (n > 0)
             o += n;
         o = LIT(o, ",\"commName\":");
-        o = put_str(o, st->s[0], st->n[0]);
+        o = put_st(o, st, 0);
         o = LIT(o, ",\"deviceId\":");
         o = put_u64(o, h->device_id);
         o = LIT(o, ",\"endNs\":");
         o = put_u64(o, h->end);
         o = LIT(o, ",\"kind\":\"Hccl\",\"name\":");
-        o = put_str(o, st->s[1], st->n[1]);
+        o = put_st(o, st, 1);
         o = LIT(o, ",\"startNs\":");
         o = put_u64(o, h->start);
         o = LIT(o, ",\"streamId\":");

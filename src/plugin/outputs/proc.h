@@ -17,7 +17,10 @@
 #include "plugin/pipeline/pipeline.h"
 #include "plugin/pipeline/record.h"
 
-enum proc_mode { PROC_METRIC = 0, PROC_DB, PROC_JSONL, PROC_STANDALONE };
+enum proc_mode { PROC_METRIC = 0, PROC_DB, PROC_JSONL, PROC_STANDALONE, PROC_TRACE };
+#define PROC_MODE_LAST PROC_TRACE
+
+struct proc_trace_opts; /* proc_trace.h */
 
 /* Sends one `data` datagram payload (JSON text ≤ 4096 bytes) to the daemon; 0 or -errno.
  * Provided by the core (IPC client: 5 retries from 1 ms). */
@@ -34,6 +37,7 @@ struct proc_config {
     proc_send_fn send;               /* metric mode */
     void *send_ctx;
     struct pipeline *pl;             /* set by pipeline_create: counters, devices seen */
+    const struct proc_trace_opts *trace; /* PROC_TRACE: the step window (borrowed for create) */
 };
 
 struct proc; /* opaque, one per session */
@@ -56,6 +60,7 @@ extern const struct proc_ops proc_metric_ops;
 extern const struct proc_ops proc_db_ops;
 extern const struct proc_ops proc_jsonl_ops;
 extern const struct proc_ops proc_memory_ops;
+extern const struct proc_ops proc_trace_ops;   /* proc_trace.h */
 
 /* Test seam of the DB writer queue: at most max_chunks chunks of 4096 items (0 = default 32)
  * and the longest a completion thread waits for room before it drops (default 5000 ms). */

@@ -36,6 +36,10 @@
 #define JSONL_RETRY_NS 1000000000ull /* pause between attempts to create a file after a failure */
 #define JSONL_CHECK_NS 1000000000ull /* how often the writer checks its file is still there */
 #define JSONL_WAIT_NS 50000ull       /* back-pressure poll of a producer facing a full queue */
+#define JSONL_ESC_SLOTS 1024         /* pre-escaped strings cached per session (power of two) */
+#define JSONL_ESC_MAX 4096           /* longest string cached */
+#define ESC_BUSY ((uintptr_t)1)       /* a slot being filled */
+#define JSONL_SPARE_BLOCKS 64         /* written blocks kept for reuse (4 MiB) */
 
 /* Longest a completion thread waits for room before its lines are dropped (test seam). */
 static _Atomic uint64_t g_backpressure_ns = 5000000000ull;
@@ -108,6 +112,14 @@ void jsonl_settings_resolve(const char *flag_lines, const char *flag_files, cons
 
 /* ---- processor state ---- */
 
+/* A backend string (stable address for the process, record.h) and its JSON-escaped copy.
+ * Filled once by the first completion thread that claims the slot, read-only afterwards. */
+struct esc_slot {
+    _Atomic uintptr_t src; /* 0 free, ESC_BUSY being filled, else the backend's pointer */
+    char *esc;
+    size_t len;
+};
+
 struct proc {
     char *log_dir;
     int32_t rank;
@@ -139,7 +151,43 @@ struct proc {
     size_t nfiles;
     struct log_ratelimit err_rl;
     bool stopped;
+    struct esc_slot esc[JSONL_ESC_SLOTS];
+    /* Written JSONL_BLOCK_MAX blocks go back to the producers: a fresh malloc'ed block after
+     * the allocator trimmed the freed one costs a page fault per 4 KiB of text. */
+    pthread_mutex_t spare_mu;
+    struct lineblock *spare[JSONL_SPARE_BLOCKS];
+    size_t nspare;
 };
+
+static struct lineblock *block_get(struct proc *p, size_t cap)
+{
+    struct lineblock *b = NULL;
+    if (cap == JSONL_BLOCK_MAX) {
+        pthread_mutex_lock(&p->spare_mu);
+        if (p->nspare)
+            b = p->spare[--p->nspare];
+        pthread_mutex_unlock(&p->spare_mu);
+    }
+    if (b) {
+        b->len = 0;
+        b->nlines = 0;
+        return b;
+    }
+    return lineblock_create(cap);
+}
+
+static void block_put(struct proc *p, struct lineblock *b)
+{
+    if (b && b->cap == JSONL_BLOCK_MAX) {
+        pthread_mutex_lock(&p->spare_mu);
+        if (p->nspare < JSONL_SPARE_BLOCKS) {
+            p->spare[p->nspare++] = b;
+            b = NULL;
+        }
+        pthread_mutex_unlock(&p->spare_mu);
+    }
+    free(b);
+}
 
 /* ---- producer side: line blocks ---- */
 
@@ -204,7 +252,7 @@ static void lb_flush(struct lbuild *lb)
 static void lb_finish(struct lbuild *lb)
 {
     lb_flush(lb);
-    free(lb->b);
+    block_put(lb->p, lb->b);
     lb->b = NULL;
 }
 
@@ -218,7 +266,7 @@ static char *lb_room(struct lbuild *lb, size_t need)
         free(lb->b);
         lb->b = NULL;
     }
-    if (!lb->b && !(lb->b = lineblock_create(need > lb->block_cap ? need : lb->block_cap)))
+    if (!lb->b && !(lb->b = block_get(lb->p, need > lb->block_cap ? need : lb->block_cap)))
         return NULL;
     return lb->b->text;
 }
@@ -245,10 +293,46 @@ static void emit_marker(struct lbuild *lb, const struct pl_range *line)
         lb_commit(lb, jsonl_fmt_marker(o, line, nlen, dlen));
 }
 
+/* The escaped copy of s (n bytes), from the session's cache; false when s is not cached and
+ * its slot is taken (the caller escapes it while formatting, as for any string). */
+static bool esc_lookup(struct proc *p, const char *s, size_t n, const char **ret, size_t *ret_len)
+{
+    struct esc_slot *sl = &p->esc[((uintptr_t)s >> 3) * 0x9E3779B97F4A7C15ull >> 54 & (JSONL_ESC_SLOTS - 1)];
+    uintptr_t v = atomic_load_explicit(&sl->src, memory_order_acquire), expect = 0;
+
+    if (v == (uintptr_t)s) {
+        *ret = sl->esc;
+        *ret_len = sl->len;
+        return true;
+    }
+    if (v != 0 || n > JSONL_ESC_MAX ||
+        !atomic_compare_exchange_strong_explicit(&sl->src, &expect, ESC_BUSY, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return false;
+    char *e = malloc(n * 6);
+    if (!e) {
+        atomic_store_explicit(&sl->src, 0, memory_order_release);
+        return false;
+    }
+    sl->len = jsonl_fmt_escape(e, s, n);
+    sl->esc = e;
+    atomic_store_explicit(&sl->src, (uintptr_t)s, memory_order_release); /* publishes esc, len */
+    *ret = e;
+    *ret_len = sl->len;
+    return true;
+}
+
 static void emit_record(struct lbuild *lb, const struct mon_record *r)
 {
     struct jsonl_strs st;
-    jsonl_fmt_strings(r, &st);
+    size_t k = jsonl_fmt_strings(r, &st);
+    /* Names repeat on almost every record: escape each once per session, not once per line. */
+    st.total = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (st.n[i] && esc_lookup(lb->p, st.s[i], st.n[i], &st.s[i], &st.n[i]))
+            st.escaped[i] = true;
+        st.total += st.n[i];
+    }
     if (st.total >= JSONL_LINE_MAX)
         return;
     char *o = lb_room(lb, jsonl_fmt_bound(st.total) + 1);
@@ -314,7 +398,7 @@ static void out_flush(struct proc *p)
     p->niov = 0;
     p->iov_bytes = 0;
     for (int i = 0; i < p->nhold; i++)
-        free(p->hold[i]);
+        block_put(p, p->hold[i]);
     p->nhold = 0;
 }
 
@@ -536,6 +620,12 @@ static void jsonl_destroy(struct proc *p)
         file_close(p);
     out_flush(p); /* releases held blocks when no file is open */
     linering_fini(&p->ring);
+    for (size_t i = 0; i < JSONL_ESC_SLOTS; i++)
+        if (atomic_load(&p->esc[i].src) > ESC_BUSY)
+            free(p->esc[i].esc);
+    for (size_t i = 0; i < p->nspare; i++)
+        free(p->spare[i]);
+    pthread_mutex_destroy(&p->spare_mu);
     for (size_t i = 0; i < p->nfiles; i++)
         free(p->files[i]);
     free(p->log_dir);
@@ -550,6 +640,7 @@ static int jsonl_create(const struct proc_config *cfg, struct proc **ret)
     struct proc *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
+    pthread_mutex_init(&p->spare_mu, NULL);
     p->fd = -1;
     jsonl_settings_resolve(cfg->jsonl_rotate_lines, cfg->jsonl_rotate_files,
                            penv_get(PENV_JSONL_ROTATE_LOG_LINES), penv_get(PENV_JSONL_ROTATE_LOG_FILES),

@@ -1,29 +1,79 @@
 /* proc_memory: standalone processor. Results live in module state (the Python accessors
- * have no session handle) guarded by one mutex; strings are copied into a string pool
- * (pipeline.h) so results stay valid whatever the backend does with its own strings. Marker
- * results are the pipeline's completed parts, in the order their records arrived. */
+ * have no session handle) guarded by one mutex. While a session collects, each kind is a
+ * chunked array of compact records (24 B for Kernel/API, 48–56 B for markers and
+ * Communication: strings as ids) in 2 MiB huge-page chunks that never move; the 120-byte
+ * msmon_result array a reader asks for is materialised from them on the first read after
+ * stop. Marker results are the pipeline's completed parts, in the order their records arrived. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "common/log.h"
 #include "plugin/outputs/proc.h"
 #include "plugin/outputs/proc_memory.h"
 
-struct rlist {
-    struct msmon_result *v;
-    size_t n, cap;
+#define NO_STR UINT32_MAX /* the pool was full / out of memory: the field reads NULL */
+
+/* Compact stored records, one layout per kind family. Kernel and API records (nearly all of
+ * them) are 24 B: what repeats (name, type, device, stream / name, pid, tid) is one id into a
+ * table of signatures, the end is a 32-bit duration (longer ones, and end < start, go to a
+ * side list). Each byte stored is a byte the kernel zeroes on first touch, which is most of
+ * the cost of storing on this path. */
+struct c_kernel {
+    uint64_t start, corr;
+    uint32_t sig, dur;
+};
+struct c_comm {
+    uint64_t start, end, corr, count;
+    uint32_t name, comm, alg, dev, stream;
+    int32_t dtype;
+};
+struct c_marker {
+    uint64_t start, end, id;
+    uint32_t name, domain, a, b; /* host: pid, tid; device: device, stream */
+    int32_t source_kind;
+    uint32_t pad;
+};
+_Static_assert(sizeof(struct c_kernel) == 24 && sizeof(struct c_comm) == 56 && sizeof(struct c_marker) == 48,
+               "compact result layouts");
+#define DUR_LONG UINT32_MAX /* the end is in the kind's side list */
+
+/* A signature: Kernel (name, type, device, stream) or API (name, pid, tid, 0). */
+struct sig {
+    uint32_t v[4];
+};
+
+/* Chunks: 2 MiB, 2 MiB-aligned, madvise(MADV_HUGEPAGE): one page fault per 2 MiB instead
+ * of 512, and a chunk never moves, so appending never copies what is stored. */
+#define CHUNK_BYTES (2u << 20)
+
+struct cvec {
+    uint8_t **chunks;
+    size_t nchunks, cap_chunks;
+    size_t n;          /* records */
+    size_t esz;        /* bytes per record */
+    size_t per_chunk;
+    uint8_t *cur, *cur_end; /* free space of the last chunk */
+    struct long_end { size_t i; uint64_t end; } *longs; /* DUR_LONG records, ascending i */
+    size_t nlongs, cap_longs;
 };
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static int32_t g_kinds[MON_KIND_LIMIT];
 static size_t g_nkinds;
 static bool g_want[MON_KIND_LIMIT];
-static struct rlist g_res[MON_KIND_LIMIT];
+static struct cvec g_store[MON_KIND_LIMIT];
+static struct msmon_result *g_mat[MON_KIND_LIMIT]; /* materialised on first read, per kind */
+static bool g_mat_done[MON_KIND_LIMIT];
 static struct pl_strpool *g_pool; /* created with the first session's strings */
-/* True while a session collects: consume() may realloc the arrays, so results are only handed
- * out between stop and the next session (04-plugin.md §13: "call after stop()"). */
+static struct sig *g_sigs;        /* by id */
+static size_t g_nsigs, g_cap_sigs;
+static uint32_t *g_sig_slots;     /* open addressing, id + 1, 0 = empty */
+static size_t g_nsig_slots;
+/* True while a session collects: results are only handed out between stop and the next
+ * session (04-plugin.md §13: "call after stop()"). */
 static bool g_collecting;
 
 struct proc {
@@ -36,38 +86,220 @@ static bool standalone_kind(int32_t k)
            k == MON_KIND_ACL_API || k == MON_KIND_NODE_API || k == MON_KIND_RUNTIME_API;
 }
 
-/* Backend strings live for the process at fixed addresses (record.h), so a direct-mapped
- * cache from the backend's pointer to our copy skips hashing the text on almost every record. */
-#define PTR_CACHE 1024
-static struct { const char *src, *copy; } g_ptr_cache[PTR_CACHE];
-
-/* Interned copy of s (g_mu held); NULL only when out of memory. */
-static const char *pool_str(const char *s)
+static size_t kind_esz(int32_t k)
 {
-    const char *t = NULL;
+    return k == MON_KIND_COMMUNICATION ? sizeof(struct c_comm)
+           : k == MON_KIND_MARKER      ? sizeof(struct c_marker)
+                                       : sizeof(struct c_kernel); /* Kernel and the API kinds */
+}
+
+static uint8_t *chunk_alloc(void)
+{
+    size_t span = 2 * (size_t)CHUNK_BYTES;
+    uint8_t *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uintptr_t a;
+
+    if (p == MAP_FAILED)
+        return NULL;
+    a = ((uintptr_t)p + CHUNK_BYTES - 1) & ~(uintptr_t)(CHUNK_BYTES - 1);
+    if (a > (uintptr_t)p)
+        munmap(p, a - (uintptr_t)p);
+    if ((uintptr_t)p + span > a + CHUNK_BYTES)
+        munmap((uint8_t *)a + CHUNK_BYTES, (uintptr_t)p + span - (a + CHUNK_BYTES));
+    (void)madvise((void *)a, CHUNK_BYTES, MADV_HUGEPAGE); /* advisory: 4 KiB pages still work */
+    return (uint8_t *)a;
+}
+
+static void cvec_free(struct cvec *v)
+{
+    for (size_t i = 0; i < v->nchunks; i++)
+        munmap(v->chunks[i], CHUNK_BYTES);
+    free(v->chunks);
+    free(v->longs);
+    *v = (struct cvec){ 0 };
+}
+
+/* Room for one more record (g_mu held); NULL when out of memory. */
+static void *cvec_push(struct cvec *v, int32_t kind)
+{
+    if (v->cur == v->cur_end) {
+        uint8_t *c;
+        if (!v->esz) {
+            v->esz = kind_esz(kind);
+            v->per_chunk = CHUNK_BYTES / v->esz;
+        }
+        if (v->nchunks == v->cap_chunks) {
+            size_t nc = v->cap_chunks ? v->cap_chunks * 2 : 16;
+            uint8_t **nv = realloc(v->chunks, nc * sizeof(*nv));
+            if (!nv)
+                return NULL;
+            v->chunks = nv;
+            v->cap_chunks = nc;
+        }
+        if (!(c = chunk_alloc()))
+            return NULL;
+        v->chunks[v->nchunks++] = c;
+        v->cur = c;
+        v->cur_end = c + v->per_chunk * v->esz;
+    }
+    void *r = v->cur;
+    v->cur += v->esz;
+    v->n++;
+    return r;
+}
+
+static const void *cvec_at(const struct cvec *v, size_t i)
+{
+    return v->chunks[i / v->per_chunk] + (i % v->per_chunk) * v->esz;
+}
+
+/* Backend strings live for the process at fixed addresses (record.h), so a direct-mapped
+ * cache from the backend's pointer to our id skips hashing the text on almost every record. */
+#define PTR_CACHE 1024
+static struct { const char *src; uint32_t id; } g_ptr_cache[PTR_CACHE];
+
+/* Interned id of s (g_mu held); NO_STR only when the pool is full or out of memory. */
+static uint32_t str_id(const char *s)
+{
     size_t slot = ((uintptr_t)s >> 3) * 0x9E3779B97F4A7C15ull >> 54; /* 10 bits */
+    int64_t id;
+
     if (s && g_ptr_cache[slot].src == s)
-        return g_ptr_cache[slot].copy;
+        return g_ptr_cache[slot].id;
     if (!g_pool && pl_strpool_create(0, &g_pool) < 0)
-        return NULL;
-    if (pl_strpool_id(g_pool, s, &t) < 0)
-        return NULL;
+        return NO_STR;
+    id = pl_strpool_id(g_pool, s, NULL);
+    if (id < 0 || id >= NO_STR)
+        return NO_STR;
     if (s) {
         g_ptr_cache[slot].src = s;
-        g_ptr_cache[slot].copy = t;
+        g_ptr_cache[slot].id = (uint32_t)id;
     }
-    return t;
+    return (uint32_t)id;
+}
+
+static const char *str_text(uint32_t id)
+{
+    return id == NO_STR || !g_pool ? NULL : pl_strpool_text(g_pool, id, NULL);
+}
+
+static uint64_t sig_hash(const struct sig *g)
+{
+    uint64_t h = ((uint64_t)g->v[0] << 32 | g->v[1]) * 0x9E3779B97F4A7C15ull;
+    return (h ^ ((uint64_t)g->v[2] << 32 | g->v[3])) * 0xC2B2AE3D27D4EB4Full;
+}
+
+static int sig_grow(void)
+{
+    size_t ns = g_nsig_slots ? g_nsig_slots * 2 : 1024;
+    uint32_t *slots = calloc(ns, sizeof(*slots));
+
+    if (!slots)
+        return -ENOMEM;
+    for (size_t i = 0; i < g_nsigs; i++) {
+        size_t j = sig_hash(&g_sigs[i]) & (ns - 1);
+        while (slots[j])
+            j = (j + 1) & (ns - 1);
+        slots[j] = (uint32_t)(i + 1);
+    }
+    free(g_sig_slots);
+    g_sig_slots = slots;
+    g_nsig_slots = ns;
+    return 0;
+}
+
+/* Id of signature g (g_mu held); NO_STR when out of memory. */
+static uint32_t sig_lookup(const struct sig *g)
+{
+    size_t j;
+
+    if (!g_nsig_slots && sig_grow() < 0)
+        return NO_STR;
+    for (j = sig_hash(g) & (g_nsig_slots - 1); g_sig_slots[j]; j = (j + 1) & (g_nsig_slots - 1))
+        if (memcmp(&g_sigs[g_sig_slots[j] - 1], g, sizeof(*g)) == 0)
+            return g_sig_slots[j] - 1;
+    if (g_nsigs >= NO_STR - 1)
+        return NO_STR;
+    if (g_nsigs == g_cap_sigs) {
+        size_t nc = g_cap_sigs ? g_cap_sigs * 2 : 256;
+        struct sig *nv = realloc(g_sigs, nc * sizeof(*nv));
+        if (!nv)
+            return NO_STR;
+        g_sigs = nv;
+        g_cap_sigs = nc;
+    }
+    g_sigs[g_nsigs] = *g;
+    g_sig_slots[j] = (uint32_t)(g_nsigs + 1);
+    g_nsigs++;
+    if (g_nsigs * 2 > g_nsig_slots)
+        (void)sig_grow(); /* still consistent if it fails (load < 1) */
+    return (uint32_t)(g_nsigs - 1);
+}
+
+/* The signature of a Kernel/API record, through a direct-mapped cache keyed by the backend's
+ * string pointers and the two numbers (they repeat for almost every record). */
+#define SIG_CACHE 1024
+static struct sig_slot { const char *p0, *p1; uint32_t n0, n1, id; } g_sig_cache[SIG_CACHE];
+
+static uint32_t sig_id(const char *p0, const char *p1, uint32_t n0, uint32_t n1)
+{
+    size_t slot = (((uintptr_t)p0 >> 3) ^ ((uintptr_t)p1 >> 2) ^ n0 * 0x85EBCA6Bu ^ n1 * 0x27D4EB2Fu) *
+                      0x9E3779B97F4A7C15ull >> 54;
+    struct sig_slot *c = &g_sig_cache[slot];
+    struct sig g;
+    uint32_t id;
+
+    if (c->p0 == p0 && c->p1 == p1 && c->n0 == n0 && c->n1 == n1 && c->id != NO_STR && (p0 || p1))
+        return c->id;
+    g = (struct sig){ { str_id(p0), p1 ? str_id(p1) : NO_STR, n0, n1 } };
+    id = sig_lookup(&g);
+    *c = (struct sig_slot){ p0, p1, n0, n1, id };
+    return id;
+}
+
+/* 24-byte Kernel/API record i of v (g_mu held); the end goes to the side list when it does
+ * not fit the duration. */
+static void store_ranged(struct cvec *v, struct c_kernel *r, uint64_t start, uint64_t end, uint64_t corr,
+                         uint32_t sig)
+{
+    r->start = start;
+    r->corr = corr;
+    r->sig = sig;
+    if (end >= start && end - start < DUR_LONG) {
+        r->dur = (uint32_t)(end - start);
+        return;
+    }
+    r->dur = DUR_LONG;
+    if (v->nlongs == v->cap_longs) {
+        size_t nc = v->cap_longs ? v->cap_longs * 2 : 64;
+        struct long_end *nv = realloc(v->longs, nc * sizeof(*nv));
+        if (!nv) {
+            r->dur = 0; /* out of memory: the end reads as the start */
+            return;
+        }
+        v->longs = nv;
+        v->cap_longs = nc;
+    }
+    v->longs[v->nlongs++] = (struct long_end){ v->n - 1, end };
 }
 
 static void reset_locked(void)
 {
     for (int k = 0; k < MON_KIND_LIMIT; k++) {
-        free(g_res[k].v);
-        g_res[k] = (struct rlist){ 0 };
+        cvec_free(&g_store[k]);
+        free(g_mat[k]);
+        g_mat[k] = NULL;
+        g_mat_done[k] = false;
     }
     pl_strpool_destroy(g_pool);
     g_pool = NULL;
     memset(g_ptr_cache, 0, sizeof(g_ptr_cache));
+    free(g_sigs);
+    free(g_sig_slots);
+    g_sigs = NULL;
+    g_sig_slots = NULL;
+    g_nsigs = g_cap_sigs = g_nsig_slots = 0;
+    memset(g_sig_cache, 0, sizeof(g_sig_cache));
 }
 
 void proc_memory_reset(void)
@@ -112,106 +344,156 @@ int proc_memory_kinds(int32_t *out, size_t cap, size_t *ret_n)
     return n > cap ? -ENOSPC : 0;
 }
 
+/* One msmon_result from the compact record i of kind (g_mu held); *li walks the side list. */
+static void materialise_one(int32_t kind, const struct cvec *v, size_t i, size_t *li, struct msmon_result *r)
+{
+    const void *e = cvec_at(v, i);
+
+    memset(r, 0, sizeof(*r));
+    r->kind = kind;
+    if (kind == MON_KIND_COMMUNICATION) {
+        const struct c_comm *c = e;
+        r->name = str_text(c->name);
+        r->comm_name = str_text(c->comm);
+        r->alg_type = str_text(c->alg);
+        r->data_type = mon_comm_dtype_name(c->dtype);
+        r->count = c->count;
+        r->start_ns = c->start;
+        r->end_ns = c->end;
+        r->device_id = c->dev;
+        r->stream_id = c->stream;
+        r->correlation_id = c->corr;
+    } else if (kind == MON_KIND_MARKER) {
+        const struct c_marker *c = e;
+        r->name = str_text(c->name);
+        r->domain = str_text(c->domain);
+        r->id = c->id;
+        r->source_kind = c->source_kind;
+        r->start_ns = c->start;
+        r->end_ns = c->end;
+        if (c->source_kind == 0) {
+            r->pid = c->a;
+            r->tid = c->b;
+        } else {
+            r->device_id = c->a;
+            r->stream_id = c->b;
+        }
+    } else {
+        const struct c_kernel *c = e;
+        const struct sig *g = c->sig < g_nsigs ? &g_sigs[c->sig] : NULL;
+        r->start_ns = c->start;
+        r->end_ns = c->start + c->dur;
+        if (c->dur == DUR_LONG && *li < v->nlongs && v->longs[*li].i == i)
+            r->end_ns = v->longs[(*li)++].end;
+        r->correlation_id = c->corr;
+        if (!g)
+            return;
+        r->name = str_text(g->v[0]);
+        if (kind == MON_KIND_KERNEL) {
+            r->type = str_text(g->v[1]);
+            r->device_id = g->v[2];
+            r->stream_id = g->v[3];
+        } else {
+            r->pid = g->v[2];
+            r->tid = g->v[3];
+        }
+    }
+}
+
+/* The msmon_result array of kind, built once after stop (g_mu held); 0 or -ENOMEM. The
+ * compact store is freed once materialised: the array holds everything it did. */
+static int materialise(int32_t kind)
+{
+    struct cvec *v = &g_store[kind];
+    struct msmon_result *arr;
+
+    if (g_mat_done[kind])
+        return 0;
+    if (v->n) {
+        arr = malloc(v->n * sizeof(*arr));
+        if (!arr)
+            return -ENOMEM;
+        size_t li = 0;
+        for (size_t i = 0; i < v->n; i++)
+            materialise_one(kind, v, i, &li, &arr[i]);
+        g_mat[kind] = arr;
+    }
+    g_mat_done[kind] = true;
+    return 0;
+}
+
 int proc_memory_results(int32_t kind, const struct msmon_result **arr, size_t *ret_n)
 {
+    int rc = 0;
+
     if (!arr || !ret_n || kind < 0 || kind >= MON_KIND_LIMIT || !standalone_kind(kind))
         return -EINVAL;
     pthread_mutex_lock(&g_mu);
     bool busy = g_collecting;
-    *arr = busy ? NULL : g_res[kind].v;
-    *ret_n = busy ? 0 : g_res[kind].n;
+    if (!busy)
+        rc = materialise(kind);
+    *arr = busy || rc ? NULL : g_mat[kind];
+    *ret_n = busy || rc ? 0 : g_store[kind].n;
     pthread_mutex_unlock(&g_mu);
     if (busy) {
         LOG_WARN("MsptiMonitor results are available after stop");
         return -EBUSY;
     }
-    return 0;
-}
-
-/* Appends a zeroed result of kind (g_mu held); NULL when out of memory. */
-static struct msmon_result *push(int32_t kind)
-{
-    struct rlist *l = &g_res[kind];
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 256;
-        struct msmon_result *nv = realloc(l->v, nc * sizeof(*nv));
-        if (!nv)
-            return NULL;
-        l->v = nv;
-        l->cap = nc;
-    }
-    struct msmon_result *r = &l->v[l->n++];
-    memset(r, 0, sizeof(*r));
-    r->kind = kind;
-    return r;
+    if (rc)
+        LOG_ERROR("MsptiMonitor results: out of memory for %zu records", g_store[kind].n);
+    return rc;
 }
 
 /* One marker result per completed part (g_mu held): host lines carry the END record's
  * process/thread, device lines the END record's device/stream (05-outputs.md §4.4). */
 static void add_marker(const struct pl_range *m)
 {
-    struct msmon_result *r = push(MON_KIND_MARKER);
+    struct c_marker *r = cvec_push(&g_store[MON_KIND_MARKER], MON_KIND_MARKER);
     if (!r)
         return;
-    r->name = pool_str(m->name);
-    r->domain = pool_str(m->domain);
+    r->name = str_id(m->name);
+    r->domain = str_id(m->domain);
     r->id = m->id;
+    r->pad = 0;
     if (m->done == PL_PART_HOST) {
         r->source_kind = 0;
-        r->start_ns = m->host_start;
-        r->end_ns = m->host_end;
-        r->pid = m->end_pid;
-        r->tid = m->end_tid;
+        r->start = m->host_start;
+        r->end = m->host_end;
+        r->a = m->end_pid;
+        r->b = m->end_tid;
     } else {
         r->source_kind = 1;
-        r->start_ns = m->dev_start;
-        r->end_ns = m->dev_end;
-        r->device_id = m->device_id;
-        r->stream_id = m->stream_id;
+        r->start = m->dev_start;
+        r->end = m->dev_end;
+        r->a = m->device_id;
+        r->b = m->stream_id;
     }
 }
 
 static void add_record(const struct mon_record *rec)
 {
     int32_t k = rec->kind;
-    struct msmon_result *r;
     if (k <= 0 || k >= MON_KIND_LIMIT || !g_want[k] || k == MON_KIND_MARKER)
         return;
-    if (mon_kind_is_api(k)) {
-        const struct mon_api *a = &rec->u.api;
-        if (!(r = push(k)))
-            return;
-        r->name = pool_str(a->name);
-        r->start_ns = a->start;
-        r->end_ns = a->end;
-        r->pid = a->pid;
-        r->tid = a->tid;
-        r->correlation_id = a->correlation_id;
-    } else if (k == MON_KIND_KERNEL) {
+    if (k == MON_KIND_KERNEL) {
         const struct mon_kernel *kr = &rec->u.kernel;
-        if (!(r = push(k)))
-            return;
-        r->name = pool_str(kr->name);
-        r->type = pool_str(kr->type);
-        r->start_ns = kr->start;
-        r->end_ns = kr->end;
-        r->device_id = kr->device_id;
-        r->stream_id = kr->stream_id;
-        r->correlation_id = kr->correlation_id;
+        uint32_t sig = sig_id(kr->name, kr->type ? kr->type : "", kr->device_id, kr->stream_id);
+        struct c_kernel *r = cvec_push(&g_store[k], k);
+        if (r)
+            store_ranged(&g_store[k], r, kr->start, kr->end, kr->correlation_id, sig);
+    } else if (mon_kind_is_api(k)) {
+        const struct mon_api *a = &rec->u.api;
+        uint32_t sig = sig_id(a->name, NULL, a->pid, a->tid);
+        struct c_kernel *r = cvec_push(&g_store[k], k);
+        if (r)
+            store_ranged(&g_store[k], r, a->start, a->end, a->correlation_id, sig);
     } else if (k == MON_KIND_COMMUNICATION) {
         const struct mon_comm *c = &rec->u.comm;
-        if (!(r = push(k)))
+        struct c_comm *r = cvec_push(&g_store[k], k);
+        if (!r)
             return;
-        r->name = pool_str(c->name);
-        r->comm_name = pool_str(c->comm_name);
-        r->alg_type = pool_str(c->alg_type);
-        r->data_type = mon_comm_dtype_name(c->data_type);
-        r->count = c->count;
-        r->start_ns = c->start;
-        r->end_ns = c->end;
-        r->device_id = c->device_id;
-        r->stream_id = c->stream_id;
-        r->correlation_id = c->correlation_id;
+        *r = (struct c_comm){ c->start, c->end, c->correlation_id, c->count, str_id(c->name), str_id(c->comm_name),
+                              str_id(c->alg_type), c->device_id, c->stream_id, c->data_type };
     }
 }
 

@@ -8,12 +8,14 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/jw.h"
 #include "common/log.h"
 #include "common/strutil.h"
 #include "plugin/penv.h"
 #include "plugin/outputs/proc.h"
+#include "plugin/outputs/stepsum.h"
 
 #define DGRAM_MAX 4096
 #define NAME_MAX_BYTES 512
@@ -61,6 +63,7 @@ struct proc {
     struct mdone *done;
     size_t ndone, done_cap;
     uint64_t done_dropped;
+    struct stepsum *ss; /* per-step summaries for the cluster view (NULL: out of memory) */
 };
 
 
@@ -236,6 +239,8 @@ static void metric_consume(struct proc *p, const struct pl_batch *b)
     size_t n = b->nrecs;
     if (b->nranges)
         metric_ranges(p, b->ranges, b->nranges);
+    if (p->ss && (__atomic_load_n(&p->mask_cur, __ATOMIC_RELAXED) & (1u << MON_KIND_MARKER)))
+        stepsum_feed(p->ss, b); /* step summaries come with the Marker kind */
     struct ttab *t = acquire_table(p);
     if (!t)
         return;
@@ -744,6 +749,12 @@ static int metric_tick(struct proc *p)
             i = j;
         }
     }
+    /* 6. Step summaries (docs/cluster.md). */
+    if (p->ss && markers_on) {
+        int src = stepsum_tick(p->ss, p->send, p->send_ctx, now, interval_ns);
+        if (src < 0 && first_err == 0)
+            first_err = src;
+    }
     free(done);
     free(m.v);
     free(m.index);
@@ -771,6 +782,8 @@ static int metric_create(const struct proc_config *cfg, struct proc **ret)
             LOG_WARN("Invalid value for MSMONITOR_METRIC_AGGREGATES = '%s' (expected 0 or 1); using 1", agg);
     }
     p->last_tick_ns = clock_mono_ns();
+    if (stepsum_create(cfg->rank, (int32_t)getpid(), &p->ss) < 0)
+        p->ss = NULL;
     pthread_mutex_init(&p->tabs_mu, NULL);
     pthread_mutex_init(&p->mk_mu, NULL);
     *ret = p;
@@ -785,7 +798,7 @@ static int metric_start(struct proc *p)
 
 static void metric_set_kinds(struct proc *p, uint32_t mask)
 {
-    p->mask_cur = mask;
+    __atomic_store_n(&p->mask_cur, mask, __ATOMIC_RELAXED); /* read by consume() for the step summaries */
     p->mask_interval |= mask;
 }
 
@@ -808,6 +821,7 @@ static void metric_destroy(struct proc *p)
         t = nx;
     }
     free(p->done);
+    stepsum_destroy(p->ss);
     pthread_mutex_destroy(&p->tabs_mu);
     pthread_mutex_destroy(&p->mk_mu);
     free(p);

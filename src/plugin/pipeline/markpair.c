@@ -1,6 +1,7 @@
 /* markpair: one bounded id map (idmap) of per-id state under one mutex: markers are rare next
  * to kernels. An entry lives until every part it announced is done (a *_WITH_DEVICE host part
- * waits for its device part), then it is removed; eviction keeps the map bounded. */
+ * waits for its device part, a device part for its host START's name), then it is removed;
+ * eviction keeps the map bounded. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -8,7 +9,9 @@
 #include "plugin/pipeline/idmap.h"
 #include "plugin/pipeline/markpair.h"
 
-enum { HS = 1, HE = 2, DS = 4, DE = 8, HI = 16, HDONE = 32, DDONE = 64 };
+/* DWAIT: the device part is in but waits for the host START's name (the device records carry
+ * none); HCUT: the host START was before the session start, so it brings the name only. */
+enum { HS = 1, HE = 2, DS = 4, DE = 8, HI = 16, HDONE = 32, DDONE = 64, DWAIT = 128, HCUT = 256 };
 
 struct mp_entry {
     uint32_t have;
@@ -71,9 +74,9 @@ static void complete(struct markpair *mp, uint64_t id, struct mp_entry *e, uint3
         r->parts |= PL_PART_HOST;
     if (e->have & DDONE)
         r->parts |= PL_PART_DEVICE;
-    /* Done when the device part is in (or none belongs) and the host part is in; a device
-     * part without any host record (device-only id) stays until aged out or evicted. */
-    if ((e->have & HDONE) && (!e->with_device || (e->have & DDONE)))
+    /* Done when the device part is in (or none belongs) and the host part is in (or was cut
+     * by the session start); an id without its host START stays until aged out or evicted. */
+    if ((e->have & (HDONE | HCUT)) && (!e->with_device || (e->have & DDONE)))
         idmap_del(mp->ids, id);
 }
 
@@ -90,6 +93,7 @@ static struct mp_entry *entry(struct markpair *mp, uint64_t id, uint64_t now_ns)
 static int feed_host(struct markpair *mp, const struct mon_marker *m, uint64_t now, struct pl_range *r)
 {
     struct mp_entry *e;
+    int n = 0;
 
     if (m->flag & MON_MARKER_INSTANT) {
         *r = (struct pl_range){
@@ -124,11 +128,13 @@ static int feed_host(struct markpair *mp, const struct mon_marker *m, uint64_t n
         e->end_pid = m->obj0;
         e->end_tid = m->obj1;
     }
-    if ((e->have & (HS | HE | HDONE)) == (HS | HE)) {
-        complete(mp, m->id, e, PL_PART_HOST, r);
-        return 1;
+    if ((e->have & (HS | HE | HDONE)) == (HS | HE))
+        complete(mp, m->id, e, PL_PART_HOST, &r[n++]);
+    if ((m->flag & MON_MARKER_START) && (e = idmap_get(mp->ids, m->id)) && (e->have & DWAIT)) {
+        e->have &= ~(uint32_t)DWAIT; /* the device part that waited for this name */
+        complete(mp, m->id, e, PL_PART_DEVICE, &r[n++]);
     }
-    return 0;
+    return n;
 }
 
 static int feed_device(struct markpair *mp, const struct mon_marker *m, uint64_t now, struct pl_range *r)
@@ -160,18 +166,22 @@ static int feed_device(struct markpair *mp, const struct mon_marker *m, uint64_t
         e->dev = m->obj0;
         e->stream = m->obj1;
     }
-    if (!(e->have & HS) && !e->name) {
-        e->name = m->name; /* until the host START brings the real one */
+    if (!(e->have & (HS | HCUT | HI)) && !e->name) {
+        e->name = m->name; /* used only if the host START never comes */
         e->domain = m->domain;
     }
-    if ((e->have & (DS | DE | DDONE)) == (DS | DE)) {
+    if ((e->have & (DS | DE | DDONE | DWAIT)) == (DS | DE)) {
+        if (!(e->have & (HS | HCUT))) {
+            e->have |= DWAIT; /* named by the host START when it comes (any arrival order) */
+            return 0;
+        }
         complete(mp, m->id, e, PL_PART_DEVICE, r);
         return 1;
     }
     return 0;
 }
 
-int markpair_feed(struct markpair *mp, const struct mon_marker *m, uint64_t now_ns, struct pl_range *ret)
+int markpair_feed(struct markpair *mp, const struct mon_marker *m, uint64_t now_ns, struct pl_range ret[2])
 {
     int n;
 
@@ -181,18 +191,54 @@ int markpair_feed(struct markpair *mp, const struct mon_marker *m, uint64_t now_
     return n;
 }
 
-size_t markpair_expire(struct markpair *mp, uint64_t now_ns, uint64_t max_age_ns)
+int markpair_feed_cut(struct markpair *mp, const struct mon_marker *m, uint64_t now_ns, struct pl_range *ret)
+{
+    struct mp_entry *e;
+    int n = 0;
+
+    if (m->source_kind != 0 || !(m->flag & MON_MARKER_START))
+        return 0;
+    pthread_mutex_lock(&mp->mu);
+    e = entry(mp, m->id, now_ns);
+    if (!(e->have & HS)) {
+        e->have |= HCUT;
+        e->with_device = e->with_device || (m->flag & MON_MARKER_WITH_DEVICE);
+        e->name = m->name;
+        e->domain = m->domain;
+    }
+    if (e->have & DWAIT) {
+        e->have &= ~(uint32_t)DWAIT;
+        complete(mp, m->id, e, PL_PART_DEVICE, ret);
+        n = 1;
+    } else if (!e->with_device) {
+        idmap_del(mp->ids, m->id); /* nothing will ever need its name */
+    }
+    pthread_mutex_unlock(&mp->mu);
+    return n;
+}
+
+size_t markpair_expire(struct markpair *mp, uint64_t now_ns, uint64_t max_age_ns, struct pl_range *out, size_t cap,
+                       size_t *ret_nout)
 {
     struct mp_entry *e;
     uint64_t id;
-    size_t n = 0;
+    size_t n = 0, nout = 0;
 
     pthread_mutex_lock(&mp->mu);
     while ((e = idmap_oldest(mp->ids, &id)) && now_ns - e->seen_ns > max_age_ns) {
+        if (e->have & DWAIT) {
+            if (nout == cap)
+                break; /* the caller comes back for the rest */
+            /* its host START never came: the device records' own name, as before (05 §4.4) */
+            e->have &= ~(uint32_t)DWAIT;
+            complete(mp, id, e, PL_PART_DEVICE, &out[nout++]);
+        }
         idmap_del(mp->ids, id);
         n++;
     }
     pthread_mutex_unlock(&mp->mu);
+    if (ret_nout)
+        *ret_nout = nout;
     return n;
 }
 

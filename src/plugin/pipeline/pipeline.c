@@ -158,6 +158,40 @@ void pipeline_devices(struct pipeline *pl, uint32_t *out, size_t cap, size_t *re
     *ret_n = n;
 }
 
+#define PL_EXPIRE_BATCH 32
+
+/* Device parts whose host START never came, handed to the output as a batch of their END
+ * records (synthesised: the records themselves went by in earlier batches). */
+static void deliver_waited(struct pipeline *pl, struct pl_range *ranges, size_t n)
+{
+    struct mon_record recs[PL_EXPIRE_BATCH];
+
+    for (size_t i = 0; i < n; i++) {
+        const struct pl_range *r = &ranges[i];
+        recs[i] = (struct mon_record){ .kind = MON_KIND_MARKER };
+        recs[i].u.marker = (struct mon_marker){ .flag = 32, .source_kind = 1, .timestamp = r->dev_end, .id = r->id,
+                                                .obj0 = r->device_id, .obj1 = r->stream_id, .name = "", .domain = "" };
+        ranges[i].at = i;
+        add_device(pl, r->device_id);
+    }
+    if (n) {
+        struct pl_batch b = { recs, n, ranges, n };
+        pl->ops->consume(pl->proc, &b);
+    }
+}
+
+/* Expire ids older than max_age_ns, delivering the device parts that waited in vain. */
+static void expire_now(struct pipeline *pl, uint64_t now, uint64_t max_age_ns)
+{
+    struct pl_range out[PL_EXPIRE_BATCH];
+    size_t nout;
+
+    do {
+        (void)markpair_expire(pl->mp, now, max_age_ns, out, PL_EXPIRE_BATCH, &nout);
+        deliver_waited(pl, out, nout);
+    } while (nout == PL_EXPIRE_BATCH);
+}
+
 /* Incomplete marker ids are aged out at most once a second, by whichever thread sees it due. */
 static void maybe_expire(struct pipeline *pl, uint64_t now)
 {
@@ -165,20 +199,48 @@ static void maybe_expire(struct pipeline *pl, uint64_t now)
 
     if (now < due || !atomic_compare_exchange_strong(&pl->next_expire_ns, &due, now + PL_EXPIRE_EVERY_NS))
         return;
-    (void)markpair_expire(pl->mp, now, pl->max_age_ns);
+    expire_now(pl, now, pl->max_age_ns);
 }
 
-/* One window (n <= PL_WINDOW): cutoff, pairing and devices in place, then the output. */
-static void deliver_window(struct pipeline *pl, struct mon_record *recs, size_t n)
+/* Bookkeeping of a marker part that record `at` completed. */
+static void note_range(struct pipeline *pl, struct pl_range *r, size_t at)
 {
-    struct pl_range ranges[PL_WINDOW];
-    size_t kept = 0, nr = 0;
+    r->at = at;
+    if (r->done == PL_PART_DEVICE)
+        add_device(pl, r->device_id);
+}
+
+#define PL_RANGES (PL_WINDOW + 2) /* a host START can complete two parts (markpair.h) */
+
+/* One window (n <= PL_WINDOW): cutoff, pairing and devices in place, then the output.
+ * Returns how many of recs[0..n) it took (all, unless the range array filled up first: the
+ * rest is still in place for the next window). */
+static size_t deliver_window(struct pipeline *pl, struct mon_record *recs, size_t n)
+{
+    struct pl_range ranges[PL_RANGES];
+    size_t kept = 0, nr = 0, i;
     uint64_t now = 0;
 
-    for (size_t i = 0; i < n; i++) {
+    for (i = 0; i < n && nr + 2 <= PL_RANGES; i++) {
         struct mon_record *r = &recs[i];
-        if (mon_record_end(r) < pl->session_start_ns)
+        int got;
+        if (mon_record_end(r) < pl->session_start_ns) {
+            /* A cut host START still names its device part; in the rare case it completes
+             * one that waited, the record is kept so the part has a record to belong to. */
+            if (r->kind != MON_KIND_MARKER || r->u.marker.source_kind != 0 || !(r->u.marker.flag & MON_MARKER_START))
+                continue;
+            if (!now) {
+                now = clock_mono_ns();
+                maybe_expire(pl, now);
+            }
+            if (markpair_feed_cut(pl->mp, &r->u.marker, now, &ranges[nr]) == 0)
+                continue;
+            if (kept != i)
+                recs[kept] = *r;
+            note_range(pl, &ranges[nr++], kept);
+            kept++;
             continue;
+        }
         if (kept != i)
             recs[kept] = *r;
         r = &recs[kept];
@@ -194,24 +256,22 @@ static void deliver_window(struct pipeline *pl, struct mon_record *recs, size_t 
                 now = clock_mono_ns();
                 maybe_expire(pl, now);
             }
-            if (markpair_feed(pl->mp, &r->u.marker, now, &ranges[nr]) == 1) {
-                ranges[nr].at = kept;
-                if (ranges[nr].done == PL_PART_DEVICE)
-                    add_device(pl, ranges[nr].device_id);
-                nr++;
-            }
+            got = markpair_feed(pl->mp, &r->u.marker, now, &ranges[nr]);
+            for (int k = 0; k < got; k++)
+                note_range(pl, &ranges[nr++], kept);
             break;
         default:
             break;
         }
         kept++;
     }
-    atomic_fetch_add_explicit(&pl->c.before_start, n - kept, memory_order_relaxed);
+    atomic_fetch_add_explicit(&pl->c.before_start, i - kept, memory_order_relaxed);
     atomic_fetch_add_explicit(&pl->c.kept, kept, memory_order_relaxed);
     if (kept) {
         struct pl_batch b = { recs, kept, ranges, nr };
         pl->ops->consume(pl->proc, &b);
     }
+    return i;
 }
 
 void pipeline_deliver(struct pipeline *pl, struct mon_record *recs, size_t n)
@@ -223,8 +283,8 @@ void pipeline_deliver(struct pipeline *pl, struct mon_record *recs, size_t n)
     if (pl->fs)
         k = filter_state_apply(pl->fs, recs, n);
     atomic_fetch_add_explicit(&pl->c.filtered, n - k, memory_order_relaxed);
-    for (size_t off = 0; off < k; off += PL_WINDOW)
-        deliver_window(pl, recs + off, k - off < PL_WINDOW ? k - off : PL_WINDOW);
+    for (size_t off = 0; off < k;)
+        off += deliver_window(pl, recs + off, k - off < PL_WINDOW ? k - off : PL_WINDOW);
     atomic_fetch_add_explicit(&pl->c.cpu_ns, thread_cpu_ns() - cpu0, memory_order_relaxed);
 }
 
@@ -350,6 +410,7 @@ int pipeline_stop(struct pipeline *pl, const char *parallel_group_info)
     char line[512];
     int rc;
 
+    expire_now(pl, UINT64_MAX, 0); /* device parts still waiting for a host START */
     rc = pl->ops->stop(pl->proc, parallel_group_info);
     pipeline_report(pl);
     pipeline_stats(pl, &s);

@@ -31,7 +31,12 @@ static void test_defaults(void **state)
     (void)state;
     flags_defaults(&f);
     assert_int_equal(f.port, 1778);
-    assert_int_equal(f.rpc_max_clients, 16);
+    assert_int_equal(f.rpc_max_clients, 256);   /* issue 13: room for a slowloris peer */
+    assert_int_equal(f.rpc_max_clients_per_peer, 8);
+    assert_int_equal(f.registry_uid_quota, 1024);
+    assert_true(f.ipc_peer_pid_check);
+    assert_string_equal(f.allowed_log_dirs, "");
+    assert_string_equal(f.ipc_allowed_uids, "");
     assert_string_equal(f.certs_dir, "NO_CERTS");
     assert_false(f.enable_ipc_monitor);
     assert_true(f.extended_host_metrics);
@@ -82,6 +87,13 @@ static void test_errors(void **state)
     assert_string_equal(err, "ERROR: illegal value '12x' specified for int32 flag 'port'");
     assert_int_equal(parse(&f, err, 1, "--use_JSON=maybe"), -EINVAL);
     assert_string_equal(err, "ERROR: illegal value 'maybe' specified for bool flag 'use_JSON'");
+    /* out of range: a plain message with the range (issue 13) */
+    assert_int_equal(parse(&f, err, 1, "--port=70000"), -EINVAL);
+    assert_string_equal(err, "ERROR: value '70000' for flag 'port' is out of range 0..65535");
+    assert_int_equal(parse(&f, err, 1, "--port=99999999999"), -EINVAL);
+    assert_string_equal(err, "ERROR: value '99999999999' for flag 'port' is out of range 0..65535");
+    assert_int_equal(parse(&f, err, 1, "--ipc_socket_mode=1777"), -EINVAL);
+    assert_string_equal(err, "ERROR: value '1777' for flag 'ipc_socket_mode' is out of range 0..777");
     assert_int_equal(parse(&f, err, 1, "--ipc_socket_mode=0999"), -EINVAL);
     assert_int_equal(parse(&f, err, 1, "--rpc_max_clients=0"), -EINVAL);
     assert_int_equal(parse(&f, err, 1, "--port"), -EINVAL);
@@ -125,6 +137,19 @@ static void test_flagfile(void **state)
     assert_int_not_equal(parse(&f, err, 2, "--flagfile", a), 0);
     assert_non_null(strstr(err, "nested deeper than 8"));
     assert_int_not_equal(parse(&f, err, 1, "--flagfile=/nonexistent/x"), 0);
+    /* issue 13: /dev/zero used to be read forever at 93 % CPU; a directory or FIFO too */
+    assert_int_equal(parse(&f, err, 1, "--flagfile=/dev/zero"), -EINVAL);
+    assert_string_equal(err, "ERROR: flagfile '/dev/zero' is not a regular file");
+    assert_int_equal(parse(&f, err, 2, "--flagfile", dir), -EINVAL);
+    assert_non_null(strstr(err, "is not a regular file"));
+    /* a regular file over the 1 MiB cap is refused before it is read */
+    FILE *fp = fopen(a, "w");
+    assert_non_null(fp);
+    for (int i = 0; i < (1 << 20) / 15 + 1; i++)
+        fputs("# padding line\n", fp);
+    fclose(fp);
+    assert_int_equal(parse(&f, err, 2, "--flagfile", a), -EINVAL);
+    assert_non_null(strstr(err, "larger than the 1048576-byte cap"));
     unlink(a);
     unlink(b);
     rmdir(dir);

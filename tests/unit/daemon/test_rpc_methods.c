@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -25,7 +26,7 @@ static int setup(void **state)
     struct fx *f = calloc(1, sizeof(*f));
     f->reg = registry_create("host");
     f->st = status_create();
-    f->ctx = (struct rpc_ctx){ f->reg, f->st, "0.3.2" };
+    f->ctx = (struct rpc_ctx){ f->reg, f->st, "0.3.2", NULL };
     log_set_level(LOG_LVL_ERROR);
     *state = f;
     return 0;
@@ -214,7 +215,6 @@ static void test_field_errors(void **state)
         { "\"config\":\"a\",\"pids\":3", "array, but is number" },
         { "\"config\":\"a\",\"pids\":\"1\"", "array, but is string" },
         { "\"config\":\"a\",\"pids\":[1,{}]", "number, but is object" },
-        { "\"config\":\"a\",\"pids\":[2147483648]", "number, but is number" },
         { "\"config\":\"a\",\"pids\":[],\"job_id\":\"x\"", "number, but is string" },
         { "\"config\":\"a\",\"pids\":[],\"job_id\":null", "number, but is null" },
         { "\"config\":\"a\",\"pids\":[],\"process_limit\":[1]", "number, but is array" },
@@ -226,6 +226,11 @@ static void test_field_errors(void **state)
         snprintf(want, sizeof(want), "%s%s\"}", pre, cases[i].tail);
         EXPECT(f, body, want);
     }
+    /* a number out of the field's range says so plainly (issue 13), not "number, but is number" */
+    EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"a\",\"pids\":[2147483648]}",
+           "{\"status\":\"failed: pids element 2147483648 is out of range -2147483648..2147483647\"}");
+    EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"a\",\"pids\":[],\"job_id\":1e30}",
+           "{\"status\":\"failed: job_id 1e+30 is out of range -9223372036854775808..9223372036854775807\"}");
     /* fractions truncate, booleans convert (nlohmann get<int>) */
     EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"NPU_MONITOR_START\",\"pids\":[1.9,true],\"job_id\":-0.5}",
            "{\"commandStatus\":\"ineffective\"}");
@@ -270,7 +275,9 @@ static void test_gate_through_handler(void **state)
                 size_t len;
                 registry_poll(f->reg, 0, pids, 1, 3, REG_ORIGIN_MSMON, 1, &cfg, &len);
                 free(cfg);   /* empty the mailbox */
-                struct ipc_status s = { t, -1, -1, -1, 99, 0, 0 };
+                /* a reporter pid no system has: the upstream gate alone (the busy-trace
+                 * refusal applies only to a live reporter) */
+                struct ipc_status s = { t, -1, -1, -1, 2147480000, 0, 0 };
                 status_update(f->st, STATUS_TRACE, &s, 1);
                 s.status = m;
                 status_update(f->st, STATUS_MONITOR, &s, 1);
@@ -290,6 +297,34 @@ static void test_gate_through_handler(void **state)
             }
         }
     }
+}
+
+/* Ours: a second nputrace while a live rank reports Ready/Running is refused with a reason;
+ * the same status from a pid that is gone does not block the node. */
+static void test_busy_trace_refused(void **state)
+{
+    struct fx *f = *state;
+    int32_t pids[] = { 77 };
+    char *cfg;
+    size_t len;
+    registry_poll(f->reg, 0, pids, 1, 3, REG_ORIGIN_MSMON, 1, &cfg, &len);
+    struct ipc_status s = { 1, 12, 10, 14, (int32_t)getpid(), 0, 0 };
+    status_update(f->st, STATUS_TRACE, &s, 1);
+    s.status = 0;
+    status_update(f->st, STATUS_MONITOR, &s, 1);
+    char want[256];
+    snprintf(want, sizeof(want), "{\"commandStatus\":\"ineffective\",\"reason\":\"nputrace is already "
+             "Running in pid %d (steps 10-14); wait until it is Idle\"}", (int)getpid());
+    EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"PROFILE_X=1\",\"pids\":[0]}", want);
+    registry_poll(f->reg, 0, pids, 1, 3, REG_ORIGIN_MSMON, 1, &cfg, &len);
+    assert_null(cfg);   /* nothing was delivered */
+    s = (struct ipc_status){ 2, 12, 20, 22, 2147480000, 0, 0 };
+    status_update(f->st, STATUS_TRACE, &s, 2);
+    s.status = 0;
+    status_update(f->st, STATUS_MONITOR, &s, 2);
+    char *r = call(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"PROFILE_X=1\",\"pids\":[0]}");
+    assert_non_null(strstr(r, "\"commandStatus\":\"effective\""));
+    free(r);
 }
 
 static void test_origin_rule(void **state)
@@ -357,6 +392,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_status_library, setup, teardown),
         cmocka_unit_test(test_gate_matrix),
         cmocka_unit_test_setup_teardown(test_gate_through_handler, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_busy_trace_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_origin_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pid_matching_unsorted, setup, teardown),
     };

@@ -84,7 +84,7 @@ static struct fixture *fixture_new(int max_clients)
     assert_int_equal(loop_create(&f->loop), 0);
     f->reg = registry_create("node");
     f->st = status_create();
-    f->ctx = (struct rpc_ctx){ f->reg, f->st, "9.9.9" };
+    f->ctx = (struct rpc_ctx){ f->reg, f->st, "9.9.9", NULL };
     f->local.fd = -1;
     assert_int_equal(sock_file_create(&f->local, f->dir, "dyno.sock", SOCK_STREAM, 0600), 0);
     f->port = pick_port();
@@ -275,6 +275,67 @@ static void test_shutdown_drains(void **state)
     fixture_free(f);
 }
 
+/* Issue 13: a client that sends nothing is closed at the first-byte deadline; one that has
+ * started keeps the whole 3 s, even when its body comes after the first-byte deadline. */
+static void *deadline_client(void *arg)
+{
+    struct fixture *f = arg;
+    char out[256];
+    int silent = connect_local(f->dir);
+    int slow = connect_local(f->dir);
+    int32_t len = (int32_t)strlen("{\"fn\":\"getVersion\"}");
+    assert_int_equal(send(slow, &len, 4, MSG_NOSIGNAL), 4);      /* the length, no body yet */
+    assert_int_equal(recv_all(silent, out, sizeof(out)), 0);     /* closed, no reply */
+    wait_log("Timeout! Message received size is 0");
+    usleep(300000);                                              /* past the first-byte deadline */
+    assert_int_equal(send(slow, "{\"fn\":\"getVersion\"}", (size_t)len, MSG_NOSIGNAL), len);
+    assert_int_equal(recv_all(slow, out, sizeof(out)), 4 + 19);  /* answered */
+    close(silent);
+    close(slow);
+    atomic_store(&f->client_done, 1);
+    return NULL;
+}
+
+static void test_first_byte_deadline(void **state)
+{
+    (void)state;
+    struct fixture *f = fixture_new(16);
+    logcap_clear();
+    run_with(f, deadline_client);
+    fixture_free(f);
+}
+
+/* Issue 13: one address holds at most max_per_peer TCP slots; dyno.sock has its own budget. */
+static void *peer_client(void *arg)
+{
+    struct fixture *f = arg;
+    char out[16];
+    int hold = connect_tcp(f->port);
+    int32_t partial = 20;
+    assert_int_equal(send(hold, &partial, 4, MSG_NOSIGNAL), 4);
+    wait_log("Received connection from 127.0.0.1");
+    int extra = connect_tcp(f->port);
+    assert_int_equal(recv_all(extra, out, sizeof(out)), 0);       /* closed at once */
+    close(extra);
+    wait_log("too many concurrent RPC connections from 127.0.0.1 (limit 1), closing connection");
+    int local = connect_local(f->dir);
+    expect_version(local);                                         /* not affected */
+    close(local);
+    close(hold);
+    atomic_store(&f->client_done, 1);
+    return NULL;
+}
+
+static void test_peer_limit(void **state)
+{
+    (void)state;
+    struct fixture *f = fixture_new(16);
+    rpc_server_set_peer_limit(f->srv, 1);
+    logcap_clear();
+    run_with(f, peer_client);
+    fixture_free(f);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -294,6 +355,8 @@ int main(void)
         cmocka_unit_test(test_frames),
         cmocka_unit_test(test_client_cap),
         cmocka_unit_test(test_shutdown_drains),
+        cmocka_unit_test(test_first_byte_deadline),
+        cmocka_unit_test(test_peer_limit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -505,8 +505,14 @@ static void test_trace_window(void **state)
     assert_true(dyn_trace_advance(&t, 8));
     assert_int_equal(t.state, DYN_TRACE_IDLE);
 
-    /* A start in the past becomes the next step; iterations < 1 become 1; defaults. */
-    kv_from(&kv, "PROFILE_START_STEP=3\nACTIVITIES_ITERATIONS=0");
+    /* A start already passed is refused (the ranks' traces must cover the same steps);
+     * iterations < 1 become 1; defaults. */
+    log_clear();
+    kv_from(&kv, "PROFILE_START_STEP=3\nACTIVITIES_ITERATIONS=2");
+    assert_int_equal(dyn_trace_config(&t, &kv, 0, 5), -ERANGE);
+    kvtext_fini(&kv);
+    assert_non_null(strstr(log_text(), "start step 3 already passed (now at step 5)"));
+    kv_from(&kv, "PROFILE_START_STEP=6\nACTIVITIES_ITERATIONS=0");
     assert_int_equal(dyn_trace_config(&t, &kv, 0, 5), 1);
     kvtext_fini(&kv);
     assert_int_equal(t.start, 6);

@@ -14,6 +14,45 @@ static const char *text(struct db_rows *r, int64_t id)
     return pl_strpool_text(r->pool, (size_t)id, NULL);
 }
 
+/* §3.3: a device START allocates the globalTaskId of its range, so a kernel between the START
+ * and the completed part gets the next id, whatever the order the part completes in. */
+static void test_device_task_id_at_start(void **state)
+{
+    (void)state;
+    struct db_rows r;
+    assert_int_equal(db_rows_init(&r, 42), 0);
+    struct mon_record ds = r_marker(16, 1, 110, 7, 5, 6, "", "");
+    struct mon_record k = r_kernel(120, 130, 1, 2, 3, "AI_CORE", "MatMul");
+    struct mon_record de = r_marker(32, 1, 140, 7, 5, 6, "", "");
+    assert_int_equal(db_rows_add_record(&r, &ds), 0);
+    assert_int_equal(db_rows_add_record(&r, &k), 0);
+    assert_int_equal(db_rows_add_record(&r, &de), 0);
+    struct pl_range d = {.id = 7, .done = PL_PART_DEVICE, .parts = PL_PART_DEVICE | PL_PART_HOST,
+                         .with_device = true, .dev_start = 110, .dev_end = 140, .device_id = 5, .stream_id = 6,
+                         .name = "step", .domain = ""};
+    assert_int_equal(db_rows_add_range(&r, &d), 0);
+    assert_int_equal(r.rows[T_TASK].n, 2);
+    assert_int_equal(r.rows[T_TASK].v[4], 1);           /* the kernel: after the START's id */
+    assert_int_equal(r.rows[T_TASK].v[11 + 3], 4000000007LL);
+    assert_int_equal(r.rows[T_TASK].v[11 + 4], 0);      /* the marker: allocated at its START */
+    /* END consumed before START: the START still allocates, the part takes that id */
+    struct mon_record de2 = r_marker(32, 1, 240, 8, 5, 6, "", "");
+    struct mon_record ds2 = r_marker(16, 1, 210, 8, 5, 6, "", "");
+    assert_int_equal(db_rows_add_record(&r, &de2), 0);
+    assert_int_equal(db_rows_add_record(&r, &ds2), 0);
+    assert_int_equal(db_rows_add_record(&r, &k), 0);
+    d.id = 8;
+    assert_int_equal(db_rows_add_range(&r, &d), 0);
+    assert_int_equal(r.rows[T_TASK].v[2 * 11 + 4], 3); /* the second kernel */
+    assert_int_equal(r.rows[T_TASK].v[3 * 11 + 4], 2); /* the second marker: its START's id */
+    /* an instant allocates when it completes */
+    d.id = 9;
+    d.instant = true;
+    assert_int_equal(db_rows_add_range(&r, &d), 0);
+    assert_int_equal(r.rows[T_TASK].v[4 * 11 + 4], 4);
+    db_rows_fini(&r);
+}
+
 static void test_rows_and_ids(void **state)
 {
     (void)state;
@@ -64,6 +103,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows_and_ids),
+        cmocka_unit_test(test_device_task_id_at_start),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

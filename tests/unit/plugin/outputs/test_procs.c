@@ -115,9 +115,72 @@ static struct proc *metric_new(struct cap *c, uint32_t mask)
 }
 
 /* ---- markpair ---- */
+/* Records completing at most one part: that part in *out. */
 static int feed1(struct markpair *mp, struct mon_record r, struct pl_range *out)
 {
-    return markpair_feed(mp, &r.u.marker, 1, out);
+    struct pl_range two[2] = { 0 };
+    int n = markpair_feed(mp, &r.u.marker, 1, two);
+    assert_true(n <= 1);
+    *out = two[0];
+    return n;
+}
+
+/* A device part is named by its host START, whichever arrives first (issue 9). */
+static void test_markpair_device_waits_for_host_name(void **state)
+{
+    (void)state;
+    struct markpair *mp;
+    struct pl_range two[2], l;
+    struct mon_record r;
+    assert_int_equal(markpair_create(MARKPAIR_PENDING_CAP, &mp), 0);
+    /* host END, both device records, then the host START: host part and device part at once */
+    assert_int_equal(feed1(mp, mk(32, 0, 9, 400, "", "", 10, 12), &l), 0);
+    assert_int_equal(feed1(mp, mk(16, 1, 9, 210, "", "", 1, 0), &l), 0);
+    assert_int_equal(feed1(mp, mk(32, 1, 9, 290, "", "", 1, 5), &l), 0); /* waits for the name */
+    r = mk(16, 0, 9, 200, "step 9", "dom", 10, 11);
+    assert_int_equal(markpair_feed(mp, &r.u.marker, 1, two), 2);
+    assert_int_equal(two[0].done, PL_PART_HOST);
+    assert_string_equal(two[0].name, "step 9");
+    assert_int_equal(two[0].host_start, 200);
+    assert_int_equal(two[0].host_end, 400);
+    assert_false(pl_range_complete(&two[0]));
+    assert_int_equal(two[1].done, PL_PART_DEVICE);
+    assert_string_equal(two[1].name, "step 9");
+    assert_string_equal(two[1].domain, "dom");
+    assert_int_equal(two[1].dev_start, 210);
+    assert_int_equal(two[1].dev_end, 290);
+    assert_int_equal(two[1].stream_id, 5);
+    assert_true(pl_range_complete(&two[1]));
+    assert_int_equal(markpair_pending(mp), 0);
+    /* device records first, host START next (device part), host END last (host part) */
+    assert_int_equal(feed1(mp, mk(32, 1, 10, 290, "", "", 2, 5), &l), 0);
+    assert_int_equal(feed1(mp, mk(16, 1, 10, 210, "", "", 2, 0), &l), 0);
+    assert_int_equal(feed1(mp, mk(16, 0, 10, 200, "step 10", "", 10, 11), &l), 1);
+    assert_int_equal(l.done, PL_PART_DEVICE);
+    assert_string_equal(l.name, "step 10");
+    assert_int_equal(feed1(mp, mk(32, 0, 10, 300, "", "", 10, 11), &l), 1);
+    assert_int_equal(l.done, PL_PART_HOST);
+    assert_true(pl_range_complete(&l));
+    assert_int_equal(markpair_pending(mp), 0);
+    /* a host START cut by the session start still names the device part: before it ... */
+    r = mk(16, 0, 11, 50, "early", "d", 10, 11);
+    assert_int_equal(markpair_feed_cut(mp, &r.u.marker, 1, &l), 0);
+    assert_int_equal(feed1(mp, mk(16, 1, 11, 210, "", "", 3, 0), &l), 0);
+    assert_int_equal(feed1(mp, mk(32, 1, 11, 290, "", "", 3, 1), &l), 1);
+    assert_int_equal(l.done, PL_PART_DEVICE);
+    assert_string_equal(l.name, "early");
+    assert_int_equal(feed1(mp, mk(32, 0, 11, 300, "", "", 10, 11), &l), 0); /* no host part */
+    /* ... and after it */
+    assert_int_equal(feed1(mp, mk(16, 1, 12, 210, "", "", 3, 0), &l), 0);
+    assert_int_equal(feed1(mp, mk(32, 1, 12, 290, "", "", 3, 1), &l), 0);
+    r = mk(16, 0, 12, 50, "late cut", "d", 10, 11);
+    assert_int_equal(markpair_feed_cut(mp, &r.u.marker, 1, &l), 1);
+    assert_string_equal(l.name, "late cut");
+    assert_int_equal(l.dev_end, 290);
+    /* other records are not a cut START: nothing changes */
+    r = mk(32, 0, 13, 50, "", "", 10, 11);
+    assert_int_equal(markpair_feed_cut(mp, &r.u.marker, 1, &l), 0);
+    markpair_destroy(mp);
 }
 
 static void test_markpair_rules(void **state)
@@ -166,7 +229,7 @@ static void test_markpair_rules(void **state)
     assert_int_equal(markpair_pending(mp), 0);
     assert_int_equal(feed1(mp, mk(4, 0, 3, 450, "", "", 1, 1), &l), 0);
     assert_int_equal(markpair_pending(mp), 1); /* the lone END waits for a START, then ages out */
-    assert_int_equal(markpair_expire(mp, 1000, 10), 1);
+    assert_int_equal(markpair_expire(mp, 1000, 10, NULL, 0, NULL), 1);
     /* END before START (another completion thread): the same range */
     assert_int_equal(feed1(mp, mk(4, 0, 5, 550, "", "", 1, 2), &l), 0);
     assert_int_equal(feed1(mp, mk(2, 0, 5, 500, "late", "d", 1, 1), &l), 1);
@@ -623,10 +686,73 @@ static void test_standalone(void **state)
     proc_memory_reset();
 }
 
+/* The compact store behind the standalone results: many chunks, durations that do not fit 32
+ * bits, end before start, NULL names, API signatures by (name, pid, tid); every field comes
+ * back exactly, in arrival order. */
+static void test_standalone_compact_store(void **state)
+{
+    (void)state;
+    static const char *names[5] = { "MatMul", "Add", "Conv2D", NULL, "Softmax" };
+    enum { N = 200000 }; /* > 2 chunks of 2 MiB at 24 bytes a record */
+    int32_t kinds[] = { MON_KIND_KERNEL, MON_KIND_API };
+    struct proc_config cfg = { .mode = PROC_STANDALONE, .session_start_ns = 1000 };
+    struct proc *p = NULL;
+    struct mon_record r[256];
+    const struct msmon_result *arr;
+    size_t n;
+
+    assert_int_equal(proc_memory_set_requested_kinds(kinds, 2), 0);
+    assert_int_equal(pt_create(&proc_memory_ops, &cfg, &p), 0);
+    for (uint64_t i = 0; i < N; i += 256) {
+        for (size_t j = 0; j < 256; j++) {
+            uint64_t k = i + j, s0 = 1000 + k * 10;
+            uint64_t e0 = k % 7777 == 0 ? s0 + 5000000000ull : k % 9999 == 1 ? s0 - 1 : s0 + k % 1000;
+            r[j] = kern((uint32_t)(k % 3), names[k % 5], s0, e0);
+            r[j].u.kernel.stream_id = (uint32_t)(k % 11);
+            r[j].u.kernel.correlation_id = k * 3;
+            if (k % 13 == 0)
+                r[j].u.kernel.type = NULL;
+        }
+        pt_consume(p, r, 256);
+    }
+    for (uint32_t t = 0; t < 3; t++) {
+        r[t] = (struct mon_record){ .kind = MON_KIND_API };
+        r[t].u.api = (struct mon_api){ 2000 + t, 2100 + t, 40 + t % 2, 50 + t, 60 + t, "aclnnAdd" };
+    }
+    pt_consume(p, r, 3);
+    assert_int_equal(proc_memory_ops.stop(p, NULL), 0);
+    assert_int_equal(proc_memory_results(MON_KIND_KERNEL, &arr, &n), 0);
+    assert_int_equal(n, 200192);
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t s0 = 1000 + k * 10;
+        uint64_t e0 = k % 7777 == 0 ? s0 + 5000000000ull : k % 9999 == 1 ? s0 - 1 : s0 + k % 1000;
+        const char *want = names[k % 5] ? names[k % 5] : "";
+        if (arr[k].start_ns != s0 || arr[k].end_ns != e0 || arr[k].device_id != k % 3 ||
+            arr[k].stream_id != k % 11 || arr[k].correlation_id != k * 3 || strcmp(arr[k].name, want) != 0 ||
+            strcmp(arr[k].type, k % 13 == 0 ? "" : "KERNEL_AICORE") != 0 || arr[k].kind != MON_KIND_KERNEL)
+            fail_msg("kernel %llu differs: %llu-%llu dev %u stream %u corr %llu %s/%s", (unsigned long long)k,
+                     (unsigned long long)arr[k].start_ns, (unsigned long long)arr[k].end_ns, arr[k].device_id,
+                     arr[k].stream_id, (unsigned long long)arr[k].correlation_id, arr[k].name, arr[k].type);
+    }
+    assert_int_equal(proc_memory_results(MON_KIND_API, &arr, &n), 0);
+    assert_int_equal(n, 3);
+    for (uint32_t t = 0; t < 3; t++) {
+        assert_int_equal(arr[t].pid, 40 + t % 2);
+        assert_int_equal(arr[t].tid, 50 + t);
+        assert_int_equal(arr[t].correlation_id, 60 + t);
+        assert_int_equal(arr[t].end_ns, 2100 + t);
+        assert_string_equal(arr[t].name, "aclnnAdd");
+        assert_null(arr[t].type);
+    }
+    pt_destroy(p);
+    proc_memory_reset();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_markpair_rules),
+        cmocka_unit_test(test_markpair_device_waits_for_host_name),
         cmocka_unit_test(test_metric_sums_and_opstats),
         cmocka_unit_test(test_metric_kind_mask),
         cmocka_unit_test(test_metric_markers),
@@ -635,6 +761,7 @@ int main(void)
         cmocka_unit_test(test_metric_table_keys),
         cmocka_unit_test(test_metric_aggregates_off),
         cmocka_unit_test(test_standalone),
+        cmocka_unit_test(test_standalone_compact_store),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

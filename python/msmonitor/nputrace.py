@@ -1,0 +1,334 @@
+"""msmonitor.nputrace: the Python side of `dyno nputrace` (docs/nputrace.md).
+
+libmsmonitor decides the step window (aligned over the ranks by the shm creator) and writes
+its own activity trace; after each `dynamic_profile.step()` this module reads the window
+(IPCMonitor_C.dynamic.trace_info) and
+- with `--activities CPU` and an importable torch, runs `torch.profiler` over the same steps
+  and exports its Chrome trace next to ours (`msmonitor_torch_<pid>_rank<r>_step<s>-<e>.json`),
+  with `--record-shapes/--profile-memory/--with-stack/--with-flops/--with-modules` mapped to
+  its options;
+- with `--analyse`, summarises each trace of the window (per-step wall time, top kernels and
+  ops by total and self time, communication and memcpy share, idle gaps per device stream)
+  as `<trace>_analysis.json` and `<trace>_analysis.txt`; `--async-mode` runs that in a child
+  interpreter (the same as `python -m msmonitor analyse FILE...`) so step() does not wait.
+
+`python -m msmonitor analyse PATH...` (files or directories) is the same analysis
+offline, e.g. for traces written by C programs."""
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+FLAG_CPU, FLAG_NPU, FLAG_ANALYSE, FLAG_ASYNC = 0x1, 0x2, 0x4, 0x8
+FLAG_RECORD_SHAPES, FLAG_PROFILE_MEMORY, FLAG_WITH_STACK = 0x10, 0x20, 0x40
+FLAG_WITH_FLOPS, FLAG_WITH_MODULES, FLAG_EXPORT_DB = 0x80, 0x100, 0x200
+IDLE, RUNNING, READY = 0, 1, 2
+TOP_N = 10
+_STEP_RE = re.compile(r"^(?:step |ProfilerStep#)(\d+)$")
+COMM_KINDS = ("Communication", "Hccl")
+
+
+def _log(level, msg):
+    print(f"[{level}] [msmonitor.nputrace {os.getpid()}] {msg}", file=sys.stderr, flush=True)
+
+
+def torch_trace_name(log_dir, pid, rank, start, stop):
+    """Our naming, with `torch` for `trace` (proc_trace_name in C)."""
+    return os.path.join(log_dir, f"msmonitor_torch_{pid}_rank{max(rank, 0)}_step{start}-{stop}.json")
+
+
+# ------------------------------------------------------------------ analysis
+def load(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        data = json.load(f)
+    return data.get("traceEvents", []) if isinstance(data, dict) else data
+
+
+def _self_times(events):
+    """Self time of nested X events on one (pid, tid): duration minus the direct children."""
+    out = {}
+    tracks = {}
+    for i, e in enumerate(events):
+        tracks.setdefault((e["pid"], e["tid"]), []).append(i)
+    for idx in tracks.values():
+        idx.sort(key=lambda i: (float(events[i]["ts"]), -float(events[i].get("dur", 0))))
+        stack = []
+        for i in idx:
+            ts, dur = float(events[i]["ts"]), float(events[i].get("dur", 0))
+            while stack and ts >= stack[-1][1]:
+                stack.pop()
+            out[i] = dur
+            if stack:
+                parent = stack[-1][0]
+                out[parent] -= min(dur, stack[-1][1] - ts)
+            stack.append((i, ts + dur))
+    return out
+
+
+def _top(rows, key):
+    return sorted(rows, key=lambda r: (-r[key], r["name"]))[:TOP_N]
+
+
+def _is_device(e):
+    return e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "gpu_memory", "Kernel", "Memcpy", "Memset")
+
+
+def analyse_events(events):
+    xs = [e for e in events if e.get("ph") == "X" and "ts" in e]
+    steps = []
+    for e in xs:
+        m = _STEP_RE.match(str(e.get("name", "")))
+        if m and not _is_device(e) and e.get("cat") != "gpu_user_annotation":
+            steps.append({"step": int(m.group(1)), "wall_us": round(float(e.get("dur", 0)), 3)})
+    steps.sort(key=lambda s: s["step"])
+    self_t = _self_times(xs)
+    kern, ops = {}, {}
+    for i, e in enumerate(xs):
+        cat = e.get("cat", "")
+        name = str(e.get("name", ""))
+        if cat == "kernel" or cat == "Kernel":
+            tab = kern
+        elif (cat in ("cpu_op", "cuda_runtime", "operator", "cuda_driver", "python_function") or not cat) and \
+                not _STEP_RE.match(name):  # no cat: torch's legacy (non-Kineto) profiler
+            tab = ops
+        else:
+            continue
+        r = tab.setdefault(name, {"name": name, "count": 0, "total_us": 0.0, "self_us": 0.0})
+        r["count"] += 1
+        r["total_us"] += float(e.get("dur", 0))
+        r["self_us"] += self_t.get(i, 0.0)
+    for tab in (kern, ops):
+        for r in tab.values():
+            r["total_us"] = round(r["total_us"], 3)
+            r["self_us"] = round(r["self_us"], 3)
+    # Stream work only (memory allocations are not); each share is a union of intervals per
+    # stream, so overlapping records of one op (msPTI's Hccl + Communication) count once.
+    dev = [e for e in xs if _is_device(e) and e.get("cat") != "gpu_memory"]
+
+    def union(pred):
+        per = {}
+        for e in dev:
+            if pred(e):
+                per.setdefault((e["pid"], e["tid"]), []).append(
+                    (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
+        total = 0.0
+        for iv in per.values():
+            iv.sort()
+            s0, e0 = iv[0]
+            for s1, e1 in iv[1:]:
+                if s1 > e0:
+                    total += e0 - s0
+                    s0, e0 = s1, e1
+                else:
+                    e0 = max(e0, e1)
+            total += e0 - s0
+        return total
+
+    busy = union(lambda e: True)
+    comm = union(lambda e: e.get("args", {}).get("kind") in COMM_KINDS or
+                 re.search(r"nccl|hccl", str(e.get("name", "")), re.I))
+    mem = union(lambda e: e.get("cat") in ("gpu_memcpy", "gpu_memset", "Memcpy", "Memset"))
+    streams = {}
+    for e in dev:
+        streams.setdefault((e["pid"], e["tid"]), []).append((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
+    idle = []
+    for (pid, tid), iv in sorted(streams.items()):
+        iv.sort()
+        gaps, end = [], iv[0][1]
+        for s, t in iv[1:]:
+            if s > end:
+                gaps.append(s - end)
+            end = max(end, t)
+        span = end - iv[0][0]
+        idle.append({"device": pid, "stream": tid, "span_us": round(span, 3), "busy_events": len(iv),
+                     "idle_us": round(sum(gaps), 3), "gaps": len(gaps), "max_gap_us": round(max(gaps, default=0.0), 3),
+                     "idle_share": round(sum(gaps) / span, 4) if span > 0 else 0.0})
+    return {
+        "steps": steps,
+        "top_kernels_by_total": _top(kern.values(), "total_us"),
+        "top_kernels_by_self": _top(kern.values(), "self_us"),
+        "top_ops_by_total": _top(ops.values(), "total_us"),
+        "top_ops_by_self": _top(ops.values(), "self_us"),
+        "device_busy_us": round(busy, 3),
+        "communication_share": round(comm / busy, 4) if busy else 0.0,
+        "memcpy_share": round(mem / busy, 4) if busy else 0.0,
+        "idle_gaps": idle,
+    }
+
+
+def format_text(path, a):
+    lines = [f"msmonitor nputrace analysis of {os.path.basename(path)}", ""]
+    lines.append("step  wall_us")
+    lines += [f"{s['step']:>4}  {s['wall_us']:.3f}" for s in a["steps"]] or ["(no step ranges)"]
+    for title, key in (("top kernels by total time", "top_kernels_by_total"), ("top ops by self time", "top_ops_by_self")):
+        lines += ["", f"{title}:", f"{'total_us':>12} {'self_us':>12} {'count':>6}  name"]
+        lines += [f"{r['total_us']:>12.3f} {r['self_us']:>12.3f} {r['count']:>6}  {r['name'][:80]}" for r in a[key]]
+    lines += ["", f"device busy {a['device_busy_us']:.3f} us; communication {a['communication_share'] * 100:.1f} %, "
+                  f"memcpy/memset {a['memcpy_share'] * 100:.1f} %", "",
+              "device stream      idle_us  gaps  max_gap_us  idle_share"]
+    lines += [f"{g['device']:>6} {g['stream']:>6} {g['idle_us']:>12.3f} {g['gaps']:>5} {g['max_gap_us']:>11.3f}"
+              f"  {g['idle_share']:.4f}" for g in a["idle_gaps"]]
+    return "\n".join(lines) + "\n"
+
+
+def analyse_file(path):
+    """Write <trace>_analysis.json / .txt next to the trace (temporary names renamed into
+    place, like the traces); returns the JSON path."""
+    a = analyse_events(load(path))
+    a["trace"] = os.path.basename(path)
+    stem = re.sub(r"\.json(\.gz)?$", "", path)
+    for ext, text in (("json", json.dumps(a, indent=1, sort_keys=True) + "\n"), ("txt", format_text(path, a))):
+        dst = f"{stem}_analysis.{ext}"
+        with open(dst + ".tmp", "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(dst + ".tmp", dst)
+    return f"{stem}_analysis.json"
+
+
+def _trace_paths(args):
+    for p in args:
+        if os.path.isdir(p):
+            for n in sorted(os.listdir(p)):
+                if re.match(r"msmonitor_(trace|torch)_\d+_rank\d+_step\d+-\d+\.json(\.gz)?$", n):
+                    yield os.path.join(p, n)
+        else:
+            yield p
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) < 2 or argv[0] != "analyse":
+        print("usage: python -m msmonitor analyse TRACE_OR_DIR...", file=sys.stderr)
+        return 2
+    rc = 0
+    for p in _trace_paths(argv[1:]):
+        try:
+            out = analyse_file(p)
+            print(f"analysis of {p} written to {out}")
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            print(f"[ERROR] cannot analyse {p}: {err}", file=sys.stderr)
+            rc = 1
+    return rc
+
+
+# ------------------------------------------------------------------ the window (per step)
+class Window:
+    """Follows the C window after every step: torch.profiler over it, analysis at its end."""
+
+    def __init__(self, dyn):
+        self.dyn = dyn
+        self.seen = None          # (windows, start, stop) acted on
+        self.prof = None
+        self.torch_path = None
+        self.children = []        # async analysis processes
+        self.pending = None       # (start, stop, torch path, flags): analysis waiting for our file
+
+    def _start_torch(self, info):
+        try:
+            import torch.profiler as tp  # pylint: disable=import-outside-toplevel
+        except ImportError:
+            _log("WARNING", "--activities CPU: torch is not importable; no torch.profiler trace")
+            return
+        f = info["flags"]
+        try:
+            self.prof = tp.profile(activities=[tp.ProfilerActivity.CPU], record_shapes=bool(f & FLAG_RECORD_SHAPES),
+                                   profile_memory=bool(f & FLAG_PROFILE_MEMORY), with_stack=bool(f & FLAG_WITH_STACK),
+                                   with_flops=bool(f & FLAG_WITH_FLOPS), with_modules=bool(f & FLAG_WITH_MODULES))
+            self.prof.__enter__()
+        except Exception as err:  # noqa: BLE001 - never break the training step
+            _log("ERROR", f"torch.profiler did not start: {err}")
+            self.prof = None
+            return
+        self.torch_path = torch_trace_name(info["log_dir"], os.getpid(), info["rank"], info["start"], info["stop"])
+        _log("INFO", f"torch.profiler started for steps [{info['start']}, {info['stop']}) (record_shapes="
+                     f"{bool(f & FLAG_RECORD_SHAPES)}, profile_memory={bool(f & FLAG_PROFILE_MEMORY)}, with_stack="
+                     f"{bool(f & FLAG_WITH_STACK)}, with_flops={bool(f & FLAG_WITH_FLOPS)}, with_modules="
+                     f"{bool(f & FLAG_WITH_MODULES)})")
+
+    def _stop_torch(self):
+        prof, self.prof = self.prof, None
+        try:
+            prof.__exit__(None, None, None)
+            prof.export_chrome_trace(self.torch_path + ".tmp")
+            os.replace(self.torch_path + ".tmp", self.torch_path)
+            _log("INFO", f"torch.profiler trace written to {self.torch_path}")
+            return self.torch_path
+        except Exception as err:  # noqa: BLE001
+            _log("ERROR", f"torch.profiler trace not written: {err}")
+            return None
+
+    def _analyse(self, info, paths):
+        paths = [p for p in paths if p and os.path.exists(p)]
+        if not paths:
+            return
+        if info["flags"] & FLAG_ASYNC:
+            env = dict(os.environ)
+            pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
+            code = "import sys; from msmonitor import nputrace; sys.exit(nputrace.main())"
+            child = subprocess.Popen([sys.executable, "-c", code, "analyse", *paths], env=env,
+                                     stdin=subprocess.DEVNULL, close_fds=True)
+            self.children.append(child)
+            _log("INFO", f"analysis of {len(paths)} trace(s) running in child process {child.pid}")
+            return
+        for p in paths:
+            try:
+                _log("INFO", f"analysis written to {analyse_file(p)}")
+            except (OSError, ValueError, KeyError, TypeError) as err:
+                _log("ERROR", f"cannot analyse {p}: {err}")
+
+    def after_step(self):
+        self.children = [c for c in self.children if c.poll() is None]
+        info = self.dyn.trace_info()
+        key = (info["windows"], info["start"], info["stop"])
+        if info["state"] == RUNNING and self.seen != key:
+            self.seen = key
+            if info["flags"] & FLAG_CPU:
+                self._start_torch(info)
+        elif info["state"] != RUNNING and self.seen is not None and self.seen[0] == info["windows"]:
+            torch_path = self._stop_torch() if self.prof is not None else None
+            window = self.seen
+            self.seen = (None,) + window[1:]  # handled; a new window changes `windows`
+            if info["flags"] & FLAG_ANALYSE:
+                self.pending = (window[1], window[2], torch_path, info["flags"])
+        self._analyse_when_written(info)
+
+    def _analyse_when_written(self, info, force=False):
+        """libmsmonitor writes its trace on its session thread after the window closed: the
+        analysis starts at the first step that sees the file (or at exit)."""
+        if self.pending is None:
+            return
+        start, stop, torch_path, flags = self.pending
+        ours = info["last_trace"] if f"_step{start}-{stop}." in info["last_trace"] else None
+        if ours is None and flags & FLAG_NPU and not force:
+            return
+        self.pending = None
+        self._analyse(dict(info, flags=flags), [ours, torch_path])
+
+    def finish(self, timeout=60):
+        """At exit: end a window still open (the C side writes its partial trace) and wait for
+        the analysis children, so none outlives the job."""
+        if self.prof is not None:
+            self._stop_torch()
+        if self.pending is not None:
+            for _ in range(300):  # the trace of a window that just closed is being written
+                info = self.dyn.trace_info()
+                if f"_step{self.pending[0]}-{self.pending[1]}." in info["last_trace"]:
+                    break
+                time.sleep(0.1)
+            self._analyse_when_written(self.dyn.trace_info(), force=True)
+        for c in self.children:
+            try:
+                c.wait(timeout)
+            except subprocess.TimeoutExpired:
+                c.kill()
+                c.wait()
+        self.children = []
+
+
+if __name__ == "__main__":
+    sys.exit(main())

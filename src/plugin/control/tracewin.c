@@ -1,0 +1,214 @@
+/* tracewin: the nputrace window's session and options (tracewin.h). The window's records go
+ * through the same backend and pipeline as npu-monitor, into proc_trace; one subscriber per
+ * process is why a window and an npu-monitor session exclude each other here too. */
+#include "plugin/control/tracewin.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "common/log.h"
+#include "common/strutil.h"
+#include "contract/cfgkeys.h"
+#include "msmon/msmonitor.h"
+#include "plugin/control/monitor.h"
+#include "plugin/outputs/outfile.h"
+#include "plugin/outputs/proc_trace.h"
+#include "plugin/penv.h"
+
+static struct {
+    pthread_mutex_t lock;
+    int32_t state, start, stop, step, rank;
+    uint32_t windows;
+    bool session;                 /* a PROC_TRACE session of ours runs */
+    struct tracewin_cfg cfg;
+} tw = { .lock = PTHREAD_MUTEX_INITIALIZER, .state = -1, .start = -1, .stop = -1 };
+
+static bool tw_true(const char *v)
+{
+    return v && (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0);
+}
+
+uint32_t tracewin_flags(const struct kvtext *kv)
+{
+    static const struct { const char *key; uint32_t bit; } bools[] = {
+        { CFGKEY_PROFILE_ANALYSE, TRACEWIN_ANALYSE },
+        { CFGKEY_PROFILE_ASYNC_MODE, TRACEWIN_ASYNC },
+        { CFGKEY_PROFILE_RECORD_SHAPES, TRACEWIN_RECORD_SHAPES },
+        { CFGKEY_PROFILE_PROFILE_MEMORY, TRACEWIN_PROFILE_MEMORY },
+        { CFGKEY_PROFILE_WITH_STACK, TRACEWIN_WITH_STACK },
+        { CFGKEY_PROFILE_WITH_FLOPS, TRACEWIN_WITH_FLOPS },
+        { CFGKEY_PROFILE_WITH_MODULES, TRACEWIN_WITH_MODULES },
+    };
+    const char *act = kvtext_get(kv, CFGKEY_PROFILE_ACTIVITIES);
+    const char *exp = kvtext_get(kv, CFGKEY_PROFILE_EXPORT_TYPE);
+    uint32_t f = 0;
+
+    for (size_t i = 0; i < sizeof(bools) / sizeof(bools[0]); i++)
+        if (tw_true(kvtext_get(kv, bools[i].key)))
+            f |= bools[i].bit;
+    if (!act)
+        act = "CPU,NPU"; /* the CLI default */
+    if (strstr(act, "CPU"))
+        f |= TRACEWIN_CPU;
+    if (strstr(act, "NPU"))
+        f |= TRACEWIN_NPU;
+    if (exp && strcasecmp(exp, "Db") == 0)
+        f |= TRACEWIN_EXPORT_DB;
+    return f;
+}
+
+int tracewin_parse(const struct kvtext *kv, struct tracewin_cfg *ret)
+{
+    const char *path = kvtext_get(kv, CFGKEY_ACTIVITIES_LOG_FILE);
+    struct stat st;
+    int rc;
+
+    memset(ret, 0, sizeof(*ret));
+    ret->flags = tracewin_flags(kv);
+    if (!path || !path[0]) {
+        LOG_ERROR("nputrace config ignored: %s is missing or empty", CFGKEY_ACTIVITIES_LOG_FILE);
+        return -EINVAL;
+    }
+    /* A symlink could point the trace of a privileged job anywhere: refused outright. */
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+        LOG_ERROR("nputrace config ignored: --log-file '%s' is a symbolic link", path);
+        return -ELOOP;
+    }
+    if (lstat(path, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        LOG_ERROR("nputrace config ignored: --log-file '%s' exists and is not a directory", path);
+        return -ENOTDIR;
+    }
+    rc = outfile_prepare_dir(path, ret->log_dir, sizeof(ret->log_dir)); /* logs the reason */
+    if (rc != 0) {
+        LOG_ERROR("nputrace config ignored: --log-file '%s' is not a writable directory: %s", path, strerror(-rc));
+        return rc;
+    }
+    return 0;
+}
+
+int tracewin_align(struct kvtext *kv, int32_t max_step, char *buf, size_t cap)
+{
+    const char *v = kvtext_get(kv, CFGKEY_PROFILE_START_STEP);
+    int64_t start = -1;
+    int rc;
+
+    if (kvtext_get(kv, CFGKEY_NPU_MONITOR_START))
+        return 0; /* an npu-monitor config */
+    if (!kvtext_get(kv, CFGKEY_ACTIVITIES_ITERATIONS) && !kvtext_get(kv, CFGKEY_ACTIVITIES_LOG_FILE))
+        return 0;
+    if (v && (str_to_i64(v, &start) != 0 || start != -1))
+        return 0; /* an explicit step is the same on every rank already */
+    if (max_step > INT32_MAX - TRACEWIN_ALIGN_STEPS - 1)
+        return 0;
+    snprintf(buf, cap, "%d", (int)(max_step + TRACEWIN_ALIGN_STEPS));
+    rc = kvtext_put(kv, CFGKEY_PROFILE_START_STEP, buf);
+    if (rc != 0)
+        return rc;
+    LOG_INFO("nputrace: start step -1 aligned for every rank to step %s (highest rank step %d + %d)", buf,
+             (int)max_step, TRACEWIN_ALIGN_STEPS);
+    return 1;
+}
+
+int tracewin_begin(const struct tracewin_cfg *c, int32_t start, int32_t stop, int32_t rank)
+{
+    const char *be_name = "", *be_lib = "";
+    const char *ws = penv_get(PENV_WORLD_SIZE);
+    struct proc_trace_opts opts = { .start_step = start, .stop_step = stop };
+    struct monitor_start_args a = { .mode = PROC_TRACE, .log_dir = c->log_dir, .standalone = true,
+                                    .kinds_mask = TRACEWIN_KINDS, .trace = &opts };
+    int64_t w = 0;
+    int rc;
+
+    pthread_mutex_lock(&tw.lock);
+    tw.windows++;
+    pthread_mutex_unlock(&tw.lock);
+    if (!(c->flags & TRACEWIN_NPU)) {
+        LOG_INFO("nputrace: steps [%d, %d): PROFILE_ACTIVITIES has no NPU; no device trace from libmsmonitor",
+                 (int)start, (int)stop);
+        return 0;
+    }
+    if (monitor_running() && !monitor_tracing()) { /* a trace still being written is queued before us */
+        LOG_ERROR("nputrace refused on rank %d: npu-monitor is running in this process (one activity "
+                  "subscriber); stop it with dyno npu-monitor --npu-monitor-stop first", (int)rank);
+        return -EBUSY;
+    }
+    if (monitor_backend_info(&be_name, &be_lib) != 0) {
+        LOG_ERROR("nputrace: steps [%d, %d) not traced: no msPTI or CUPTI library found", (int)start, (int)stop);
+        return -ENOENT;
+    }
+    if (ws && str_to_i64(ws, &w) == 0 && w > 0 && w <= INT32_MAX)
+        opts.world_size = (int32_t)w;
+    opts.export_db = c->flags & TRACEWIN_EXPORT_DB;
+    opts.backend = be_name;
+    rc = monitor_start(&a);
+    if (rc != 0) {
+        LOG_ERROR("nputrace: steps [%d, %d) not traced: the collection did not start: %s", (int)start, (int)stop,
+                  errno_name(-rc));
+        return rc;
+    }
+    pthread_mutex_lock(&tw.lock);
+    tw.session = true;
+    pthread_mutex_unlock(&tw.lock);
+    LOG_INFO("nputrace: tracing steps [%d, %d) on rank %d (%s)", (int)start, (int)stop, (int)rank, be_name);
+    return 0;
+}
+
+void tracewin_end(int32_t step, bool early)
+{
+    bool ours;
+
+    pthread_mutex_lock(&tw.lock);
+    ours = tw.session;
+    tw.session = false;
+    pthread_mutex_unlock(&tw.lock);
+    if (!ours || !monitor_tracing())
+        return;
+    if (early) {
+        LOG_WARN("nputrace: the job is leaving at step %d inside the window; the partial trace is written",
+                 (int)step);
+        (void)monitor_stop(); /* wait: the process is about to exit */
+        return;
+    }
+    /* The window ends now; the flush and the file write run on the session thread. */
+    proc_trace_close_window(clock_real_ns());
+    if (monitor_stop_nowait() != 0)
+        (void)monitor_stop();
+}
+
+void tracewin_note(int32_t state, int32_t start, int32_t stop, int32_t step, int32_t rank,
+                   const struct tracewin_cfg *c)
+{
+    pthread_mutex_lock(&tw.lock);
+    tw.state = state;
+    tw.start = start;
+    tw.stop = stop;
+    tw.step = step;
+    tw.rank = rank;
+    if (c)
+        tw.cfg = *c;
+    pthread_mutex_unlock(&tw.lock);
+}
+
+MSMON_API int msmon_dynamic_trace_info(struct msmon_trace_info *ret)
+{
+    if (!ret)
+        return -EINVAL;
+    memset(ret, 0, sizeof(*ret));
+    pthread_mutex_lock(&tw.lock);
+    ret->state = tw.state;
+    ret->start_step = tw.start;
+    ret->stop_step = tw.stop;
+    ret->step = tw.step;
+    ret->rank = tw.rank;
+    ret->flags = tw.cfg.flags;
+    ret->windows = tw.windows;
+    snprintf(ret->log_dir, sizeof(ret->log_dir), "%s", tw.cfg.log_dir);
+    proc_trace_last_path(ret->last_trace, sizeof(ret->last_trace));
+    pthread_mutex_unlock(&tw.lock);
+    return 0;
+}

@@ -1,0 +1,234 @@
+/* test_proc_trace: the nputrace writer through the real pipeline: a window's API call, its
+ * kernel and a `step` marker range become one valid file (events, paired ac2g flow, track
+ * metadata, base timestamp); the gzip form above the size threshold; the event cap counts
+ * drops; the window's end cuts later records; concurrent producers lose nothing; a directory
+ * gone at stop leaves no file behind and counts the loss. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "export_util.h"
+#include "pl_test.h"
+#include "plugin/outputs/proc_trace.h"
+
+static struct proc *make(const char *dir, struct proc_trace_opts *o)
+{
+    struct proc_config cfg = { .mode = PROC_TRACE, .log_dir = dir, .rank = 1, .session_start_ns = T0, .trace = o };
+    struct proc *p = NULL;
+    assert_int_equal(pt_create(&proc_trace_ops, &cfg, &p), 0);
+    assert_int_equal(proc_trace_ops.start(p), 0);
+    return p;
+}
+
+static void feed(struct proc *p)
+{
+    struct mon_record r[5] = {
+        r_marker(2, 0, T0 + 1500, 1, 77, 78, "step 5", "default"),
+        r_api(MON_KIND_RUNTIME_API, T0 + 2000, T0 + 2100, 77, 78, 3, "launch"),
+        r_kernel(T0 + 3000, T0 + 4000, 0, 2, 3, "AI_CORE", "k0"),
+        r_kernel(T0 + 5000, T0 + 6000, 0, 2, 99, "AI_CORE", "k_no_launch"),
+        r_marker(4, 0, T0 + 9000, 1, 77, 78, "", ""),
+    };
+    pt_consume(p, r, 5);
+}
+
+static cJSON *load(const char *path, bool gz)
+{
+    char *text;
+    if (gz) {
+        gzFile f = gzopen(path, "rb");
+        assert_non_null(f);
+        text = calloc(1, 1 << 20);
+        int n = gzread(f, text, (1 << 20) - 1);
+        assert_true(n > 0);
+        gzclose(f);
+    } else {
+        text = read_all(path);
+    }
+    assert_non_null(text);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    assert_non_null(j);
+    return j;
+}
+
+static int count_ph(const cJSON *ev, const char *ph)
+{
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ev)
+        n += strcmp(cJSON_GetObjectItem(e, "ph")->valuestring, ph) == 0;
+    return n;
+}
+
+static void test_window_file(void **state)
+{
+    char *dir = tmpdir_make(), path[4096];
+    struct proc_trace_opts o = { .start_step = 5, .stop_step = 7, .world_size = 2, .backend = "mspti" };
+    (void)state;
+    struct proc *p = make(dir, &o);
+    feed(p);
+    assert_int_equal(pt_stop(p, NULL), 0);
+    pt_destroy(p);
+    assert_int_equal(proc_trace_name(path, sizeof(path), dir, (int)getpid(), 1, 5, 7, false), 0);
+    char last[4096];
+    proc_trace_last_path(last, sizeof(last));
+    assert_string_equal(last, path);
+    cJSON *j = load(path, false);
+    assert_true((uint64_t)cJSON_GetObjectItem(j, "baseTimeNanoseconds")->valuedouble == T0 + 1000);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "distributedInfo"), "world_size")->valueint, 2);
+    const cJSON *ev = cJSON_GetObjectItem(j, "traceEvents");
+    assert_int_equal(count_ph(ev, "X"), 4);   /* API, 2 kernels, the step range */
+    assert_int_equal(count_ph(ev, "s"), 1);   /* only the kernel with its launch in the window */
+    assert_int_equal(count_ph(ev, "f"), 1);
+    assert_true(count_ph(ev, "M") >= 8);      /* host and device process + thread rows */
+    const cJSON *e;
+    bool step = false;
+    cJSON_ArrayForEach(e, ev) {
+        const cJSON *n = cJSON_GetObjectItem(e, "name");
+        if (n && strcmp(n->valuestring, "step 5") == 0) {
+            step = true;
+            assert_true(fabs(cJSON_GetObjectItem(e, "ts")->valuedouble - 0.5) < 1e-9);
+            assert_true(fabs(cJSON_GetObjectItem(e, "dur")->valuedouble - 7.5) < 1e-9);
+        }
+    }
+    assert_true(step);
+    cJSON_Delete(j);
+    rm_rf(dir);
+    free(dir);
+}
+
+static void test_gzip_and_cap(void **state)
+{
+    char *dir = tmpdir_make(), path[4096];
+    struct proc_trace_opts o = { .start_step = 1, .stop_step = 2, .backend = "cupti" };
+    struct pipeline_stats st;
+    (void)state;
+    proc_trace_test_set_limits(0, 1); /* every file counts as large */
+    struct proc *p = make(dir, &o);
+    feed(p);
+    assert_int_equal(pt_stop(p, NULL), 0);
+    pt_destroy(p);
+    assert_int_equal(proc_trace_name(path, sizeof(path), dir, (int)getpid(), 1, 1, 2, true), 0);
+    cJSON *j = load(path, true);
+    assert_int_equal(count_ph(cJSON_GetObjectItem(j, "traceEvents"), "X"), 4);
+    cJSON_Delete(j);
+
+    proc_trace_test_set_limits(2, 0);
+    o.start_step = 3;
+    o.stop_step = 4;
+    p = make(dir, &o);
+    feed(p);
+    pipeline_stats(pt_pl(p), &st);
+    assert_int_equal(st.dropped_queue, 2);    /* 4 events, 2 kept */
+    assert_int_equal(pt_stop(p, NULL), 0);
+    pt_destroy(p);
+    proc_trace_test_set_limits(0, 0);
+    rm_rf(dir);
+    free(dir);
+}
+
+static void test_window_end_cuts(void **state)
+{
+    char *dir = tmpdir_make(), path[4096];
+    struct proc_trace_opts o = { .start_step = 8, .stop_step = 9, .backend = "mspti" };
+    (void)state;
+    struct proc *p = make(dir, &o);
+    proc_trace_close_window(T0 + 4500); /* the second kernel and the marker END start later */
+    feed(p);
+    assert_int_equal(pt_stop(p, NULL), 0);
+    pt_destroy(p);
+    assert_int_equal(proc_trace_name(path, sizeof(path), dir, (int)getpid(), 1, 8, 9, false), 0);
+    cJSON *j = load(path, false);
+    const cJSON *m = cJSON_GetObjectItem(j, "msmonitor");
+    assert_int_equal(cJSON_GetObjectItem(m, "afterWindow")->valueint, 1);
+    assert_true((uint64_t)cJSON_GetObjectItem(m, "windowEndNanoseconds")->valuedouble == T0 + 4500);
+    assert_int_equal(count_ph(cJSON_GetObjectItem(j, "traceEvents"), "X"), 3); /* the range started before */
+    cJSON_Delete(j);
+    rm_rf(dir);
+    free(dir);
+}
+
+struct prod {
+    struct proc *p;
+    uint32_t stream;
+};
+
+static void *producer(void *a)
+{
+    struct prod *pr = a;
+    struct mon_record r[100];
+    for (int b = 0; b < 50; b++) {
+        for (int i = 0; i < 100; i++) {
+            uint64_t t = T0 + 1000 + (uint64_t)(b * 100 + i) * 10;
+            r[i] = r_kernel(t, t + 5, 0, pr->stream, 0, "AI_CORE", "k");
+        }
+        pt_consume(pr->p, r, 100);
+    }
+    return NULL;
+}
+
+/* Completion threads deliver concurrently (proc.h): every record of every thread is written. */
+static void test_concurrent_producers(void **state)
+{
+    char *dir = tmpdir_make(), path[4096];
+    struct proc_trace_opts o = { .start_step = 2, .stop_step = 3, .backend = "mspti" };
+    pthread_t th[4];
+    struct prod pr[4];
+    (void)state;
+    struct proc *p = make(dir, &o);
+    for (int i = 0; i < 4; i++) {
+        pr[i] = (struct prod){ p, (uint32_t)i };
+        assert_int_equal(pthread_create(&th[i], NULL, producer, &pr[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(pt_stop(p, NULL), 0);
+    pt_destroy(p);
+    assert_int_equal(proc_trace_name(path, sizeof(path), dir, (int)getpid(), 1, 2, 3, false), 0);
+    cJSON *j = load(path, false);
+    assert_int_equal(count_ph(cJSON_GetObjectItem(j, "traceEvents"), "X"), 4 * 50 * 100);
+    cJSON_Delete(j);
+    rm_rf(dir);
+    free(dir);
+}
+
+static void test_dir_gone_at_stop(void **state)
+{
+    char *dir = tmpdir_make();
+    struct proc_trace_opts o = { .start_step = 5, .stop_step = 7, .backend = "mspti" };
+    struct pipeline_stats st;
+    (void)state;
+    struct proc *p = make(dir, &o);
+    feed(p);
+    rm_rf(dir);
+    pipeline_stats(pt_pl(p), &st);
+    assert_int_equal(st.dropped_write, 0);
+    assert_int_not_equal(proc_trace_ops.stop(p, NULL), 0);
+    pipeline_stats(pt_pl(p), &st);
+    assert_int_equal(st.dropped_write, 4);
+    assert_int_equal(access(dir, F_OK), -1);
+    pt_destroy(p);
+    free(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_window_file),
+        cmocka_unit_test(test_gzip_and_cap),
+        cmocka_unit_test(test_window_end_cuts),
+        cmocka_unit_test(test_concurrent_producers),
+        cmocka_unit_test(test_dir_gone_at_stop),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
