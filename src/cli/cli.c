@@ -370,7 +370,7 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
     }
     fflush(out);
     if (cmd->run_all) {
-        struct cli_targets t = { &hosts, port, timeout_s, parallel };
+        struct cli_targets t = { &hosts, port, timeout_s, parallel, tls };
         r = cmd->run_all(&req, &t, out, errf);
         if (r != CMD_RUN_DEFAULT) {
             rc = r;
