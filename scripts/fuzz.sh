@@ -1,32 +1,85 @@
 #!/usr/bin/env bash
 # libFuzzer run of every parser target (tests/fuzz/fuzz_*.c): a clang build with ASan+UBSan
-# and coverage (build-fuzz/, -DMSMON_FUZZ=ON), each target started from its built-in seeds
-# and run for FUZZ_SECONDS (default 20). A crash, leak or sanitizer report fails the run and
-# leaves the reproducer under build-fuzz/fuzz-artifacts/.
+# and coverage (build-fuzz/, -DMSMON_FUZZ=ON); each target starts from its committed corpus
+# (tests/fuzz/corpus/<target>/) plus its built-in seeds and runs for a fixed budget of
+# FUZZ_SECONDS (default 45 s), FUZZ_JOBS targets at a time (default: the number of cores).
+# With the 11 targets on 2 cores that is 11 x 45 s / 2 = 248 s of fuzzing, which with the
+# clang build keeps the stage under ~8 minutes. Prints executions and coverage per target.
+# A crash, leak, timeout or sanitizer report fails the run; the reproducer is left under
+# build-fuzz/fuzz-artifacts/ and the line printed says how to keep it as a regression input
+# (tests/fuzz/corpus/<target>/, replayed by ctest from then on).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SECS=${FUZZ_SECONDS:-20}
+SECS=${FUZZ_SECONDS:-45}
+JOBS=${FUZZ_JOBS:-$(nproc)}
 case "$SECS" in ''|*[!0-9]*) echo "fuzz.sh: FUZZ_SECONDS='$SECS' is not a whole number of seconds" >&2; exit 2;; esac
+case "$JOBS" in ''|0|*[!0-9]*) echo "fuzz.sh: FUZZ_JOBS='$JOBS' is not a positive whole number" >&2; exit 2;; esac
 command -v clang >/dev/null || { echo "fuzz.sh: clang not found (scripts/install-deps.sh installs it)" >&2; exit 1; }
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMSMON_FUZZ=ON >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target fuzz_all
 out=build-fuzz/fuzz-artifacts
+rm -rf "$out"
 mkdir -p "$out"
-status=0
+
+# One target: fresh working corpus (committed files + built-in seeds), fixed time budget.
+run_target() {
+  local bin=$1 name corpus
+  name=$(basename "$bin")
+  corpus=build-fuzz/corpus/$name
+  rm -rf "$corpus"
+  mkdir -p "$corpus"
+  if [ -d "tests/fuzz/corpus/$name" ]; then cp -r "tests/fuzz/corpus/$name/." "$corpus/"; fi
+  "${bin}_seeds" --write-seeds "$corpus"
+  if "$bin" -max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+       -print_final_stats=1 -artifact_prefix="$out/$name-" "$corpus" >"$out/$name.log" 2>&1; then
+    echo ok >"$out/$name.status"
+  else
+    echo FAIL >"$out/$name.status"
+  fi
+}
+
+targets=()
 for bin in build-fuzz/tests/fuzz/fuzz_*; do
   case "$bin" in *_seeds) continue;; esac
   [ -x "$bin" ] || continue
-  name=$(basename "$bin")
-  corpus=build-fuzz/corpus/$name
-  mkdir -p "$corpus"
-  "${bin}_seeds" --write-seeds "$corpus"
-  if "$bin" -max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-       -artifact_prefix="$out/$name-" "$corpus" >"$out/$name.log" 2>&1; then
-    printf 'fuzz %-22s ok   %s\n' "$name" "$(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$out/$name.log" | grep -o '[0-9]*$') runs in ${SECS}s"
-  else
-    printf 'fuzz %-22s FAIL (see %s)\n' "$name" "$out/$name.log"
-    tail -30 "$out/$name.log"
-    status=1
+  targets+=("$bin")
+done
+running=0
+for bin in "${targets[@]}"; do
+  run_target "$bin" &
+  running=$((running + 1))
+  if [ "$running" -ge "$JOBS" ]; then
+    wait -n || true
+    running=$((running - 1))
   fi
 done
+wait
+
+status=0
+total=0
+printf '%-20s %-4s %12s %10s %8s %8s %8s\n' target res execs exec/s cov ft corpus | tee "$out/summary.txt"
+for bin in "${targets[@]}"; do
+  name=$(basename "$bin")
+  log=$out/$name.log
+  res=$(cat "$out/$name.status" 2>/dev/null || echo FAIL)
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
+  # the last status line ("#N DONE cov: C ft: F corp: K/...") carries the final coverage
+  last=$(grep -E '^#[0-9]+.*cov: ' "$log" | tail -1 || true)
+  cov=$(sed -n 's/.*cov: \([0-9]*\).*/\1/p' <<<"$last")
+  ft=$(sed -n 's/.*ft: \([0-9]*\).*/\1/p' <<<"$last")
+  corp=$(sed -n 's/.*corp: \([0-9]*\).*/\1/p' <<<"$last")
+  printf '%-20s %-4s %12s %10s %8s %8s %8s\n' "$name" "$res" "${execs:-?}" \
+    "$(( ${execs:-0} / (SECS > 0 ? SECS : 1) ))" "${cov:-?}" "${ft:-?}" "${corp:-?}" | tee -a "$out/summary.txt"
+  total=$((total + ${execs:-0}))
+  if [ "$res" != ok ]; then
+    status=1
+    tail -30 "$log"
+    for a in "$out/$name"-crash-* "$out/$name"-leak-* "$out/$name"-timeout-* "$out/$name"-oom-*; do
+      [ -e "$a" ] || continue
+      echo "reproducer: $a -- keep it as a regression input after the fix:"
+      echo "  cp $a tests/fuzz/corpus/$name/$(basename "$a" | sed "s/^$name-//")"
+    done
+  fi
+done
+echo "fuzz: ${#targets[@]} targets, $total executions, ${SECS}s each, $JOBS at a time" | tee -a "$out/summary.txt"
 exit $status

@@ -180,7 +180,7 @@ static void bench_fanout(const char *dynolog, const char *dyno)
     hosts_add_list(&one, addr[0], strlen(addr[0]), err, sizeof(err));
     static const char body[] = "{\"fn\":\"getStatus\"}";
     struct cli_reply r[N];
-    struct cli_targets t = { &h, (uint16_t)port, 5, 32 }, t1 = { &one, (uint16_t)port, 5, 32 };
+    struct cli_targets t = { &h, (uint16_t)port, 5, 32, NULL }, t1 = { &one, (uint16_t)port, 5, 32, NULL };
     /* wait until every daemon answers */
     for (int tries = 0; tries < 200; tries++) {
         cli_gather(&t, body, sizeof(body) - 1, r);

@@ -29,6 +29,7 @@ static const struct cli_cmd *const commands[] = {
 
 static const struct cli_flag global_flags[] = {
     {"certs-dir", CLI_FLAG_VALUE, false, NO_CERTS, "NO_CERTS = plain TCP, else a mutual-TLS directory"},
+    {"certs-passphrase-file", CLI_FLAG_VALUE, false, NULL, "Passphrase of an encrypted client.key (mode 0600; default: prompt)"},
     {"hostfile", CLI_FLAG_VALUE, false, NULL, "File with more targets, one entry per line ('#' comments)"},
     {"hostname", CLI_FLAG_VALUE, false, "localhost", "Targets: comma list, SLURM ranges node[01-04], unix:[path]"},
     {"parallel", CLI_FLAG_VALUE, false, "32", "Max hosts contacted concurrently"},
@@ -147,8 +148,9 @@ static void run_one(struct fanout *f, size_t i)
                          res->err, sizeof(res->err));
         return;
     }
-    int r = rpc_call(f->hosts->v[i], f->port, NULL, f->timeout_s, cli_buf_str(&f->req->body),
-                     f->req->body.len, &reply, &len, &fail, res->err, sizeof(res->err));
+    int r = rpc_call_tls(f->req->tls, f->hosts->v[i], f->port, NULL, f->timeout_s,
+                         cli_buf_str(&f->req->body), f->req->body.len, &reply, &len, &fail,
+                         res->err, sizeof(res->err));
     if (r < 0) {
         res->failed = true;
         return;
@@ -274,6 +276,7 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
     int parallel = 0, timeout_s = 0;
     const struct cli_cmd *cmd;
     const char *certs;
+    struct rpc_tls *tls = NULL;
     bool any_unix = false, any_tcp = false;
     size_t nfail = 0;
 
@@ -353,17 +356,21 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
     }
     fputs(cli_buf_str(&req.echo), out);
     if (strcmp(certs, NO_CERTS) != 0 && any_tcp) {
-        /* Mutual TLS (01-rpc.md §7.2) is a separate work item; refuse rather than send
-         * the request in clear text to a daemon that expects TLS. */
-        fflush(out);
-        fprintf(errf, "error: TLS (--certs-dir %s) is not supported by this build of dyno yet; "
-                "use --certs-dir NO_CERTS or a unix: target\n", certs);
-        rc = CLI_EXIT_RUNTIME;
-        goto out;
+        /* 01-rpc.md §7.2: certificates checked and the key decrypted once, before any
+         * connection, whatever the number of hosts; a failure is exit 1 with the reason. */
+        r = rpc_tls_create(certs, cli_flags_get(&g, "certs-passphrase-file"), out, &tls, err,
+                           sizeof(err));
+        if (r < 0) {
+            fflush(out);
+            fprintf(errf, "%s\n", err);
+            rc = CLI_EXIT_RUNTIME;
+            goto out;
+        }
+        req.tls = tls;
     }
     fflush(out);
     if (cmd->run_all) {
-        struct cli_targets t = { &hosts, port, timeout_s, parallel };
+        struct cli_targets t = { &hosts, port, timeout_s, parallel, tls };
         r = cmd->run_all(&req, &t, out, errf);
         if (r != CMD_RUN_DEFAULT) {
             rc = r;
@@ -424,6 +431,7 @@ out:
     fflush(out);
     fflush(errf);
     cmd_req_fini(&req);
+    rpc_tls_destroy(tls);
     hosts_fini(&hosts);
     return rc;
 }

@@ -31,8 +31,8 @@ static void one(struct gather *g, size_t i)
     const char *end = NULL;
 
     r->host = g->t->hosts->v[i];
-    if (rpc_call(r->host, g->t->port, NULL, g->t->timeout_s, g->body, g->len, &reply, &len, &fail, r->err,
-                 sizeof(r->err)) < 0) {
+    if (rpc_call_tls(g->t->tls, r->host, g->t->port, NULL, g->t->timeout_s, g->body, g->len, &reply,
+                     &len, &fail, r->err, sizeof(r->err)) < 0) {
         r->failed = true;
         return;
     }

@@ -11,11 +11,14 @@
 
 struct hosts;
 
+struct rpc_tls;
+
 struct cli_targets {
     const struct hosts *hosts; /* borrowed */
     uint16_t port;
     int timeout_s;
     int parallel;              /* most hosts contacted at once */
+    const struct rpc_tls *tls; /* mutual TLS for TCP hosts, NULL = plain (borrowed) */
 };
 
 struct cli_reply {

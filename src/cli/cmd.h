@@ -15,6 +15,8 @@
 #include "cli/cli_flags.h"
 #include "cli/cli_gather.h"
 
+struct rpc_tls;
+
 #define CMD_TEXT_MAX (8u << 20)   /* cap for config/body/echo buffers (argv is bounded too) */
 
 struct cmd_req {
@@ -26,6 +28,7 @@ struct cmd_req {
     bool profile_memory;
     bool fail_on_no_process;
     const struct cli_args *args;   /* the subcommand's parsed flags (borrowed; for run_host) */
+    const struct rpc_tls *tls;     /* mutual TLS for TCP targets, NULL = plain (borrowed) */
 };
 
 struct cli_cmd {

@@ -118,14 +118,15 @@ static bool target_is_local(const char *t)
     return strcmp(t, name) == 0 || (strlen(t) == n && strncmp(t, name, n) == 0);
 }
 
-static cJSON *call_json(const char *target, uint16_t port, int timeout_s, const char *body,
-                        enum rpc_fail *ret_fail, char *err, size_t errcap)
+static cJSON *call_json(const struct rpc_tls *tls, const char *target, uint16_t port,
+                        int timeout_s, const char *body, enum rpc_fail *ret_fail, char *err,
+                        size_t errcap)
 {
     char *reply = NULL;
     size_t len = 0;
     cJSON *json = NULL;
-    if (rpc_call(target, port, NULL, timeout_s, body, strlen(body), &reply, &len, ret_fail, err,
-                 errcap) < 0)
+    if (rpc_call_tls(tls, target, port, NULL, timeout_s, body, strlen(body), &reply, &len,
+                     ret_fail, err, errcap) < 0)
         return NULL;
     json = cJSON_ParseWithLengthOpts(reply, len, NULL, false);
     if (!json)
@@ -587,7 +588,7 @@ static void doctor_run_host(const struct cmd_req *req, const char *target, uint1
         snprintf(where, sizeof(where), "%s:%u", target, (unsigned)port);
 
     /* 1. reachable, 2. same release (R28) */
-    ver = call_json(target, port, timeout_s, "{\"fn\":\"getVersion\"}", &fail, cerr, sizeof(cerr));
+    ver = call_json(req->tls, target, port, timeout_s, "{\"fn\":\"getVersion\"}", &fail, cerr, sizeof(cerr));
     if (!ver && fail != RPC_OK && fail != RPC_FAIL_NO_REPLY) {
         say(&r, M_FAIL, "daemon not reachable over RPC at %s: %s - fix: start it (systemctl start "
             "dynolog, or dynolog --enable_ipc_monitor) and check --hostname/--port", where, cerr);
@@ -607,7 +608,7 @@ static void doctor_run_host(const struct cmd_req *req, const char *target, uint1
 
         /* 3. registrations, 4. state, 5. library/drops (from getStatus) */
         cerr[0] = '\0';
-        st = call_json(target, port, timeout_s, "{\"fn\":\"getStatus\"}", &fail, cerr, sizeof(cerr));
+        st = call_json(req->tls, target, port, timeout_s, "{\"fn\":\"getStatus\"}", &fail, cerr, sizeof(cerr));
         const cJSON *procs = st ? cJSON_GetObjectItemCaseSensitive(st, "processes") : NULL;
         if (!st) {
             say(&r, M_FAIL, "daemon did not answer getStatus (%s) - fix: upgrade dynolog to this "

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli_buf.h"
 #include "common/strutil.h"
@@ -335,15 +336,22 @@ int hosts_add_file(struct hosts *h, const char *path, char *err, size_t errcap)
                  strerror(-r));
         return -EINVAL;
     }
-    data = malloc(HOSTFILE_MAX + 1);
+    /* Size the buffer by the file (fuzz_cli_hosts found every hostfile, even one line, cost a
+     * 16 MiB allocation); only a pipe or device gets the full cap. */
+    struct stat st;
+    size_t want = HOSTFILE_MAX + 1;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 0 &&
+        (uint64_t)st.st_size < HOSTFILE_MAX)
+        want = (size_t)st.st_size + 1;   /* + 1: a file that grew meanwhile is still seen */
+    data = malloc(want + 1);
     if (!data) {
         r = -ENOMEM;
         goto out_close;
     }
-    len = fread(data, 1, HOSTFILE_MAX + 1, f);
-    if (ferror(f) || len > HOSTFILE_MAX) {
+    len = fread(data, 1, want, f);
+    if (ferror(f) || len > HOSTFILE_MAX || (len == want && want <= HOSTFILE_MAX)) {
         snprintf(err, errcap, "error: invalid value '%s' for '--hostfile': %s", path,
-                 ferror(f) ? "cannot read" : "larger than 16 MiB");
+                 ferror(f) ? "cannot read" : len > HOSTFILE_MAX ? "larger than 16 MiB" : "changed while reading");
         r = -EINVAL;
         goto out_free;
     }

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define RPC_REQ_MAX 8191               /* request bodies are 1 .. 8191 bytes */
 #define RPC_REPLY_MAX (64u << 20)      /* replies are far smaller; cap what we accept */
@@ -18,7 +19,27 @@ enum rpc_fail {
     RPC_FAIL_NO_REPLY,   /* peer closed before sending any reply byte */
     RPC_FAIL_TIMEOUT,    /* deadline passed after connecting */
     RPC_FAIL_BAD_REPLY,  /* truncated frame or invalid length */
+    RPC_FAIL_TLS,        /* TLS handshake or session failure, or a TLS server for plain dyno */
 };
+
+/* Mutual TLS client state (01-rpc.md §7.2): the checked certificates and the decrypted key,
+ * loaded once for every host and shared by the worker threads. */
+struct rpc_tls;
+/* Load dir's client.crt, client.key, ca.crt and optional ca.crl, printing the §7.2 progress
+ * lines to progress. An encrypted key is decrypted with passphrase_file (NULL/"": prompt on
+ * the terminal). Caller owns *ret; free with rpc_tls_destroy(). 0 or -errno with the one-line
+ * reason ("<path>: <why>") in err. */
+int rpc_tls_create(const char *dir, const char *passphrase_file, FILE *progress,
+                   struct rpc_tls **ret, char *err, size_t errcap);
+void rpc_tls_destroy(struct rpc_tls *t);
+
+/* rpc_call over mutual TLS when tls is non-NULL and the target is a TCP host (a `unix:` target
+ * is always plain): the server's chain must verify against ca.crt and its SAN must match the
+ * host name as given. tls is borrowed. */
+int rpc_call_tls(const struct rpc_tls *tls, const char *target, uint16_t port,
+                 const char *sock_dir, int timeout_s, const char *body, size_t body_len,
+                 char **ret_reply, size_t *ret_len, enum rpc_fail *ret_fail, char *err,
+                 size_t errcap);
 
 /* Call `target` ("host", "[v6]", "unix:" or "unix:/path") on `port` (ignored for unix).
  * `sock_dir` is the directory of dyno.sock for a bare "unix:" (NULL: ipc_socket_dir()).

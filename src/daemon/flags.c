@@ -31,6 +31,8 @@ static const struct flag_def table[] = {
       "comma list of directories an npu-monitor/nputrace --log-file must resolve into; empty = any" },
     { "certs_dir", FT_STRING, OFF(certs_dir), "NO_CERTS", 0, 0,
       "TLS certificate directory; NO_CERTS = plain TCP" },
+    { "certs_passphrase_file", FT_STRING, OFF(certs_passphrase_file), "", 0, 0,
+      "file holding the passphrase of an encrypted server.key (mode 0600, owner us or root); empty = prompt on the terminal" },
     { "enable_ipc_monitor", FT_BOOL, OFF(enable_ipc_monitor), "false", 0, 0,
       "create the msMonitor and Kineto IPC endpoints (required for msMonitor)" },
     { "extended_host_metrics", FT_BOOL, OFF(extended_host_metrics), "true", 0, 0,

@@ -15,6 +15,7 @@ struct daemon_flags {
     char allow_interface_prefixes[FLAGS_STR_MAX];
     char allowed_log_dirs[FLAGS_STR_MAX]; /* empty = no allow-list */
     char certs_dir[FLAGS_STR_MAX];
+    char certs_passphrase_file[FLAGS_STR_MAX];   /* TLS: key passphrase, no prompt */
     bool enable_ipc_monitor;
     bool extended_host_metrics;
     bool filter_nic_interfaces;

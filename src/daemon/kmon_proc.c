@@ -218,7 +218,8 @@ int kmon_parse_netdev(const char *s, size_t len, const char *prefixes, struct km
         while (np < colon && is_space(*np))
             np++;
         size_t nl = (size_t)(colon - np);
-        if (nl == 0 || memchr(np, '|', nl))
+        /* a NUL in the name would make it "" once copied (fuzz_kmon_proc found it) */
+        if (nl == 0 || memchr(np, '|', nl) || memchr(np, '\0', nl))
             continue;
         struct view f = { colon + 1, line.end };
         uint64_t c[16];

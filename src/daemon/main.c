@@ -27,6 +27,7 @@
 #include "daemon/status.h"
 #include "daemon/tb_logger.h"
 #include "ipc/ipc_msg.h"
+#include "tls/tls_ctx.h"
 
 #ifndef MSMON_GIT_HASH
 #define MSMON_GIT_HASH "unknown"
@@ -34,15 +35,6 @@
 
 static int check_unsupported(const struct daemon_flags *f)
 {
-    struct stat st;
-    if (strcmp(f->certs_dir, "NO_CERTS") != 0) {
-        if (stat(f->certs_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            LOG_ERROR("--certs-dir must be a valid directory!");
-            return -EINVAL;
-        }
-        LOG_ERROR("TLS (--certs_dir %s) is not supported yet by this build; use NO_CERTS", f->certs_dir);
-        return -ENOTSUP;
-    }
     if (f->use_prometheus)
         LOG_WARN("--use_prometheus is not supported yet by this build; Prometheus exposition is off");
     return 0;
@@ -118,6 +110,30 @@ static void on_sighup(struct loop_event *ev, int signo, void *arg)
     LOG_DEBUG("Received signal %d (%s), ignored", signo, strsignal(signo));
 }
 
+/* --certs_dir (01-rpc.md §7.1): NO_CERTS serves plain TCP (*ret NULL); anything else must be a
+ * directory whose files pass every check, or start-up fails with the reason. */
+static int tls_setup(const struct daemon_flags *f, SSL_CTX **ret)
+{
+    struct stat st;
+    char err[1024];
+    *ret = NULL;
+    if (strcmp(f->certs_dir, "NO_CERTS") == 0)
+        return 0;
+    if (stat(f->certs_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        LOG_ERROR("--certs-dir must be a valid directory!");
+        return -EINVAL;
+    }
+    struct tls_ctx_cfg cfg = { .dir = f->certs_dir, .server = true,
+                               .passphrase_file = f->certs_passphrase_file };
+    int rc = tls_ctx_create(&cfg, ret, err, sizeof(err));
+    if (rc) {
+        LOG_ERROR("TLS set-up failed: %s", err);
+        return rc;
+    }
+    LOG_INFO("TLS: RPC on TCP requires mutual TLS with certificates from %s", f->certs_dir);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct daemon_flags flags;
@@ -136,6 +152,8 @@ int main(int argc, char **argv)
     struct ipc_server *ipc = NULL;
     struct rpc_server *rpc = NULL;
     struct gc *gc = NULL;
+    SSL_CTX *tls = NULL;
+    struct conn_factory tcp_conn = conn_tcp_factory;
     struct kmon *kmon = NULL;
     uint64_t start_ns = clock_mono_ns();
 
@@ -175,8 +193,10 @@ int main(int argc, char **argv)
     }
 
     /* 2. RPC listener first: on failure nothing else has been touched */
-    if (check_unsupported(&flags) != 0)
+    if (check_unsupported(&flags) != 0 || tls_setup(&flags, &tls) != 0)
         goto out_loop;
+    if (tls)
+        conn_tls_factory_init(&tcp_conn, tls);   /* dyno.sock stays plain (§1.4) */
     if (rpc_listen_tcp(flags.port, flags.rpc_bind_address, &tcp_fd, err, sizeof(err)) != 0) {
         LOG_ERROR("%s", err);
         goto out_loop;
@@ -246,7 +266,7 @@ int main(int argc, char **argv)
 
     /* 7. events on the loop: RPC listeners, IPC sockets, the registry GC timer */
     struct rpc_ctx ctx = { reg, st, MSMON_VERSION, steps };
-    rpc = rpc_server_create(loop, tcp_fd, &conn_tcp_factory, dyno_sock.fd, flags.rpc_max_clients,
+    rpc = rpc_server_create(loop, tcp_fd, &tcp_conn, dyno_sock.fd, flags.rpc_max_clients,
                             &ctx);
     if (!rpc) {
         LOG_ERROR("cannot start the RPC server");
@@ -305,5 +325,6 @@ out_loop:
     loop_event_free(sig_int);
     loop_event_free(sig_term);
     loop_destroy(loop);
+    SSL_CTX_free(tls);
     return rc;
 }

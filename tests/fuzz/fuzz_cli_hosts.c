@@ -1,7 +1,9 @@
-/* fuzz_cli_hosts: the dyno host-list expander (hosts_add_list) and the f32 parser/formatter
- * on arbitrary bytes. Invariants: no crash, at most HOSTS_MAX hosts, no duplicates in the
+/* fuzz_cli_hosts: the dyno host-list expander (hosts_add_list), the same bytes as a
+ * --hostfile (hosts_add_file), and the f32 parser/formatter on arbitrary bytes. Invariants: no crash, at most HOSTS_MAX hosts, no duplicates in the
  * first entries, and every formatted f32 parses back to the same value. */
 #include <math.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,13 @@ const char *const fuzz_seeds[] = {
     "-0", "123456.79",
 };
 const size_t fuzz_nseeds = sizeof(fuzz_seeds) / sizeof(fuzz_seeds[0]);
+
+static char path[64];
+
+static void cleanup(void)
+{
+    unlink(path);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -59,5 +68,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     free(s);
+
+    /* The same bytes as a --hostfile (comments, blank lines, one value per line). */
+    if (!path[0]) {
+        snprintf(path, sizeof(path), "/tmp/fuzz_hostfile.%d", (int)getpid());
+        atexit(cleanup);
+    }
+    FILE *fp = fopen(path, "wb");
+    if (!fp)
+        abort();
+    fwrite(data, 1, size, fp);
+    fclose(fp);
+    hosts_init(&h);
+    err[0] = '\0';
+    if (hosts_add_file(&h, path, err, sizeof(err)) == 0) {
+        if (h.n > HOSTS_MAX)
+            abort();
+    } else if (!err[0] || !memchr(err, '\0', sizeof(err))) {
+        abort();
+    }
+    hosts_fini(&h);
     return 0;
 }
