@@ -350,8 +350,10 @@ static void on_ready(struct conn *conn, void *arg)
 {
     struct rpc_conn *c = arg;
     if (conn->state != CONN_STATE_CONNECTED) {
-        LOG_RL(&rl_setup, 1000, LOG_LVL_ERROR, "RPC connection set-up failed: %s",
-               errno_name(conn->last_errno));
+        /* TLS has already said why in its own line (peer and OpenSSL reason) */
+        if (strcmp(conn->ops->name, "tls") != 0)
+            LOG_RL(&rl_setup, 1000, LOG_LVL_ERROR, "RPC connection set-up failed: %s",
+                   errno_name(conn->last_errno));
         rpc_conn_free(c);
         return;
     }
