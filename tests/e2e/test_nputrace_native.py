@@ -1,0 +1,121 @@
+"""nputrace for a program without a step call (issue 14): the unmodified mssim-cuda-app gets
+libmsmonitor.so injected through CUDA_INJECTION64_PATH on the simulated CUPTI, polls a real
+daemon natively, and `dyno nputrace --start-step S --iterations K` traces exactly its steps
+[S, S+K), delimited by the app's own NVTX `step <N>` ranges. Ground truth: MSSIM_CUPTI_DUMP
+(each kernel belongs to the last `step <N>` range started before it in program order). The
+app holds before chosen steps (--hold N:FILE), so each status is observed while it holds."""
+import json
+import os
+
+from conftest import BUILD, Proc, binpath, run_dyno
+from dyn_util import plugin_log, wait_until
+from plugin_util import wait_registered
+from trace_util import check_schema, load_trace, ns, trace_files
+
+SIMDIR = os.path.join(BUILD, "src", "sim", "cupti")
+STEPS, START, ITERS = 12, 4, 3
+
+
+def status_of(daemon, pid):
+    o = run_dyno(daemon, "status").stdout
+    st = json.loads(o[o.index("{"):]) if "{" in o else {}
+    return next((p for p in st.get("processes", []) if p["pid"] == pid), {})
+
+
+def truth_window(dump, start, stop):
+    """(name, start, end) of the kernels the app launched inside `step start` .. `step stop-1`."""
+    step, out = None, []
+    with open(dump) as f:
+        for line in f:
+            d = json.loads(line)
+            if d["kind"] == "MARKER" and d["name"].startswith("step "):
+                step = int(d["name"][5:])
+            elif d["kind"] == "CONCURRENT_KERNEL" and step is not None and start <= step < stop:
+                out.append((d["name"], d["start"], d["end"]))
+    return sorted(out)
+
+
+def test_injected_program_traced_by_its_nvtx_steps(make_daemon, tmp_path):
+    daemon = make_daemon()
+    out, dump = tmp_path / "traces", str(tmp_path / "dump.jsonl")
+    files = {n: str(tmp_path / n) for n in ("ready", "go", "hold_running", "hold_exit")}
+    env = daemon.client_env()
+    env.pop("MSMONITOR_BACKEND", None)
+    env.update(CUDA_INJECTION64_PATH=binpath("libmsmonitor.so"), MSMONITOR_USE_DAEMON="1",
+               MSMONITOR_NATIVE_POLL="1", MSMONITOR_CUPTI_LIB=os.path.join(SIMDIR, "libcupti.so"),
+               MSMONITOR_LOG_PATH=str(tmp_path), MSSIM_CUPTI_DUMP=dump)
+    # holds: inside the window (before step START+ITERS-1) and after the last step
+    argv = [os.path.join(SIMDIR, "mssim-cuda-app"), "--steps", str(STEPS), "--rate", "50",
+            "--ready-file", files["ready"], "--go-file", files["go"],
+            "--hold", f"{START + ITERS - 1}:{files['hold_running']}", "--hold", f"{STEPS + 1}:{files['hold_exit']}"]
+    app = Proc(argv, env=env, logname="cudaapp", tmpdir=str(tmp_path))
+    try:
+        wait_until(lambda: os.path.exists(files["ready"]), 20, "cuda app ready", app.log)
+        pid = app.p.pid
+        wait_registered(daemon, pid)
+        r = run_dyno(daemon, "nputrace", "--start-step", str(START), "--iterations", str(ITERS),
+                     "--log-file", str(out), "--activities", "NPU")
+        assert '"commandStatus":"effective"' in r.stdout, r.stdout + r.stderr
+        wait_until(lambda: status_of(daemon, pid).get("nputrace") == "Ready", 30, "status Ready",
+                   lambda: app.log() + str(status_of(daemon, pid)))
+        open(files["go"], "w").close()
+        wait_until(lambda: status_of(daemon, pid).get("nputrace") == "Running", 30, "status Running",
+                   lambda: app.log() + str(status_of(daemon, pid)))
+        assert not trace_files(out, pid)  # still inside the window
+        open(files["hold_running"], "w").close()
+        wait_until(lambda: trace_files(out, pid), 30, "the trace file", app.log)
+        wait_until(lambda: status_of(daemon, pid).get("nputrace") == "Idle", 30, "status Idle",
+                   lambda: app.log() + str(status_of(daemon, pid)))
+        open(files["hold_exit"], "w").close()
+        assert app.p.wait(30) == 0, app.log()
+    finally:
+        app.stop()
+    [path] = trace_files(out, pid)
+    assert path.endswith(f"_rank0_step{START}-{START + ITERS}.json"), path
+    tr = load_trace(path)
+    xs = check_schema(tr)
+    assert tr["msmonitor"]["activityBackend"] == "cupti"
+    assert (tr["msmonitor"]["startStep"], tr["msmonitor"]["stopStep"]) == (START, START + ITERS)
+    want = truth_window(dump, START, START + ITERS)
+    assert len(want) == 4 * ITERS
+    # every kernel of the window (the NCCL one too: it is also a Communication event)
+    got = sorted((e["name"], ns(tr, e["ts"]), ns(tr, e["ts"]) + int(e["dur"] * 1000))
+                 for e in xs if e["args"]["kind"] == "Kernel")
+    assert got == want
+    assert sum(e["args"]["kind"] == "Communication" and e["name"] == "AllReduce" for e in xs) == ITERS
+    assert sum(e["args"]["kind"] == "MemCpy" for e in xs) == ITERS
+    steps = sorted(e["name"] for e in xs if e["args"]["kind"] == "Marker" and e["name"].startswith("step "))
+    assert steps == [f"step {s}" for s in range(START, START + ITERS)]
+    log = plugin_log(tmp_path)
+    assert "delimited by the program's `step <N>` marker ranges" in log, log[-3000:]
+    assert f"`step {START + ITERS}` began: window [{START}, {START + ITERS}) closed" in log, log[-3000:]
+
+
+def test_start_step_already_passed_is_refused(make_daemon, tmp_path):
+    """A start step the program has passed when the window is armed traces nothing."""
+    daemon = make_daemon()
+    out = tmp_path / "traces"
+    files = {n: str(tmp_path / n) for n in ("ready", "hold")}
+    env = daemon.client_env()
+    env.pop("MSMONITOR_BACKEND", None)
+    env.update(CUDA_INJECTION64_PATH=binpath("libmsmonitor.so"), MSMONITOR_USE_DAEMON="1",
+               MSMONITOR_NATIVE_POLL="1", MSMONITOR_CUPTI_LIB=os.path.join(SIMDIR, "libcupti.so"),
+               MSMONITOR_LOG_PATH=str(tmp_path))
+    argv = [os.path.join(SIMDIR, "mssim-cuda-app"), "--steps", "8", "--rate", "50", "--ready-file", files["ready"],
+            "--hold", f"5:{files['hold']}"]
+    app = Proc(argv, env=env, logname="cudaapp", tmpdir=str(tmp_path))
+    try:
+        wait_until(lambda: os.path.exists(files["ready"]), 20, "cuda app ready", app.log)
+        pid = app.p.pid
+        wait_registered(daemon, pid)
+        r = run_dyno(daemon, "nputrace", "--start-step", "2", "--iterations", "2", "--log-file", str(out),
+                     "--activities", "NPU")
+        assert '"commandStatus":"effective"' in r.stdout, r.stdout + r.stderr
+        wait_until(lambda: status_of(daemon, pid).get("nputrace") == "Ready", 30, "status Ready", app.log)
+        open(files["hold"], "w").close()  # the first step seen is 5
+        wait_until(lambda: status_of(daemon, pid).get("nputrace") == "Idle", 30, "status Idle", app.log)
+        assert app.p.wait(30) == 0, app.log()
+    finally:
+        app.stop()
+    assert not trace_files(out, pid)
+    assert "start step 2 already passed (now at step 5)" in plugin_log(tmp_path)
