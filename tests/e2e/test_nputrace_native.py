@@ -4,10 +4,12 @@ daemon natively, and `dyno nputrace --start-step S --iterations K` traces exactl
 [S, S+K), delimited by the app's own NVTX `step <N>` ranges. Ground truth: MSSIM_CUPTI_DUMP
 (each kernel belongs to the last `step <N>` range started before it in program order). The
 app holds before chosen steps (--hold N:FILE), so each status is observed while it holds."""
+import collections
 import json
 import os
+import subprocess
 
-from conftest import BUILD, Proc, binpath, run_dyno
+from conftest import BUILD, SOURCE, Proc, binpath, run_dyno
 from dyn_util import plugin_log, wait_until
 from plugin_util import wait_registered
 from trace_util import check_schema, load_trace, ns, trace_files
@@ -86,6 +88,18 @@ def test_injected_program_traced_by_its_nvtx_steps(make_daemon, tmp_path):
     assert sum(e["args"]["kind"] == "MemCpy" for e in xs) == ITERS
     steps = sorted(e["name"] for e in xs if e["args"]["kind"] == "Marker" and e["name"].startswith("step "))
     assert steps == [f"step {s}" for s in range(START, START + ITERS)]
+    # gpu-check.sh's trace check (the GPU run uses it on its own program) passes on this
+    # trace, and names what is wrong when the expected counts are not there
+    script = os.path.join(SOURCE, "scripts", "gpu-check.sh")
+    names = collections.Counter(n for n, _, _ in want)
+    spec = ",".join(f"{n}={c}" for n, c in sorted(names.items()))
+    r = subprocess.run(["bash", script, "--check-trace", str(out), str(START), str(START + ITERS), spec, str(ITERS)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.splitlines()[-1] == "SUMMARY: 5 passed, 0 failed", r.stdout + r.stderr
+    r = subprocess.run(["bash", script, "--check-trace", str(out), str(START), str(START + ITERS), "gemm_fwd=99",
+                        str(ITERS)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "FAIL nputrace kernels: " in r.stdout, r.stdout
+    assert r.stdout.splitlines()[-1] == "SUMMARY: 4 passed, 1 failed", r.stdout
     log = plugin_log(tmp_path)
     assert "delimited by the program's `step <N>` marker ranges" in log, log[-3000:]
     assert f"`step {START + ITERS}` began: window [{START}, {START + ITERS}) closed" in log, log[-3000:]
@@ -95,14 +109,14 @@ def test_start_step_already_passed_is_refused(make_daemon, tmp_path):
     """A start step the program has passed when the window is armed traces nothing."""
     daemon = make_daemon()
     out = tmp_path / "traces"
-    files = {n: str(tmp_path / n) for n in ("ready", "hold")}
+    files = {n: str(tmp_path / n) for n in ("ready", "hold", "hold_exit")}
     env = daemon.client_env()
     env.pop("MSMONITOR_BACKEND", None)
     env.update(CUDA_INJECTION64_PATH=binpath("libmsmonitor.so"), MSMONITOR_USE_DAEMON="1",
                MSMONITOR_NATIVE_POLL="1", MSMONITOR_CUPTI_LIB=os.path.join(SIMDIR, "libcupti.so"),
                MSMONITOR_LOG_PATH=str(tmp_path))
     argv = [os.path.join(SIMDIR, "mssim-cuda-app"), "--steps", "8", "--rate", "50", "--ready-file", files["ready"],
-            "--hold", f"5:{files['hold']}"]
+            "--hold", f"5:{files['hold']}", "--hold", f"9:{files['hold_exit']}"]
     app = Proc(argv, env=env, logname="cudaapp", tmpdir=str(tmp_path))
     try:
         wait_until(lambda: os.path.exists(files["ready"]), 20, "cuda app ready", app.log)
@@ -114,6 +128,7 @@ def test_start_step_already_passed_is_refused(make_daemon, tmp_path):
         wait_until(lambda: status_of(daemon, pid).get("nputrace") == "Ready", 30, "status Ready", app.log)
         open(files["hold"], "w").close()  # the first step seen is 5
         wait_until(lambda: status_of(daemon, pid).get("nputrace") == "Idle", 30, "status Idle", app.log)
+        open(files["hold_exit"], "w").close()
         assert app.p.wait(30) == 0, app.log()
     finally:
         app.stop()
