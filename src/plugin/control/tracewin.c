@@ -27,8 +27,10 @@ static struct {
     uint32_t windows;
     bool session;                 /* a PROC_TRACE session of ours runs */
     bool native;                  /* that session is a marker-delimited window (no step call) */
+    int32_t native_step;          /* the last `step <N>` a native window saw; -1 none */
     struct tracewin_cfg cfg;
-} tw = { .lock = PTHREAD_MUTEX_INITIALIZER, .state = -1, .start = -1, .stop = -1 };
+} tw = { .lock = PTHREAD_MUTEX_INITIALIZER, .state = -1, .start = -1, .stop = -1,
+      .native_step = -1 };
 
 static bool tw_true(const char *v)
 {
@@ -196,7 +198,7 @@ int tracewin_native_config(const char *text, size_t len, int32_t rank)
     if (rc != 0)
         LOG_ERROR("nputrace config ignored on rank %d: a window [%d, %d) is already %s", (int)rank, (int)tw.start,
                   (int)tw.stop, tw.state == DYN_TRACE_RUNNING ? "running" : "armed");
-    step = tw.step;
+    step = tw.native_step;
     pthread_mutex_unlock(&tw.lock);
     if (rc != 0)
         return rc;
@@ -245,7 +247,7 @@ void tracewin_native_tick(int32_t *ret_status, int32_t *ret_step, int32_t *ret_s
         tw.start = m.start;
         tw.stop = m.stop;
         if (m.step >= 0)
-            tw.step = m.step;
+            tw.native_step = m.step;
     } else if (ours || tw.native) {
         tw.state = DYN_TRACE_IDLE; /* the session ended (job exit, a stop): nothing armed */
     }
@@ -254,7 +256,7 @@ void tracewin_native_tick(int32_t *ret_status, int32_t *ret_step, int32_t *ret_s
         tw.native = false;
     }
     *ret_status = tw.state < 0 ? DYN_TRACE_IDLE : tw.state;
-    *ret_step = tw.step;
+    *ret_step = tw.native_step;
     *ret_start = *ret_status == DYN_TRACE_IDLE ? -1 : tw.start;
     *ret_stop = *ret_status == DYN_TRACE_IDLE ? -1 : tw.stop;
     pthread_mutex_unlock(&tw.lock);
