@@ -3,7 +3,8 @@ libmsmonitor.so injected through CUDA_INJECTION64_PATH on the simulated CUPTI, p
 daemon natively, and `dyno nputrace --start-step S --iterations K` traces exactly its steps
 [S, S+K), delimited by the app's own NVTX `step <N>` ranges. Ground truth: MSSIM_CUPTI_DUMP
 (each kernel belongs to the last `step <N>` range started before it in program order). The
-app holds before chosen steps (--hold N:FILE), so each status is observed while it holds."""
+app holds before chosen steps (--hold N:FILE), so each status is observed while it holds.
+The same window on the simulated msPTI: mssim-train's mstx `step <n>` ranges."""
 import collections
 import json
 import os
@@ -134,3 +135,42 @@ def test_start_step_already_passed_is_refused(make_daemon, tmp_path):
         app.stop()
     assert not trace_files(out, pid)
     assert "start step 2 already passed (now at step 5)" in plugin_log(tmp_path)
+
+
+def test_native_mspti_program_traced_by_its_mstx_steps(make_daemon, tmp_path):
+    """The same on the simulated msPTI: mssim-train (native poller, mstx `step <n>` ranges, no
+    step call) traces the first 3 steps that begin after the window is armed (start -1); the
+    trace holds exactly the simulator's kernels that start from the start of `step S` until
+    the start of `step S+3` (MSSIM_DUMP, host marker timestamps)."""
+    from plugin_util import Workload
+    daemon = make_daemon()
+    out = tmp_path / "traces"
+    wl = Workload(daemon, str(tmp_path), args=["--rate", "20"])
+    try:
+        pid = wl.p.pid
+        wait_registered(daemon, pid)
+        r = run_dyno(daemon, "nputrace", "--start-step", "-1", "--iterations", "3", "--log-file", str(out),
+                     "--activities", "NPU")
+        assert '"commandStatus":"effective"' in r.stdout, r.stdout + r.stderr
+        wait_until(lambda: trace_files(out, pid), 60, "the trace file", lambda: plugin_log(tmp_path)[-3000:])
+    finally:
+        wl.stop()
+    [path] = trace_files(out, pid)
+    tr = load_trace(path)
+    xs = check_schema(tr)
+    s, e = tr["msmonitor"]["startStep"], tr["msmonitor"]["stopStep"]
+    assert e == s + 3 and path.endswith(f"_step{s}-{e}.json"), path
+    assert tr["msmonitor"]["activityBackend"] == "mspti"
+    starts = {}
+    for d in wl.ground_truth():
+        if d["kind"] == "Marker" and d.get("sourceKind") == 0 and d["name"].startswith("step "):
+            starts.setdefault(int(d["name"][5:]), d["timestamp"])
+    lo, hi = starts[s], starts[e]
+    want = sorted((d["name"], d["start"], d["end"]) for d in wl.ground_truth()
+                  if d["kind"] == "Kernel" and lo <= d["start"] < hi)
+    got = sorted((x["name"], ns(tr, x["ts"]), ns(tr, x["ts"]) + int(x["dur"] * 1000))
+                 for x in xs if x["args"]["kind"] == "Kernel")
+    assert want and got == want
+    steps = sorted(x["name"] for x in xs if x["args"]["kind"] == "Marker" and x["name"].startswith("step ")
+                   and x["cat"] == "user_annotation")
+    assert steps == sorted(f"step {n}" for n in range(s, e))
