@@ -163,7 +163,10 @@ static int tw_begin(const struct tracewin_cfg *c, int32_t start, int32_t stop, i
     tw.session = true;
     tw.native = native;
     pthread_mutex_unlock(&tw.lock);
-    if (native)
+    if (native && start < 0)
+        LOG_INFO("nputrace: armed for steps [first, first + %d) on rank %d (%s), delimited by the program's "
+                 "`step <N>` marker ranges", (int)iters, (int)rank, be_name);
+    else if (native)
         LOG_INFO("nputrace: armed for steps [%d, %d) on rank %d (%s), delimited by the program's `step <N>` "
                  "marker ranges", (int)start, (int)stop, (int)rank, be_name);
     else
