@@ -303,6 +303,10 @@ static void tr_consume(struct proc *p, const struct pl_batch *b)
     pthread_mutex_lock(&p->lock);
     if (p->opts.marker_steps) {
         tr_marker_scan(p, b);
+        if (atomic_load(&g_mk_phase) == PROC_TRACE_MK_REFUSED) {
+            pthread_mutex_unlock(&p->lock);
+            return; /* nothing of this session is written; it is stopped at the next tick */
+        }
         /* armed: keep from the latest step start on (purged at the next); open: from win_start */
         begin = p->win_start;
     }
