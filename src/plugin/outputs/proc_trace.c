@@ -177,9 +177,11 @@ static uint64_t tr_range_start(const struct pl_range *g)
     return g->done == PL_PART_DEVICE ? g->dev_start : g->host_start;
 }
 
-/* Drop what is stored and started before t (an earlier step's records): the storage holds at
- * most about one step while the window is armed. Compacts the chunk lists in place. */
-static void tr_purge_before(struct proc *p, uint64_t t)
+/* Keep only what is stored and starts in [t, hi): before t (an earlier step's records, so the
+ * storage holds about one step while the window is armed) counts as before_window, from hi
+ * on as after_window (records stored before the closing step's marker arrived: the vendor
+ * may deliver markers in a later buffer than kernels). Compacts the chunk lists in place. */
+static void tr_keep_between(struct proc *p, uint64_t t, uint64_t hi)
 {
     struct tr_rchunk *rw = p->rhead, *rn;
     struct tr_gchunk *gw = p->ghead, *gn;
@@ -187,8 +189,11 @@ static void tr_purge_before(struct proc *p, uint64_t t)
 
     for (struct tr_rchunk *c = p->rhead; c; c = c->next)
         for (size_t i = 0; i < c->n; i++) {
-            if (trace_fmt_start(&c->r[i]) < t) {
-                p->before_window++;
+            if (trace_fmt_start(&c->r[i]) < t || trace_fmt_start(&c->r[i]) >= hi) {
+                if (trace_fmt_start(&c->r[i]) < t)
+                    p->before_window++;
+                else
+                    p->after_window++;
                 continue;
             }
             if (wi == TR_CHUNK) {
@@ -212,8 +217,11 @@ static void tr_purge_before(struct proc *p, uint64_t t)
     wi = kept = 0;
     for (struct tr_gchunk *c = p->ghead; c; c = c->next)
         for (size_t i = 0; i < c->n; i++) {
-            if (tr_range_start(&c->g[i]) < t) {
-                p->before_window++;
+            if (tr_range_start(&c->g[i]) < t || tr_range_start(&c->g[i]) >= hi) {
+                if (tr_range_start(&c->g[i]) < t)
+                    p->before_window++;
+                else
+                    p->after_window++;
                 continue;
             }
             if (wi == TR_CHUNK) {
@@ -265,7 +273,7 @@ static void tr_marker_scan(struct proc *p, const struct pl_batch *b)
         if (!p->win_start) {
             bool first = !p->seen_step;
             p->seen_step = true;
-            tr_purge_before(p, m->timestamp);
+            tr_keep_between(p, m->timestamp, UINT64_MAX);
             if (p->opts.start_step < 0) { /* -1: the first step that begins in the session */
                 p->opts.start_step = n;
                 p->opts.stop_step = n > INT32_MAX - p->opts.iterations ? INT32_MAX : n + p->opts.iterations;
@@ -710,6 +718,7 @@ static int tr_stop(struct proc *p, const char *parallel_group_info)
                  "the session ended", (int)p->opts.start_step, (int)p->opts.stop_step);
         write = false;
     } else if (p->opts.marker_steps) {
+        tr_keep_between(p, p->win_start, atomic_load(&g_window_end));
         LOG_INFO("nputrace: marker-delimited window [%d, %d): %" PRIu64 " records before the start of `step %d` "
                  "left out", (int)p->opts.start_step, (int)p->opts.stop_step, p->before_window,
                  (int)p->opts.start_step);
@@ -717,7 +726,7 @@ static int tr_stop(struct proc *p, const char *parallel_group_info)
     if (write)
         rc = tr_write_file(p);
     else
-        tr_purge_before(p, UINT64_MAX);
+        tr_keep_between(p, UINT64_MAX, UINT64_MAX);
     pthread_mutex_unlock(&p->lock);
     if (p->db)
         rdb = proc_db_ops.stop(p->db, parallel_group_info);

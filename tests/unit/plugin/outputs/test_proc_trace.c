@@ -337,6 +337,42 @@ static void test_marker_window_start_minus_one_and_refusal(void **state)
     free(dir);
 }
 
+/* The vendor may deliver kernels in an earlier buffer than the markers: the window still
+ * holds exactly what starts between the start of `step 2` and the start of `step 3`. */
+static void test_marker_window_markers_delivered_late(void **state)
+{
+    char *dir = tmpdir_make(), path[4096];
+    struct proc_trace_opts o = { .start_step = 2, .stop_step = 3, .backend = "cupti", .marker_steps = true };
+    (void)state;
+    struct proc *p = make(dir, &o);
+    struct mon_record k[4] = {
+        r_kernel(T0 + 1100, T0 + 1200, 0, 2, 0, "KERNEL", "s1"),
+        r_kernel(T0 + 2100, T0 + 2200, 0, 2, 0, "KERNEL", "s2a"),
+        r_kernel(T0 + 2300, T0 + 2400, 0, 2, 0, "KERNEL", "s2b"),
+        r_kernel(T0 + 3100, T0 + 3200, 0, 2, 0, "KERNEL", "s3"),
+    };
+    struct mon_record m[5] = {
+        r_marker(2, 0, T0 + 1000, 1, 77, 78, "step 1", "default"),
+        r_marker(4, 0, T0 + 1900, 1, 77, 78, "", ""),
+        r_marker(2, 0, T0 + 2000, 2, 77, 78, "step 2", "default"),
+        r_marker(4, 0, T0 + 2900, 2, 77, 78, "", ""),
+        r_marker(2, 0, T0 + 3000, 3, 77, 78, "step 3", "default"),
+    };
+    pt_consume(p, k, 4);
+    pt_consume(p, m, 5);
+    assert_int_equal(pt_stop(p, NULL), 0);
+    pt_destroy(p);
+    assert_int_equal(proc_trace_name(path, sizeof(path), dir, (int)getpid(), 1, 2, 3, false), 0);
+    cJSON *j = load(path, false);
+    const cJSON *ev = cJSON_GetObjectItem(j, "traceEvents");
+    assert_int_equal(count_kind(ev, "Kernel"), 2);
+    assert_int_equal(count_kind(ev, "Marker"), 1);
+    assert_true(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "msmonitor"), "afterWindow")->valueint >= 1);
+    cJSON_Delete(j);
+    rm_rf(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -347,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_dir_gone_at_stop),
         cmocka_unit_test(test_marker_window),
         cmocka_unit_test(test_marker_window_start_minus_one_and_refusal),
+        cmocka_unit_test(test_marker_window_markers_delivered_late),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
