@@ -2,21 +2,80 @@
 # gpu-check.sh: the prepared check of the CUPTI backend on a machine with an NVIDIA GPU
 # (07 §3.6 item 3). Builds msmonitor, compiles a small CUDA program with the local nvcc,
 # runs it under CUDA_INJECTION64_PATH=libmsmonitor.so with a local dynolog, collects
-# Kernel/MemCpy/Marker in metric mode and in JSONL export, and checks kernel names and
-# counts against what the program launched. One PASS/FAIL line per check, then a summary;
-# exit 0 only if every check passed. Bounded to ~5 minutes.
+# Kernel/MemCpy/Marker in metric mode and in JSONL export, traces an nputrace window (the
+# program's own NVTX `step <N>` ranges delimit it: it never calls a step function), and
+# checks kernel names and counts against what the program launched. One PASS/FAIL line per
+# check, then a summary; exit 0 only if every check passed. Bounded to ~5 minutes.
+# `--check-trace DIR START STOP NAME=COUNT[,...] MEMCPYS` runs only the trace-file check
+# (no GPU needed; the e2e test runs it on a trace of the simulated CUPTI).
 set -u
 
 usage() {
     cat <<EOF
 usage: $0 [--build-dir DIR] [--no-build] [--steps N] [--keep] [--help]
+       $0 --check-trace DIR START STOP NAME=COUNT[,NAME=COUNT...] MEMCPYS
   --build-dir DIR  build msmonitor in DIR (default: <repo>/build-gpu)
   --no-build       use an existing build in --build-dir
   --steps N        training steps of the CUDA program (default 20; 1..10000)
   --keep           keep the work directory (printed at the end)
+  --check-trace    only check the one nputrace file in DIR: window [START, STOP), exactly
+                   COUNT kernels named NAME each, MEMCPYS memcpys, the `step <N>` ranges
 Runs one short scripted check on an NVIDIA GPU; needs nvidia-smi, nvcc and libcupti.
 EOF
 }
+
+# check_trace DIR START STOP NAME=COUNT,... MEMCPYS: PASS/FAIL lines on stdout.
+check_trace() {
+    python3 - "$@" <<'PY'
+import collections, glob, gzip, json, os, re, sys
+d, start, stop, want, cpys = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+files = [f for f in glob.glob(os.path.join(d, "msmonitor_trace_*_rank*_step*.json*"))
+         if re.search(r"_step\d+-\d+\.json(\.gz)?$", f)]
+if len(files) != 1:
+    print("FAIL nputrace file: %d trace files in %s (expected 1)" % (len(files), d))
+    sys.exit(0)
+f = files[0]
+ok = re.search(r"_step%d-%d\.json(\.gz)?$" % (start, stop), f)
+print(("PASS" if ok else "FAIL") + " nputrace file: %s" % os.path.basename(f))
+try:
+    with (gzip.open if f.endswith(".gz") else open)(f, "rt") as fh:
+        tr = json.load(fh)
+except ValueError as e:
+    print("FAIL nputrace JSON: %s: %s" % (os.path.basename(f), e))
+    sys.exit(0)
+hdr = tr.get("msmonitor", {})
+ok = (hdr.get("startStep"), hdr.get("stopStep")) == (start, stop) and hdr.get("activityBackend") == "cupti"
+print(("PASS" if ok else "FAIL") + " nputrace JSON: window [%s, %s) backend %s" % (
+    hdr.get("startStep"), hdr.get("stopStep"), hdr.get("activityBackend")))
+xs = [e for e in tr.get("traceEvents", []) if e.get("ph") == "X"]
+got = collections.Counter(e["name"] for e in xs if e.get("args", {}).get("kind") == "Kernel")
+exp = collections.Counter({k: int(v) for k, v in (kv.split("=", 1) for kv in want.split(",") if kv)})
+print(("PASS" if got == exp else "FAIL") + " nputrace kernels: %s (expected %s)" % (
+    ", ".join("%s %d" % kv for kv in sorted(got.items())) or "none",
+    ", ".join("%s %d" % kv for kv in sorted(exp.items()))))
+n = sum(e.get("args", {}).get("kind") == "MemCpy" for e in xs)
+print(("PASS" if n == cpys else "FAIL") + " nputrace memcpys: %d/%d" % (n, cpys))
+steps = sorted((e["name"] for e in xs if e.get("args", {}).get("kind") == "Marker" and e["name"].startswith("step ")),
+               key=lambda s: int(s[5:]) if s[5:].isdigit() else -1)
+ok = steps == ["step %d" % i for i in range(start, stop)]
+print(("PASS" if ok else "FAIL") + " nputrace step ranges: %s" % (", ".join(steps) or "none"))
+PY
+}
+
+if [ "${1:-}" = --check-trace ]; then
+    if [ $# -ne 6 ]; then
+        echo "gpu-check: --check-trace needs DIR START STOP NAME=COUNT[,...] MEMCPYS" >&2; exit 2
+    fi
+    for n in "$3" "$4" "$6"; do
+        case "$n" in ''|*[!0-9]*) echo "gpu-check: --check-trace: '$n' is not a number" >&2; exit 2 ;; esac
+    done
+    out=$(check_trace "$2" "$3" "$4" "$5" "$6")
+    echo "$out"
+    p=$(grep -c '^PASS' <<<"$out"); f=$(grep -c '^FAIL' <<<"$out")
+    echo "SUMMARY: $p passed, $f failed"
+    [ "$f" = 0 ]
+    exit $?
+fi
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 BUILD="$REPO/build-gpu"
@@ -111,7 +170,8 @@ if [ -z "$PLUGIN" ] || [ -z "$DYNOLOG" ] || [ -z "$DYNO" ]; then
     summary
 fi
 
-# ---- the CUDA program: known kernel names (extern "C": unmangled), counts, copies, NVTX ----
+# ---- the CUDA program: known kernel names (extern "C": unmangled), counts, copies, and an
+# NVTX range `step <N>` (push/pop, 1-based) around each step; it never calls msmonitor ----
 N_ADD=3
 N_SCALE=2
 cat >"$WORK/app.cu" <<'CU'
@@ -130,8 +190,10 @@ int main(int argc, char **argv) {
     fclose(fopen(ready, "w"));
     for (int w = 0; access(go, F_OK) != 0; w++) { if (w > 60000) return 4; usleep(1000); }
     cudaMalloc(&d, n * sizeof(float));
-    for (int s = 0; s < steps; s++) {
-        nvtxRangePushA("gpucheck_step");
+    for (int s = 1; s <= steps; s++) {
+        char name[32]; /* NVTX copies the message */
+        snprintf(name, sizeof(name), "step %d", s); /* what the nputrace window follows */
+        nvtxRangePushA(name);
         cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice);
         for (int k = 0; k < 3; k++) msmon_gpucheck_add<<<(n + 255) / 256, 256>>>(d, n);
         for (int k = 0; k < 2; k++) msmon_gpucheck_scale<<<(n + 255) / 256, 256>>>(d, n);
@@ -167,8 +229,15 @@ pass "daemon (port $PORT)"
 dyno() { MSMONITOR_SOCKET_DIR="$WORK/sock" HOME="$WORK/sock" timeout 30 "$DYNO" --hostname localhost --port "$PORT" "$@"; }
 
 # run_app NAME EXTRA_DYNO_ARGS...: start the app injected, start collection, let it run to exit.
+# NAME nputrace: `dyno nputrace EXTRA_DYNO_ARGS...` instead of npu-monitor.
 run_app() {
     local name=$1; shift
+    local cmd=(npu-monitor --npu-monitor-start --report-interval-s 1 --mspti-activity-kind Kernel,MemCpy,Marker)
+    local started="MsptiMonitor start successfully"
+    if [ "$name" = nputrace ]; then
+        cmd=(nputrace)
+        started="nputrace: armed for steps"
+    fi
     local dir="$WORK/$name"
     mkdir -p "$dir"
     MSMONITOR_SOCKET_DIR="$WORK/sock" HOME="$WORK/sock" CUDA_INJECTION64_PATH="$PLUGIN" \
@@ -186,13 +255,18 @@ run_app() {
         kill "$apid" 2>/dev/null
         return 1
     fi
-    if ! dyno npu-monitor --npu-monitor-start --report-interval-s 1 --mspti-activity-kind Kernel,MemCpy,Marker "$@" \
-        >"$dir/dyno.log" 2>&1; then
-        fail "$name start" "dyno npu-monitor failed: $(tail -2 "$dir/dyno.log" | tr '\n' ' ')"
+    if ! dyno "${cmd[@]}" "$@" >"$dir/dyno.log" 2>&1; then
+        fail "$name start" "dyno ${cmd[0]} failed: $(tail -2 "$dir/dyno.log" | tr '\n' ' ')"
         kill "$apid" 2>/dev/null
         return 1
     fi
-    for _ in $(seq 150); do grep -qs "MsptiMonitor start successfully" "$dir"/msmonitor_log/*.log && break; sleep 0.1; done
+    # the native poller picks the config up within its 2 s period
+    for _ in $(seq 150); do grep -qs "$started" "$dir"/msmonitor_log/*.log && break; sleep 0.1; done
+    if ! grep -qs "$started" "$dir"/msmonitor_log/*.log; then
+        fail "$name start" "no '$started' in the plugin log ($dir/msmonitor_log)"
+        kill "$apid" 2>/dev/null
+        return 1
+    fi
     touch "$dir/go"
     if ! wait "$apid"; then
         fail "$name app" "exited non-zero: $(tail -3 "$dir/app.log" | tr '\n' ' ')"
@@ -258,7 +332,19 @@ PY
     done <"$WORK/jsonl.out"
 fi
 
-# 3. optional: PyTorch with CUDA, a tiny training loop injected the same way
+# 3. nputrace: a window of the program's steps [S, S+K), delimited by its NVTX `step <N>`
+# ranges (the start of `step S+K` closes it; with fewer steps the exit ends it)
+if [ "$STEPS" -ge 5 ]; then TS=3; TK=2; else TS=1; TK=$STEPS; fi
+if run_app nputrace --start-step "$TS" --iterations "$TK" --log-file "$WORK/nputrace/out" --activities NPU; then
+    for _ in $(seq 100); do ls "$WORK/nputrace/out"/msmonitor_trace_*.json* >/dev/null 2>&1 && break; sleep 0.1; done
+    check_trace "$WORK/nputrace/out" "$TS" $((TS + TK)) \
+        "msmon_gpucheck_add=$((TK * N_ADD)),msmon_gpucheck_scale=$((TK * N_SCALE))" $((TK * 2)) >"$WORK/nputrace.out"
+    while read -r verdict rest; do
+        if [ "$verdict" = PASS ]; then pass "$rest"; else fail "${rest%%:*}" "${rest#*: }"; fi
+    done <"$WORK/nputrace.out"
+fi
+
+# 4. optional: PyTorch with CUDA, a tiny training loop injected the same way
 if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
     mkdir -p "$WORK/torch"
     if CUDA_INJECTION64_PATH="$PLUGIN" MSMONITOR_CUPTI_LIB="$CUPTI" MSMONITOR_LOG_PATH="$WORK/torch" \

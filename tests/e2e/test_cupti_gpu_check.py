@@ -112,4 +112,17 @@ def test_flow_up_to_the_device():
     assert any(ln.startswith("PASS toolkit (nvcc ") for ln in out.splitlines()), out
     assert any(ln.startswith("PASS daemon (port ") for ln in out.splitlines()), out
     assert "FAIL metric register: the injected app did not register (app: no CUDA device" in out, out
-    assert out.splitlines()[-2].startswith("SUMMARY: 4 passed, 2 failed"), out
+    assert "FAIL nputrace register: the injected app did not register (app: no CUDA device" in out, out
+    assert out.splitlines()[-2].startswith("SUMMARY: 4 passed, 3 failed"), out
+
+
+def test_check_trace_arguments_and_missing_trace(tmp_path):
+    """--check-trace needs no GPU: bad arguments are refused, a directory without a trace fails."""
+    r = _run("--check-trace", str(tmp_path), "3")
+    assert r.returncode == 2 and "gpu-check: --check-trace needs DIR START STOP NAME=COUNT[,...] MEMCPYS" in r.stderr
+    r = _run("--check-trace", str(tmp_path), "x", "5", "k=1", "2")
+    assert r.returncode == 2 and "gpu-check: --check-trace: 'x' is not a number" in r.stderr
+    r = _run("--check-trace", str(tmp_path), "3", "5", "k=1", "2")
+    assert r.returncode == 1
+    assert r.stdout.splitlines() == [f"FAIL nputrace file: 0 trace files in {tmp_path} (expected 1)",
+                                     "SUMMARY: 0 passed, 1 failed"]

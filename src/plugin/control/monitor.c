@@ -81,6 +81,7 @@ struct mon_session {
     double duration_s;
     uint64_t deadline_ns;         /* monotonic; 0 = none */
     uint64_t next_tick_ns;        /* monotonic; 0 = no periodic report */
+    uint64_t flush_ns;            /* monitor_start_args.flush_ms; 0 = none */
     bool filter_logged;           /* last_filter was logged this session */
     char last_filter[MCONFIG_MAX_FILTER + 1];
 };
@@ -265,6 +266,8 @@ static int32_t mon_rank(void)
 
 static uint64_t mon_period_ns(void)
 {
+    if (mon.sess.flush_ns)
+        return mon.sess.flush_ns;
     return mon.sess.standalone ? 0 : (uint64_t)mon.sess.interval_s * 1000000000ull;
 }
 
@@ -311,6 +314,7 @@ static void mon_teardown(void)
     s->enabled_mask = 0;
     s->duration_s = 0;
     s->deadline_ns = s->next_tick_ns = 0;
+    s->flush_ns = 0;
     mon_publish();
     pthread_setname_np(pthread_self(), MON_NAME_IDLE); /* gone from `top -H` before the log line */
     LOG_INFO("MsptiMonitor stop successfully");
@@ -377,6 +381,7 @@ static int mon_do_start(const struct monitor_start_args *a)
     if (!s->filter && filter_state_create(&s->filter) != 0)
         s->filter = NULL;
     s->standalone = a->standalone;
+    s->flush_ns = (uint64_t)a->flush_ms * 1000000ull;
     pc = (struct proc_config){
         .mode = a->mode, .log_dir = a->log_dir, .rank = mon_rank(), .session_start_ns = clock_real_ns(),
         .report_interval_s = a->standalone ? 0 : s->interval_s, .jsonl_rotate_lines = a->rotate_lines,

@@ -20,6 +20,8 @@ struct monitor_start_args {
     bool standalone;            /* report interval 0 for this session (§13) */
     uint32_t kinds_mask;        /* enabled right after the start (0: none until a config) */
     const struct proc_trace_opts *trace; /* PROC_TRACE: the nputrace window (copied) */
+    uint32_t flush_ms;          /* > 0: flush the backend this often (a marker-delimited window
+                                 * must see the `step <N>` ranges while the job runs) */
 };
 
 /* Apply one validated config (§4) and queue npuMonitorStatus (03-ipc.md §5.3) ahead of any

@@ -1,5 +1,6 @@
 /* npoll: the native poller (04-plugin.md §12) as one control_poller: every 2 s it polls,
- * applies npu-monitor configs in this process and reports trace status Idle. Registration
+ * applies npu-monitor configs in this process, arms nputrace windows delimited by the
+ * program's `step <N>` marker ranges (tracewin.h) and reports their status. Registration
  * retries with back-off until the daemon is reachable, so a job started before the daemon
  * is picked up once the daemon appears (control.h). */
 #include "plugin/control/npoll.h"
@@ -13,6 +14,7 @@
 #include "contract/rank.h"
 #include "msmon/ipc_wire.h"
 #include "plugin/control/control.h"
+#include "plugin/control/tracewin.h"
 #include "plugin/penv.h"
 
 #define NPOLL_PERIOD_S 2.0
@@ -36,13 +38,20 @@ static int32_t npoll_rank(void)
 static void npoll_on_config(void *ctx, const char *text, size_t len)
 {
     (void)ctx;
-    (void)control_apply_text(text, len);
+    /* nputrace: no step call here; the program's `step <N>` marker ranges delimit it */
+    if (tracewin_is_trace_text(text, len))
+        (void)tracewin_native_config(text, len, npoll_rank());
+    else
+        (void)control_apply_text(text, len);
 }
 
 static void npoll_on_tick(void *ctx)
 {
+    int32_t st, step, start, stop;
+
     (void)ctx;
-    (void)control_report_status(IPC_STATUS_IDLE, -1, -1, -1);
+    tracewin_native_tick(&st, &step, &start, &stop);
+    (void)control_report_status(st, step, start, stop);
 }
 
 static void npoll_on_exit(void *ctx)

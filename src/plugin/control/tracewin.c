@@ -15,6 +15,7 @@
 #include "common/strutil.h"
 #include "contract/cfgkeys.h"
 #include "msmon/msmonitor.h"
+#include "plugin/control/dynamic.h"
 #include "plugin/control/monitor.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/outputs/proc_trace.h"
@@ -22,11 +23,14 @@
 
 static struct {
     pthread_mutex_t lock;
-    int32_t state, start, stop, step, rank;
+    int32_t state, start, stop, step, rank; /* state: DYN_TRACE_* (the IPC status values) */
     uint32_t windows;
     bool session;                 /* a PROC_TRACE session of ours runs */
+    bool native;                  /* that session is a marker-delimited window (no step call) */
+    int32_t native_step;          /* the last `step <N>` a native window saw; -1 none */
     struct tracewin_cfg cfg;
-} tw = { .lock = PTHREAD_MUTEX_INITIALIZER, .state = -1, .start = -1, .stop = -1 };
+} tw = { .lock = PTHREAD_MUTEX_INITIALIZER, .state = -1, .start = -1, .stop = -1,
+      .native_step = -1 };
 
 static bool tw_true(const char *v)
 {
@@ -114,13 +118,17 @@ int tracewin_align(struct kvtext *kv, int32_t max_step, char *buf, size_t cap)
     return 1;
 }
 
-int tracewin_begin(const struct tracewin_cfg *c, int32_t start, int32_t stop, int32_t rank)
+/* native: a marker-delimited window (start -1: `iters` steps from the first that begins). */
+static int tw_begin(const struct tracewin_cfg *c, int32_t start, int32_t stop, int32_t rank, bool native,
+                    int32_t iters)
 {
     const char *be_name = "", *be_lib = "";
     const char *ws = penv_get(PENV_WORLD_SIZE);
-    struct proc_trace_opts opts = { .start_step = start, .stop_step = stop };
+    struct proc_trace_opts opts = { .start_step = start, .stop_step = stop, .marker_steps = native,
+                                    .iterations = iters };
     struct monitor_start_args a = { .mode = PROC_TRACE, .log_dir = c->log_dir, .standalone = true,
-                                    .kinds_mask = TRACEWIN_KINDS, .trace = &opts };
+                                    .kinds_mask = TRACEWIN_KINDS, .trace = &opts,
+                                    .flush_ms = native ? TRACEWIN_NATIVE_FLUSH_MS : 0 };
     int64_t w = 0;
     int rc;
 
@@ -153,9 +161,111 @@ int tracewin_begin(const struct tracewin_cfg *c, int32_t start, int32_t stop, in
     }
     pthread_mutex_lock(&tw.lock);
     tw.session = true;
+    tw.native = native;
     pthread_mutex_unlock(&tw.lock);
-    LOG_INFO("nputrace: tracing steps [%d, %d) on rank %d (%s)", (int)start, (int)stop, (int)rank, be_name);
+    if (native && start < 0)
+        LOG_INFO("nputrace: armed for steps [first, first + %d) on rank %d (%s), delimited by the program's "
+                 "`step <N>` marker ranges", (int)iters, (int)rank, be_name);
+    else if (native)
+        LOG_INFO("nputrace: armed for steps [%d, %d) on rank %d (%s), delimited by the program's `step <N>` "
+                 "marker ranges", (int)start, (int)stop, (int)rank, be_name);
+    else
+        LOG_INFO("nputrace: tracing steps [%d, %d) on rank %d (%s)", (int)start, (int)stop, (int)rank, be_name);
     return 0;
+}
+
+int tracewin_begin(const struct tracewin_cfg *c, int32_t start, int32_t stop, int32_t rank)
+{
+    return tw_begin(c, start, stop, rank, false, 0);
+}
+
+/* ---- a program without a step call: the native poller's window ---- */
+
+bool tracewin_is_trace_text(const char *text, size_t len)
+{
+    return !memmem(text, len, CFGKEY_NPU_MONITOR_START, strlen(CFGKEY_NPU_MONITOR_START)) &&
+           (memmem(text, len, CFGKEY_ACTIVITIES_LOG_FILE, strlen(CFGKEY_ACTIVITIES_LOG_FILE)) ||
+            memmem(text, len, CFGKEY_ACTIVITIES_ITERATIONS, strlen(CFGKEY_ACTIVITIES_ITERATIONS)));
+}
+
+int tracewin_native_config(const char *text, size_t len, int32_t rank)
+{
+    struct kvtext kv;
+    struct tracewin_cfg c;
+    struct dyn_trace t = { DYN_TRACE_IDLE, -1, -1 };
+    int32_t iters = 1, step;
+    int rc;
+
+    pthread_mutex_lock(&tw.lock);
+    rc = tw.state == DYN_TRACE_READY || tw.state == DYN_TRACE_RUNNING ? -EBUSY : 0;
+    if (rc != 0)
+        LOG_ERROR("nputrace config ignored on rank %d: a window [%d, %d) is already %s", (int)rank, (int)tw.start,
+                  (int)tw.stop, tw.state == DYN_TRACE_RUNNING ? "running" : "armed");
+    step = tw.native_step;
+    pthread_mutex_unlock(&tw.lock);
+    if (rc != 0)
+        return rc;
+    rc = kvtext_parse(text, len, &kv);
+    if (rc != 0)
+        goto out;
+    /* The step is the last `step <N>` seen in an earlier window (-1: none); a start step
+     * that has passed without our knowing is refused when the first step is seen. */
+    rc = dyn_trace_config(&t, &kv, rank, step);
+    if (rc != 1)
+        goto out;
+    rc = tracewin_parse(&kv, &c);
+    if (rc != 0)
+        goto out;
+    {
+        const char *v = kvtext_get(&kv, CFGKEY_PROFILE_START_STEP);
+        int64_t s = -1;
+        iters = t.stop - t.start;
+        if (!v || (str_to_i64(v, &s) == 0 && s < 0))
+            t.start = t.stop = -1; /* resolved by the first step that begins */
+    }
+    rc = tw_begin(&c, t.start, t.stop, rank, true, iters);
+    if (rc == 0 && !(c.flags & TRACEWIN_NPU))
+        goto out; /* nothing to collect: stays Idle */
+    if (rc == 0)
+        tracewin_note(DYN_TRACE_READY, t.start, t.stop, step, rank, &c);
+out:
+    kvtext_fini(&kv);
+    return rc < 0 ? rc : 0;
+}
+
+void tracewin_native_tick(int32_t *ret_status, int32_t *ret_step, int32_t *ret_start, int32_t *ret_stop)
+{
+    struct proc_trace_mstate m = { -1, -1, -1, PROC_TRACE_MK_ARMED };
+    bool ours, stop = false;
+    int32_t state;
+
+    pthread_mutex_lock(&tw.lock);
+    ours = tw.session && tw.native;
+    if (ours && monitor_tracing()) {
+        proc_trace_marker_state(&m);
+        state = m.phase == PROC_TRACE_MK_ARMED ? DYN_TRACE_READY
+                : m.phase == PROC_TRACE_MK_OPEN ? DYN_TRACE_RUNNING : DYN_TRACE_IDLE;
+        stop = state == DYN_TRACE_IDLE;
+        tw.state = state;
+        tw.start = m.start;
+        tw.stop = m.stop;
+        if (m.step >= 0)
+            tw.native_step = m.step;
+    } else if (ours || tw.native) {
+        tw.state = DYN_TRACE_IDLE; /* the session ended (job exit, a stop): nothing armed */
+    }
+    if (stop || (ours && !monitor_tracing())) {
+        tw.session = false;
+        tw.native = false;
+    }
+    *ret_status = tw.state < 0 ? DYN_TRACE_IDLE : tw.state;
+    *ret_step = tw.native_step;
+    *ret_start = *ret_status == DYN_TRACE_IDLE ? -1 : tw.start;
+    *ret_stop = *ret_status == DYN_TRACE_IDLE ? -1 : tw.stop;
+    pthread_mutex_unlock(&tw.lock);
+    /* The trace is written on the session thread; the poller does not wait for it. */
+    if (stop && monitor_stop_nowait() != 0)
+        (void)monitor_stop();
 }
 
 void tracewin_end(int32_t step, bool early)

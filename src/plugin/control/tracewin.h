@@ -57,6 +57,20 @@ int tracewin_align(struct kvtext *kv, int32_t max_step, char *buf, size_t cap);
 int tracewin_begin(const struct tracewin_cfg *c, int32_t start, int32_t stop, int32_t rank);
 /* End the window at step `step` (early: the job is leaving mid-window); writes the trace. */
 void tracewin_end(int32_t step, bool early);
+/* ---- a program without a step call (native poller, e.g. injected through
+ * CUDA_INJECTION64_PATH): its own `step <N>` marker ranges (NVTX / mstx) delimit the window. */
+/* The backend flush period of such a window: how soon its step ranges are seen. */
+#define TRACEWIN_NATIVE_FLUSH_MS 200
+/* True for an nputrace config text (KEY=value lines, not an npu-monitor config). */
+bool tracewin_is_trace_text(const char *text, size_t len);
+/* Arm a marker-delimited window from a polled nputrace config: the session (every kind)
+ * starts now; records before the start of `step <start>` are left out, the start of
+ * `step <stop>` closes it (-1: the first step that begins). 0 or -errno (logged). */
+int tracewin_native_config(const char *text, size_t len, int32_t rank);
+/* The poller's tick: the window's status (DYN_TRACE_*, current step, [start, stop)); stops
+ * the session once the window closed (the file is written on the session thread). */
+void tracewin_native_tick(int32_t *ret_status, int32_t *ret_step, int32_t *ret_start, int32_t *ret_stop);
+
 /* What msmon_dynamic_trace_info() reports: state (0 Idle, 1 Running, 2 Ready), window, step. */
 void tracewin_note(int32_t state, int32_t start, int32_t stop, int32_t step, int32_t rank,
                    const struct tracewin_cfg *c);

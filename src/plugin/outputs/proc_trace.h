@@ -23,6 +23,18 @@ struct proc_trace_opts {
     int32_t world_size;             /* <= 0: unknown (written as 1) */
     bool export_db;                 /* also the DB output for the window */
     const char *backend;            /* "mspti" | "cupti" | … */
+    bool marker_steps;              /* no step call here: the program's `step <N>` marker ranges
+                                     * delimit the window (docs/nputrace.md, native programs) */
+    int32_t iterations;             /* marker_steps with start_step -1: the window is the first
+                                     * `iterations` steps whose range starts in the session */
+};
+
+/* Where a marker-delimited window stands (proc_trace_marker_state). */
+enum { PROC_TRACE_MK_ARMED, PROC_TRACE_MK_OPEN, PROC_TRACE_MK_CLOSED, PROC_TRACE_MK_REFUSED };
+struct proc_trace_mstate {
+    int32_t step;          /* highest `step <N>` range start seen, -1 none */
+    int32_t start, stop;   /* the window ([-1, -1) while start step -1 is unresolved) */
+    int phase;             /* PROC_TRACE_MK_* */
 };
 
 extern const struct proc_ops proc_trace_ops;
@@ -36,6 +48,10 @@ int proc_trace_name(char *buf, size_t cap, const char *dir, int pid, int32_t ran
  * Set on the stepping thread when the window closes, so the session's stop (flush + file
  * write) can run on the session thread without the training step waiting for it. */
 void proc_trace_close_window(uint64_t end_ns);
+/* A marker-delimited window (opts.marker_steps): armed (records before the start of `step
+ * <start>` are left out), open, closed (the start of `step <stop>` was seen: the session may
+ * be stopped), or refused (the first step seen was past an explicit start step: no file). */
+void proc_trace_marker_state(struct proc_trace_mstate *ret);
 /* Copy the path of the last trace file this process wrote ("" before any) into buf. */
 void proc_trace_last_path(char *buf, size_t cap);
 /* Test seams: event cap (0 = default) and size threshold for gzip (0 = default). */

@@ -2,7 +2,9 @@
  * kernel and a `step` marker range become one valid file (events, paired ac2g flow, track
  * metadata, base timestamp); the gzip form above the size threshold; the event cap counts
  * drops; the window's end cuts later records; concurrent producers lose nothing; a directory
- * gone at stop leaves no file behind and counts the loss. */
+ * gone at stop leaves no file behind and counts the loss; a marker-delimited window (a
+ * program without a step call) keeps exactly what starts between the start of `step S` and
+ * the start of `step E`, purging earlier steps while armed, and refuses a passed start. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -221,6 +223,156 @@ static void test_dir_gone_at_stop(void **state)
     free(dir);
 }
 
+static int count_kind(const cJSON *ev, const char *kind)
+{
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ev) {
+        const cJSON *a = cJSON_GetObjectItem(e, "args"), *k = a ? cJSON_GetObjectItem(a, "kind") : NULL;
+        n += k && strcmp(cJSON_GetObjectItem(e, "ph")->valuestring, "X") == 0 && strcmp(k->valuestring, kind) == 0;
+    }
+    return n;
+}
+
+static void test_marker_window(void **state)
+{
+    char *dir = tmpdir_make(), path[4096];
+    struct proc_trace_opts o = { .start_step = 2, .stop_step = 3, .backend = "cupti", .marker_steps = true };
+    struct proc_trace_mstate m;
+    size_t n = 5000; /* more than a storage chunk: the purge compacts across chunks */
+    struct mon_record *r = calloc(n + 1, sizeof(*r));
+    (void)state;
+    assert_non_null(r);
+    struct proc *p = make(dir, &o);
+    r[0] = r_marker(2, 0, T0 + 1000, 1, 77, 78, "step 1", "default");
+    for (size_t i = 1; i <= n; i++)
+        r[i] = r_kernel(T0 + 1000 + i, T0 + 1001 + i, 0, 2, 0, "KERNEL", "pre");
+    pt_consume(p, r, n + 1);
+    proc_trace_marker_state(&m);
+    assert_int_equal(m.phase, PROC_TRACE_MK_ARMED);
+    assert_int_equal(m.step, 1);
+    struct mon_record b2[6] = {
+        r_marker(4, 0, T0 + 9000, 1, 77, 78, "", ""),
+        r_marker(2, 0, T0 + 10000, 2, 77, 78, "step 2", "default"),
+        r_kernel(T0 + 9500, T0 + 9600, 0, 2, 0, "KERNEL", "late_pre"), /* step 1's, delivered late */
+        r_kernel(T0 + 10100, T0 + 10200, 0, 2, 0, "KERNEL", "in1"),
+        r_kernel(T0 + 10300, T0 + 10400, 0, 2, 0, "KERNEL", "in2"),
+        r_marker(4, 0, T0 + 19000, 2, 77, 78, "", ""),
+    };
+    pt_consume(p, b2, 6);
+    proc_trace_marker_state(&m);
+    assert_int_equal(m.phase, PROC_TRACE_MK_OPEN);
+    struct mon_record b3[3] = {
+        r_marker(2, 0, T0 + 20000, 3, 77, 78, "step 3", "default"),
+        r_kernel(T0 + 19500, T0 + 25000, 0, 2, 0, "KERNEL", "in3"), /* before step 3 began */
+        r_kernel(T0 + 20100, T0 + 20200, 0, 2, 0, "KERNEL", "after"),
+    };
+    pt_consume(p, b3, 3);
+    proc_trace_marker_state(&m);
+    assert_int_equal(m.phase, PROC_TRACE_MK_CLOSED);
+    assert_int_equal(m.start, 2);
+    assert_int_equal(m.stop, 3);
+    assert_int_equal(pt_stop(p, NULL), 0);
+    pt_destroy(p);
+    assert_int_equal(proc_trace_name(path, sizeof(path), dir, (int)getpid(), 1, 2, 3, false), 0);
+    cJSON *j = load(path, false);
+    const cJSON *ev = cJSON_GetObjectItem(j, "traceEvents");
+    assert_int_equal(count_kind(ev, "Kernel"), 3);   /* in1, in2, in3 */
+    assert_int_equal(count_kind(ev, "Marker"), 1);   /* the `step 2` range */
+    assert_true((uint64_t)cJSON_GetObjectItem(cJSON_GetObjectItem(j, "msmonitor"), "windowEndNanoseconds")->valuedouble
+                == T0 + 20000);
+    cJSON_Delete(j);
+    free(r);
+    rm_rf(dir);
+    free(dir);
+}
+
+static void test_marker_window_start_minus_one_and_refusal(void **state)
+{
+    char *dir = tmpdir_make(), path[4096];
+    struct proc_trace_opts o = { .start_step = -1, .stop_step = -1, .iterations = 2, .backend = "cupti",
+                                 .marker_steps = true };
+    struct proc_trace_mstate m;
+    (void)state;
+    struct proc *p = make(dir, &o);
+    struct mon_record b[3] = {
+        r_marker(2, 0, T0 + 1000, 1, 77, 78, "step 7", "default"),
+        r_kernel(T0 + 1100, T0 + 1200, 0, 2, 0, "KERNEL", "k"),
+        r_marker(2, 0, T0 + 2000, 2, 77, 78, "step 9", "default"),
+    };
+    pt_consume(p, b, 3);
+    proc_trace_marker_state(&m);
+    assert_int_equal(m.start, 7);  /* -1: the first step that begins */
+    assert_int_equal(m.stop, 9);
+    assert_int_equal(m.phase, PROC_TRACE_MK_CLOSED);
+    assert_int_equal(pt_stop(p, NULL), 0);
+    pt_destroy(p);
+    assert_int_equal(proc_trace_name(path, sizeof(path), dir, (int)getpid(), 1, 7, 9, false), 0);
+    assert_int_equal(access(path, F_OK), 0);
+
+    /* an explicit start the program has passed when the first step is seen: no file */
+    struct proc_trace_opts o2 = { .start_step = 3, .stop_step = 4, .backend = "cupti", .marker_steps = true };
+    p = make(dir, &o2);
+    struct mon_record b2[2] = {
+        r_marker(2, 0, T0 + 1000, 1, 77, 78, "step 5", "default"),
+        r_kernel(T0 + 1100, T0 + 1200, 0, 2, 0, "KERNEL", "k"),
+    };
+    pt_consume(p, b2, 2);
+    proc_trace_marker_state(&m);
+    assert_int_equal(m.phase, PROC_TRACE_MK_REFUSED);
+    assert_int_equal(pt_stop(p, NULL), 0);
+    pt_destroy(p);
+    assert_int_equal(proc_trace_name(path, sizeof(path), dir, (int)getpid(), 1, 3, 4, false), 0);
+    assert_int_not_equal(access(path, F_OK), 0);
+
+    /* the session ends before `step <start>` began: no file either */
+    struct proc_trace_opts o3 = { .start_step = 30, .stop_step = 31, .backend = "cupti", .marker_steps = true };
+    p = make(dir, &o3);
+    pt_consume(p, b2, 2);
+    assert_int_equal(pt_stop(p, NULL), 0);
+    pt_destroy(p);
+    assert_int_equal(proc_trace_name(path, sizeof(path), dir, (int)getpid(), 1, 30, 31, false), 0);
+    assert_int_not_equal(access(path, F_OK), 0);
+    rm_rf(dir);
+    free(dir);
+}
+
+/* The vendor may deliver kernels in an earlier buffer than the markers: the window still
+ * holds exactly what starts between the start of `step 2` and the start of `step 3`. */
+static void test_marker_window_markers_delivered_late(void **state)
+{
+    char *dir = tmpdir_make(), path[4096];
+    struct proc_trace_opts o = { .start_step = 2, .stop_step = 3, .backend = "cupti", .marker_steps = true };
+    (void)state;
+    struct proc *p = make(dir, &o);
+    struct mon_record k[4] = {
+        r_kernel(T0 + 1100, T0 + 1200, 0, 2, 0, "KERNEL", "s1"),
+        r_kernel(T0 + 2100, T0 + 2200, 0, 2, 0, "KERNEL", "s2a"),
+        r_kernel(T0 + 2300, T0 + 2400, 0, 2, 0, "KERNEL", "s2b"),
+        r_kernel(T0 + 3100, T0 + 3200, 0, 2, 0, "KERNEL", "s3"),
+    };
+    struct mon_record m[5] = {
+        r_marker(2, 0, T0 + 1000, 1, 77, 78, "step 1", "default"),
+        r_marker(4, 0, T0 + 1900, 1, 77, 78, "", ""),
+        r_marker(2, 0, T0 + 2000, 2, 77, 78, "step 2", "default"),
+        r_marker(4, 0, T0 + 2900, 2, 77, 78, "", ""),
+        r_marker(2, 0, T0 + 3000, 3, 77, 78, "step 3", "default"),
+    };
+    pt_consume(p, k, 4);
+    pt_consume(p, m, 5);
+    assert_int_equal(pt_stop(p, NULL), 0);
+    pt_destroy(p);
+    assert_int_equal(proc_trace_name(path, sizeof(path), dir, (int)getpid(), 1, 2, 3, false), 0);
+    cJSON *j = load(path, false);
+    const cJSON *ev = cJSON_GetObjectItem(j, "traceEvents");
+    assert_int_equal(count_kind(ev, "Kernel"), 2);
+    assert_int_equal(count_kind(ev, "Marker"), 1);
+    assert_true(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "msmonitor"), "afterWindow")->valueint >= 1);
+    cJSON_Delete(j);
+    rm_rf(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -229,6 +381,9 @@ int main(void)
         cmocka_unit_test(test_window_end_cuts),
         cmocka_unit_test(test_concurrent_producers),
         cmocka_unit_test(test_dir_gone_at_stop),
+        cmocka_unit_test(test_marker_window),
+        cmocka_unit_test(test_marker_window_start_minus_one_and_refusal),
+        cmocka_unit_test(test_marker_window_markers_delivered_late),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
