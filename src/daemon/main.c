@@ -17,9 +17,12 @@
 #include "daemon/ipc_server.h"
 #include "daemon/json_logger.h"
 #include "daemon/loop.h"
+#include "daemon/prom_http.h"
+#include "daemon/promfam.h"
 #include "daemon/registry.h"
 #include "daemon/rpc_methods.h"
 #include "daemon/rpc_server.h"
+#include "daemon/rw_sender.h"
 #include "daemon/sock_file.h"
 #include "daemon/status.h"
 #include "ipc/ipc_msg.h"
@@ -41,8 +44,6 @@ static int check_unsupported(const struct daemon_flags *f)
     }
     if (f->metric_log_dir[0])
         LOG_WARN("--metric_log_dir is not supported yet by this build; TensorBoard logging is off");
-    if (f->use_prometheus)
-        LOG_WARN("--use_prometheus is not supported yet by this build; Prometheus exposition is off");
     return 0;
 }
 
@@ -97,6 +98,9 @@ int main(int argc, char **argv)
     struct ipc_server *ipc = NULL;
     struct rpc_server *rpc = NULL;
     struct gc *gc = NULL;
+    struct promfam_store *prom = NULL;
+    struct prom_http *prom_http = NULL;
+    struct rw_sender *rw = NULL;
 
     /* 1. flags */
     flags_defaults(&flags);
@@ -121,6 +125,11 @@ int main(int argc, char **argv)
     /* The loop and its signal events come first, so a SIGTERM during start-up is queued and
      * handled (a clean exit 0) as soon as the loop runs. SIGPIPE is ignored process-wide. */
     signal(SIGPIPE, SIG_IGN);
+    /* libcurl's global state must be set up before any thread exists (the send thread) */
+    if (flags.remote_write_url[0] && rw_global_init() != 0) {
+        LOG_ERROR("cannot initialise libcurl for remote write");
+        return 1;
+    }
     if (loop_create(&loop) != 0) {
         LOG_ERROR("cannot create the event loop");
         return 1;
@@ -136,6 +145,16 @@ int main(int argc, char **argv)
     /* 2. RPC listener first: on failure nothing else has been touched */
     if (check_unsupported(&flags) != 0)
         goto out_loop;
+    if (flags.remote_write_url[0]) {
+        /* configuration errors are fatal before anything listens */
+        struct rw_headers hdr;
+        if (rw_url_check(flags.remote_write_url, err, sizeof(err)) != 0 ||
+            rw_headers_parse(flags.remote_write_headers, &hdr, err, sizeof(err)) != 0) {
+            LOG_ERROR("%s", err);
+            goto out_loop;
+        }
+        rw_headers_fini(&hdr);
+    }
     if (rpc_listen_tcp(flags.port, flags.rpc_bind_address, &tcp_fd, err, sizeof(err)) != 0) {
         LOG_ERROR("%s", err);
         goto out_loop;
@@ -168,6 +187,17 @@ int main(int argc, char **argv)
     data.reg = reg; /* PluginInfo: each process's vendor library */
     if (flags.use_JSON)
         data_router_add(&data, json_logger_sink());
+    /* Prometheus /metrics and remote write read one store of the latest value per series;
+     * series other than op series expire after 5 minutes or 3 host-metric intervals */
+    if (flags.use_prometheus || flags.remote_write_url[0]) {
+        uint64_t stale = 3000ull * (uint64_t)flags.kernel_monitor_reporting_interval_s;
+        if (promfam_store_create(host, stale > 300000 ? stale : 300000, &prom) != 0) {
+            LOG_ERROR("cannot create the Prometheus series store");
+            close(tcp_fd);
+            goto out_ipc;
+        }
+        data_router_add(&data, promfam_store_sink(prom));
+    }
 
     /* 6. IPC endpoints (non-fatal, except a live daemon on the same control socket) */
     if (flags.enable_ipc_monitor && dir[0]) {
@@ -200,6 +230,24 @@ int main(int argc, char **argv)
         LOG_ERROR("cannot start the registry GC timer");
         goto out_rpc;
     }
+    /* Prometheus HTTP: a bind failure is logged and the daemon runs on without it (08 §4) */
+    if (flags.use_prometheus) {
+        if (prom_http_create(loop, flags.prometheus_address, flags.prometheus_port, prom, &prom_http, err,
+                             sizeof(err)) != 0)
+            LOG_ERROR("%s; continuing without Prometheus exposition", err);
+        else
+            LOG_INFO("prometheus: serving /metrics on %s:%d", flags.prometheus_address, prom_http_port(prom_http));
+    }
+    if (flags.remote_write_url[0]) {
+        struct rw_cfg rcfg = { flags.remote_write_url, flags.remote_write_interval_s, flags.remote_write_timeout_s,
+                               flags.remote_write_headers, (size_t)flags.remote_write_queue_samples,
+                               (size_t)flags.remote_write_queue_bytes, flags.remote_write_ca_file,
+                               flags.remote_write_insecure_skip_verify };
+        if (rw_sender_create(loop, prom, &rcfg, &rw, err, sizeof(err)) != 0) {
+            LOG_ERROR("%s", err);
+            goto out_gc;
+        }
+    }
 
     /* 8. run until SIGTERM/SIGINT and the RPC drain */
     if (loop_run(loop) != 0)
@@ -207,6 +255,9 @@ int main(int argc, char **argv)
     else
         rc = 0;
 
+out_gc:
+    rw_sender_destroy(rw);        /* stops the send thread; one summary line */
+    prom_http_destroy(prom_http);
     gc_destroy(gc);
 out_rpc:
     rpc_server_destroy(rpc);      /* closes what is left in flight and the TCP listener */
@@ -214,6 +265,7 @@ out_rpc:
 out_ipc:
     ipc_server_destroy(ipc);      /* unlinks dynolog.sock / dynolog_data.sock if still ours */
     data_router_fini(&data);
+    promfam_store_destroy(prom);  /* after the router: the store's sink destroy is a no-op */
     sock_file_close(&dyno_sock);
 out_state:
     status_destroy(st);
@@ -223,5 +275,7 @@ out_loop:
     loop_event_free(sig_int);
     loop_event_free(sig_term);
     loop_destroy(loop);
+    if (flags.remote_write_url[0])
+        rw_global_cleanup();
     return rc;
 }
