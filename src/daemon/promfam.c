@@ -854,11 +854,13 @@ out:
         free(o.p);
         return rc ? rc : o.err;
     }
-    if (!o.p)
-        o.p = calloc(1, 1);
-    if (!o.p)
-        return -ENOMEM;
+    ob_put(&o, "", 1); /* NUL-terminated for callers that treat it as a string */
+    if (o.err) {
+        free(o.p);
+        return o.err;
+    }
     *ret_text = o.p;
+    o.len--;
     *ret_len = o.len;
     return 0;
 }
