@@ -604,7 +604,7 @@ static void put(void *arg, const struct promfam_sample *smp)
     uint64_t h = fnv(key, (size_t)len);
     struct series **pp = find(st, key, (size_t)len, h);
     struct series *s = *pp;
-    bool op = c->group != NULL;
+    bool op = c->group != NULL, isnew = !s;
     if (!s) {
         bool canon = op && strcmp(smp->family, OP_CANON) == 0;
         if (canon && st->nops >= PROMFAM_MAX_OP_SERIES) {
@@ -645,11 +645,13 @@ static void put(void *arg, const struct promfam_sample *smp)
         if (st->nseries > 2 * st->nbuckets)
             grow(st);
     }
+    /* the render cache stays valid while values repeat (the daemon's own counters do) */
+    if (isnew || memcmp(&s->value, &smp->value, sizeof(double)) != 0)
+        st->version++;
     s->value = smp->value;
     s->updated_ms = c->now_ms;
     if (op)
         s->report_ts = c->mi->report_ts;
-    st->version++;
 }
 
 int promfam_store_write(struct promfam_store *st, const struct sink_record *rec, uint64_t now_ms)
