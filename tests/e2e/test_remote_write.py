@@ -224,3 +224,42 @@ def test_bad_flags_exit_1():
         assert r.returncode == 1, r.stderr
         assert needle in r.stderr, r.stderr
         assert "ret" not in r.stderr.split("X-Tok", 1)[-1] if "X-Tok" in needle else True
+
+
+def _tls_files(tmp):
+    """A CA and a server certificate for 127.0.0.1 made with the openssl CLI."""
+    ca_key, ca, key, csr, crt = (os.path.join(tmp, n) for n in ("ca.key", "ca.pem", "srv.key", "srv.csr", "srv.pem"))
+    ext = os.path.join(tmp, "ext.cnf")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\n")
+    run = lambda *a: subprocess.run(["openssl", *a], check=True, capture_output=True, timeout=60)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca, "-days", "2",
+        "-subj", "/CN=msmonitor test CA")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1")
+    run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", crt, "-days", "2",
+        "-extfile", ext)
+    web = os.path.join(tmp, "web.yml")
+    with open(web, "w") as f:
+        f.write(f"tls_server_config:\n  cert_file: {crt}\n  key_file: {key}\n")
+    return ca, web
+
+
+def test_tls_receiver(make_daemon):
+    tmp = tempfile.mkdtemp(prefix="mmp")
+    ca, web = _tls_files(tmp)
+    p = PromServer(tmp, web_config=web)
+    try:
+        assert p.write_url.startswith("https://")
+        # the system store does not know our CA: a verification failure, retried, logged once
+        d = _daemon(make_daemon, p.write_url, prom=False)
+        log = d.wait_log("unreachable (", timeout=30)
+        assert "certificate" in log.split("unreachable (", 1)[1].split("\n", 1)[0].lower()
+        _served(d)
+        _summary(d)
+        # with --remote_write_ca_file the samples arrive
+        d = _daemon(make_daemon, p.write_url, "--remote_write_ca_file", ca, prom=False)
+        p.wait_query("msmonitor_prometheus_series")
+        produced, sent, dropped, rejected, unsent = _summary(d)
+        assert sent > 0 and p.count_samples('{host_name!=""}') == sent
+    finally:
+        p.stop()
