@@ -748,6 +748,8 @@ static void ob_need(struct obuf *o, size_t n)
 
 static void ob_put(struct obuf *o, const char *s, size_t n)
 {
+    if (n == 0)
+        return;
     ob_need(o, n);
     if (o->err)
         return;
@@ -843,7 +845,8 @@ int promfam_store_render(struct promfam_store *st, uint64_t now_ms, char **ret_t
     if (!o.err) {
         char *c = malloc(o.len ? o.len : 1);
         if (c) {
-            memcpy(c, o.p, o.len);
+            if (o.len)
+                memcpy(c, o.p, o.len);
             free(st->cache);
             st->cache = c;
             st->cache_len = o.len;

@@ -237,7 +237,7 @@ class FakeReceiver:
 
     @property
     def url(self):
-        return f"{self.scheme}://127.0.0.1:{self.port}/api/v1/write"
+        return f"http://127.0.0.1:{self.port}/api/v1/write"
 
     def _run(self):
         import socket
