@@ -196,7 +196,9 @@ int main(int argc, char **argv)
             close(tcp_fd);
             goto out_ipc;
         }
-        data_router_add(&data, promfam_store_sink(prom));
+        data_router_add(&data, promfam_store_sink(prom, !flags.remote_write_url[0] ? "prometheus"
+                                                        : flags.use_prometheus ? "prometheus+remote_write"
+                                                                               : "remote_write"));
     }
 
     /* 6. IPC endpoints (non-fatal, except a live daemon on the same control socket) */

@@ -429,6 +429,7 @@ struct promfam_store {
     char *cache;
     size_t cache_len;
     uint64_t cache_version;
+    struct sink_ops ops;  /* store_ops under the name main gave it */
 };
 
 static uint64_t fnv(const char *s, size_t n)
@@ -695,7 +696,12 @@ static void st_destroy(void *self) { (void)self; }
 
 static const struct sink_ops store_ops = { "prometheus", st_write, st_flush, st_destroy };
 
-struct sink promfam_store_sink(struct promfam_store *st) { return (struct sink){ &store_ops, st }; }
+struct sink promfam_store_sink(struct promfam_store *st, const char *name)
+{
+    st->ops = store_ops;
+    st->ops.name = name;
+    return (struct sink){ &st->ops, st };
+}
 
 /* Remove op series absent from their group's latest report and stale plain series. */
 static void sweep(struct promfam_store *st, uint64_t now_ms)

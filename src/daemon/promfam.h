@@ -63,9 +63,10 @@ int promfam_store_write(struct promfam_store *st, const struct sink_record *rec,
 int promfam_store_set(struct promfam_store *st, const char *family, const struct promfam_label *labels,
                       size_t nlabels, double value, uint64_t now_ms);
 
-/* The store as a sink for data_router_add. Its destroy does nothing: the store outlives the
- * router and main destroys it. */
-struct sink promfam_store_sink(struct promfam_store *st);
+/* The store as a sink for data_router_add, named name (static storage: "prometheus",
+ * "remote_write", "prometheus+remote_write" — what the enabled-loggers list shows). Its
+ * destroy does nothing: the store outlives the router and main destroys it. */
+struct sink promfam_store_sink(struct promfam_store *st, const char *name);
 
 /* Text exposition 0.0.4 of every live series into a heap buffer (families sorted by name,
  * series by labels). Caller owns *ret_text; free(). Removes expired series first. */

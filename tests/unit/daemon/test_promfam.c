@@ -61,7 +61,7 @@ static void test_host_record(void **state)
         { .key = "uptime", .type = SINK_UINT, .u = 12345 },
     };
     struct sink_record rec = { 5, NULL, kv, 5, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
-    struct sink s = promfam_store_sink(st);
+    struct sink s = promfam_store_sink(st, "prometheus");
     assert_int_equal(s.ops->write(s.self, &rec), 0);
     char *t = render(st, 10);
     assert_string_equal(t,
@@ -89,7 +89,7 @@ static void test_npu_families(void **state)
     (void)state;
     assert_int_equal(promfam_store_create("h", 0, &st), 0);
     data_router_init(&dr);
-    data_router_add(&dr, promfam_store_sink(st));
+    data_router_add(&dr, promfam_store_sink(st, "prometheus"));
     feed(&dr, "{\"deviceId\":3,\"duration\":81234567,\"kind\":\"Kernel\",\"timestamp\":5}");
     feed(&dr, "{\"deviceId\":-1,\"duration\":99,\"kind\":\"API\",\"timestamp\":5}");
     feed(&dr, "{\"deviceId\":0,\"domain\":\"\",\"duration\":77,\"kind\":\"Marker\",\"name\":\"step 1\",\"timestamp\":5}");
@@ -114,7 +114,7 @@ static void test_opstats_report_removal(void **state)
     (void)state;
     assert_int_equal(promfam_store_create("h", 0, &st), 0);
     data_router_init(&dr);
-    data_router_add(&dr, promfam_store_sink(st));
+    data_router_add(&dr, promfam_store_sink(st, "prometheus"));
     /* tick 100: two ops in two datagrams of the same report */
     feed(&dr, "{\"activity\":\"Kernel\",\"deviceId\":0,\"duration\":30,\"interval_ns\":1,\"kind\":\"OpStats\","
               "\"ops\":[{\"avg\":10,\"count\":3,\"max\":12,\"min\":8,\"name\":\"MatMul\",\"total\":30}],\"timestamp\":100}");
@@ -166,7 +166,7 @@ static void test_escaping_and_names(void **state)
     (void)state;
     assert_int_equal(promfam_store_create("h\"x", 0, &st), 0);
     data_router_init(&dr);
-    data_router_add(&dr, promfam_store_sink(st));
+    data_router_add(&dr, promfam_store_sink(st, "prometheus"));
     /* quote, backslash, newline; an invalid UTF-8 byte (\xff) becomes '?' */
     feed(&dr, "{\"activity\":\"Kernel\",\"deviceId\":0,\"duration\":1,\"kind\":\"OpStats\","
               "\"ops\":[{\"avg\":1,\"count\":1,\"max\":1,\"min\":1,\"name\":\"a\\\"b\\\\c\\nd\",\"total\":1}],\"timestamp\":1}");
