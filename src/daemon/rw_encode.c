@@ -1,5 +1,6 @@
 /* rw_encode: builds the protobuf-c message tree over the batch bytes (label strings point into
- * the batches, which are NUL-terminated there), packs it, then snappy-compresses the result. */
+ * the batches, which are NUL-terminated there), packs it, then snappy-compresses the result.
+ * All storage lives in the caller's rw_encoder and is reused from request to request. */
 #include "daemon/rw_encode.h"
 
 #include <errno.h>
@@ -9,15 +10,76 @@
 
 #include "rw_remote.pb-c.h"
 
-int rw_encode(const struct rw_batch *chain, uint8_t **ret_body, size_t *ret_len, size_t *ret_samples)
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t nc = *cap ? *cap : 1024;
+    while (nc < need)
+        nc *= 2;
+    void *np = realloc(*p, nc * elem);
+    if (!np)
+        return -ENOMEM;
+    *p = np;
+    *cap = nc;
+    return 0;
+}
+
+void rw_encoder_fini(struct rw_encoder *e)
+{
+    free(e->ts);
+    free(e->tsp);
+    free(e->sm);
+    free(e->smp);
+    free(e->lb);
+    free(e->lbp);
+    free(e->raw);
+    free(e->out);
+    memset(e, 0, sizeof(*e));
+}
+
+static int resize(void **p, size_t bytes)
+{
+    void *np = realloc(*p, bytes);
+    if (!np)
+        return -ENOMEM;
+    *p = np;
+    return 0;
+}
+
+static size_t next_cap(size_t cap, size_t need)
+{
+    size_t nc = cap ? cap : 1024;
+    while (nc < need)
+        nc *= 2;
+    return nc;
+}
+
+/* The per-sample arrays share ns_cap and the per-label ones nl_cap; a capacity is recorded
+ * only once every array of its group has grown to it. */
+static int reserve(struct rw_encoder *e, size_t ns, size_t nl)
+{
+    if (ns > e->ns_cap) {
+        size_t nc = next_cap(e->ns_cap, ns);
+        if (resize(&e->ts, nc * sizeof(Prometheus__TimeSeries)) || resize(&e->tsp, nc * sizeof(void *)) ||
+            resize(&e->sm, nc * sizeof(Prometheus__Sample)) || resize(&e->smp, nc * sizeof(void *)))
+            return -ENOMEM;
+        e->ns_cap = nc;
+    }
+    if (nl > e->nl_cap) {
+        size_t nc = next_cap(e->nl_cap, nl);
+        if (resize(&e->lb, nc * sizeof(Prometheus__Label)) || resize(&e->lbp, nc * sizeof(void *)))
+            return -ENOMEM;
+        e->nl_cap = nc;
+    }
+    return 0;
+}
+
+int rw_encode(struct rw_encoder *e, const struct rw_batch *chain, const uint8_t **ret_body, size_t *ret_len,
+              size_t *ret_samples)
 {
     size_t ns = 0, nl = 0, k = 0, kl = 0;
-    int rc = -ENOMEM;
     struct rw_sample_view v;
-    Prometheus__TimeSeries *ts = NULL, **tsp = NULL;
-    Prometheus__Sample *sm = NULL, **smp = NULL;
-    Prometheus__Label *lb = NULL, **lbp = NULL;
-    uint8_t *raw = NULL, *out = NULL;
 
     *ret_body = NULL;
     *ret_len = 0;
@@ -33,14 +95,11 @@ int rw_encode(const struct rw_batch *chain, uint8_t **ret_body, size_t *ret_len,
         if (r < 0)
             return -EINVAL;
     }
-    ts = calloc(ns ? ns : 1, sizeof(*ts));
-    tsp = calloc(ns ? ns : 1, sizeof(*tsp));
-    sm = calloc(ns ? ns : 1, sizeof(*sm));
-    smp = calloc(ns ? ns : 1, sizeof(*smp));
-    lb = calloc(nl ? nl : 1, sizeof(*lb));
-    lbp = calloc(nl ? nl : 1, sizeof(*lbp));
-    if (!ts || !tsp || !sm || !smp || !lb || !lbp)
-        goto out;
+    if (reserve(e, ns ? ns : 1, nl ? nl : 1) != 0)
+        return -ENOMEM;
+    Prometheus__TimeSeries *ts = e->ts, **tsp = e->tsp;
+    Prometheus__Sample *sm = e->sm, **smp = e->smp;
+    Prometheus__Label *lb = e->lb, **lbp = e->lbp;
     /* pass 2: the message tree */
     for (const struct rw_batch *b = chain; b; b = b->next) {
         size_t off = 0;
@@ -75,31 +134,16 @@ int rw_encode(const struct rw_batch *chain, uint8_t **ret_body, size_t *ret_len,
     wr.timeseries = tsp;
     wr.n_timeseries = ns;
     size_t rawlen = prometheus__write_request__get_packed_size(&wr);
-    raw = malloc(rawlen ? rawlen : 1);
-    if (!raw)
-        goto out;
-    prometheus__write_request__pack(&wr, raw);
+    if (grow((void **)&e->raw, &e->raw_cap, rawlen + 1, 1) != 0)
+        return -ENOMEM;
+    prometheus__write_request__pack(&wr, e->raw);
     size_t outlen = snappy_max_compressed_length(rawlen);
-    out = malloc(outlen ? outlen : 1);
-    if (!out)
-        goto out;
-    if (snappy_compress((const char *)raw, rawlen, (char *)out, &outlen) != SNAPPY_OK) {
-        rc = -EIO;
-        goto out;
-    }
-    *ret_body = out;
+    if (grow((void **)&e->out, &e->out_cap, outlen + 1, 1) != 0)
+        return -ENOMEM;
+    if (snappy_compress((const char *)e->raw, rawlen, (char *)e->out, &outlen) != SNAPPY_OK)
+        return -EIO;
+    *ret_body = e->out;
     *ret_len = outlen;
     *ret_samples = ns;
-    out = NULL;
-    rc = 0;
-out:
-    free(out);
-    free(raw);
-    free(lbp);
-    free(lb);
-    free(smp);
-    free(sm);
-    free(tsp);
-    free(ts);
-    return rc;
+    return 0;
 }

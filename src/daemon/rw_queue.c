@@ -33,6 +33,8 @@ static int reserve(struct rw_batch *b, size_t n)
     return 0;
 }
 
+int rw_batch_reserve(struct rw_batch *b, size_t n) { return n ? reserve(b, n) : 0; }
+
 int rw_batch_add(struct rw_batch *b, const struct promfam_sample *s)
 {
     size_t need = 1 + strlen(s->family) + 1 + sizeof(double);

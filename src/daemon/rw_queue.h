@@ -25,6 +25,8 @@ struct rw_batch {
 int rw_batch_create(int64_t ts_ms, struct rw_batch **ret);
 /* Append one sample (labels sorted by name, without __name__). -ENOMEM, -E2BIG (> 255 labels). */
 int rw_batch_add(struct rw_batch *b, const struct promfam_sample *s);
+/* Make room for n more bytes of data up front (a size hint; -ENOMEM is harmless). */
+int rw_batch_reserve(struct rw_batch *b, size_t n);
 /* Frees b and every batch chained after it. */
 void rw_batch_destroy(struct rw_batch *b);
 

@@ -34,6 +34,7 @@ struct rw_sender {
     atomic_bool up;
     _Atomic uint64_t abort_at_ms;    /* 0 = never; set at stop: in-flight transfers end then */
     struct log_ratelimit rl_refused, rl_encode;
+    size_t last_batch_len;          /* loop thread only */
 };
 
 static uint64_t mono_ms(void) { return clock_mono_ns() / 1000000u; }
@@ -233,6 +234,8 @@ void rw_sender_snapshot(struct rw_sender *rw)
     publish(rw, now_ms);
     if (rw_batch_create((int64_t)now_ms, &c.b) != 0)
         return;
+    /* this snapshot is about as large as the last: one allocation instead of a doubling series */
+    rw_batch_reserve(c.b, rw->last_batch_len);
     promfam_store_each(rw->st, now_ms, snap_add, &c);
     if (c.rc != 0 || c.b->nsamples == 0) {
         if (c.rc)
@@ -240,6 +243,7 @@ void rw_sender_snapshot(struct rw_sender *rw)
         rw_batch_destroy(c.b);
         return;
     }
+    rw->last_batch_len = c.b->len;
     rw_queue_push(&rw->q, c.b);
 }
 
@@ -357,6 +361,7 @@ static void *run(void *arg)
     bool down = false, stopping = false;
     uint64_t down_since = 0, dropped_at_down = 0;
     uint64_t backoff = RW_BACKOFF_MIN_MS, flush_deadline = 0;
+    struct rw_encoder enc = { 0 };
 
     if (!c) {
         LOG_ERROR("remote write: cannot create a libcurl handle; remote write is off");
@@ -373,9 +378,9 @@ static void *run(void *arg)
             flush_deadline = mono_ms() + RW_EXIT_FLUSH_MS;
             continue;
         }
-        uint8_t *body = NULL;
+        const uint8_t *body = NULL;
         size_t len = 0, n = 0;
-        int rc = rw_encode(chain, &body, &len, &n);
+        int rc = rw_encode(&enc, chain, &body, &len, &n);
         if (rc != 0) {
             size_t lost = 0;
             for (struct rw_batch *b = chain; b; b = b->next)
@@ -423,11 +428,11 @@ static void *run(void *arg)
             }
             backoff = backoff * 2 > RW_BACKOFF_MAX_MS ? RW_BACKOFF_MAX_MS : backoff * 2;
         }
-        free(body);
         rw_batch_destroy(chain);
         if (stopping && (down || mono_ms() >= flush_deadline))
             break;
     }
+    rw_encoder_fini(&enc);
     curl_slist_free_all(hl);
     curl_easy_cleanup(c);
     return NULL;
