@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/syscall.h>
@@ -82,12 +83,22 @@ static void write_all(int fd, const char *buf, size_t len)
     }
 }
 
-void log_vwrite(enum log_level lvl, const char *file, int line, const char *fmt, va_list ap)
+static void emit(enum log_level lvl, const char *buf, size_t len)
+{
+    int ffd = atomic_load(&g_file_fd);
+    if (ffd >= 0) {
+        write_all(ffd, buf, len);
+        if ((int)lvl >= atomic_load(&g_file_stderr_min))
+            write_all(atomic_load(&g_stderr_fd), buf, len);
+    } else {
+        write_all(atomic_load(&g_stderr_fd), buf, len);
+    }
+}
+
+/* The glog prefix of a line into buf; its length, or -1. */
+static int prefix(enum log_level lvl, const char *file, int line, char *buf, size_t cap)
 {
     static const char letters[] = "DIWEF";
-    if ((int)lvl < atomic_load(&g_level))
-        return;
-    char buf[8192];
     struct timespec ts;
     struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -96,9 +107,36 @@ void log_vwrite(enum log_level lvl, const char *file, int line, const char *fmt,
     base = base ? base + 1 : file;
     /* glog has no debug letter; debug lines use 'I' so log parsers keep working. */
     char letter = lvl == LOG_LVL_DEBUG ? 'I' : letters[lvl];
-    int n = snprintf(buf, sizeof(buf), "%c%02d%02d %02d:%02d:%02d.%06ld %ld %s:%d] ", letter,
+    int n = snprintf(buf, cap, "%c%02d%02d %02d:%02d:%02d.%06ld %ld %s:%d] ", letter,
                      tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                      ts.tv_nsec / 1000, (long)syscall(SYS_gettid), base, line);
+    return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+void log_write_long(enum log_level lvl, const char *file, int line, const char *msg, size_t len)
+{
+    char head[512];
+    if ((int)lvl < atomic_load(&g_level))
+        return;
+    int n = prefix(lvl, file, line, head, sizeof(head));
+    char *buf = n < 0 ? NULL : malloc((size_t)n + len + 1);
+    if (!buf) {
+        log_write(lvl, file, line, "%.*s", (int)(len < 8000 ? len : 8000), msg); /* cut, as any line */
+        return;
+    }
+    memcpy(buf, head, (size_t)n);
+    memcpy(buf + n, msg, len);
+    buf[(size_t)n + len] = '\n';
+    emit(lvl, buf, (size_t)n + len + 1);
+    free(buf);
+}
+
+void log_vwrite(enum log_level lvl, const char *file, int line, const char *fmt, va_list ap)
+{
+    if ((int)lvl < atomic_load(&g_level))
+        return;
+    char buf[8192];
+    int n = prefix(lvl, file, line, buf, sizeof(buf));
     if (n < 0)
         return;
     size_t len = (size_t)n;
@@ -109,14 +147,7 @@ void log_vwrite(enum log_level lvl, const char *file, int line, const char *fmt,
     if (len > sizeof(buf) - 2)
         len = sizeof(buf) - 2; /* truncated; keep the newline */
     buf[len++] = '\n';
-    int ffd = atomic_load(&g_file_fd);
-    if (ffd >= 0) {
-        write_all(ffd, buf, len);
-        if ((int)lvl >= atomic_load(&g_file_stderr_min))
-            write_all(atomic_load(&g_stderr_fd), buf, len);
-    } else {
-        write_all(atomic_load(&g_stderr_fd), buf, len);
-    }
+    emit(lvl, buf, len);
 }
 
 void log_write(enum log_level lvl, const char *file, int line, const char *fmt, ...)

@@ -5,6 +5,7 @@
 #define MSMON_COMMON_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum log_level { LOG_LVL_DEBUG = 0, LOG_LVL_INFO = 1, LOG_LVL_WARNING = 2, LOG_LVL_ERROR = 3, LOG_LVL_FATAL = 4 };
@@ -24,6 +25,10 @@ void log_set_stderr_fd(int fd);
 void log_write(enum log_level lvl, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void log_vwrite(enum log_level lvl, const char *file, int line, const char *fmt, va_list ap);
+
+/* One line of any length (msg[0..len), no format): the daemon's JSON logger, whose records on
+ * a big host exceed the 8 KiB cut of log_write. */
+void log_write_long(enum log_level lvl, const char *file, int line, const char *msg, size_t len);
 
 #define LOG_DEBUG(...) do { if (log_get_level() <= LOG_LVL_DEBUG) log_write(LOG_LVL_DEBUG, __FILE__, __LINE__, __VA_ARGS__); } while (0)
 #define LOG_INFO(...)  log_write(LOG_LVL_INFO, __FILE__, __LINE__, __VA_ARGS__)

@@ -35,6 +35,20 @@ void data_router_fini(struct data_router *dr)
     dr->nsinks = 0;
 }
 
+void data_router_names(const struct data_router *dr, char *out, size_t cap)
+{
+    size_t len = 0;
+    if (cap == 0)
+        return;
+    out[0] = '\0';
+    for (size_t i = 0; i < dr->nsinks; i++) {
+        int n = snprintf(out + len, cap - len, "%s%s", i ? "," : "", dr->sinks[i].ops->name);
+        if (n < 0 || (size_t)n >= cap - len)
+            break;
+        len += (size_t)n;
+    }
+}
+
 const char *data_norm_device(const char *text)
 {
     if (strcmp(text, "-1") == 0 || strcmp(text, "4294967295") == 0 ||
@@ -144,7 +158,8 @@ static int emit_opstats(struct data_router *dr, const cJSON *msg, const char *de
  * counters go to the pid's status entries for getStatus; a malformed stats object is ignored
  * for status (the message is still logged like any other). Any local process can write to
  * the data socket, so the counters are shown, never acted on. */
-static void take_stats(struct data_router *dr, const cJSON *msg)
+static bool take_stats(struct data_router *dr, const cJSON *msg, struct status_stats *ret,
+                       int32_t *ret_pid)
 {
     const cJSON *pidv = cjx_get(msg, "pid"), *sv = cjx_get(msg, "stats"), *f;
     struct status_stats s = { 0 };
@@ -153,9 +168,9 @@ static void take_stats(struct data_router *dr, const cJSON *msg)
     int64_t i = 0;
     enum cjx_num k;
 
-    if (!dr->st || !cJSON_IsObject(sv) || cjx_number(pidv, &pid, NULL, NULL) != CJX_INT || pid <= 0 ||
+    if (!cJSON_IsObject(sv) || cjx_number(pidv, &pid, NULL, NULL) != CJX_INT || pid <= 0 ||
         pid > INT32_MAX)
-        return;
+        return false;
 #define TAKE(name)                                                        \
     f = cjx_get(sv, #name);                                               \
     k = cjx_number(f, &i, &u, NULL);                                      \
@@ -166,10 +181,36 @@ static void take_stats(struct data_router *dr, const cJSON *msg)
     else if (k == CJX_UINT)                                               \
         s.name = u;                                                       \
     else                                                                  \
-        return;
+        return false;
     STATUS_STATS_FIELDS(TAKE)
 #undef TAKE
-    (void)status_set_stats(dr->st, (int32_t)pid, &s);
+    if (dr->st)
+        (void)status_set_stats(dr->st, (int32_t)pid, &s);
+    *ret = s;
+    *ret_pid = (int32_t)pid;
+    return true;
+}
+
+/* The session counters as a record of their own for the loggers: the upstream keys of the
+ * message (deviceId, duration = consumer CPU ns, kind, timestamp) plus one uint per counter,
+ * labelled with the sending pid. */
+static int emit_stats(struct data_router *dr, const char *dev, const cJSON *dur, const cJSON *ts,
+                      const struct status_stats *s, int32_t pid, uint64_t now_ns)
+{
+    struct sink_kv kv[4 + 16];
+    size_t n = 0;
+    set_str(&kv[n++], "deviceId", dev, strlen(dev));
+    set_num(&kv[n++], "duration", dur);
+    set_str(&kv[n++], "kind", "PluginStats", 11);
+    set_num(&kv[n++], "timestamp", ts);
+#define EMIT(f) kv[n++] = (struct sink_kv){ .key = #f, .type = SINK_UINT, .u = s->f };
+    STATUS_STATS_FIELDS(EMIT)
+#undef EMIT
+    struct sink_record rec = { now_ns, dev, kv, n, pid, SINK_NO_RANK, SINK_NO_JOB };
+    /* the job comes from the pid's status reports; the daemon never learns a rank */
+    if (dr->st && status_job_of(dr->st, pid, &rec.job) != 0)
+        rec.job = SINK_NO_JOB;
+    return data_router_write(dr, &rec);
 }
 
 /* PluginInfo (ours): {"backend":"mspti"|"cupti","library":"<path>"|"","pid":<int>} beside the
@@ -234,11 +275,15 @@ int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_
     cjx_write(&w, msg);
     LOG_INFO("Received data message : %s", w.err ? "(too long to log)" : line);
     dr->accepted++;
-    if (strcmp(kind->valuestring, "PluginStats") == 0)
-        take_stats(dr, msg);
-    else if (strcmp(kind->valuestring, "PluginInfo") == 0)
+    struct status_stats stats;
+    int32_t stats_pid = 0;
+    bool is_stats = strcmp(kind->valuestring, "PluginStats") == 0 &&
+                    take_stats(dr, msg, &stats, &stats_pid);
+    if (strcmp(kind->valuestring, "PluginInfo") == 0)
         take_info(dr, msg);
-    if (strcmp(kind->valuestring, "OpStats") == 0) {
+    if (is_stats) {
+        rc = emit_stats(dr, dev, dur, ts, &stats, stats_pid, now_ns);
+    } else if (strcmp(kind->valuestring, "OpStats") == 0) {
         rc = emit_opstats(dr, msg, dev, now_ns);
     } else {
         struct sink_kv kv[6];

@@ -30,6 +30,9 @@ void data_router_fini(struct data_router *dr);
  * `data` payloads. rec is borrowed for the call. Returns 1. */
 int data_router_write(struct data_router *dr, const struct sink_record *rec);
 
+/* The enabled sinks' names joined with ',' ("json,tensorboard"; "" for none) into out. */
+void data_router_names(const struct data_router *dr, char *out, size_t cap);
+
 /* One `data` payload received at wall time now_ns. Returns the number of records written
  * (0 or more), or -EINVAL when the payload is refused (logged "Error parsing message"). */
 int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_t now_ns);

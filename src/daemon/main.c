@@ -16,6 +16,7 @@
 #include "daemon/gc.h"
 #include "daemon/ipc_server.h"
 #include "daemon/json_logger.h"
+#include "daemon/kmon.h"
 #include "daemon/loop.h"
 #include "daemon/prom_http.h"
 #include "daemon/promfam.h"
@@ -25,6 +26,7 @@
 #include "daemon/rw_sender.h"
 #include "daemon/sock_file.h"
 #include "daemon/status.h"
+#include "daemon/tb_logger.h"
 #include "ipc/ipc_msg.h"
 
 #ifndef MSMON_GIT_HASH
@@ -42,8 +44,6 @@ static int check_unsupported(const struct daemon_flags *f)
         LOG_ERROR("TLS (--certs_dir %s) is not supported yet by this build; use NO_CERTS", f->certs_dir);
         return -ENOTSUP;
     }
-    if (f->metric_log_dir[0])
-        LOG_WARN("--metric_log_dir is not supported yet by this build; TensorBoard logging is off");
     return 0;
 }
 
@@ -101,6 +101,8 @@ int main(int argc, char **argv)
     struct promfam_store *prom = NULL;
     struct prom_http *prom_http = NULL;
     struct rw_sender *rw = NULL;
+    struct kmon *kmon = NULL;
+    uint64_t start_ns = clock_mono_ns();
 
     /* 1. flags */
     flags_defaults(&flags);
@@ -200,6 +202,16 @@ int main(int argc, char **argv)
                                                         : flags.use_prometheus ? "prometheus+remote_write"
                                                                                : "remote_write"));
     }
+    if (flags.metric_log_dir[0]) { /* 08 §1.3: a TensorBoard directory failure is fatal */
+        struct tb_cfg tcfg = { flags.metric_log_dir, flags.tensorboard_op_stats };
+        struct sink tb;
+        if (tb_logger_create(&tcfg, &tb, err, sizeof(err)) != 0) {
+            LOG_ERROR("%s", err);
+            close(tcp_fd);
+            goto out_sinks;
+        }
+        data_router_add(&data, tb);
+    }
 
     /* 6. IPC endpoints (non-fatal, except a live daemon on the same control socket) */
     if (flags.enable_ipc_monitor && dir[0]) {
@@ -251,6 +263,21 @@ int main(int argc, char **argv)
         }
     }
 
+    {   /* the kernel monitor (08 §2): always on, a fixed-cadence timer on the loop */
+        struct kmon_cfg kcfg = { flags.procfs_root, flags.extended_host_metrics,
+                                 flags.filter_nic_interfaces, flags.allow_interface_prefixes, 0 };
+        if (kmon_create(&kcfg, &kmon) != 0 ||
+            kmon_start(kmon, loop, (uint64_t)flags.kernel_monitor_reporting_interval_s * 1000u, &data) != 0) {
+            LOG_ERROR("cannot start the kernel monitor");
+            goto out_gc;
+        }
+    }
+    {   /* getStatus: uptime and the loggers enabled above */
+        char names[STATUS_LOGGERS_CAP];
+        data_router_names(&data, names, sizeof(names));
+        status_set_daemon(st, start_ns, names);
+    }
+
     /* 8. run until SIGTERM/SIGINT and the RPC drain */
     if (loop_run(loop) != 0)
         LOG_ERROR("the event loop failed");
@@ -258,6 +285,7 @@ int main(int argc, char **argv)
         rc = 0;
 
 out_gc:
+    kmon_destroy(kmon);
     rw_sender_destroy(rw);        /* stops the send thread; one summary line */
     prom_http_destroy(prom_http);
     gc_destroy(gc);
@@ -266,7 +294,8 @@ out_rpc:
     ipc_server_stop(ipc);
 out_ipc:
     ipc_server_destroy(ipc);      /* unlinks dynolog.sock / dynolog_data.sock if still ours */
-    data_router_fini(&data);
+out_sinks:
+    data_router_fini(&data);      /* flushes the TensorBoard files */
     promfam_store_destroy(prom);  /* after the router: the store's sink destroy is a no-op */
     sock_file_close(&dyno_sock);
 out_state:

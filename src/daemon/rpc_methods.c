@@ -67,6 +67,7 @@ static int leaf_cmp(const void *a, const void *b)
 static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
 {
     struct status_last last;
+    struct status_daemon dmn;
     struct status_entry *ents = NULL;
     struct reg_leaf *leaves = NULL;
     size_t ne = 0, nl = 0;
@@ -84,6 +85,21 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
     jw_obj_begin(w);
     jw_key(w, "current_step");
     jw_int(w, last.trace.current_step);
+    status_get_daemon(ctx->st, &dmn);
+    if (dmn.start_mono_ns) { /* ours (issue 12): daemon-level keys, upstream keys unchanged */
+        uint64_t now = clock_mono_ns();
+        jw_key(w, "daemon_uptime_s");
+        jw_uint(w, now > dmn.start_mono_ns ? (now - dmn.start_mono_ns) / 1000000000u : 0);
+        jw_key(w, "loggers");
+        jw_arr_begin(w);
+        for (const char *p = dmn.loggers; *p;) {
+            const char *c = strchr(p, ',');
+            size_t n = c ? (size_t)(c - p) : strlen(p);
+            jw_strn(w, p, n);
+            p += n + (c != NULL);
+        }
+        jw_arr_end(w);
+    }
     jw_key(w, "npumonitor");
     jw_str(w, status_name(last.monitor.status));
     jw_key(w, "nputrace");
@@ -166,6 +182,10 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
         jw_obj_end(w);
     }
     jw_arr_end(w);
+    if (dmn.start_mono_ns) {
+        jw_key(w, "registered_processes");
+        jw_uint(w, registry_count(ctx->reg));
+    }
     if (has_steps(last.trace.status)) {
         jw_key(w, "start_step");
         jw_int(w, last.trace.start_step);

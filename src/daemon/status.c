@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@ struct status_table {
     struct status_last last;
     struct status_entry *e;
     size_t n;
+    struct status_daemon daemon;
 };
 
 static void init_record(struct ipc_status *s)
@@ -125,6 +127,23 @@ int status_set_stats(struct status_table *st, int32_t pid, const struct status_s
     return rc;
 }
 
+int status_job_of(struct status_table *st, int32_t pid, int64_t *ret_job)
+{
+    int rc = -ENOENT;
+    uint64_t newest = 0;
+
+    pthread_mutex_lock(&st->mu);
+    for (size_t i = 0; i < st->n; i++) {
+        if (st->e[i].pid == pid && (rc != 0 || st->e[i].updated_ns > newest)) {
+            *ret_job = st->e[i].job;
+            newest = st->e[i].updated_ns;
+            rc = 0;
+        }
+    }
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
 void status_get_last(struct status_table *st, struct status_last *ret)
 {
     pthread_mutex_lock(&st->mu);
@@ -177,4 +196,19 @@ int status_gc(struct status_table *st, uint64_t now_ns, uint64_t age_ns)
     }
     pthread_mutex_unlock(&st->mu);
     return removed;
+}
+
+void status_set_daemon(struct status_table *st, uint64_t start_mono_ns, const char *loggers)
+{
+    pthread_mutex_lock(&st->mu);
+    st->daemon.start_mono_ns = start_mono_ns;
+    snprintf(st->daemon.loggers, sizeof(st->daemon.loggers), "%s", loggers ? loggers : "");
+    pthread_mutex_unlock(&st->mu);
+}
+
+void status_get_daemon(struct status_table *st, struct status_daemon *ret)
+{
+    pthread_mutex_lock(&st->mu);
+    *ret = st->daemon;
+    pthread_mutex_unlock(&st->mu);
 }

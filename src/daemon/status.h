@@ -55,11 +55,23 @@ void status_update(struct status_table *st, enum status_dim dim, const struct ip
  * -ENOENT when the pid has no entry: counters alone never create one, so a sender cannot
  * fill the table with pids that never reported a status. */
 int status_set_stats(struct status_table *st, int32_t pid, const struct status_stats *s);
+/* The job pid last reported a status for (labels of its records); -ENOENT if none. */
+int status_job_of(struct status_table *st, int32_t pid, int64_t *ret_job);
 void status_get_last(struct status_table *st, struct status_last *ret);
 /* Copy of the per-process table sorted by (pid, job). Caller owns *ret (free()). */
 int status_list(struct status_table *st, struct status_entry **ret, size_t *ret_n);
 /* GC (§5.2): drop entries older than age_ns whose pid no longer exists. Returns removed. */
 int status_gc(struct status_table *st, uint64_t now_ns, uint64_t age_ns);
+
+/* Daemon-level facts for getStatus (ours, issue 12): when the daemon started and which
+ * loggers are enabled ("json,tensorboard", "" for none). */
+#define STATUS_LOGGERS_CAP 256
+struct status_daemon {
+    uint64_t start_mono_ns;      /* 0 until set */
+    char loggers[STATUS_LOGGERS_CAP];
+};
+void status_set_daemon(struct status_table *st, uint64_t start_mono_ns, const char *loggers);
+void status_get_daemon(struct status_table *st, struct status_daemon *ret);
 
 /* "Uninitialized", "Idle", "Running", "Ready" or "unknown". */
 const char *status_name(int32_t s);

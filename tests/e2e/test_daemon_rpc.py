@@ -1,6 +1,7 @@
 """dynolog RPC end to end (spec 01-rpc.md): framing limits, validation, method replies,
 concurrency limits, dyno.sock, flags and shutdown, against a real daemon over raw sockets."""
 import os
+import re
 import socket
 import stat
 import struct
@@ -22,9 +23,11 @@ def d():
 
 def test_get_status_bytes(d):
     out = rpc_raw(d.port, bytes.fromhex("12000000") + b'{"fn":"getStatus"}')
-    body = (b'{"current_step":-1,"npumonitor":"Uninitialized","nputrace":"Uninitialized",'
-            b'"processes":[]}')
-    assert out == struct.pack("<i", len(body)) + body
+    # the daemon-level keys (issue 12) carry an uptime that moves: checked, then masked
+    body = (b'{"current_step":-1,"daemon_uptime_s":N,"loggers":[],"npumonitor":"Uninitialized",'
+            b'"nputrace":"Uninitialized","processes":[],"registered_processes":0}')
+    assert struct.unpack("<i", out[:4])[0] == len(out) - 4
+    assert re.sub(rb'"daemon_uptime_s":\d+,', b'"daemon_uptime_s":N,', out[4:]) == body
     log = d.wait_log('RPC message received = {"fn":"getStatus"}')
     assert "Received connection from ::ffff:127.0.0.1" in log
 

@@ -131,6 +131,35 @@ static void test_logger_line(void **state)
     assert_int_equal(json_logger_format(&rec, line, 20), -ENOSPC);
 }
 
+/* A host with many interfaces: records of thousands of keys are formatted whole, sorted;
+ * beyond the key cap the record is refused, never cut. */
+static void test_logger_large_record(void **state)
+{
+    enum { N = 3000 };
+    static struct sink_kv kv[N];
+    static char keys[N][32];
+    static char line[256 * 1024];
+    (void)state;
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "rx_bytes.if%04d", N - 1 - i);
+        kv[i] = (struct sink_kv){ .key = keys[i], .type = SINK_UINT, .u = (uint64_t)i };
+    }
+    struct sink_record rec = { 0, NULL, kv, N, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
+    long n = json_logger_format(&rec, line, sizeof(line));
+    assert_true(n > 0);
+    const char *first = strstr(line, "{\"rx_bytes.if0000\":2999,\"rx_bytes.if0001\":2998,");
+    assert_non_null(first);
+    assert_non_null(strstr(line, "\"rx_bytes.if2999\":0}"));
+    rec.n = 5000;
+    struct sink_kv *big = calloc(5000, sizeof(*big));
+    assert_non_null(big);
+    for (int i = 0; i < 5000; i++)
+        big[i] = kv[i % N];
+    rec.kv = big;
+    assert_int_equal(json_logger_format(&rec, line, sizeof(line)), -E2BIG);
+    free(big);
+}
+
 int main(void)
 {
     log_set_level(LOG_LVL_FATAL);
@@ -139,6 +168,7 @@ int main(void)
         cmocka_unit_test(test_devices),
         cmocka_unit_test(test_marker_and_opstats),
         cmocka_unit_test(test_logger_line),
+        cmocka_unit_test(test_logger_large_record),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
