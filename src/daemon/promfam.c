@@ -24,6 +24,7 @@ static const struct {
     const char *family;
     const char *help;
 } help_table[] = {
+    { "cpu_core_util", "utilization percent of one CPU core over the last interval" },
     { "cpu_guest", "CPU time spent running guests, percent over the last interval" },
     { "cpu_guest_ms", "CPU time spent running guests over the last interval, ms" },
     { "cpu_guest_nice", "CPU time spent running niced guests, percent over the last interval" },
@@ -56,6 +57,17 @@ static const struct {
     { "mem_swap_total_kb", "total swap (SwapTotal), kB" },
     { "mem_total_kb", "total usable memory (MemTotal), kB" },
     { "mem_used_pct", "memory in use, percent of MemTotal (MemTotal - MemAvailable)" },
+    { "msmonitor_plugin_before_start", "records of the monitoring session that ended before it started (plugin counter)" },
+    { "msmonitor_plugin_bytes_written", "bytes the monitoring session wrote to its outputs (plugin counter)" },
+    { "msmonitor_plugin_consumed", "records the monitoring session took from the vendor library (plugin counter)" },
+    { "msmonitor_plugin_cpu_ns", "CPU time of the monitoring session's consumer thread, ns (plugin counter)" },
+    { "msmonitor_plugin_dropped_declined", "records dropped because an output declined them (plugin counter)" },
+    { "msmonitor_plugin_dropped_offline", "metric datagrams dropped while the daemon was away (plugin counter)" },
+    { "msmonitor_plugin_dropped_queue", "records dropped from a full queue (plugin counter)" },
+    { "msmonitor_plugin_dropped_write", "records lost to write errors (plugin counter)" },
+    { "msmonitor_plugin_filtered", "records removed by the session's filter (plugin counter)" },
+    { "msmonitor_plugin_kept", "records the session kept after its filter (plugin counter)" },
+    { "msmonitor_plugin_written", "records the session wrote to its outputs (plugin counter)" },
     { "msmonitor_prometheus_dropped_series", "new series refused by the series caps since the daemon started" },
     { "msmonitor_prometheus_series", "series held for Prometheus by the daemon" },
     { "msmonitor_remote_write_dropped_samples", "samples dropped by remote write since the daemon started (queue_full: oldest dropped from a full queue; rejected: refused by the receiver with a 4xx)" },
@@ -353,6 +365,33 @@ static int map_opstats(const struct sink_record *rec, const char *host, promfam_
     return n;
 }
 
+/* PluginStats (the plugin's per-session counters, pid and job known): one
+ * msmonitor_plugin_<counter> family per counter key. */
+static int map_pluginstats(const struct sink_record *rec, const char *host, promfam_emit_fn fn, void *arg,
+                           struct scratch *sc)
+{
+    static const char *const skip[] = { "deviceId", "duration", "kind", "timestamp" };
+    struct labels ls = { .n = 0 };
+    int n = 0;
+    lab_common(&ls, sc, rec, host);
+    for (size_t i = 0; i < rec->n; i++) {
+        const struct sink_kv *kv = &rec->kv[i];
+        char fam[PROMFAM_NAME_MAX + 32];
+        double v;
+        bool skipped = false;
+        for (size_t k = 0; k < sizeof(skip) / sizeof(skip[0]); k++)
+            skipped |= strcmp(kv->key, skip[k]) == 0;
+        if (skipped || !kv_num(kv, &v) || strlen(kv->key) > PROMFAM_NAME_MAX - 20)
+            continue;
+        snprintf(fam, sizeof(fam), "msmonitor_plugin_%s", kv->key);
+        char clean[PROMFAM_NAME_MAX + 32];
+        if (promfam_sanitize_name(fam, strlen(fam), clean, sizeof(clean)) < 0)
+            continue;
+        n += emit(fn, arg, clean, &ls, v);
+    }
+    return n;
+}
+
 static int map_record(const struct sink_record *rec, const char *host, promfam_emit_fn fn, void *arg,
                       struct map_info *mi)
 {
@@ -370,6 +409,8 @@ static int map_record(const struct sink_record *rec, const char *host, promfam_e
         n = map_flat(rec, host, fn, arg, sc);
     } else if (kv_is(kind, "OpStats")) {
         n = map_opstats(rec, host, fn, arg, sc, mi);
+    } else if (kv_is(kind, "PluginStats")) {
+        n = map_pluginstats(rec, host, fn, arg, sc);
     } else if (kind->type == SINK_STR && kinds_from_name(kind->s, kind->slen) >= 0 &&
                kv_num(kv_get(rec, "duration"), &dur)) {
         lab_common(&ls, sc, rec, host);
@@ -383,7 +424,7 @@ static int map_record(const struct sink_record *rec, const char *host, promfam_e
             n = emit(fn, arg, "npu_activity_duration_ns", &ls, dur);
         }
     }
-    /* PluginStats, PluginInfo and kinds outside the 11 are not exported */
+    /* PluginInfo and kinds outside the 11 are not exported */
     free(sc);
     return n;
 }

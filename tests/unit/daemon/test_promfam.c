@@ -159,6 +159,31 @@ static void test_opstats_report_removal(void **state)
     promfam_store_destroy(st);
 }
 
+static void test_plugin_stats(void **state)
+{
+    struct promfam_store *st;
+    struct data_router dr;
+    (void)state;
+    assert_int_equal(promfam_store_create("h", 0, &st), 0);
+    data_router_init(&dr);
+    data_router_add(&dr, promfam_store_sink(st, "prometheus"));
+    feed(&dr, "{\"deviceId\":0,\"duration\":1500,\"kind\":\"PluginStats\",\"pid\":4242,\"timestamp\":5,"
+              "\"stats\":{\"before_start\":0,\"bytes_written\":10,\"consumed\":120,\"cpu_ns\":1500,"
+              "\"dropped_declined\":0,\"dropped_offline\":2,\"dropped_queue\":1,\"dropped_write\":0,"
+              "\"filtered\":20,\"kept\":100,\"written\":99}}");
+    char *t = render(st, 1);
+    assert_string_equal(grep(t, "msmonitor_plugin_kept{"), "msmonitor_plugin_kept{device=\"0\",host_name=\"h\",pid=\"4242\"} 100\n");
+    assert_string_equal(grep(t, "msmonitor_plugin_filtered{"),
+                        "msmonitor_plugin_filtered{device=\"0\",host_name=\"h\",pid=\"4242\"} 20\n");
+    assert_string_equal(grep(t, "msmonitor_plugin_cpu_ns{"), "msmonitor_plugin_cpu_ns{device=\"0\",host_name=\"h\",pid=\"4242\"} 1500\n");
+    assert_non_null(strstr(t, "# HELP msmonitor_plugin_dropped_queue records dropped from a full queue (plugin counter)\n"));
+    assert_null(strstr(t, "msmonitor_plugin_duration"));
+    assert_null(strstr(t, "msmonitor_plugin_timestamp"));
+    free(t);
+    data_router_fini(&dr);
+    promfam_store_destroy(st);
+}
+
 static void test_escaping_and_names(void **state)
 {
     struct promfam_store *st;
@@ -200,6 +225,13 @@ static void test_values(void **state)
 {
     char b[64];
     (void)state;
+    /* the HELP table is searched by bisection: every listed family is found */
+    static const char *const listed[] = { "cpu_core_util", "cpu_guest", "cpu_util", "disk_io_ms", "load_15m",
+                                          "mem_used_pct", "msmonitor_plugin_kept", "msmonitor_remote_write_up",
+                                          "npu_op_total_ns", "procs_total", "tx_packets", "uptime" };
+    for (size_t i = 0; i < sizeof(listed) / sizeof(listed[0]); i++)
+        assert_null(strstr(promfam_help(listed[i], b, sizeof(b)), "latest value of"));
+    assert_non_null(strstr(promfam_help("zz_unknown", b, sizeof(b)), "latest value of the host metric zz_unknown"));
     promfam_format_value(NAN, b, sizeof(b));
     assert_string_equal(b, "NaN");
     promfam_format_value(INFINITY, b, sizeof(b));
@@ -308,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_host_record),
         cmocka_unit_test(test_npu_families),
         cmocka_unit_test(test_opstats_report_removal),
+        cmocka_unit_test(test_plugin_stats),
         cmocka_unit_test(test_escaping_and_names),
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_op_cap),
