@@ -109,7 +109,7 @@ const char *promfam_help(const char *family, char *buf, size_t cap)
         else
             lo = mid + 1;
     }
-    snprintf(buf, cap, "latest value of the host metric %s reported to the daemon", family);
+    snprintf(buf, cap, "latest value of %s reported to the daemon", family);
     return buf;
 }
 

@@ -81,6 +81,9 @@ def test_exposition_parsed_and_scraped_by_prometheus(make_daemon):
         assert fams[f].type == "gauge", f
         assert fams[f].documentation, f
     assert "# HELP npu_op_total_ns total duration of an op over the last report interval, ns\n" in text
+    # the plugin's session counters, labelled with the sender's pid
+    kept = [v for (n, lab), v in smp.items() if n == "msmonitor_plugin_kept" and dict(lab).get("pid") == str(w.p.pid)]
+    assert kept and kept[0] >= sum(cnt.values())
     # families sorted by name
     order = [ln.split()[2] for ln in text.splitlines() if ln.startswith("# TYPE ")]
     assert order == sorted(order)
