@@ -128,8 +128,8 @@ int main(int argc, char **argv)
      * handled (a clean exit 0) as soon as the loop runs. SIGPIPE is ignored process-wide. */
     signal(SIGPIPE, SIG_IGN);
     /* libcurl's global state must be set up before any thread exists (the send thread) */
-    if (flags.remote_write_url[0] && rw_global_init() != 0) {
-        LOG_ERROR("cannot initialise libcurl for remote write");
+    if (flags.remote_write_url[0] && rw_global_init(err, sizeof(err)) != 0) {
+        LOG_ERROR("remote write needs libcurl: %s", err);
         return 1;
     }
     if (loop_create(&loop) != 0) {

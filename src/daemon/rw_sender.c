@@ -5,7 +5,6 @@
 #include "daemon/rw_sender.h"
 
 #include <ctype.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -16,6 +15,7 @@
 #include <strings.h>
 
 #include "common/log.h"
+#include "daemon/rw_curl.h"
 #include "daemon/rw_encode.h"
 #include "daemon/rw_queue.h"
 
@@ -39,8 +39,24 @@ struct rw_sender {
 
 static uint64_t mono_ms(void) { return clock_mono_ns() / 1000000u; }
 
-int rw_global_init(void) { return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -EIO; }
-void rw_global_cleanup(void) { curl_global_cleanup(); }
+int rw_global_init(char *err, size_t errcap)
+{
+    const struct rw_curl *cu = rw_curl_get(err, errcap);
+    if (!cu)
+        return -ENOENT;
+    if (cu->global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        snprintf(err, errcap, "curl_global_init failed");
+        return -EIO;
+    }
+    return 0;
+}
+
+void rw_global_cleanup(void)
+{
+    const struct rw_curl *cu = rw_curl_get(NULL, 0);
+    if (cu)
+        cu->global_cleanup();
+}
 
 /* ------------------------------------------------------------------ configuration checks */
 static bool tchar(unsigned char c)
@@ -168,9 +184,12 @@ void rw_headers_fini(struct rw_headers *h)
 
 int rw_url_check(const char *url, char *err, size_t errcap)
 {
-    CURLU *u = curl_url();
+    const struct rw_curl *cu = rw_curl_get(err, errcap);
     char *scheme = NULL, *host = NULL;
     int rc = -EINVAL;
+    if (!cu)
+        return -ENOENT;
+    CURLU *u = cu->url();
     if (!u)
         return -ENOMEM;
     for (const char *p = url; *p; p++) {
@@ -179,9 +198,8 @@ int rw_url_check(const char *url, char *err, size_t errcap)
             goto out;
         }
     }
-    if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !host[0]) {
+    if (cu->url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK || cu->url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+        cu->url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !host[0]) {
         snprintf(err, errcap, "--remote_write_url: '%s' is not a valid URL", url);
         goto out;
     }
@@ -191,9 +209,9 @@ int rw_url_check(const char *url, char *err, size_t errcap)
     }
     rc = 0;
 out:
-    curl_free(scheme);
-    curl_free(host);
-    curl_url_cleanup(u);
+    cu->free(scheme);
+    cu->free(host);
+    cu->url_cleanup(u);
     return rc;
 }
 
@@ -281,36 +299,37 @@ static int on_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl
     return at && mono_ms() >= at; /* non-zero aborts the transfer */
 }
 
-static CURL *make_handle(struct rw_sender *rw, struct curl_slist **ret_hl, struct resp *resp, char *errbuf)
+static CURL *make_handle(const struct rw_curl *cu, struct rw_sender *rw, struct curl_slist **ret_hl,
+                         struct resp *resp, char *errbuf)
 {
-    CURL *c = curl_easy_init();
+    CURL *c = cu->easy_init();
     struct curl_slist *hl = NULL;
     if (!c)
         return NULL;
-    hl = curl_slist_append(hl, "Content-Encoding: snappy");
-    hl = curl_slist_append(hl, "Content-Type: application/x-protobuf");
-    hl = curl_slist_append(hl, "X-Prometheus-Remote-Write-Version: 0.1.0");
-    hl = curl_slist_append(hl, "User-Agent: msmonitor-dynolog/" MSMON_VERSION);
-    hl = curl_slist_append(hl, "Expect:");
+    hl = cu->slist_append(hl, "Content-Encoding: snappy");
+    hl = cu->slist_append(hl, "Content-Type: application/x-protobuf");
+    hl = cu->slist_append(hl, "X-Prometheus-Remote-Write-Version: 0.1.0");
+    hl = cu->slist_append(hl, "User-Agent: msmonitor-dynolog/" MSMON_VERSION);
+    hl = cu->slist_append(hl, "Expect:");
     for (size_t i = 0; i < rw->hdr.n; i++)
-        hl = curl_slist_append(hl, rw->hdr.line[i]);
-    curl_easy_setopt(c, CURLOPT_URL, rw->url);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)rw->timeout_s * 1000L);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(c, CURLOPT_XFERINFODATA, rw);
-    curl_easy_setopt(c, CURLOPT_POST, 1L);
+        hl = cu->slist_append(hl, rw->hdr.line[i]);
+    cu->easy_setopt(c, CURLOPT_URL, rw->url);
+    cu->easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    cu->easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    cu->easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+    cu->easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)rw->timeout_s * 1000L);
+    cu->easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    cu->easy_setopt(c, CURLOPT_WRITEDATA, resp);
+    cu->easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+    cu->easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    cu->easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    cu->easy_setopt(c, CURLOPT_XFERINFODATA, rw);
+    cu->easy_setopt(c, CURLOPT_POST, 1L);
     if (rw->ca_file[0])
-        curl_easy_setopt(c, CURLOPT_CAINFO, rw->ca_file);
+        cu->easy_setopt(c, CURLOPT_CAINFO, rw->ca_file);
     if (rw->insecure) {
-        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+        cu->easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+        cu->easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
     }
     *ret_hl = hl;
     return c;
@@ -318,23 +337,23 @@ static CURL *make_handle(struct rw_sender *rw, struct curl_slist **ret_hl, struc
 
 enum post_result { POST_OK, POST_REFUSED, POST_RETRY };
 
-static enum post_result post(struct rw_sender *rw, CURL *c, struct resp *resp, char *errbuf, const uint8_t *body,
+static enum post_result post(const struct rw_curl *cu, struct rw_sender *rw, CURL *c, struct resp *resp, char *errbuf, const uint8_t *body,
                              size_t len, char *why, size_t whycap)
 {
     long code = 0;
     resp->len = 0;
     resp->text[0] = '\0';
     errbuf[0] = '\0';
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    cu->easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    cu->easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     atomic_fetch_add(&rw->requests, 1);
-    CURLcode res = curl_easy_perform(c);
+    CURLcode res = cu->easy_perform(c);
     if (res != CURLE_OK) {
         atomic_fetch_add(&rw->failures, 1);
-        snprintf(why, whycap, "%s", errbuf[0] ? errbuf : curl_easy_strerror(res));
+        snprintf(why, whycap, "%s", errbuf[0] ? errbuf : cu->easy_strerror(res));
         return POST_RETRY;
     }
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    cu->easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
     if (code >= 200 && code < 300)
         return POST_OK;
     atomic_fetch_add(&rw->failures, 1);
@@ -357,7 +376,8 @@ static void *run(void *arg)
     struct resp resp;
     char errbuf[CURL_ERROR_SIZE], why[512];
     struct curl_slist *hl = NULL;
-    CURL *c = make_handle(rw, &hl, &resp, errbuf);
+    const struct rw_curl *cu = rw_curl_get(NULL, 0);
+    CURL *c = cu ? make_handle(cu, rw, &hl, &resp, errbuf) : NULL;
     bool down = false, stopping = false;
     uint64_t down_since = 0, dropped_at_down = 0;
     uint64_t backoff = RW_BACKOFF_MIN_MS, flush_deadline = 0;
@@ -392,7 +412,7 @@ static void *run(void *arg)
             continue;
         }
         for (;;) {
-            enum post_result pr = post(rw, c, &resp, errbuf, body, len, why, sizeof(why));
+            enum post_result pr = post(cu, rw, c, &resp, errbuf, body, len, why, sizeof(why));
             if (pr != POST_RETRY) {
                 if (down) {
                     uint64_t d = 0;
@@ -433,8 +453,8 @@ static void *run(void *arg)
             break;
     }
     rw_encoder_fini(&enc);
-    curl_slist_free_all(hl);
-    curl_easy_cleanup(c);
+    cu->slist_free_all(hl);
+    cu->easy_cleanup(c);
     return NULL;
 }
 

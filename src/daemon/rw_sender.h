@@ -68,7 +68,9 @@ void rw_sender_stats(struct rw_sender *rw, struct rw_stats *ret);
  * RW_EXIT_FLUSH_MS when the receiver is up, logs one summary line. NULL is a no-op. */
 void rw_sender_destroy(struct rw_sender *rw);
 
-int rw_global_init(void);
+/* Load libcurl (rw_curl.h) and curl_global_init; -ENOENT with the reason in err when libcurl
+ * is not installed. */
+int rw_global_init(char *err, size_t errcap);
 void rw_global_cleanup(void);
 
 #endif
