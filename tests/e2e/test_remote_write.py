@@ -277,3 +277,14 @@ def test_tls_receiver(make_daemon):
         assert sent > 0 and p.count_samples('{host_name!=""}') == sent
     finally:
         p.stop()
+
+
+def test_without_libcurl_remote_write_is_refused(tmp_path):
+    """libcurl is loaded at run time: a host without it gets one clear line and exit 1."""
+    (tmp_path / "libcurl.so.4").write_bytes(b"not an ELF file")
+    home = tempfile.mkdtemp(prefix="mmd", dir="/tmp")
+    env = dict(os.environ, HOME=home, MSMONITOR_SOCKET_DIR=home, LD_LIBRARY_PATH=str(tmp_path))
+    r = subprocess.run([binpath("dynolog"), "--port", str(free_port()), "--remote_write_url", "http://127.0.0.1:9/"],
+                       env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1
+    assert "remote write needs libcurl: cannot load libcurl.so.4" in r.stderr, r.stderr
