@@ -622,7 +622,7 @@ static void put(void *arg, const struct promfam_sample *smp)
 {
     struct put_ctx *c = arg;
     struct promfam_store *st = c->st;
-    char key[4 * PROMFAM_VALUE_MAX + 1024];
+    char key[PROMFAM_MAX_LABELS * (PROMFAM_VALUE_MAX + 64) + PROMFAM_NAME_MAX + 16]; /* every label at its cap */
     long len;
     if (c->mi && c->mi->op && !c->group && !c->refused) {
         /* the first sample of an op record: resolve its report group; a report older than
