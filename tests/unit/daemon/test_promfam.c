@@ -221,6 +221,35 @@ static void test_escaping_and_names(void **state)
     promfam_store_destroy(st);
 }
 
+static void test_long_label_cut(void **state)
+{
+    struct promfam_store *st;
+    char name[2001];
+    (void)state;
+    /* 'a' then 666 three-byte characters (1999 bytes): cut at 1024 on a character boundary */
+    name[0] = 'a';
+    for (int i = 0; i < 666; i++)
+        memcpy(name + 1 + 3 * i, "\xe2\x82\xac", 3);
+    name[1999] = '\0';
+    struct sink_kv kv[5] = {
+        { .key = "activity", .type = SINK_STR, .s = "Kernel", .slen = 6 },
+        { .key = "kind", .type = SINK_STR, .s = "OpStats", .slen = 7 },
+        { .key = "name", .type = SINK_STR, .s = name, .slen = 1999 },
+        { .key = "timestamp", .type = SINK_UINT, .u = 1 },
+        { .key = "total", .type = SINK_UINT, .u = 7 },
+    };
+    struct sink_record rec = { 1, "0", kv, 5, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
+    assert_int_equal(promfam_store_create("h", 0, &st), 0);
+    assert_int_equal(promfam_store_write(st, &rec, 1), 0);
+    char *t = render(st, 1);
+    const char *p = strstr(t, "name=\"a");
+    assert_non_null(p);
+    const char *q = strchr(p + 7, '"');
+    assert_int_equal(q - (p + 6), 1 + 3 * 341); /* 1024 bytes max, whole characters: 1 + 3 x 341 */
+    free(t);
+    promfam_store_destroy(st);
+}
+
 static void test_values(void **state)
 {
     char b[64];
@@ -342,6 +371,7 @@ int main(void)
         cmocka_unit_test(test_opstats_report_removal),
         cmocka_unit_test(test_plugin_stats),
         cmocka_unit_test(test_escaping_and_names),
+        cmocka_unit_test(test_long_label_cut),
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_op_cap),
         cmocka_unit_test(test_stale),
