@@ -7,6 +7,7 @@ import collections
 import hashlib
 import os
 import re
+import signal
 import socket
 import subprocess
 import tempfile
@@ -88,7 +89,8 @@ def test_values_arrive_through_remote_write(make_daemon):
         p.stop()
 
 
-def test_outage_buffers_then_delivers_and_counts_drops(make_daemon):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_outage_buffers_then_delivers_and_counts_drops(make_daemon, sig):
     p = PromServer(tempfile.mkdtemp(prefix="mmp"))
     stopped = False
     qbound = 100
@@ -98,7 +100,7 @@ def test_outage_buffers_then_delivers_and_counts_drops(make_daemon):
         d = _daemon(make_daemon, p.write_url, "--remote_write_queue_samples", str(qbound),
                     "--kernel_monitor_reporting_interval_s", "3600")
         p.wait_query('msmonitor_remote_write_up == 1')
-        p.stop()
+        p.stop(sig)
         stopped = True
         d.wait_log("unreachable (", timeout=30)
         drops = lambda: _metric(d, "msmonitor_remote_write_dropped_samples", reason="queue_full") or 0
