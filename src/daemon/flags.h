@@ -33,6 +33,14 @@ struct daemon_flags {
     int32_t prometheus_port;
     int64_t registry_gc_age_ms;           /* test knob: process age before GC (60000) */
     int64_t registry_gc_interval_ms;      /* test knob: GC period (60000) */
+    char remote_write_ca_file[FLAGS_STR_MAX];
+    char remote_write_headers[FLAGS_STR_MAX];
+    bool remote_write_insecure_skip_verify;
+    int32_t remote_write_interval_s;
+    int64_t remote_write_queue_bytes;
+    int32_t remote_write_queue_samples;
+    int32_t remote_write_timeout_s;
+    char remote_write_url[FLAGS_STR_MAX];
     char rpc_bind_address[FLAGS_STR_MAX];
     int32_t registry_uid_quota;
     int32_t rpc_max_clients;

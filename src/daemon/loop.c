@@ -77,6 +77,8 @@ int loop_run(struct loop *l)
     return rc;
 }
 
+void *loop_backend(struct loop *l) { return l->base; }
+
 void loop_stop(struct loop *l)
 {
     l->stop = true;

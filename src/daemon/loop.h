@@ -51,6 +51,11 @@ void loop_timer_disarm(struct loop_event *ev);
 int loop_signal_add(struct loop *l, int signo, loop_signal_fn fn, void *arg,
                     struct loop_event **ret);
 
+/* The libevent event_base under the loop (as void *, so this header stays libevent-free),
+ * for a module built on libevent's own servers (prom_http: evhttp) to run on this loop.
+ * Borrowed for the loop's lifetime; use it from the loop thread only. */
+void *loop_backend(struct loop *l);
+
 /* Unregister and free any event; safe inside the event's own callback (do not touch it
  * afterwards). NULL is a no-op. */
 void loop_event_free(struct loop_event *ev);

@@ -19,10 +19,13 @@
 #include "daemon/json_logger.h"
 #include "daemon/kmon.h"
 #include "daemon/loop.h"
+#include "daemon/prom_http.h"
+#include "daemon/promfam.h"
 #include "daemon/registry.h"
 #include "daemon/rpc_methods.h"
 #include "daemon/rpc_server.h"
 #include "daemon/steps.h"
+#include "daemon/rw_sender.h"
 #include "daemon/sock_file.h"
 #include "daemon/status.h"
 #include "daemon/tb_logger.h"
@@ -32,13 +35,6 @@
 #ifndef MSMON_GIT_HASH
 #define MSMON_GIT_HASH "unknown"
 #endif
-
-static int check_unsupported(const struct daemon_flags *f)
-{
-    if (f->use_prometheus)
-        LOG_WARN("--use_prometheus is not supported yet by this build; Prometheus exposition is off");
-    return 0;
-}
 
 /* Issue 13: --allowed_log_dirs, the IPC peer policy, the registry quota and the per-peer RPC
  * cap, all from flags; start-up fails (exit 1) on a bad list. */
@@ -154,6 +150,9 @@ int main(int argc, char **argv)
     struct gc *gc = NULL;
     SSL_CTX *tls = NULL;
     struct conn_factory tcp_conn = conn_tcp_factory;
+    struct promfam_store *prom = NULL;
+    struct prom_http *prom_http = NULL;
+    struct rw_sender *rw = NULL;
     struct kmon *kmon = NULL;
     uint64_t start_ns = clock_mono_ns();
 
@@ -180,6 +179,11 @@ int main(int argc, char **argv)
     /* The loop and its signal events come first, so a SIGTERM during start-up is queued and
      * handled (a clean exit 0) as soon as the loop runs. SIGPIPE is ignored process-wide. */
     signal(SIGPIPE, SIG_IGN);
+    /* libcurl's global state must be set up before any thread exists (the send thread) */
+    if (flags.remote_write_url[0] && rw_global_init(err, sizeof(err)) != 0) {
+        LOG_ERROR("remote write needs libcurl: %s", err);
+        return 1;
+    }
     if (loop_create(&loop) != 0) {
         LOG_ERROR("cannot create the event loop");
         return 1;
@@ -193,10 +197,20 @@ int main(int argc, char **argv)
     }
 
     /* 2. RPC listener first: on failure nothing else has been touched */
-    if (check_unsupported(&flags) != 0 || tls_setup(&flags, &tls) != 0)
+    if (tls_setup(&flags, &tls) != 0)
         goto out_loop;
     if (tls)
         conn_tls_factory_init(&tcp_conn, tls);   /* dyno.sock stays plain (§1.4) */
+    if (flags.remote_write_url[0]) {
+        /* configuration errors are fatal before anything listens */
+        struct rw_headers hdr;
+        if (rw_url_check(flags.remote_write_url, err, sizeof(err)) != 0 ||
+            rw_headers_parse(flags.remote_write_headers, &hdr, err, sizeof(err)) != 0) {
+            LOG_ERROR("%s", err);
+            goto out_loop;
+        }
+        rw_headers_fini(&hdr);
+    }
     if (rpc_listen_tcp(flags.port, flags.rpc_bind_address, &tcp_fd, err, sizeof(err)) != 0) {
         LOG_ERROR("%s", err);
         goto out_loop;
@@ -236,6 +250,19 @@ int main(int argc, char **argv)
     data.steps = steps; /* StepSummary: the windows getSteps serves */
     if (flags.use_JSON)
         data_router_add(&data, json_logger_sink());
+    /* Prometheus /metrics and remote write read one store of the latest value per series;
+     * series other than op series expire after 5 minutes or 3 host-metric intervals */
+    if (flags.use_prometheus || flags.remote_write_url[0]) {
+        uint64_t stale = 3000ull * (uint64_t)flags.kernel_monitor_reporting_interval_s;
+        if (promfam_store_create(host, stale > 300000 ? stale : 300000, &prom) != 0) {
+            LOG_ERROR("cannot create the Prometheus series store");
+            close(tcp_fd);
+            goto out_ipc;
+        }
+        data_router_add(&data, promfam_store_sink(prom, !flags.remote_write_url[0] ? "prometheus"
+                                                        : flags.use_prometheus ? "prometheus+remote_write"
+                                                                               : "remote_write"));
+    }
     if (flags.metric_log_dir[0]) { /* 08 §1.3: a TensorBoard directory failure is fatal */
         struct tb_cfg tcfg = { flags.metric_log_dir, flags.tensorboard_op_stats };
         struct sink tb;
@@ -283,6 +310,24 @@ int main(int argc, char **argv)
         LOG_ERROR("cannot start the registry GC timer");
         goto out_rpc;
     }
+    /* Prometheus HTTP: a bind failure is logged and the daemon runs on without it (08 §4) */
+    if (flags.use_prometheus) {
+        if (prom_http_create(loop, flags.prometheus_address, flags.prometheus_port, prom, &prom_http, err,
+                             sizeof(err)) != 0)
+            LOG_ERROR("%s; continuing without Prometheus exposition", err);
+        else
+            LOG_INFO("prometheus: serving /metrics on %s:%d", flags.prometheus_address, prom_http_port(prom_http));
+    }
+    if (flags.remote_write_url[0]) {
+        struct rw_cfg rcfg = { flags.remote_write_url, flags.remote_write_interval_s, flags.remote_write_timeout_s,
+                               flags.remote_write_headers, (size_t)flags.remote_write_queue_samples,
+                               (size_t)flags.remote_write_queue_bytes, flags.remote_write_ca_file,
+                               flags.remote_write_insecure_skip_verify };
+        if (rw_sender_create(loop, prom, &rcfg, &rw, err, sizeof(err)) != 0) {
+            LOG_ERROR("%s", err);
+            goto out_gc;
+        }
+    }
 
     {   /* the kernel monitor (08 §2): always on, a fixed-cadence timer on the loop */
         struct kmon_cfg kcfg = { flags.procfs_root, flags.extended_host_metrics,
@@ -307,6 +352,8 @@ int main(int argc, char **argv)
 
 out_gc:
     kmon_destroy(kmon);
+    rw_sender_destroy(rw);        /* stops the send thread; one summary line */
+    prom_http_destroy(prom_http);
     gc_destroy(gc);
 out_rpc:
     rpc_server_destroy(rpc);      /* closes what is left in flight and the TCP listener */
@@ -315,6 +362,7 @@ out_ipc:
     ipc_server_destroy(ipc);      /* unlinks dynolog.sock / dynolog_data.sock if still ours */
 out_sinks:
     data_router_fini(&data);      /* flushes the TensorBoard files */
+    promfam_store_destroy(prom);  /* after the router: the store's sink destroy is a no-op */
     sock_file_close(&dyno_sock);
 out_state:
     steps_destroy(steps);
@@ -326,5 +374,7 @@ out_loop:
     loop_event_free(sig_term);
     loop_destroy(loop);
     SSL_CTX_free(tls);
+    if (flags.remote_write_url[0])
+        rw_global_cleanup();
     return rc;
 }
