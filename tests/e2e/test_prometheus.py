@@ -71,9 +71,14 @@ def test_exposition_parsed_and_scraped_by_prometheus(make_daemon):
     # prometheus_client's parser reads every line; values equal the simulator's ground truth
     assert _op_totals(text) == {k: float(v) for k, v in tot.items()}
     smp = samples(text)
+    # every npu series is labelled with its sender's kernel-reported pid (and its job)
+    counts = {dict(lab)["name"]: (v, dict(lab)) for (n, lab), v in smp.items()
+              if n == "npu_op_count" and dict(lab).get("kind") == "Kernel"}
     for name, n in cnt.items():
-        key = ("npu_op_count", frozenset({"host_name": HOST, "device": "0", "kind": "Kernel", "name": name}.items()))
-        assert smp[key] == n
+        v, lab = counts[name]
+        assert v == n
+        assert lab["pid"] == str(w.p.pid) and lab["device"] == "0" and lab["host_name"] == HOST, lab
+        assert set(lab) <= {"host_name", "device", "kind", "name", "pid", "job"}, lab
     from prometheus_client.parser import text_string_to_metric_families
     fams = {f.name: f for f in text_string_to_metric_families(text)}
     for f in ("npu_op_total_ns", "npu_op_count", "npu_op_min_ns", "npu_op_max_ns", "npu_op_avg_ns",

@@ -72,9 +72,13 @@ def test_values_arrive_through_remote_write(make_daemon):
         name = max(tot, key=tot.get)
         res = p.wait_query(f'npu_op_total_ns{{kind="Kernel",name="{name}"}}')
         assert len(res) == 1
-        # pushed series carry exactly our labels (no job/instance: nothing scraped them)
-        assert res[0]["metric"] == {"__name__": "npu_op_total_ns", "host_name": HOST, "device": "0",
-                                    "kind": "Kernel", "name": name}
+        # pushed series carry exactly our labels (no instance: nothing scraped them), with the
+        # sender's kernel-reported pid and, where its status reports gave one, its job
+        got = dict(res[0]["metric"])
+        assert got.pop("pid") == str(w.p.pid), res[0]["metric"]
+        got.pop("job", None)
+        assert got == {"__name__": "npu_op_total_ns", "host_name": HOST, "device": "0",
+                       "kind": "Kernel", "name": name}
         assert float(res[0]["value"][1]) == tot[name]
         res = p.wait_query('count(npu_op_total_ns{kind="Kernel"})', lambda r: r and int(r[0]["value"][1]) == len(tot))
         for n, v in tot.items():
