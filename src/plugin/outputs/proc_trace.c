@@ -304,6 +304,52 @@ static void tr_marker_scan(struct proc *p, const struct pl_batch *b)
     }
 }
 
+/* --export-type Db: the DB gets the same window cut as the trace, so a record of the step after
+ * the window that arrives before the stop is not in it either. A range goes with the record
+ * that completed it. The common batch lies wholly inside and is passed on as it is. */
+static void tr_db_consume(struct proc *p, const struct pl_batch *b, uint64_t begin, uint64_t end)
+{
+    struct mon_record *recs = NULL;
+    struct pl_range *rng = NULL;
+    size_t i, j = 0, n = 0, m = 0;
+
+    for (i = 0; i < b->nrecs; i++) {
+        uint64_t t = trace_fmt_start(&b->recs[i]);
+        if (t < begin || t >= end)
+            break;
+    }
+    if (i == b->nrecs) {
+        proc_db_ops.consume(p->db, b);
+        return;
+    }
+    recs = malloc(b->nrecs * sizeof(*recs));
+    rng = malloc((b->nranges ? b->nranges : 1) * sizeof(*rng));
+    if (!recs || !rng) {
+        /* uncut rather than lost: the extra rows are outside the window, never missing ones */
+        proc_db_ops.consume(p->db, b);
+        goto out;
+    }
+    for (i = 0; i < b->nrecs; i++) {
+        uint64_t t = trace_fmt_start(&b->recs[i]);
+        bool keep = t >= begin && t < end;
+        for (; j < b->nranges && b->ranges[j].at == i; j++) {
+            if (!keep)
+                continue;
+            rng[m] = b->ranges[j];
+            rng[m++].at = n;
+        }
+        if (keep)
+            recs[n++] = b->recs[i];
+    }
+    if (n) {
+        struct pl_batch cut = { .recs = recs, .nrecs = n, .ranges = rng, .nranges = m };
+        proc_db_ops.consume(p->db, &cut);
+    }
+out:
+    free(recs);
+    free(rng);
+}
+
 static void tr_consume(struct proc *p, const struct pl_batch *b)
 {
     uint64_t end, begin = 0;
@@ -380,7 +426,7 @@ static void tr_consume(struct proc *p, const struct pl_batch *b)
     }
     pthread_mutex_unlock(&p->lock);
     if (p->db)
-        proc_db_ops.consume(p->db, b);
+        tr_db_consume(p, b, begin, end);
 }
 
 static int tr_tick(struct proc *p)

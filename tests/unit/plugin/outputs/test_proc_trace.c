@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <sqlite3.h>
 
 #include "export_util.h"
 #include "pl_test.h"
@@ -156,6 +157,35 @@ static void test_window_end_cuts(void **state)
     assert_true((uint64_t)cJSON_GetObjectItem(m, "windowEndNanoseconds")->valuedouble == T0 + 4500);
     assert_int_equal(count_ph(cJSON_GetObjectItem(j, "traceEvents"), "X"), 3); /* the range started before */
     cJSON_Delete(j);
+    rm_rf(dir);
+    free(dir);
+}
+
+/* --export-type Db: the DB of the window gets the same cut as the trace (k0 starts inside the
+ * window; k_no_launch starts after its end and is in neither). */
+static void test_window_end_cuts_db_too(void **state)
+{
+    char *dir = tmpdir_make(), *files[8];
+    struct proc_trace_opts o = { .start_step = 8, .stop_step = 9, .backend = "mspti", .export_db = true };
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    (void)state;
+    struct proc *p = make(dir, &o);
+    proc_trace_close_window(T0 + 4500);
+    feed(p);
+    assert_int_equal(pt_stop(p, NULL), 0);
+    pt_destroy(p);
+    size_t n = list_files(dir, ".db", files, 8);
+    assert_int_equal(n, 1);
+    assert_int_equal(sqlite3_open_v2(files[0], &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT t.startNs FROM TASK t JOIN COMPUTE_TASK_INFO c "
+                                            "ON c.globalTaskId = t.globalTaskId", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int64(st, 0), (sqlite3_int64)(T0 + 3000));
+    assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    free_list(files, n);
     rm_rf(dir);
     free(dir);
 }
@@ -379,6 +409,7 @@ int main(void)
         cmocka_unit_test(test_window_file),
         cmocka_unit_test(test_gzip_and_cap),
         cmocka_unit_test(test_window_end_cuts),
+        cmocka_unit_test(test_window_end_cuts_db_too),
         cmocka_unit_test(test_concurrent_producers),
         cmocka_unit_test(test_dir_gone_at_stop),
         cmocka_unit_test(test_marker_window),
