@@ -126,29 +126,41 @@ static void cvec_free(struct cvec *v)
     *v = (struct cvec){ 0 };
 }
 
+static void *cvec_push_slow(struct cvec *v, int32_t kind);
+
 /* Room for one more record (g_mu held); NULL when out of memory. */
-static void *cvec_push(struct cvec *v, int32_t kind)
+static inline void *cvec_push(struct cvec *v, int32_t kind)
 {
-    if (v->cur == v->cur_end) {
-        uint8_t *c;
-        if (!v->esz) {
-            v->esz = kind_esz(kind);
-            v->per_chunk = CHUNK_BYTES / v->esz;
-        }
-        if (v->nchunks == v->cap_chunks) {
-            size_t nc = v->cap_chunks ? v->cap_chunks * 2 : 16;
-            uint8_t **nv = realloc(v->chunks, nc * sizeof(*nv));
-            if (!nv)
-                return NULL;
-            v->chunks = nv;
-            v->cap_chunks = nc;
-        }
-        if (!(c = chunk_alloc()))
-            return NULL;
-        v->chunks[v->nchunks++] = c;
-        v->cur = c;
-        v->cur_end = c + v->per_chunk * v->esz;
+    if (v->cur != v->cur_end) {
+        void *r = v->cur;
+        v->cur += v->esz;
+        v->n++;
+        return r;
     }
+    return cvec_push_slow(v, kind);
+}
+
+/* cvec_push when the last chunk is full (or there is none). */
+static void *cvec_push_slow(struct cvec *v, int32_t kind)
+{
+    uint8_t *c;
+    if (!v->esz) {
+        v->esz = kind_esz(kind);
+        v->per_chunk = CHUNK_BYTES / v->esz;
+    }
+    if (v->nchunks == v->cap_chunks) {
+        size_t nc = v->cap_chunks ? v->cap_chunks * 2 : 16;
+        uint8_t **nv = realloc(v->chunks, nc * sizeof(*nv));
+        if (!nv)
+            return NULL;
+        v->chunks = nv;
+        v->cap_chunks = nc;
+    }
+    if (!(c = chunk_alloc()))
+        return NULL;
+    v->chunks[v->nchunks++] = c;
+    v->cur = c;
+    v->cur_end = c + v->per_chunk * v->esz;
     void *r = v->cur;
     v->cur += v->esz;
     v->n++;

@@ -220,6 +220,7 @@ static size_t deliver_window(struct pipeline *pl, struct mon_record *recs, size_
     struct pl_range ranges[PL_RANGES];
     size_t kept = 0, nr = 0, i;
     uint64_t now = 0;
+    uint64_t last_dev = UINT64_MAX; /* the Kernel device noted last in this window */
 
     for (i = 0; i < n && nr + 2 <= PL_RANGES; i++) {
         struct mon_record *r = &recs[i];
@@ -246,7 +247,10 @@ static size_t deliver_window(struct pipeline *pl, struct mon_record *recs, size_
         r = &recs[kept];
         switch (r->kind) {
         case MON_KIND_KERNEL:
-            add_device(pl, r->u.kernel.device_id);
+            if (r->u.kernel.device_id != last_dev) { /* a run of one device's kernels: noted once */
+                last_dev = r->u.kernel.device_id;
+                add_device(pl, last_dev);
+            }
             break;
         case MON_KIND_COMMUNICATION:
             add_device(pl, r->u.comm.device_id);
