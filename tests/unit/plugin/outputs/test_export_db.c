@@ -472,8 +472,7 @@ static void test_rollback_on_full_file(void **state)
     assert_true(pid >= 0);
     if (pid == 0) {
         signal(SIGXFSZ, SIG_IGN);
-        /* 1 MiB: room for the first commits (16 of the DB's 64 KiB pages), not for all 60 */
-        struct rlimit rl = {1024 * 1024, 1024 * 1024};
+        struct rlimit rl = {96 * 1024, 96 * 1024};
         setrlimit(RLIMIT_FSIZE, &rl);
         struct proc *p = session(dir, 0);
         for (int b = 0; b < 60; b++) {
