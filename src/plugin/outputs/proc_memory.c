@@ -260,20 +260,26 @@ static uint32_t sig_lookup(const struct sig *g)
 #define SIG_CACHE 1024
 static struct sig_slot { const char *p0, *p1; uint32_t n0, n1, id; } g_sig_cache[SIG_CACHE];
 
-static uint32_t sig_id(const char *p0, const char *p1, uint32_t n0, uint32_t n1)
+/* sig_id on a cache miss: intern the strings, look the signature up, fill the slot. */
+static uint32_t sig_id_miss(struct sig_slot *c, const char *p0, const char *p1, uint32_t n0, uint32_t n1)
+{
+    struct sig g = { { str_id(p0), p1 ? str_id(p1) : NO_STR, n0, n1 } };
+    uint32_t id = sig_lookup(&g);
+
+    *c = (struct sig_slot){ p0, p1, n0, n1, id };
+    return id;
+}
+
+/* Inlined: the hit (nearly every record) costs a hash and one cache line. */
+static inline uint32_t sig_id(const char *p0, const char *p1, uint32_t n0, uint32_t n1)
 {
     size_t slot = (((uintptr_t)p0 >> 3) ^ ((uintptr_t)p1 >> 2) ^ n0 * 0x85EBCA6Bu ^ n1 * 0x27D4EB2Fu) *
                       0x9E3779B97F4A7C15ull >> 54;
     struct sig_slot *c = &g_sig_cache[slot];
-    struct sig g;
-    uint32_t id;
 
     if (c->p0 == p0 && c->p1 == p1 && c->n0 == n0 && c->n1 == n1 && c->id != NO_STR && (p0 || p1))
         return c->id;
-    g = (struct sig){ { str_id(p0), p1 ? str_id(p1) : NO_STR, n0, n1 } };
-    id = sig_lookup(&g);
-    *c = (struct sig_slot){ p0, p1, n0, n1, id };
-    return id;
+    return sig_id_miss(c, p0, p1, n0, n1);
 }
 
 /* The 12-byte Kernel/API record just pushed to v (g_mu held); the whole record goes to the
