@@ -148,10 +148,9 @@ char *jsonl_fmt_marker(char *o, const struct pl_range *l, size_t nlen, size_t dl
 }
 
 
-size_t jsonl_fmt_strings(const struct mon_record *r, struct jsonl_strs *ret)
+size_t jsonl_fmt_string_ptrs(const struct mon_record *r, const char **s)
 {
     size_t k = 0;
-    const char **s = ret->s;
     if (mon_kind_is_api(r->kind)) {
         s[k++] = mon_kind_name(r->kind);
         s[k++] = r->u.api.name;
@@ -166,9 +165,16 @@ size_t jsonl_fmt_strings(const struct mon_record *r, struct jsonl_strs *ret)
         s[k++] = r->u.hccl.comm_name;
         s[k++] = r->u.hccl.name;
     }
+    return k;
+}
+
+size_t jsonl_fmt_strings(const struct mon_record *r, struct jsonl_strs *ret)
+{
+    size_t k = jsonl_fmt_string_ptrs(r, ret->s);
+
     ret->total = 0;
     for (size_t i = 0; i < k; i++) {
-        ret->n[i] = jsonl_fmt_slen(s[i]);
+        ret->n[i] = jsonl_fmt_slen(ret->s[i]);
         ret->escaped[i] = false;
         ret->total += ret->n[i];
     }
