@@ -282,20 +282,10 @@ static inline uint32_t sig_id(const char *p0, const char *p1, uint32_t n0, uint3
     return sig_id_miss(c, p0, p1, n0, n1);
 }
 
-/* The 12-byte Kernel/API record just pushed to v (g_mu held); the whole record goes to the
- * side list when a field does not fit. */
-static void store_ranged(struct cvec *v, struct c_kernel *r, uint64_t start, uint64_t end, uint64_t corr,
-                         uint32_t sig)
+/* store_ranged for a record that does not fit 12 bytes: whole into the side list. */
+static void store_long(struct cvec *v, struct c_kernel *r, uint64_t start, uint64_t end, uint64_t corr,
+                       uint32_t sig, int64_t ds, int64_t dc)
 {
-    int64_t ds = (int64_t)(start - v->prev_start), dc = (int64_t)(corr - v->prev_corr);
-
-    v->prev_start = start;
-    v->prev_corr = corr;
-    if (sig < SIG_SHORT && ds >= INT32_MIN && ds <= INT32_MAX && dc >= INT16_MIN && dc <= INT16_MAX &&
-        end >= start && end - start < DUR_LONG) {
-        *r = (struct c_kernel){ (int32_t)ds, (uint32_t)(end - start), (uint16_t)sig, (int16_t)dc };
-        return;
-    }
     *r = (struct c_kernel){ 0, DUR_LONG, 0, 0 };
     if (v->nlongs == v->cap_longs) {
         size_t nc = v->cap_longs ? v->cap_longs * 2 : 64;
@@ -312,6 +302,23 @@ static void store_ranged(struct cvec *v, struct c_kernel *r, uint64_t start, uin
         v->cap_longs = nc;
     }
     v->longs[v->nlongs++] = (struct long_rec){ v->n - 1, start, end, corr, sig };
+}
+
+/* The 12-byte Kernel/API record just pushed to v (g_mu held); the whole record goes to the
+ * side list when a field does not fit. Inlined: the fit is every record but a few. */
+static inline void store_ranged(struct cvec *v, struct c_kernel *r, uint64_t start, uint64_t end, uint64_t corr,
+                                uint32_t sig)
+{
+    int64_t ds = (int64_t)(start - v->prev_start), dc = (int64_t)(corr - v->prev_corr);
+
+    v->prev_start = start;
+    v->prev_corr = corr;
+    if (sig < SIG_SHORT && ds >= INT32_MIN && ds <= INT32_MAX && dc >= INT16_MIN && dc <= INT16_MAX &&
+        end >= start && end - start < DUR_LONG) {
+        *r = (struct c_kernel){ (int32_t)ds, (uint32_t)(end - start), (uint16_t)sig, (int16_t)dc };
+        return;
+    }
+    store_long(v, r, start, end, corr, sig, ds, dc);
 }
 
 static void reset_locked(void)
