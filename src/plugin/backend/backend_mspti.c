@@ -94,8 +94,11 @@ static void bm_complete(uint8_t *buf, size_t size, size_t valid)
     if (!buf)
         return; /* a declined request being completed */
     pthread_rwlock_rdlock(&bm.lock);
-    if (bm.sink && valid > 0)
+    if (bm.sink && valid > 0) {
+        mon_cpu_buffer_begin(); /* the session's consumer CPU, timed once per buffer */
         bm_consume(&bm.active->lib, buf, valid);
+        mon_cpu_buffer_end();
+    }
     pthread_rwlock_unlock(&bm.lock);
     bufpool_put(bm.pool, buf); /* always, also for empty buffers (D4) */
 }

@@ -25,6 +25,8 @@ struct jsonl_strs {
 size_t jsonl_fmt_slen(const char *s);
 /* Bound of one line whose strings have str_bytes bytes (worst-case escaping). */
 size_t jsonl_fmt_bound(size_t str_bytes);
+/* r's strings, pointers only, in the order jsonl_fmt_strings lists them; returns how many (<= 4). */
+size_t jsonl_fmt_string_ptrs(const struct mon_record *r, const char **s);
 /* Fill *ret with r's strings (none escaped); returns how many. */
 size_t jsonl_fmt_strings(const struct mon_record *r, struct jsonl_strs *ret);
 /* Write r's line at o (room: jsonl_fmt_bound(st->total)); returns its end, NULL for a kind

@@ -293,19 +293,23 @@ static void emit_marker(struct lbuild *lb, const struct pl_range *line)
         lb_commit(lb, jsonl_fmt_marker(o, line, nlen, dlen));
 }
 
-/* The escaped copy of s (n bytes), from the session's cache; false when s is not cached and
- * its slot is taken (the caller escapes it while formatting, as for any string). */
-static bool esc_lookup(struct proc *p, const char *s, size_t n, const char **ret, size_t *ret_len)
+/* The escaped copy of s (not NULL) from the session's cache, keyed by the pointer: a hit
+ * never measures s. False when s is not cached and cannot be (its slot is taken, too long,
+ * out of memory): *ret_len is then strlen(s) and the caller escapes it while formatting, as
+ * for any string. */
+static bool esc_lookup(struct proc *p, const char *s, const char **ret, size_t *ret_len)
 {
     struct esc_slot *sl = &p->esc[((uintptr_t)s >> 3) * 0x9E3779B97F4A7C15ull >> 54 & (JSONL_ESC_SLOTS - 1)];
     uintptr_t v = atomic_load_explicit(&sl->src, memory_order_acquire), expect = 0;
+    size_t n;
 
     if (v == (uintptr_t)s) {
         *ret = sl->esc;
         *ret_len = sl->len;
         return true;
     }
-    if (v != 0 || n > JSONL_ESC_MAX ||
+    *ret_len = n = strlen(s);
+    if (v != 0 || n == 0 || n > JSONL_ESC_MAX ||
         !atomic_compare_exchange_strong_explicit(&sl->src, &expect, ESC_BUSY, memory_order_acquire,
                                                  memory_order_relaxed))
         return false;
@@ -325,12 +329,13 @@ static bool esc_lookup(struct proc *p, const char *s, size_t n, const char **ret
 static void emit_record(struct lbuild *lb, const struct mon_record *r)
 {
     struct jsonl_strs st;
-    size_t k = jsonl_fmt_strings(r, &st);
-    /* Names repeat on almost every record: escape each once per session, not once per line. */
+    size_t k = jsonl_fmt_string_ptrs(r, st.s);
+    /* Names repeat on almost every record: escape each once per session, not once per line,
+     * and find it by its pointer without measuring it. */
     st.total = 0;
     for (size_t i = 0; i < k; i++) {
-        if (st.n[i] && esc_lookup(lb->p, st.s[i], st.n[i], &st.s[i], &st.n[i]))
-            st.escaped[i] = true;
+        st.n[i] = 0;
+        st.escaped[i] = st.s[i] && esc_lookup(lb->p, st.s[i], &st.s[i], &st.n[i]);
         st.total += st.n[i];
     }
     if (st.total >= JSONL_LINE_MAX)

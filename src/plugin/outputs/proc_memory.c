@@ -1,6 +1,6 @@
 /* proc_memory: standalone processor. Results live in module state (the Python accessors
  * have no session handle) guarded by one mutex. While a session collects, each kind is a
- * chunked array of compact records (24 B for Kernel/API, 48–56 B for markers and
+ * chunked array of compact records (12 B for Kernel/API, 48–56 B for markers and
  * Communication: strings as ids) in 2 MiB huge-page chunks that never move; the 120-byte
  * msmon_result array a reader asks for is materialised from them on the first read after
  * stop. Marker results are the pipeline's completed parts, in the order their records arrived. */
@@ -17,13 +17,18 @@
 #define NO_STR UINT32_MAX /* the pool was full / out of memory: the field reads NULL */
 
 /* Compact stored records, one layout per kind family. Kernel and API records (nearly all of
- * them) are 24 B: what repeats (name, type, device, stream / name, pid, tid) is one id into a
- * table of signatures, the end is a 32-bit duration (longer ones, and end < start, go to a
- * side list). Each byte stored is a byte the kernel zeroes on first touch, which is most of
- * the cost of storing on this path. */
+ * them) are 12 B: what repeats (name, type, device, stream / name, pid, tid) is a 16-bit id
+ * into a table of signatures, the start and the correlation id are deltas from the kind's
+ * previous record (results are only ever decoded in order), the end is a 32-bit duration.
+ * A record that does not fit (signature id >= 65535, a start more than ±2.1 s or a
+ * correlation id more than ±32767 from the previous one, end < start or a duration >= 4.29 s)
+ * is stored whole in a side list (40 B more; at worst 52 B per record). Each byte stored is a
+ * byte the kernel zeroes on first touch, which is most of the cost of storing on this path. */
 struct c_kernel {
-    uint64_t start, corr;
-    uint32_t sig, dur;
+    int32_t dstart;
+    uint32_t dur;
+    uint16_t sig;
+    int16_t dcorr;
 };
 struct c_comm {
     uint64_t start, end, corr, count;
@@ -36,9 +41,10 @@ struct c_marker {
     int32_t source_kind;
     uint32_t pad;
 };
-_Static_assert(sizeof(struct c_kernel) == 24 && sizeof(struct c_comm) == 56 && sizeof(struct c_marker) == 48,
+_Static_assert(sizeof(struct c_kernel) == 12 && sizeof(struct c_comm) == 56 && sizeof(struct c_marker) == 48,
                "compact result layouts");
-#define DUR_LONG UINT32_MAX /* the end is in the kind's side list */
+#define DUR_LONG UINT32_MAX /* the whole record is in the kind's side list */
+#define SIG_SHORT 0xFFFFu   /* signature ids below this fit a c_kernel */
 
 /* A signature: Kernel (name, type, device, stream) or API (name, pid, tid, 0). */
 struct sig {
@@ -56,8 +62,9 @@ struct cvec {
     size_t esz;        /* bytes per record */
     size_t per_chunk;
     uint8_t *cur, *cur_end; /* free space of the last chunk */
-    struct long_end { size_t i; uint64_t end; } *longs; /* DUR_LONG records, ascending i */
+    struct long_rec { size_t i; uint64_t start, end, corr; uint32_t sig; } *longs; /* DUR_LONG records, ascending i */
     size_t nlongs, cap_longs;
+    uint64_t prev_start, prev_corr; /* of the last Kernel/API record stored: the delta base */
 };
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -119,29 +126,41 @@ static void cvec_free(struct cvec *v)
     *v = (struct cvec){ 0 };
 }
 
+static void *cvec_push_slow(struct cvec *v, int32_t kind);
+
 /* Room for one more record (g_mu held); NULL when out of memory. */
-static void *cvec_push(struct cvec *v, int32_t kind)
+static inline void *cvec_push(struct cvec *v, int32_t kind)
 {
-    if (v->cur == v->cur_end) {
-        uint8_t *c;
-        if (!v->esz) {
-            v->esz = kind_esz(kind);
-            v->per_chunk = CHUNK_BYTES / v->esz;
-        }
-        if (v->nchunks == v->cap_chunks) {
-            size_t nc = v->cap_chunks ? v->cap_chunks * 2 : 16;
-            uint8_t **nv = realloc(v->chunks, nc * sizeof(*nv));
-            if (!nv)
-                return NULL;
-            v->chunks = nv;
-            v->cap_chunks = nc;
-        }
-        if (!(c = chunk_alloc()))
-            return NULL;
-        v->chunks[v->nchunks++] = c;
-        v->cur = c;
-        v->cur_end = c + v->per_chunk * v->esz;
+    if (v->cur != v->cur_end) {
+        void *r = v->cur;
+        v->cur += v->esz;
+        v->n++;
+        return r;
     }
+    return cvec_push_slow(v, kind);
+}
+
+/* cvec_push when the last chunk is full (or there is none). */
+static void *cvec_push_slow(struct cvec *v, int32_t kind)
+{
+    uint8_t *c;
+    if (!v->esz) {
+        v->esz = kind_esz(kind);
+        v->per_chunk = CHUNK_BYTES / v->esz;
+    }
+    if (v->nchunks == v->cap_chunks) {
+        size_t nc = v->cap_chunks ? v->cap_chunks * 2 : 16;
+        uint8_t **nv = realloc(v->chunks, nc * sizeof(*nv));
+        if (!nv)
+            return NULL;
+        v->chunks = nv;
+        v->cap_chunks = nc;
+    }
+    if (!(c = chunk_alloc()))
+        return NULL;
+    v->chunks[v->nchunks++] = c;
+    v->cur = c;
+    v->cur_end = c + v->per_chunk * v->esz;
     void *r = v->cur;
     v->cur += v->esz;
     v->n++;
@@ -241,46 +260,65 @@ static uint32_t sig_lookup(const struct sig *g)
 #define SIG_CACHE 1024
 static struct sig_slot { const char *p0, *p1; uint32_t n0, n1, id; } g_sig_cache[SIG_CACHE];
 
-static uint32_t sig_id(const char *p0, const char *p1, uint32_t n0, uint32_t n1)
+/* sig_id on a cache miss: intern the strings, look the signature up, fill the slot. */
+static uint32_t sig_id_miss(struct sig_slot *c, const char *p0, const char *p1, uint32_t n0, uint32_t n1)
 {
-    size_t slot = (((uintptr_t)p0 >> 3) ^ ((uintptr_t)p1 >> 2) ^ n0 * 0x85EBCA6Bu ^ n1 * 0x27D4EB2Fu) *
-                      0x9E3779B97F4A7C15ull >> 54;
-    struct sig_slot *c = &g_sig_cache[slot];
-    struct sig g;
-    uint32_t id;
+    struct sig g = { { str_id(p0), p1 ? str_id(p1) : NO_STR, n0, n1 } };
+    uint32_t id = sig_lookup(&g);
 
-    if (c->p0 == p0 && c->p1 == p1 && c->n0 == n0 && c->n1 == n1 && c->id != NO_STR && (p0 || p1))
-        return c->id;
-    g = (struct sig){ { str_id(p0), p1 ? str_id(p1) : NO_STR, n0, n1 } };
-    id = sig_lookup(&g);
     *c = (struct sig_slot){ p0, p1, n0, n1, id };
     return id;
 }
 
-/* 24-byte Kernel/API record i of v (g_mu held); the end goes to the side list when it does
- * not fit the duration. */
-static void store_ranged(struct cvec *v, struct c_kernel *r, uint64_t start, uint64_t end, uint64_t corr,
-                         uint32_t sig)
+/* Inlined: the hit (nearly every record) costs a hash and one cache line. */
+static inline uint32_t sig_id(const char *p0, const char *p1, uint32_t n0, uint32_t n1)
 {
-    r->start = start;
-    r->corr = corr;
-    r->sig = sig;
-    if (end >= start && end - start < DUR_LONG) {
-        r->dur = (uint32_t)(end - start);
-        return;
-    }
-    r->dur = DUR_LONG;
+    size_t slot = (((uintptr_t)p0 >> 3) ^ ((uintptr_t)p1 >> 2) ^ n0 * 0x85EBCA6Bu ^ n1 * 0x27D4EB2Fu) *
+                      0x9E3779B97F4A7C15ull >> 54;
+    struct sig_slot *c = &g_sig_cache[slot];
+
+    if (c->p0 == p0 && c->p1 == p1 && c->n0 == n0 && c->n1 == n1 && c->id != NO_STR && (p0 || p1))
+        return c->id;
+    return sig_id_miss(c, p0, p1, n0, n1);
+}
+
+/* store_ranged for a record that does not fit 12 bytes: whole into the side list. */
+static void store_long(struct cvec *v, struct c_kernel *r, uint64_t start, uint64_t end, uint64_t corr,
+                       uint32_t sig, int64_t ds, int64_t dc)
+{
+    *r = (struct c_kernel){ 0, DUR_LONG, 0, 0 };
     if (v->nlongs == v->cap_longs) {
         size_t nc = v->cap_longs ? v->cap_longs * 2 : 64;
-        struct long_end *nv = realloc(v->longs, nc * sizeof(*nv));
+        struct long_rec *nv = realloc(v->longs, nc * sizeof(*nv));
         if (!nv) {
-            r->dur = 0; /* out of memory: the end reads as the start */
+            /* out of memory: the record reads with the previous start, zero length and
+             * signature 0, and the delta base stays what the decoder will have */
+            r->dur = 0;
+            v->prev_start -= (uint64_t)ds;
+            v->prev_corr -= (uint64_t)dc;
             return;
         }
         v->longs = nv;
         v->cap_longs = nc;
     }
-    v->longs[v->nlongs++] = (struct long_end){ v->n - 1, end };
+    v->longs[v->nlongs++] = (struct long_rec){ v->n - 1, start, end, corr, sig };
+}
+
+/* The 12-byte Kernel/API record just pushed to v (g_mu held); the whole record goes to the
+ * side list when a field does not fit. Inlined: the fit is every record but a few. */
+static inline void store_ranged(struct cvec *v, struct c_kernel *r, uint64_t start, uint64_t end, uint64_t corr,
+                                uint32_t sig)
+{
+    int64_t ds = (int64_t)(start - v->prev_start), dc = (int64_t)(corr - v->prev_corr);
+
+    v->prev_start = start;
+    v->prev_corr = corr;
+    if (sig < SIG_SHORT && ds >= INT32_MIN && ds <= INT32_MAX && dc >= INT16_MIN && dc <= INT16_MAX &&
+        end >= start && end - start < DUR_LONG) {
+        *r = (struct c_kernel){ (int32_t)ds, (uint32_t)(end - start), (uint16_t)sig, (int16_t)dc };
+        return;
+    }
+    store_long(v, r, start, end, corr, sig, ds, dc);
 }
 
 static void reset_locked(void)
@@ -344,8 +382,14 @@ int proc_memory_kinds(int32_t *out, size_t cap, size_t *ret_n)
     return n > cap ? -ENOSPC : 0;
 }
 
-/* One msmon_result from the compact record i of kind (g_mu held); *li walks the side list. */
-static void materialise_one(int32_t kind, const struct cvec *v, size_t i, size_t *li, struct msmon_result *r)
+/* Decoding state of one kind's compact records, walked in order. */
+struct walk {
+    size_t li;             /* next side-list entry */
+    uint64_t start, corr;  /* of the previous Kernel/API record */
+};
+
+/* One msmon_result from the compact record i of kind (g_mu held), i ascending from 0. */
+static void materialise_one(int32_t kind, const struct cvec *v, size_t i, struct walk *w, struct msmon_result *r)
 {
     const void *e = cvec_at(v, i);
 
@@ -380,12 +424,21 @@ static void materialise_one(int32_t kind, const struct cvec *v, size_t i, size_t
         }
     } else {
         const struct c_kernel *c = e;
-        const struct sig *g = c->sig < g_nsigs ? &g_sigs[c->sig] : NULL;
-        r->start_ns = c->start;
-        r->end_ns = c->start + c->dur;
-        if (c->dur == DUR_LONG && *li < v->nlongs && v->longs[*li].i == i)
-            r->end_ns = v->longs[(*li)++].end;
-        r->correlation_id = c->corr;
+        uint32_t sig = c->sig;
+        if (c->dur == DUR_LONG && w->li < v->nlongs && v->longs[w->li].i == i) {
+            const struct long_rec *l = &v->longs[w->li++];
+            w->start = l->start;
+            w->corr = l->corr;
+            r->end_ns = l->end;
+            sig = l->sig;
+        } else {
+            w->start += (uint64_t)(int64_t)c->dstart;
+            w->corr += (uint64_t)(int64_t)c->dcorr;
+            r->end_ns = w->start + c->dur;
+        }
+        r->start_ns = w->start;
+        r->correlation_id = w->corr;
+        const struct sig *g = sig < g_nsigs ? &g_sigs[sig] : NULL;
         if (!g)
             return;
         r->name = str_text(g->v[0]);
@@ -413,9 +466,9 @@ static int materialise(int32_t kind)
         arr = malloc(v->n * sizeof(*arr));
         if (!arr)
             return -ENOMEM;
-        size_t li = 0;
+        struct walk w = { 0 };
         for (size_t i = 0; i < v->n; i++)
-            materialise_one(kind, v, i, &li, &arr[i]);
+            materialise_one(kind, v, i, &w, &arr[i]);
         g_mat[kind] = arr;
     }
     g_mat_done[kind] = true;

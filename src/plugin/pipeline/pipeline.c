@@ -220,6 +220,7 @@ static size_t deliver_window(struct pipeline *pl, struct mon_record *recs, size_
     struct pl_range ranges[PL_RANGES];
     size_t kept = 0, nr = 0, i;
     uint64_t now = 0;
+    uint64_t last_dev = UINT64_MAX; /* the Kernel device noted last in this window */
 
     for (i = 0; i < n && nr + 2 <= PL_RANGES; i++) {
         struct mon_record *r = &recs[i];
@@ -246,7 +247,10 @@ static size_t deliver_window(struct pipeline *pl, struct mon_record *recs, size_
         r = &recs[kept];
         switch (r->kind) {
         case MON_KIND_KERNEL:
-            add_device(pl, r->u.kernel.device_id);
+            if (r->u.kernel.device_id != last_dev) { /* a run of one device's kernels: noted once */
+                last_dev = r->u.kernel.device_id;
+                add_device(pl, last_dev);
+            }
             break;
         case MON_KIND_COMMUNICATION:
             add_device(pl, r->u.comm.device_id);
@@ -274,10 +278,36 @@ static size_t deliver_window(struct pipeline *pl, struct mon_record *recs, size_
     return i;
 }
 
+/* The open buffer bracket of this completion thread (mon_cpu_buffer_begin): deliveries inside
+ * it are charged together at its end, to the pipeline that received them. The sink is fixed
+ * while a buffer is walked (the backend holds its lock shared), so one pipeline per bracket. */
+static _Thread_local bool tl_in_buffer;
+static _Thread_local struct pipeline *tl_pl;
+static _Thread_local uint64_t tl_cpu0;
+
+void mon_cpu_buffer_begin(void)
+{
+    tl_in_buffer = true;
+    tl_pl = NULL;
+    tl_cpu0 = thread_cpu_ns();
+}
+
+void mon_cpu_buffer_end(void)
+{
+    if (tl_pl)
+        atomic_fetch_add_explicit(&tl_pl->c.cpu_ns, thread_cpu_ns() - tl_cpu0, memory_order_relaxed);
+    tl_in_buffer = false;
+    tl_pl = NULL;
+}
+
 void pipeline_deliver(struct pipeline *pl, struct mon_record *recs, size_t n)
 {
-    uint64_t cpu0 = thread_cpu_ns();
+    bool bracket = tl_in_buffer;
+    uint64_t cpu0 = bracket ? 0 : thread_cpu_ns();
     size_t k = n;
+
+    if (bracket)
+        tl_pl = pl;
 
     atomic_fetch_add_explicit(&pl->c.consumed, n, memory_order_relaxed);
     if (pl->fs)
@@ -285,7 +315,8 @@ void pipeline_deliver(struct pipeline *pl, struct mon_record *recs, size_t n)
     atomic_fetch_add_explicit(&pl->c.filtered, n - k, memory_order_relaxed);
     for (size_t off = 0; off < k;)
         off += deliver_window(pl, recs + off, k - off < PL_WINDOW ? k - off : PL_WINDOW);
-    atomic_fetch_add_explicit(&pl->c.cpu_ns, thread_cpu_ns() - cpu0, memory_order_relaxed);
+    if (!bracket)
+        atomic_fetch_add_explicit(&pl->c.cpu_ns, thread_cpu_ns() - cpu0, memory_order_relaxed);
 }
 
 void pipeline_set_declined(struct pipeline *pl, uint64_t n)

@@ -127,4 +127,12 @@ const char *mon_comm_dtype_name(int32_t dt);
 /* MemCpy kind name ("UNKNOWN", "HTOH", "HTOD", "DTOH", "DTOD", "DEFAULT"); "UNKNOWN" if out of range. */
 const char *mon_memcpy_kind_name(int32_t k);
 
+/* Consumer-CPU accounting per vendor buffer (implemented by the pipeline): a backend brackets
+ * the walk of one buffer with these on its completion thread, and the pipeline that received
+ * the buffer's batches is charged the bracket's thread CPU once, at the end (two clock reads
+ * per buffer instead of two per batch; the walk and the conversion count too). Outside a
+ * bracket every delivery is timed on its own. */
+void mon_cpu_buffer_begin(void);
+void mon_cpu_buffer_end(void);
+
 #endif

@@ -748,6 +748,52 @@ static void test_standalone_compact_store(void **state)
     proc_memory_reset();
 }
 
+/* The 12-byte layout's escapes: starts jumping back and forth by more than ±2.1 s, correlation
+ * ids by more than ±32767, more than 65534 distinct signatures and long durations, mixed with
+ * records that fit, all read back exactly and in order. */
+static void test_standalone_delta_escapes(void **state)
+{
+    (void)state;
+    enum { N = 150016 };
+    int32_t kinds[] = { MON_KIND_KERNEL };
+    struct proc_config cfg = { .mode = PROC_STANDALONE, .session_start_ns = 1000 };
+    struct proc *p = NULL;
+    struct mon_record r[256];
+    const struct msmon_result *arr;
+    size_t n;
+
+#define ESC_START(k) ((k) % 5 == 0 ? 10000000000ull + (k) * 7 : (k) % 5 == 1 ? 20000000000ull - (k) : 15000000000ull + (k) * 3)
+#define ESC_END(k) (ESC_START(k) + ((k) % 17 == 0 ? 6000000000ull : (k) % 1000))
+#define ESC_CORR(k) ((k) % 3 == 0 ? (k) * 40000 : (k) % 3 == 1 ? 1ull << 40 : (k) + 5)
+    assert_int_equal(proc_memory_set_requested_kinds(kinds, 1), 0);
+    assert_int_equal(pt_create(&proc_memory_ops, &cfg, &p), 0);
+    for (uint64_t i = 0; i < N; i += 256) {
+        for (size_t j = 0; j < 256; j++) {
+            uint64_t k = i + j;
+            r[j] = kern((uint32_t)(k % 2), "MatMul", ESC_START(k), ESC_END(k));
+            r[j].u.kernel.stream_id = (uint32_t)(k < 100000 ? k : k % 7); /* 100000 signatures */
+            r[j].u.kernel.correlation_id = ESC_CORR(k);
+        }
+        pt_consume(p, r, 256);
+    }
+    assert_int_equal(proc_memory_ops.stop(p, NULL), 0);
+    assert_int_equal(proc_memory_results(MON_KIND_KERNEL, &arr, &n), 0);
+    assert_int_equal(n, N);
+    for (uint64_t k = 0; k < n; k++) {
+        if (arr[k].start_ns != ESC_START(k) || arr[k].end_ns != ESC_END(k) || arr[k].correlation_id != ESC_CORR(k) ||
+            arr[k].device_id != k % 2 || arr[k].stream_id != (k < 100000 ? k : k % 7) ||
+            strcmp(arr[k].name, "MatMul") != 0)
+            fail_msg("kernel %llu differs: %llu-%llu corr %llu dev %u stream %u", (unsigned long long)k,
+                     (unsigned long long)arr[k].start_ns, (unsigned long long)arr[k].end_ns,
+                     (unsigned long long)arr[k].correlation_id, arr[k].device_id, arr[k].stream_id);
+    }
+#undef ESC_START
+#undef ESC_END
+#undef ESC_CORR
+    pt_destroy(p);
+    proc_memory_reset();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -762,6 +808,7 @@ int main(void)
         cmocka_unit_test(test_metric_aggregates_off),
         cmocka_unit_test(test_standalone),
         cmocka_unit_test(test_standalone_compact_store),
+        cmocka_unit_test(test_standalone_delta_escapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
