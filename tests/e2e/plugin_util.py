@@ -67,7 +67,10 @@ def data_lines(daemon):
     JSON logger's own lines flatten values to strings and drop arrays, so counts come from
     the raw messages."""
     out = []
-    for line in daemon.log().splitlines():
+    text = daemon.log()
+    # the daemon may be in the middle of writing the last line: only whole lines count
+    lines = text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]
+    for line in lines:
         if "Received data message : " in line:
             out.append(json.loads(line.split("Received data message : ", 1)[1]))
     return out
