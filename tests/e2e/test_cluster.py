@@ -2,7 +2,8 @@
 (own socket dir and HOME each, one RPC port, a hostfile naming them node01 … node08), two
 simulated ranks per host with the plugin, and one real dyno for all of them: the merged
 status, `dyno steps` naming the slow rank (compute / communication) or nobody, and
-`dyno nputrace --aligned` giving every rank the same start step."""
+`dyno nputrace --aligned` giving every rank the same start step, and every rank's trace file
+covering exactly the same steps."""
 import json
 import os
 import subprocess
@@ -207,6 +208,17 @@ def test_status_table_and_aligned_nputrace(cluster, tmp_path):
     assert set(seen.values()) == {(start, start + 2)}, seen  # the same 2 iterations everywhere
     assert len(states) == n and {h for h, _ in states} == set(cluster.addrs)
     assert all(s & {"Ready", "Running", "Idle"} for s in states.values()), states
+
+    # and what each rank wrote: one trace per rank, every one of exactly steps [start, start+2)
+    from trace_util import check_schema, load_trace, step_ranges, trace_files
+    wait_until(lambda: all(trace_files(tmp_path, p.p.pid) for p in cluster.ranks), 90, "every rank's trace",
+               diag=lambda: repr(sorted(os.listdir(tmp_path))))
+    for p in cluster.ranks:
+        files = trace_files(tmp_path, p.p.pid)
+        assert len(files) == 1 and f"_step{start}-{start + 2}.json" in files[0], files
+        tr = load_trace(files[0])
+        check_schema(tr)
+        assert step_ranges(tr) == [f"step {start}", f"step {start + 1}"], (files[0], step_ranges(tr))
 
 
 @pytest.mark.parametrize("kind", ["host"])
