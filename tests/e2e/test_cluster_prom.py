@@ -8,7 +8,6 @@ import subprocess
 import tempfile
 import time
 
-
 from conftest import Daemon, Proc, binpath, free_port
 
 HOSTS = 4
