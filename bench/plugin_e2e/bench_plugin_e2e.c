@@ -114,6 +114,26 @@ static void walk_complete(uint8_t *buf, size_t size, size_t valid)
     free(buf);
 }
 
+/* The baselines' completion callback: each Kernel of the buffer to each(), under one lock
+ * (the simulator may complete buffers on several threads; one baseline runs per process). */
+static pthread_mutex_t baseline_lock = PTHREAD_MUTEX_INITIALIZER;
+static void baseline_walk(uint8_t *buf, size_t valid, void (*each)(const msptiActivityKernel *))
+{
+    msptiActivity *r = NULL;
+    uint64_t n = 0;
+    if (!buf)
+        return;
+    pthread_mutex_lock(&baseline_lock);
+    while (sim.next(buf, valid, &r) == MSPTI_SUCCESS) {
+        if (r->kind == MSPTI_ACTIVITY_KIND_KERNEL)
+            each((const msptiActivityKernel *)r);
+        n++;
+    }
+    pthread_mutex_unlock(&baseline_lock);
+    __atomic_fetch_add(&walked, n, __ATOMIC_RELAXED);
+    free(buf);
+}
+
 /* ---- SQLite alone: what the DB mode's rows cost SQLite itself, with nothing of the plugin
  * around it. The rows of db_rows.c's add_kernel (TASK + COMPUTE_TASK_INFO per Kernel), the
  * pragmas, statement shape (64-row INSERT, parameters rebound only when they change) and
@@ -127,14 +147,13 @@ struct floor_tab {
     size_t n;
 };
 static struct {
-    pthread_mutex_t lock;
     sqlite3 *db;
     struct floor_tab task, cti;
     const char *ptr[256];
     int64_t ptr_id[256], next_id, next_task, pid;
     uint64_t recs;
     int failed;
-} flr = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} flr;
 
 static int64_t floor_sid(const char *s)
 {
@@ -176,38 +195,30 @@ static void floor_close(void)
     sqlite3_close(flr.db);
 }
 
+/* One Kernel's rows, inserted 64 at a time, committed every BENCHDB_TX_RECS. */
+static void floor_kernel(const msptiActivityKernel *k)
+{
+    int64_t name = floor_sid(k->name), type = floor_sid(k->type), task = flr.next_task++;
+    int64_t *t = &flr.task.rows[flr.task.n++ * 11], *c = &flr.cti.rows[flr.cti.n++ * 15];
+    t[0] = (int64_t)k->start; t[1] = (int64_t)k->end; t[2] = k->ds.deviceId;
+    t[3] = (int64_t)k->correlationId; t[4] = task; t[5] = flr.pid; t[6] = type;
+    t[7] = 4294967295LL; t[8] = k->ds.streamId; t[9] = 4294967295LL; t[10] = 4294967295LL;
+    c[0] = name; c[1] = task; c[2] = 4294967295LL; c[3] = 4294967295LL; c[4] = type;
+    for (int i = 5; i < 15; i++)
+        c[i] = FLOOR_NA;
+    if (flr.task.n == BENCHDB_MULTI) {
+        flr.failed |= benchdb_insert(flr.db, &flr.task.ins, flr.task.rows, BENCHDB_MULTI);
+        flr.failed |= benchdb_insert(flr.db, &flr.cti.ins, flr.cti.rows, BENCHDB_MULTI);
+        flr.task.n = flr.cti.n = 0;
+    }
+    if (++flr.recs % BENCHDB_TX_RECS == 0) /* a multiple of 64: no rows pending */
+        flr.failed |= benchdb_exec(flr.db, "COMMIT") | benchdb_exec(flr.db, "BEGIN");
+}
+
 static void floor_complete(uint8_t *buf, size_t size, size_t valid)
 {
-    msptiActivity *r = NULL;
-    uint64_t n = 0;
     (void)size;
-    if (!buf)
-        return;
-    pthread_mutex_lock(&flr.lock);
-    while (sim.next(buf, valid, &r) == MSPTI_SUCCESS) {
-        if (r->kind != MSPTI_ACTIVITY_KIND_KERNEL)
-            continue;
-        const msptiActivityKernel *k = (const msptiActivityKernel *)r;
-        int64_t name = floor_sid(k->name), type = floor_sid(k->type), task = flr.next_task++;
-        int64_t *t = &flr.task.rows[flr.task.n++ * 11], *c = &flr.cti.rows[flr.cti.n++ * 15];
-        t[0] = (int64_t)k->start; t[1] = (int64_t)k->end; t[2] = k->ds.deviceId;
-        t[3] = (int64_t)k->correlationId; t[4] = task; t[5] = flr.pid; t[6] = type;
-        t[7] = 4294967295LL; t[8] = k->ds.streamId; t[9] = 4294967295LL; t[10] = 4294967295LL;
-        c[0] = name; c[1] = task; c[2] = 4294967295LL; c[3] = 4294967295LL; c[4] = type;
-        for (int i = 5; i < 15; i++)
-            c[i] = FLOOR_NA;
-        if (flr.task.n == BENCHDB_MULTI) {
-            flr.failed |= benchdb_insert(flr.db, &flr.task.ins, flr.task.rows, BENCHDB_MULTI);
-            flr.failed |= benchdb_insert(flr.db, &flr.cti.ins, flr.cti.rows, BENCHDB_MULTI);
-            flr.task.n = flr.cti.n = 0;
-        }
-        if (++flr.recs % BENCHDB_TX_RECS == 0) /* a multiple of 64: no rows pending */
-            flr.failed |= benchdb_exec(flr.db, "COMMIT") | benchdb_exec(flr.db, "BEGIN");
-        n++;
-    }
-    pthread_mutex_unlock(&flr.lock);
-    __atomic_fetch_add(&walked, n, __ATOMIC_RELAXED);
-    free(buf);
+    baseline_walk(buf, valid, floor_kernel);
 }
 
 /* ---- files alone: the JSONL mode's bytes without the plugin. One fixed Kernel line per record
@@ -221,12 +232,11 @@ static const char files_line[] =
     "\"name\":\"MatMul2\",\"startNs\":1749889801120000000,\"streamId\":2,"
     "\"type\":\"KERNEL_AICORE\"}\n";
 static struct {
-    pthread_mutex_t lock;
     char dir[4096], *buf;
     size_t used;
     uint64_t lines, files, bytes;
     int fd, failed;
-} fls = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+} fls = {.fd = -1};
 
 static void files_write(void)
 {
@@ -271,28 +281,21 @@ static void files_close(void)
     free(fls.buf);
 }
 
+static void files_kernel(const msptiActivityKernel *k)
+{
+    (void)k;
+    if (fls.used + sizeof(files_line) > FILES_BUF)
+        files_write();
+    memcpy(fls.buf + fls.used, files_line, sizeof(files_line) - 1);
+    fls.used += sizeof(files_line) - 1;
+    if (++fls.lines % FILES_LINES == 0)
+        files_rotate();
+}
+
 static void files_complete(uint8_t *buf, size_t size, size_t valid)
 {
-    msptiActivity *r = NULL;
-    uint64_t n = 0;
     (void)size;
-    if (!buf)
-        return;
-    pthread_mutex_lock(&fls.lock);
-    while (sim.next(buf, valid, &r) == MSPTI_SUCCESS) {
-        if (r->kind != MSPTI_ACTIVITY_KIND_KERNEL)
-            continue;
-        if (fls.used + sizeof(files_line) > FILES_BUF)
-            files_write();
-        memcpy(fls.buf + fls.used, files_line, sizeof(files_line) - 1);
-        fls.used += sizeof(files_line) - 1;
-        if (++fls.lines % FILES_LINES == 0)
-            files_rotate();
-        n++;
-    }
-    pthread_mutex_unlock(&fls.lock);
-    __atomic_fetch_add(&walked, n, __ATOMIC_RELAXED);
-    free(buf);
+    baseline_walk(buf, valid, files_kernel);
 }
 
 /* ---- plugin config through msmon_enable_npu_monitor ---- */
