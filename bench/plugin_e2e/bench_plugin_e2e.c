@@ -140,6 +140,7 @@ static void baseline_walk(uint8_t *buf, size_t valid, void (*each)(const msptiAc
  * transaction size (65536 rows) of proc_db.c, built and inserted right in the completion
  * callback: no queue, no pipeline, no second thread. ---- */
 #define FLOOR_NA 2 /* string ids: name/type pointers get ids from 3 on */
+#define FLOOR_SLOTS 1024
 struct floor_tab {
     struct benchdb_ins ins;
     const char *table;
@@ -149,20 +150,26 @@ struct floor_tab {
 static struct {
     sqlite3 *db;
     struct floor_tab task, cti;
-    const char *ptr[256];
-    int64_t ptr_id[256], next_id, next_task, pid;
+    const char *ptr[FLOOR_SLOTS];
+    int64_t ptr_id[FLOOR_SLOTS], next_id, next_task, pid;
     uint64_t recs;
     int failed;
 } flr;
 
+/* A stable id per name pointer, like the plugin's pool (the simulator's names live at fixed
+ * addresses): open addressing, linear probing; ids of a full table keep growing instead. */
 static int64_t floor_sid(const char *s)
 {
-    size_t slot = (size_t)(((uintptr_t)s >> 3) * 0x9E3779B97F4A7C15ull >> 56);
-    if (flr.ptr[slot] != s) {
-        flr.ptr[slot] = s;
-        flr.ptr_id[slot] = flr.next_id++;
+    size_t slot = (size_t)(((uintptr_t)s >> 3) * 0x9E3779B97F4A7C15ull >> 54); /* 10 bits */
+    for (size_t i = 0; i < FLOOR_SLOTS; i++, slot = (slot + 1) % FLOOR_SLOTS) {
+        if (flr.ptr[slot] == s)
+            return flr.ptr_id[slot];
+        if (!flr.ptr[slot]) {
+            flr.ptr[slot] = s;
+            return flr.ptr_id[slot] = flr.next_id++;
+        }
     }
-    return flr.ptr_id[slot];
+    return flr.next_id++;
 }
 
 static int floor_open(const char *dir)
