@@ -509,6 +509,14 @@ int main(int argc, char **argv)
             ssize_t got = read(pfd[0], &r, sizeof(r));
             close(pfd[0]);
             waitpid(pid, NULL, 0);
+            /* A run's files go right after it. Kept, the later runs' writes are throttled
+             * by their writeback (~7 GB at 5 M records: /proc/pressure/io went to 50 %); gone,
+             * the next run's file creations pass over their inodes (ext4's recently_deleted),
+             * the same for every run of every mode. */
+            char cmd[1300];
+            snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+            if (system(cmd) != 0)
+                fprintf(stderr, "bench: cleanup of %s failed\n", dir);
             if (got != (ssize_t)sizeof(r)) {
                 fprintf(stderr, "bench: %s run %d failed\n", mode, i);
                 continue;
@@ -556,10 +564,6 @@ int main(int argc, char **argv)
                    "msmon_result array: %.0f MB\n", "", rss[ok / 2] * 1048576.0 / (double)rows, rss_read[ok / 2]);
         fflush(stdout);
     }
-    /* Every run's files stay until here: ext4 passes over the inodes deleted in the last
-     * minutes whenever it allocates one (recently_deleted), so a mode creating its ~500
-     * rotated files right after another run removed as many spent ~20 % of its writer thread
-     * there, and the modes would not be measured alike. Up to ~7 GB at 5 M records. */
     char cmd[1200];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
     return system(cmd) == 0 ? 0 : 1;
