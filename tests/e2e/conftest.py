@@ -87,6 +87,18 @@ class Proc:
         return self.p.returncode
 
 
+def _dgram_live(path):
+    """Whether a datagram socket is bound at path (connect() sends nothing)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 class Daemon(Proc):
     """dynolog with --enable_ipc_monitor, sockets in its own directory."""
 
@@ -109,10 +121,12 @@ class Daemon(Proc):
         super().__init__(argv, env=denv, logname="dynolog", tmpdir=self.sockdir)
         self.wait_log("Listening to connections on port")
         if ipc:
+            # bound, not just present: a stale file from an earlier daemon exists before this
+            # one replaces it (the IPC endpoints come after the TCP listener)
             deadline = time.monotonic() + 5
-            while not os.path.exists(os.path.join(self.sockdir, "dynolog.sock")):
+            while not _dgram_live(os.path.join(self.sockdir, "dynolog.sock")):
                 if time.monotonic() > deadline:
-                    raise AssertionError("dynolog.sock not created:\n" + self.log())
+                    raise AssertionError("dynolog.sock not served:\n" + self.log())
                 time.sleep(0.01)
 
     def sock(self, name):
