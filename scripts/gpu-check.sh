@@ -228,6 +228,10 @@ pass "daemon (port $PORT)"
 
 dyno() { MSMONITOR_SOCKET_DIR="$WORK/sock" HOME="$WORK/sock" timeout 30 "$DYNO" --hostname localhost --port "$PORT" "$@"; }
 
+# registered PID: the daemon logged a registration whose pid list holds PID. $! is the pid of
+# `timeout`, so the app itself registers as its child: PID is the app's first ancestor there.
+registered() { grep -Eq "Registered process \(([0-9]+, )*$1[,)]" "$WORK/dynolog.log"; }
+
 # run_app NAME EXTRA_DYNO_ARGS...: start the app injected, start collection, let it run to exit.
 # NAME nputrace: `dyno nputrace EXTRA_DYNO_ARGS...` instead of npu-monitor.
 run_app() {
@@ -246,11 +250,11 @@ run_app() {
         timeout "$(left)" "$WORK/app" "$STEPS" "$dir/ready" "$dir/go" >"$dir/app.log" 2>&1 &
     local apid=$!
     for _ in $(seq 300); do
-        [ -e "$dir/ready" ] && grep -q "Registered process ($apid" "$WORK/dynolog.log" && break
+        [ -e "$dir/ready" ] && registered "$apid" && break
         kill -0 "$apid" 2>/dev/null || break # the app died (no device, injection failed)
         sleep 0.1
     done
-    if ! grep -q "Registered process ($apid" "$WORK/dynolog.log"; then
+    if ! registered "$apid"; then
         fail "$name register" "the injected app did not register (app: $(tail -2 "$dir/app.log" | tr '\n' ' '))"
         kill "$apid" 2>/dev/null
         return 1
