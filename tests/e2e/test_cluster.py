@@ -13,7 +13,8 @@ import time
 import pytest
 
 from conftest import Daemon, Proc, binpath, free_port
-from dyn_util import dyn_rank, plugin_log, rank_env, wait_until
+from dyn_util import dyn_rank, plugin_log, rank_env
+from waits import wait_until
 
 HOSTS = 8
 RANKS_PER_HOST = 2

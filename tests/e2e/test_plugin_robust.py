@@ -12,6 +12,7 @@ from conftest import binpath, run_dyno
 from daemon_util import set_config
 from plugin_util import (FillWorkload, Workload, data_lines, kinds_after, thread_names,
                          wait_registered)
+from waits import wait_until
 
 KERNEL_MASK = 1 << 2
 EXHAUSTED = "Buffer allocation exhausted, allocCnt: 32"
@@ -24,10 +25,8 @@ PRELOAD_HINT = "; this kind needs libmspti.so in LD_PRELOAD (CANN < 9.0.0, see F
 
 def _wait_any(w, lines, timeout=20.0):
     """Wait until one of the exact `lines` is in the plugin log."""
-    deadline = time.monotonic() + timeout
-    while not any(line in w.plugin_log() for line in lines):
-        assert time.monotonic() < deadline, (lines, w.plugin_log()[-4000:])
-        time.sleep(0.05)
+    wait_until(lambda: any(line in w.plugin_log() for line in lines), timeout, f"one of {lines}",
+               diag=lambda: w.plugin_log()[-4000:])
 
 
 def _start(daemon, kinds, *extra, interval="1"):

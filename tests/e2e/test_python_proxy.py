@@ -8,7 +8,8 @@ import time
 import pytest
 
 from conftest import Proc, run_dyno
-from python_util import PYTHON, py_env, require_packages, wait_polling
+from python_util import PYTHON, py_env, require_packages
+from waits import wait_polling
 
 FRAMEWORK = r"""
 import json, sys, time

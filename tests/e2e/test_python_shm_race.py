@@ -89,7 +89,7 @@ def test_poller_survives_exit_of_the_thread_that_called_init(make_daemon, tmp_pa
     """init() from a short-lived thread must not cost the node its poller (a thread of the
     creator rank, not of the calling thread): a config is still published."""
     from conftest import run_dyno
-    from python_util import wait_polling
+    from waits import wait_polling
     daemon = make_daemon()
     shm = tmp_path / "shm"
     shm.mkdir()
