@@ -45,12 +45,9 @@ print(json.dumps({{"creator": creator, "same": (a.st_ino, a.st_dev) == (b.st_ino
 """
     rank = Proc([PYTHON, "-c", code], env=py_env(), logname="rank", tmpdir=str(tmp_path))
     try:
-        import time
-        deadline = time.monotonic() + 30
-        while not opened_by(rank.p.pid, path):
-            assert rank.p.poll() is None, rank.log()
-            assert time.monotonic() < deadline, "rank never opened the segment"
-            time.sleep(0.01)
+        from waits import wait_until
+        wait_until(lambda: opened_by(rank.p.pid, path), 30, "the rank to open the segment", diag=rank.log,
+                   alive=rank, interval=0.01)
         os.unlink(path)
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
