@@ -232,8 +232,14 @@ def _verify_unit(root):
     units = root.p("/usr/lib/systemd/system")
     for f in glob.glob("/usr/lib/systemd/system/*"):
         dst = units / os.path.basename(f)
-        if not os.path.lexists(dst):
-            sh(["cp", "-a", f, str(dst)])
+        if os.path.lexists(dst):
+            continue
+        if os.path.islink(f):
+            os.symlink(os.readlink(f), dst)
+        elif os.path.isdir(f):
+            shutil.copytree(f, dst, symlinks=True)
+        else:
+            shutil.copy2(f, dst)
     unit = str(units / "dynolog.service")
     r = sh(["systemd-analyze", "verify", f"--root={root.root}", unit], check=False)
     assert r.returncode == 0, r.stdout + r.stderr
