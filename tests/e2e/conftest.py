@@ -6,9 +6,10 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 
 import pytest
+
+from waits import wait_log, wait_until
 
 BUILD = os.environ.get("MSMON_BUILD_DIR") or os.path.join(
     os.path.dirname(__file__), "..", "..", "build")
@@ -56,16 +57,7 @@ class Proc:
 
     def wait_log(self, text, timeout=10.0, count=1):
         """Wait until `text` appears `count` times in the output; returns the output."""
-        deadline = time.monotonic() + timeout
-        while True:
-            out = self.log()
-            if out.count(text) >= count:
-                return out
-            if self.p.poll() is not None and out.count(text) < count:
-                raise AssertionError(f"process exited ({self.p.returncode}) before {text!r}:\n{out[-4000:]}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timeout waiting for {text!r}:\n{out[-4000:]}")
-            time.sleep(0.02)
+        return wait_log(self.log, text, timeout, count=count, alive=self)
 
     def stop(self, sig=signal.SIGTERM, timeout=5.0):
         if self.p.poll() is None:
@@ -123,11 +115,8 @@ class Daemon(Proc):
         if ipc:
             # bound, not just present: a stale file from an earlier daemon exists before this
             # one replaces it (the IPC endpoints come after the TCP listener)
-            deadline = time.monotonic() + 5
-            while not _dgram_live(os.path.join(self.sockdir, "dynolog.sock")):
-                if time.monotonic() > deadline:
-                    raise AssertionError("dynolog.sock not served:\n" + self.log())
-                time.sleep(0.01)
+            wait_until(lambda: _dgram_live(os.path.join(self.sockdir, "dynolog.sock")), 30,
+                       "dynolog.sock to be served", diag=self.log, alive=self, interval=0.01)
 
     def sock(self, name):
         return os.path.join(self.sockdir, name)

@@ -1,10 +1,10 @@
 """Helpers for the dyno-mode (dynamic_profile shm handoff) end-to-end tests: the C training
-rank dyn_rank, its environment, its plugin log, and a polling wait with a diagnostic."""
+rank dyn_rank, its environment, its plugin log (waits come from waits.py)."""
 import glob
 import os
-import time
 
 from conftest import BUILD, binpath
+from waits import wait_until  # noqa: F401 (re-exported: the dyno-mode tests import it from here)
 
 
 def dyn_rank():
@@ -12,14 +12,6 @@ def dyn_rank():
     if not os.path.exists(path):
         raise FileNotFoundError(f"dyn_rank not built under {BUILD}")
     return path
-
-
-def wait_until(pred, timeout, what, diag=None):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timeout waiting for {what}" + (f":\n{diag()}" if diag else ""))
-        time.sleep(0.05)
 
 
 def plugin_log(d):

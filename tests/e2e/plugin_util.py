@@ -4,9 +4,9 @@ daemon's JSON-logger data lines."""
 import glob
 import json
 import os
-import time
 
 from conftest import Proc, binpath
+from waits import wait_log, wait_until
 
 
 class Workload(Proc):
@@ -28,11 +28,7 @@ class Workload(Proc):
         argv = [binpath("mssim-train"), "--with-plugin", binpath("libmsmonitor.so"),
                 "--steps", "0", "--ready-file", self.ready] + list(args)
         super().__init__(argv, env=env, logname="workload", tmpdir=tmpdir)
-        deadline = time.monotonic() + 20
-        while not os.path.exists(self.ready):
-            if self.p.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("workload not ready:\n" + self.log())
-            time.sleep(0.02)
+        wait_until(lambda: os.path.exists(self.ready), 60, "the workload to be ready", diag=self.log, alive=self)
 
     def plugin_log(self):
         out = ""
@@ -42,14 +38,7 @@ class Workload(Proc):
         return out
 
     def wait_plugin_log(self, text, timeout=20.0, count=1):
-        deadline = time.monotonic() + timeout
-        while True:
-            out = self.plugin_log()
-            if out.count(text) >= count:
-                return out
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timeout waiting for {text!r} in plugin log:\n{out[-4000:]}")
-            time.sleep(0.05)
+        return wait_log(self.plugin_log, text, timeout, what=f"{text!r} in the plugin log", count=count)
 
     def ground_truth(self):
         """Records the simulator appended to our buffers (complete once the workload exited)."""
@@ -81,15 +70,14 @@ def wait_registered(daemon, pid, timeout=20.0):
     it `polling`): only then does a config sent with `dyno` reach it (the daemon targets the
     processes that polled, and registration is logged before the first poll arrives)."""
     from daemon_util import rpc_json
-    deadline = time.monotonic() + timeout
     daemon.wait_log(f"Registered process ({pid}", timeout=timeout)
-    while True:
-        st = rpc_json(daemon.port, {"fn": "getStatus"}) or {}
-        if any(p["pid"] == pid and p["polling"] for p in st.get("processes", [])):
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"pid {pid} registered but never polled: {st}")
-        time.sleep(0.02)
+    last = {}
+
+    def polled():
+        last["st"] = st = rpc_json(daemon.port, {"fn": "getStatus"}) or {}
+        return any(p["pid"] == pid and p["polling"] for p in st.get("processes", []))
+    wait_until(polled, timeout, f"pid {pid} (registered) to poll", diag=lambda: repr(last.get("st")),
+               interval=0.02)
 
 
 def thread_names(pid):
@@ -150,11 +138,8 @@ class FillWorkload(Proc):
             env.update(extra_env)
         argv = ["/usr/bin/python3", "-c", _FILL_SCRIPT, str(mask), str(burst), str(pause_s), self.ready]
         super().__init__(argv, env=env, logname="fill", tmpdir=tmpdir)
-        deadline = time.monotonic() + 20
-        while not os.path.exists(self.ready):
-            if self.p.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("fill workload not ready:\n" + self.log())
-            time.sleep(0.02)
+        wait_until(lambda: os.path.exists(self.ready), 60, "the fill workload to be ready", diag=self.log,
+                   alive=self)
 
     plugin_log = Workload.plugin_log
     wait_plugin_log = Workload.wait_plugin_log

@@ -4,13 +4,13 @@ daemon's /metrics endpoint."""
 import collections
 import json
 import os
-import time
 import urllib.parse
 import urllib.request
 
 import pytest
 
 from conftest import Proc, free_port
+from waits import wait_until
 
 PROMETHEUS = "/usr/bin/prometheus"
 
@@ -48,20 +48,18 @@ class PromServer(Proc):
         if self.web_config:
             argv.append(f"--web.config.file={self.web_config}")
         super().__init__(argv, env=dict(os.environ), logname=f"prometheus{self.runs}", tmpdir=self.dir)
-        deadline = time.monotonic() + 60
         import ssl
         ctx = ssl._create_unverified_context()
-        while True:
+
+        def ready():
             try:
                 with urllib.request.urlopen(f"{self.scheme}://127.0.0.1:{self.port}/-/ready", timeout=2,
                                             context=ctx) as r:
-                    if r.status == 200:
-                        return
+                    return r.status == 200
             except OSError:
-                pass
-            if self.p.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("prometheus did not become ready:\n" + self.log()[-3000:])
-            time.sleep(0.1)
+                return False
+        wait_until(ready, 60, "prometheus to become ready", diag=lambda: self.log()[-3000:], alive=self,
+                   interval=0.1)
 
     @property
     def write_url(self):
@@ -83,14 +81,33 @@ class PromServer(Proc):
         return sum(len(r["values"]) for r in self.query(selector + "[1d]"))
 
     def wait_query(self, q, pred=lambda res: bool(res), timeout=60.0):
-        deadline = time.monotonic() + timeout
-        res = None
-        while time.monotonic() < deadline:
-            res = self.query(q)
-            if pred(res):
-                return res
-            time.sleep(0.25)
-        raise AssertionError(f"query {q!r} never satisfied; last result {res}\n" + self.log()[-2000:])
+        last = {}
+
+        def ok():
+            last["res"] = res = self.query(q)
+            return (res,) if pred(res) else None   # a tuple: an empty result may satisfy pred
+        return wait_until(ok, timeout, f"query {q!r}", interval=0.25,
+                          diag=lambda: f"last result {last.get('res')}\n" + self.log()[-2000:])[0]
+
+    def rule_evaluations(self):
+        """The last evaluation time of every rule group (the /api/v1/rules API)."""
+        import ssl
+        url = f"{self.scheme}://127.0.0.1:{self.port}/api/v1/rules"
+        with urllib.request.urlopen(url, timeout=10, context=ssl._create_unverified_context()) as r:
+            doc = json.load(r)
+        return {g["name"]: g.get("lastEvaluation") for g in doc["data"]["groups"]}
+
+    def wait_rule_evaluations(self, n, timeout=60.0):
+        """Every rule group has been evaluated `n` more times (seen as `n` changes of its last
+        evaluation time): a state to wait for instead of a rule interval's worth of time."""
+        seen = {name: [t] for name, t in self.rule_evaluations().items()}
+
+        def ok():
+            for name, t in self.rule_evaluations().items():
+                if seen.setdefault(name, [t])[-1] != t:
+                    seen[name].append(t)
+            return all(len(v) > n for v in seen.values())
+        wait_until(ok, timeout, f"{n} more rule evaluations", diag=lambda: repr(seen), interval=0.1)
 
 
 def scrape(port, path="/metrics", method="GET", timeout=10):

@@ -11,6 +11,7 @@ import tempfile
 import pytest
 
 from conftest import BUILD, SOURCE
+from waits import wait_polling  # noqa: F401 (re-exported for the tests that import it from here)
 
 PYTHON = os.environ.get("MSMON_PYTHON", "/usr/bin/python3")
 PKG = os.path.join(BUILD, "python", "pkg")
@@ -58,19 +59,6 @@ def read_dump(path):
     """The simulator's ground truth: one JSON object per appended record."""
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
-
-
-def wait_polling(daemon, run_dyno, timeout=30.0):
-    """Wait until some registered process has polled once (only then can a config reach it)."""
-    import time
-    deadline = time.monotonic() + timeout
-    while True:
-        r = run_dyno(daemon, "status")
-        if '"polling":true' in r.stdout:
-            return json.loads(r.stdout[r.stdout.index("{"):])
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no process polled in time:\n{r.stdout}\n{daemon.log()[-3000:]}")
-        time.sleep(0.1)
 
 
 __all__ = ["BUILD", "SOURCE", "PYTHON", "PKG", "SIM_LIB", "sys", "require_packages", "py_env",

@@ -13,7 +13,8 @@ import time
 import pytest
 
 from conftest import Daemon, Proc, binpath, free_port
-from dyn_util import dyn_rank, plugin_log, rank_env, wait_until
+from dyn_util import dyn_rank, plugin_log, rank_env
+from waits import wait_until
 
 HOSTS = 8
 RANKS_PER_HOST = 2
@@ -101,16 +102,15 @@ def watch_for_slow(c, until_step):
     """`dyno steps --json` until a view flags a rank or every rank passed until_step; returns
     (first flagging view or None, all views)."""
     views = []
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+
+    def decided():
         v = c.dyno_json("steps", "--json")
         views.append(v)
         if v["slow_ranks"]:
-            return v, views
-        if v["window"]["last_step"] >= until_step:
-            return None, views
-        time.sleep(0.2)
-    raise AssertionError(f"no view reached step {until_step}: {views[-1] if views else None}")
+            return (v,)
+        return (None,) if v["window"]["last_step"] >= until_step else None
+    return wait_until(decided, 120, f"a view flagging a rank or reaching step {until_step}",
+                      diag=lambda: repr(views[-1] if views else None), interval=0.2)[0], views
 
 
 @pytest.mark.parametrize("kind,factor", [("compute", 1.2), ("communication", 3.0)])

@@ -14,8 +14,9 @@ import time
 import pytest
 
 from conftest import Proc, run_dyno
-from dyn_util import dyn_rank, plugin_log, rank_env, wait_until
-from python_util import PYTHON, py_env, require_packages, wait_polling
+from dyn_util import dyn_rank, plugin_log, rank_env
+from python_util import PYTHON, py_env, require_packages
+from waits import wait_polling, wait_until
 
 PREFIX = "DynamicProfileNpuShm"
 FAST_RETRY = {"MSMONITOR_RETRY_INITIAL_S": "0.2", "MSMONITOR_RETRY_MAX_S": "1"}

@@ -8,10 +8,10 @@ import json
 import os
 import sqlite3
 import tempfile
-import time
 
 from conftest import BUILD, Proc, run_dyno, binpath
 from plugin_util import data_lines, thread_names, wait_registered, Workload
+from waits import wait_until
 
 SIMDIR = os.path.join(BUILD, "src", "sim", "cupti")
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
@@ -42,11 +42,7 @@ class CudaApp(Proc):
         argv = [os.path.join(SIMDIR, "mssim-cuda-app"), "--steps", str(steps), "--rate", str(rate),
                 "--ready-file", self.ready, "--go-file", self.gofile]
         super().__init__(argv, env=env, logname="cudaapp", tmpdir=tmpdir)
-        deadline = time.monotonic() + 20
-        while not os.path.exists(self.ready):
-            if self.p.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("cuda app not ready:\n" + self.log())
-            time.sleep(0.02)
+        wait_until(lambda: os.path.exists(self.ready), 60, "the cuda app to be ready", diag=self.log, alive=self)
 
     plugin_log = Workload.plugin_log
     wait_plugin_log = Workload.wait_plugin_log
@@ -229,7 +225,9 @@ for step in range(10):
     sim.range_end(r)
     time.sleep(0.02)
 sim.add_dropped(7)
-time.sleep(1.5)  # one report tick sees the dropped count
+# a report tick must see the dropped count: the test says when it has (argv[3] appears)
+while not os.path.exists(sys.argv[3]):
+    time.sleep(0.01)
 plugin.msmon_native_poll_stop()
 plugin.msmon_finalize()
 print("STATS", sim.stats(), flush=True)
@@ -247,24 +245,23 @@ def test_python_workload_on_simulated_cuda(daemon):
     logged."""
     from conftest import SOURCE
     tmp = tempfile.mkdtemp(prefix="mmc")
-    ready, go = os.path.join(tmp, "ready"), os.path.join(tmp, "go")
+    ready, go, seen = os.path.join(tmp, "ready"), os.path.join(tmp, "go"), os.path.join(tmp, "seen")
     env = daemon.client_env()
     env.update({"MSMONITOR_USE_DAEMON": "1", "MSMONITOR_NATIVE_POLL": "1", "MSMONITOR_BACKEND": "cupti",
                 "MSMONITOR_CUPTI_LIB": os.path.join(SIMDIR, "libcupti.so"), "MSMONITOR_LOG_PATH": tmp,
                 "MSMON_E2E_PYPATH": os.path.join(SOURCE, "python"), "MSMON_E2E_PLUGIN": binpath("libmsmonitor.so"),
                 "PYTHONDONTWRITEBYTECODE": "1"})
-    w = PyProc(["/usr/bin/python3", "-c", _PY_WORKLOAD, ready, go], env=env, logname="py", tmpdir=tmp)
+    w = PyProc(["/usr/bin/python3", "-c", _PY_WORKLOAD, ready, go, seen], env=env, logname="py", tmpdir=tmp)
     try:
-        deadline = time.monotonic() + 20
-        while not os.path.exists(ready):
-            assert w.p.poll() is None and time.monotonic() < deadline, w.log()
-            time.sleep(0.02)
+        wait_until(lambda: os.path.exists(ready), 60, "the Python workload to be ready", diag=w.log, alive=w)
         wait_registered(daemon, w.p.pid)
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--report-interval-s", "1",
                      "--mspti-activity-kind", "Kernel,Communication")
         assert r.returncode == 0, r.stderr + r.stdout
         w.wait_plugin_log("MsptiMonitor start successfully")
         open(go, "w").close()
+        w.wait_plugin_log("CUPTI dropped 7 records", timeout=60)
+        open(seen, "w").close()
         w.p.wait(60)
     finally:
         w.stop()

@@ -8,13 +8,13 @@ import stat
 import struct
 import subprocess
 import tempfile
-import time
 
 import pytest
 
 from conftest import Daemon, binpath, free_port
 from daemon_util import rpc, rpc_json, set_config
 from ipcclient import IpcClient, build
+from waits import wait_status
 
 NPU_CFG = "NPU_MONITOR_START=true\nNPU_MONITOR_STOP=false\nREPORT_INTERVAL_S=60"
 TRACE_CFG = "PROFILE_START_STEP=-1\nACTIVITIES_ITERATIONS=1"
@@ -34,18 +34,6 @@ def client(d):
     c = IpcClient(d.sockdir)
     yield c
     c.close()
-
-
-def wait_status(port, trace=None, monitor=None):
-    """Status datagrams get no reply: wait until getStatus shows them applied."""
-    deadline = time.monotonic() + 5
-    while True:
-        st = rpc_json(port, {"fn": "getStatus"})
-        if (trace is None or st["nputrace"] == trace) and \
-                (monitor is None or st["npumonitor"] == monitor):
-            return st
-        assert time.monotonic() < deadline, st
-        time.sleep(0.01)
 
 
 def idle_status(c, port):

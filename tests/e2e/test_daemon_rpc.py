@@ -12,6 +12,7 @@ import pytest
 
 from conftest import Daemon, binpath, free_port
 from daemon_util import frame, rpc, rpc_json, rpc_raw
+from waits import wait_until
 
 
 @pytest.fixture
@@ -141,9 +142,7 @@ def test_dyno_sock_local_rpc():
     d = Daemon(ipc=False)
     try:
         path = d.sock("dyno.sock")
-        deadline = time.monotonic() + 5
-        while not os.path.exists(path) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: os.path.exists(path), 30, "dyno.sock", interval=0.01)
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
         assert not os.path.exists(d.sock("dynolog.sock"))   # IPC disabled
         out = rpc_raw(payload=frame('{"fn":"getVersion"}'), unix=path)

@@ -11,12 +11,12 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 import threading
 
 import pytest
 
 from conftest import SOURCE, Daemon, binpath, free_port
+from waits import wait_until
 
 OK, FAIL, INFO = "\u2714", "\u2718", "\u2139"
 VERSION = open(os.path.join(SOURCE, "VERSION")).readline().strip()
@@ -310,13 +310,9 @@ def test_real_job_end_to_end(env):
                      "--mspti-activity-kind", "Kernel")
         assert r.returncode == 0, r.stderr + r.stdout
         w.wait_plugin_log("MsptiMonitor start successfully")
-        deadline = time.monotonic() + 20
-        while True:
-            r = doctor(d.port, env, "--pid", str(w.p.pid))
-            if [ln for ln in r.checks if f"pid {w.p.pid}: session consumed" in ln]:
-                break
-            assert time.monotonic() < deadline, r.stdout
-            time.sleep(0.3)
+        r = wait_until(lambda: (lambda r: r if [ln for ln in r.checks if f"pid {w.p.pid}: session consumed" in ln]
+                                else None)(doctor(d.port, env, "--pid", str(w.p.pid))), 60,
+                       "doctor to see the session consume", interval=0.3)
         line(r, OK, f"pid {w.p.pid}: session consumed")
         line(r, OK, f"pid {w.p.pid} has MSMONITOR_USE_DAEMON=1")
         line(r, OK, f"npu-monitor Running (pid {w.p.pid})")

@@ -8,10 +8,10 @@ import os
 import sqlite3
 import stat
 import tempfile
-import time
 
 from conftest import run_dyno
-from plugin_util import Workload, wait_registered
+from plugin_util import Workload, data_lines, wait_registered
+from waits import wait_until
 
 KINDS = "Kernel,API,AclAPI,NodeAPI,RuntimeAPI"
 API_TYPE = {"API": 10000, "AclAPI": 20000, "NodeAPI": 10000, "RuntimeAPI": 5000}
@@ -43,7 +43,10 @@ def _run(daemon, export, stop_by_duration):
         if stop_by_duration:
             w.wait_plugin_log("expired", timeout=30)
         else:
-            time.sleep(2.5)  # let a few report ticks write batches
+            # a few report ticks write batches: wait for the daemon to have seen two of them
+            wait_until(lambda: sum(1 for d in data_lines(daemon) if d.get("kind") == "PluginStats"
+                                   and d.get("pid") == w.p.pid) >= 2, 60, "two report ticks",
+                       diag=lambda: daemon.log()[-3000:], alive=w)
             r = run_dyno(daemon, "npu-monitor", "--npu-monitor-stop")
             assert r.returncode == 0, r.stderr + r.stdout
             w.wait_plugin_log("MsptiMonitor stop successfully")

@@ -9,12 +9,12 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
-import time
 
 import pytest
 
 from conftest import run_dyno
 from plugin_util import Workload, wait_registered
+from waits import wait_until
 
 KINDS = "Kernel,API,AclAPI,RuntimeAPI,Marker"
 
@@ -96,10 +96,8 @@ def test_read_only_log_dir_is_refused_and_process_keeps_running(daemon):
                 assert r.returncode == 0, r.stderr + r.stdout
                 w.wait_plugin_log("Invalid log path, mspti monitor start failed", count=i + 1, timeout=30)
             assert "MsptiMonitor start successfully" not in w.plugin_log()
-            deadline = time.monotonic() + 10
-            while '"npumonitor":"Idle"' not in _status(daemon):
-                assert time.monotonic() < deadline, _status(daemon)
-                time.sleep(0.1)
+            wait_until(lambda: '"npumonitor":"Idle"' in _status(daemon), 30, "npumonitor Idle",
+                       diag=lambda: _status(daemon))
             assert w.p.poll() is None
             assert os.listdir(fs) == []
         finally:

@@ -6,11 +6,11 @@ import json
 import os
 import re
 import tempfile
-import time
 
 from conftest import SOURCE, run_dyno
 from daemon_util import rpc, rpc_json
 from ipcclient import IpcClient
+from waits import wait_until
 
 FIXTURES = os.path.join(SOURCE, "tests", "unit", "daemon", "fixtures", "kmon")
 
@@ -26,14 +26,8 @@ def json_lines(daemon):
 
 
 def wait_record(daemon, pred, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        for rec in json_lines(daemon):
-            if pred(rec):
-                return rec
-        if time.monotonic() > deadline:
-            raise AssertionError("no matching host-metrics record:\n" + daemon.log()[-4000:])
-        time.sleep(0.05)
+    return wait_until(lambda: next((rec for rec in json_lines(daemon) if pred(rec)), None), timeout,
+                      "a matching host-metrics record", diag=lambda: daemon.log()[-4000:])
 
 
 def point(link, snap):

@@ -10,15 +10,14 @@ import re
 import socket
 import struct
 import sys
-import time
 import uuid
 
 import pytest
 
 from conftest import Daemon, Proc, run_dyno
-from daemon_util import rpc_json
 from ipcclient import (HDR, KINETO_DEST, IpcClient, KinetoClient, build, kineto_log_file,
                        parse_kineto_config)
+from waits import wait_status, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 IND = " " * 12
@@ -44,25 +43,9 @@ def events(proc, kind):
 
 
 def wait_event(proc, kind, pred=lambda e: True, timeout=15):
-    deadline = time.monotonic() + timeout
-    while True:
-        hits = [e for e in events(proc, kind) if pred(e)]
-        if hits:
-            return hits[0]
-        assert proc.p.poll() is None, proc.log()[-3000:]
-        assert time.monotonic() < deadline, f"no {kind} event:\n" + proc.log()[-3000:]
-        time.sleep(0.02)
-
-
-def wait_status(port, trace=None, monitor=None):
-    deadline = time.monotonic() + 5
-    while True:
-        st = rpc_json(port, {"fn": "getStatus"})
-        if (trace is None or st["nputrace"] == trace) and \
-                (monitor is None or st["npumonitor"] == monitor):
-            return st
-        assert time.monotonic() < deadline, st
-        time.sleep(0.01)
+    hits = wait_until(lambda: [e for e in events(proc, kind) if pred(e)], timeout, f"a {kind} event",
+                      diag=lambda: proc.log()[-3000:], alive=proc, interval=0.02)
+    return hits[0]
 
 
 def reply_of(stdout):
@@ -148,10 +131,7 @@ def test_gputrace_duration_mode_end_to_end(d):
         os.unlink(written)
         # one-shot: later ACTIVITIES polls get empty replies
         n = len(events(kc, "poll"))
-        deadline = time.monotonic() + 5
-        while len(events(kc, "poll")) < n + 3:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_until(lambda: len(events(kc, "poll")) >= n + 3, 30, "three more polls", alive=kc)
         assert all(e["reply"] == "" for e in events(kc, "poll")[n:])
         assert len([e for e in events(kc, "poll") if e["reply"]]) == 1
     finally:

@@ -13,20 +13,10 @@ import time
 
 from conftest import Daemon, run_dyno
 from plugin_util import Workload, data_lines, wait_registered
+from waits import wait_until
 
 FAST_RETRY = {"MSMONITOR_RETRY_INITIAL_S": "0.2", "MSMONITOR_RETRY_MAX_S": "1"}
 OUTAGE_S = 3.0
-
-
-def wait_until(pred, timeout, what, diag=None):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timeout waiting for {what}" + (f":\n{diag()}" if diag else ""))
-        time.sleep(0.1)
 
 
 def ticks(daemon, pid):

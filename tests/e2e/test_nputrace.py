@@ -12,9 +12,10 @@ import signal
 import time
 
 from conftest import Proc, run_dyno
-from dyn_util import dyn_rank, plugin_log, rank_env, wait_until
-from python_util import read_dump, wait_polling
+from dyn_util import dyn_rank, plugin_log, rank_env
+from python_util import read_dump
 from trace_util import check_schema, event_keys, in_window, load_trace, step_ranges, trace_files, truth_keys
+from waits import next_second, wait_polling, wait_until
 
 
 def status(daemon):
@@ -123,7 +124,7 @@ def test_refusals_and_partial_window(make_daemon, tmp_path):
         wait_until(lambda: "is a symbolic link" in plugin_log(d), 15, "the symlink refusal", diag(ranks))
         # A start step already passed.
         step = max(2, [q for q in status(daemon)["processes"] if q["pid"] == p.p.pid][0]["current_step"])
-        time.sleep(1.1)  # the segment keeps whole-second times: a second config in one second is unseen
+        next_second(int(time.time()))  # the segment keeps whole-second times: a second config in one second is unseen
         r = run_dyno(daemon, "nputrace", "--start-step", "1", "--iterations", "2", "--log-file", str(out))
         assert r.returncode == 0, r.stderr
         wait_until(lambda: "start step 1 already passed" in plugin_log(d), 15, "the passed-step refusal",
@@ -131,7 +132,7 @@ def test_refusals_and_partial_window(make_daemon, tmp_path):
         assert step >= 2
         # A long window: npu-monitor is refused by the gate while it runs, a second nputrace
         # by the daemon (it names the tracing pid); then the job leaves mid-window.
-        time.sleep(1.1)
+        next_second(int(time.time()))
         r = run_dyno(daemon, "nputrace", "--start-step", "-1", "--iterations", "100000", "--log-file", str(out))
         assert '"commandStatus":"effective"' in r.stdout, r.stdout
         wait_until(lambda: "nputrace: tracing steps" in plugin_log(d), 30, "the window to start", diag(ranks))
@@ -139,7 +140,7 @@ def test_refusals_and_partial_window(make_daemon, tmp_path):
                    == "Running", 15, "status Running")
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Kernel")
         assert '"commandStatus":"ineffective"' in r.stdout and "Note:" in r.stdout, r.stdout
-        time.sleep(1.1)
+        next_second(int(time.time()))
         r = run_dyno(daemon, "nputrace", "--start-step", "-1", "--iterations", "2", "--log-file", str(out))
         # refused by the daemon, with the reason: no rank receives the second config
         assert '"commandStatus":"ineffective"' in r.stdout, r.stdout

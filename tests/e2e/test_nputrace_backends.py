@@ -12,9 +12,10 @@ import time
 import pytest
 
 from conftest import Proc, run_dyno
-from dyn_util import plugin_log, wait_until
-from python_util import PYTHON, py_env, require_packages, wait_polling
+from dyn_util import plugin_log
+from python_util import PYTHON, py_env, require_packages
 from trace_util import check_schema, in_window, load_trace, ns, trace_files
+from waits import wait_polling, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CUPTI_LIB = os.path.join(os.environ.get("MSMON_BUILD_DIR", ""), "src", "sim", "cupti", "libcupti.so")

@@ -11,9 +11,10 @@ import os
 import subprocess
 
 from conftest import BUILD, SOURCE, Proc, binpath, run_dyno
-from dyn_util import plugin_log, wait_until
+from dyn_util import plugin_log
 from plugin_util import wait_registered
 from trace_util import check_schema, load_trace, ns, trace_files
+from waits import wait_until
 
 SIMDIR = os.path.join(BUILD, "src", "sim", "cupti")
 STEPS, START, ITERS = 12, 4, 3

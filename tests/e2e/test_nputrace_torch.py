@@ -13,8 +13,9 @@ import time
 import pytest
 
 from conftest import Proc, run_dyno
-from dyn_util import plugin_log, wait_until
-from python_util import PYTHON, py_env, require_packages, wait_polling
+from dyn_util import plugin_log
+from python_util import PYTHON, py_env, require_packages
+from waits import wait_polling, wait_until
 from trace_util import check_schema, load_trace, trace_files
 
 LOOP = r"""

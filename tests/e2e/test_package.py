@@ -1,19 +1,19 @@
 """Release packaging (00-overview.md §5, R34-R36): scripts/package.sh builds the .deb, .rpm and
-wheel into a temp dir; the .deb is installed on this machine with the FAQ's command, run,
-upgraded to a higher version and removed; the .rpm goes into a scratch root; the wheel into a
-fresh venv. Installing needs root (CI is root); the machine is left as it was (purged at the end)."""
-import fcntl
+wheel into a temp dir; the .deb is installed with the FAQ's command into a private dpkg root
+(`dpkg --root`: its own admin dir, files and chrooted maintainer scripts), run, upgraded to a
+higher version and removed; the .rpm goes into a scratch root; the wheel into a fresh venv.
+Nothing is installed on the machine itself: its package database and lock are never touched."""
 import glob
 import os
 import platform
 import re
 import shutil
 import subprocess
-import time
 
 import pytest
 
 from conftest import BUILD, SANITIZED, SOURCE, free_port
+from waits import wait_until
 
 # The packages are built by package.sh in a tree of their own, so one run (the release tree's)
 # covers them; under the sanitizer tree's LD_PRELOAD, dpkg, rpm and the compilers would run
@@ -30,7 +30,6 @@ FILES = ["/usr/local/bin/dynolog", "/usr/local/bin/dyno", "/usr/lib/systemd/syst
 CONFFILES = ["/etc/dynolog.gflags", "/etc/logrotate.d/dynolog.conf"]
 GLIBC_SONAMES = re.compile(r"^(libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1|"
                            r"ld-linux[-\w.]*\.so\.\d|ld-linux\.so\.\d)$")
-MAINTAINER = "msmonitor developers"
 # The FAQ's install command passes --ignore-depends. dpkg takes options only before the archive
 # (`dpkg -i x.deb --ignore-depends=...` reads the option as a second archive) and the option
 # needs a package list, so the working form is `dpkg -i --ignore-depends=<pkgs> x.deb`; ours
@@ -139,52 +138,84 @@ def test_unit_file():
         assert word in rot
 
 
-def _installed_version():
-    r = sh(["dpkg-query", "-W", "-f=${Status} ${Version}", "dynolog"], check=False)
-    return r.stdout if r.returncode == 0 else ""
+class PrivateRoot:
+    """A private dpkg root: its own admin dir (status, lock) under DIR/var/lib/dpkg, files under
+    DIR, maintainer scripts run chrooted into DIR with a copied /bin/sh. The host's package
+    database, lock and files are never read or written, so a concurrent apt/dpkg on the
+    machine cannot fail this test and this test cannot change the machine."""
+
+    def __init__(self, path):
+        self.root = path
+        admin = path / "var" / "lib" / "dpkg"
+        for d in ("info", "updates", "triggers"):
+            (admin / d).mkdir(parents=True, exist_ok=True)
+        (admin / "status").touch()
+        # The maintainer scripts are /bin/sh scripts; a chroot needs the shell and its libraries.
+        (path / "bin").mkdir(exist_ok=True)
+        shell = os.path.realpath("/bin/sh")
+        shutil.copy2(shell, path / "bin" / "sh")
+        for lib in re.findall(r"(/\S+)\s+\(0x", sh(["ldd", shell]).stdout):
+            dst = path / lib.lstrip("/")
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(os.path.realpath(lib), dst)
+
+    def p(self, f):
+        """The private root's copy of an absolute package path."""
+        return self.root / f.lstrip("/")
+
+    def dpkg(self, *args, **kw):
+        return sh(["dpkg", f"--root={self.root}"] + list(args), **kw)
+
+    def query(self, *args, **kw):
+        return sh(["dpkg-query", f"--root={self.root}"] + list(args), **kw)
+
+    def installed_version(self):
+        r = self.query("-W", "-f=${Status} ${Version}", "dynolog", check=False)
+        return r.stdout if r.returncode == 0 else ""
 
 
 @pytest.fixture
-def dpkg_guard():
-    """Root only; serialises with other runs and always purges what the test installed."""
+def proot(tmp_path):
+    """Root only: dpkg chroots into the private root to run the maintainer scripts."""
     if os.geteuid() != 0:
-        pytest.skip("installing the .deb needs root (CI runs as root)")
-    lock = open("/tmp/msmonitor-package-test.lock", "w")
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    r = sh(["dpkg-query", "-W", "-f=${Maintainer}|${Status}", "dynolog"], check=False)
-    if r.returncode == 0 and "not-installed" not in r.stdout:
-        if not r.stdout.startswith(MAINTAINER):
-            pytest.skip("a dynolog package that is not ours is installed: " + r.stdout)
-        sh(["dpkg", "-P", "dynolog"])   # left over by an interrupted run of this test
-    try:
-        yield
-    finally:
-        sh(["dpkg", "-P", "dynolog"], check=False)
-        lock.close()
+        pytest.skip("installing the .deb into a private root needs root (chroot; CI runs as root)")
+    return PrivateRoot(tmp_path / "root")
 
 
-def _run_installed_daemon(tmp_path):
+def _host_untouched():
+    """What the host's package database says about dynolog (compared before and after)."""
+    r = sh(["dpkg-query", "-W", "-f=${Status} ${Version}", "dynolog"], check=False)
+    return (r.returncode, r.stdout, os.path.exists("/usr/local/bin/dynolog"))
+
+
+def _run_installed_daemon(tmp_path, binary):
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     port = free_port()
     env = dict(os.environ, HOME=str(home), MSMONITOR_SOCKET_DIR=str(home))
     log = open(tmp_path / "dynolog.log", "wb")
-    p = subprocess.Popen(["/usr/local/bin/dynolog", "--port", str(port), "--enable_ipc_monitor"], env=env,
+    p = subprocess.Popen([binary, "--port", str(port), "--enable_ipc_monitor"], env=env,
                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 10
-    while b"Listening to connections on port" not in open(tmp_path / "dynolog.log", "rb").read():
-        assert p.poll() is None and time.monotonic() < deadline, open(tmp_path / "dynolog.log").read()
-        time.sleep(0.02)
+    try:
+        wait_until(lambda: b"Listening to connections on port" in open(tmp_path / "dynolog.log", "rb").read(),
+                   60, "the installed daemon to listen", diag=lambda: open(tmp_path / "dynolog.log").read(),
+                   alive=p)
+    except BaseException:
+        os.killpg(p.pid, 9)
+        p.wait()
+        raise
     return p, port, env
 
 
-def _check_running(tmp_path, version):
-    r = sh(["/usr/local/bin/dynolog", "--version"])
+def _check_running(root, tmp_path, version):
+    # The binaries need only glibc (test_binaries_need_only_glibc), so they run from the root.
+    dynolog, dyno = str(root.p("/usr/local/bin/dynolog")), str(root.p("/usr/local/bin/dyno"))
+    r = sh([dynolog, "--version"])
     assert r.stdout.startswith(f"dynolog version {version}"), r.stdout
-    assert sh(["/usr/local/bin/dyno", "--version"]).stdout.strip() == f"dyno {version}"
-    p, port, env = _run_installed_daemon(tmp_path)
+    assert sh([dyno, "--version"]).stdout.strip() == f"dyno {version}"
+    p, port, env = _run_installed_daemon(tmp_path, dynolog)
     try:
-        r = sh(["/usr/local/bin/dyno", "--port", str(port), "version"], env=env, timeout=30)
+        r = sh([dyno, "--port", str(port), "version"], env=env, timeout=30)
         assert r.stdout.splitlines()[-1] == '{"version":"%s"}' % version, r.stdout
         assert os.path.exists(os.path.join(env["MSMONITOR_SOCKET_DIR"], "dynolog.sock"))
     finally:
@@ -192,43 +223,71 @@ def _check_running(tmp_path, version):
         p.wait()
 
 
-def test_deb_install_upgrade_remove(pkgs, dpkg_guard, tmp_path):
-    # Install with the FAQ's command.
-    sh(["dpkg", "-i", IGNORE, pkgs["deb"].name], cwd=str(pkgs["deb"].parent))
-    assert _installed_version() == f"install ok installed {VERSION}"
-    for f in FILES:
-        assert os.path.isfile(f), f
-    assert os.stat("/usr/local/bin/dynolog").st_mode & 0o777 == 0o755
-    assert os.stat("/usr/lib/systemd/system/dynolog.service").st_mode & 0o777 == 0o644
-    listed = sh(["dpkg", "-L", "dynolog"]).stdout.split()
-    assert set(FILES) <= set(listed)
-    conf = sh(["dpkg-query", "-W", "-f=${Conffiles}", "dynolog"]).stdout
-    assert sorted(re.findall(r"^\s*(\S+)\s+[0-9a-f]{32}", conf, re.M)) == sorted(CONFFILES), conf
-    _check_running(tmp_path, VERSION)
-
-    # The unit verifies against the installed binary.
-    if shutil.which("systemd-analyze"):
-        r = sh(["systemd-analyze", "verify", "/usr/lib/systemd/system/dynolog.service"], check=False)
-        assert r.returncode == 0, r.stdout + r.stderr
-    else:
+def _verify_unit(root):
+    """systemd-analyze verify inside the private root: the unit's ExecStart must resolve to the
+    installed binary there. The root gets copies of the host's stock units (targets the unit
+    pulls in); the host's own unit directory is only read."""
+    if not shutil.which("systemd-analyze"):
         pytest.fail("systemd-analyze missing (scripts/install-deps.sh installs systemd)")
+    units = root.p("/usr/lib/systemd/system")
+    for f in glob.glob("/usr/lib/systemd/system/*"):
+        dst = units / os.path.basename(f)
+        if os.path.lexists(dst):
+            continue
+        if os.path.islink(f):
+            os.symlink(os.readlink(f), dst)
+        elif os.path.isdir(f):
+            shutil.copytree(f, dst, symlinks=True)
+        else:
+            shutil.copy2(f, dst)
+    unit = str(units / "dynolog.service")
+    r = sh(["systemd-analyze", "verify", f"--root={root.root}", unit], check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return unit
+
+
+def test_deb_install_upgrade_remove(pkgs, proot, tmp_path):
+    host_before = _host_untouched()
+    # Install with the FAQ's command (plus --root: the private root).
+    proot.dpkg("-i", IGNORE, pkgs["deb"].name, cwd=str(pkgs["deb"].parent))
+    assert proot.installed_version() == f"install ok installed {VERSION}"
+    for f in FILES:
+        assert proot.p(f).is_file(), f
+    assert os.stat(proot.p("/usr/local/bin/dynolog")).st_mode & 0o777 == 0o755
+    assert os.stat(proot.p("/usr/lib/systemd/system/dynolog.service")).st_mode & 0o777 == 0o644
+    listed = proot.dpkg("-L", "dynolog").stdout.split()
+    assert set(FILES) <= set(listed)
+    conf = proot.query("-W", "-f=${Conffiles}", "dynolog").stdout
+    assert sorted(re.findall(r"^\s*(\S+)\s+[0-9a-f]{32}", conf, re.M)) == sorted(CONFFILES), conf
+    _check_running(proot, tmp_path, VERSION)
+
+    # The unit verifies against the installed binary; it fails when that binary is missing.
+    unit = _verify_unit(proot)
+    exe = proot.p("/usr/local/bin/dynolog")
+    os.rename(exe, str(exe) + ".away")
+    try:
+        r = sh(["systemd-analyze", "verify", f"--root={proot.root}", unit], check=False)
+        assert r.returncode != 0 and "dynolog" in r.stdout + r.stderr, r.stdout + r.stderr
+    finally:
+        os.rename(str(exe) + ".away", exe)
 
     # Upgrade in place; a local edit of the conffile survives.
-    with open("/etc/dynolog.gflags", "a") as f:
+    with open(proot.p("/etc/dynolog.gflags"), "a") as f:
         f.write("# local edit\n")
-    sh(["dpkg", "-i", IGNORE, pkgs["deb2"].name], cwd=str(pkgs["deb2"].parent))
-    assert _installed_version() == f"install ok installed {VERSION2}"
-    assert "# local edit" in open("/etc/dynolog.gflags").read()
-    _check_running(tmp_path, VERSION2)
+    proot.dpkg("-i", IGNORE, pkgs["deb2"].name, cwd=str(pkgs["deb2"].parent))
+    assert proot.installed_version() == f"install ok installed {VERSION2}"
+    assert "# local edit" in open(proot.p("/etc/dynolog.gflags")).read()
+    _check_running(proot, tmp_path, VERSION2)
 
     # Remove (FAQ): everything goes except the conffiles.
-    sh(["dpkg", "-r", "dynolog"])
-    assert _installed_version().startswith("deinstall ok config-files")
+    proot.dpkg("-r", "dynolog")
+    assert proot.installed_version().startswith("deinstall ok config-files")
     for f in FILES:
-        assert os.path.exists(f) == (f in CONFFILES), f
-    sh(["dpkg", "-P", "dynolog"])
+        assert proot.p(f).exists() == (f in CONFFILES), f
+    proot.dpkg("-P", "dynolog")
     for f in CONFFILES:
-        assert not os.path.exists(f), f
+        assert not proot.p(f).exists(), f
+    assert _host_untouched() == host_before
 
 
 def test_wheel_in_fresh_venv(pkgs, tmp_path):

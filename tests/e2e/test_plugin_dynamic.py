@@ -13,8 +13,9 @@ import time
 import pytest
 
 from conftest import Proc, run_dyno
-from dyn_util import dyn_rank, plugin_log, rank_env, wait_until
-from python_util import PKG, PYTHON, py_env, wait_polling
+from dyn_util import dyn_rank, plugin_log, rank_env
+from python_util import PKG, PYTHON, py_env
+from waits import wait_polling, wait_until
 
 SHM_SIZE = 1 << 20
 PREFIX = "DynamicProfileNpuShm"

@@ -12,6 +12,7 @@ from conftest import binpath, run_dyno
 from daemon_util import set_config
 from plugin_util import (FillWorkload, Workload, data_lines, kinds_after, thread_names,
                          wait_registered)
+from waits import wait_until
 
 KERNEL_MASK = 1 << 2
 EXHAUSTED = "Buffer allocation exhausted, allocCnt: 32"
@@ -24,10 +25,8 @@ PRELOAD_HINT = "; this kind needs libmspti.so in LD_PRELOAD (CANN < 9.0.0, see F
 
 def _wait_any(w, lines, timeout=20.0):
     """Wait until one of the exact `lines` is in the plugin log."""
-    deadline = time.monotonic() + timeout
-    while not any(line in w.plugin_log() for line in lines):
-        assert time.monotonic() < deadline, (lines, w.plugin_log()[-4000:])
-        time.sleep(0.05)
+    wait_until(lambda: any(line in w.plugin_log() for line in lines), timeout, f"one of {lines}",
+               diag=lambda: w.plugin_log()[-4000:])
 
 
 def _start(daemon, kinds, *extra, interval="1"):
@@ -82,10 +81,8 @@ def test_kind_replacement_while_running(daemon):
         _start(daemon, "AclAPI,Communication")
         w.wait_plugin_log("Received NPU configuration successfully", count=2)
         t_change = time.time_ns()
-        deadline = time.monotonic() + 20
-        while len(kinds_after(daemon, t_change)) < 4:
-            assert time.monotonic() < deadline, daemon.log()[-4000:]
-            time.sleep(0.1)
+        wait_until(lambda: len(kinds_after(daemon, t_change)) >= 4, 60, "four kinds after the change",
+                   diag=lambda: daemon.log()[-4000:])
         assert w.plugin_log().count("MsptiMonitor start successfully") == 1  # same session
         _stop(daemon)
         w.wait_plugin_log("MsptiMonitor stop successfully")
@@ -122,10 +119,8 @@ def test_daemon_restart_while_monitoring(make_daemon):
         wait_registered(d2, w.p.pid)
         w.wait_plugin_log("registering again")
         d2.wait_log('"kind":"Kernel"', timeout=20)
-        deadline = time.monotonic() + 10
-        while '"npumonitor":"Running"' not in _monitor_status(d2):
-            assert time.monotonic() < deadline, _monitor_status(d2)
-            time.sleep(0.2)
+        wait_until(lambda: '"npumonitor":"Running"' in _monitor_status(d2), 30, "npumonitor Running",
+                   diag=lambda: _monitor_status(d2), interval=0.2)
         assert w.p.poll() is None
         _stop(d2)
         w.wait_plugin_log("MsptiMonitor stop successfully")
@@ -182,10 +177,7 @@ def test_invalid_flags_rejected_by_dyno_before_the_node(daemon):
             r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", *args)
             assert r.returncode != 0, r.stdout
         n = _kernel_count(daemon)
-        deadline = time.monotonic() + 20
-        while _kernel_count(daemon) <= n:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        wait_until(lambda: _kernel_count(daemon) > n, 60, "more kernels (the session still runs)")
         assert w.plugin_log().count("Received NPU configuration successfully") == 1
         assert w.p.poll() is None
     finally:

@@ -14,6 +14,7 @@ from daemon_util import rpc_json
 from ipcclient import IpcClient
 from plugin_util import Workload, wait_registered
 from prom_util import PromServer, kernel_truth, samples, scrape
+from waits import wait_until
 
 HOST = socket.gethostname()
 
@@ -59,12 +60,13 @@ def test_exposition_parsed_and_scraped_by_prometheus(make_daemon):
     w = _run_job(d)
     tot, cnt = kernel_truth(w.ground_truth())
     assert tot
-    deadline = time.monotonic() + 20
-    while True:
-        st, hdr, text = scrape(d.prom_port)
-        if set(_op_totals(text)) == set(tot) or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
+    last = {}
+
+    def every_op():
+        last["r"] = r = scrape(d.prom_port)
+        return r if set(_op_totals(r[2])) == set(tot) else None
+    st, hdr, text = wait_until(every_op, 60, "every op of the job in the exposition",
+                               diag=lambda: last["r"][2][-3000:], interval=0.1)
     assert st == 200
     assert hdr["Content-Type"] == "text/plain; version=0.0.4"
     assert hdr["Connection"] == "close"

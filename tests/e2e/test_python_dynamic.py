@@ -13,7 +13,8 @@ import time
 import pytest
 
 from conftest import Proc, run_dyno
-from python_util import PYTHON, py_env, require_packages, run_py, wait_polling
+from python_util import PYTHON, py_env, require_packages, run_py
+from waits import wait_polling, wait_until
 
 SHM_SIZE = 1 << 20
 
@@ -69,14 +70,6 @@ def poller_ranks(launcher_pid):
         except OSError:
             continue
     return found
-
-
-def wait_until(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timeout waiting for {what}")
-        time.sleep(0.05)
 
 
 def db_done(path):

@@ -3,12 +3,12 @@ dict with is_valid, update_profiler_status, finalize_dyno) and MindSpore (is_val
 no Ready state) — 04-plugin.md §1.2, 03-ipc.md §5.3, §7."""
 import json
 import os
-import time
 
 import pytest
 
 from conftest import Proc, run_dyno
-from python_util import PYTHON, py_env, require_packages, wait_polling
+from python_util import PYTHON, py_env, require_packages
+from waits import wait_polling, wait_until
 
 FRAMEWORK = r"""
 import json, sys, time
@@ -73,13 +73,9 @@ def test_proxy_calling_order_against_daemon(make_daemon, tmp_path, mode):
         assert cfg["NPU_MONITOR_START"] == "true" and cfg["MSPTI_ACTIVITY_KIND"] == "Kernel,Marker"
         assert ("is_valid" in cfg) == (mode == "torch")
         # The rank reported its session as running (npuMonitorStatus{1}).
-        deadline = time.monotonic() + 10
-        while True:
-            mine = proc_entry(status(daemon), proc.p.pid)
-            if mine and mine[0]["npumonitor"] == "Running":
-                break
-            assert time.monotonic() < deadline, status(daemon)
-            time.sleep(0.05)
+        mine = wait_until(lambda: (lambda mine: mine if mine and mine[0]["npumonitor"] == "Running" else None)(
+            proc_entry(status(daemon), proc.p.pid)), 30, "the rank's session Running",
+            diag=lambda: repr(status(daemon)))
         if mode == "torch":
             assert mine[0]["current_step"] == 10
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-stop")

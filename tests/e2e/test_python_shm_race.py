@@ -45,12 +45,9 @@ print(json.dumps({{"creator": creator, "same": (a.st_ino, a.st_dev) == (b.st_ino
 """
     rank = Proc([PYTHON, "-c", code], env=py_env(), logname="rank", tmpdir=str(tmp_path))
     try:
-        import time
-        deadline = time.monotonic() + 30
-        while not opened_by(rank.p.pid, path):
-            assert rank.p.poll() is None, rank.log()
-            assert time.monotonic() < deadline, "rank never opened the segment"
-            time.sleep(0.01)
+        from waits import wait_until
+        wait_until(lambda: opened_by(rank.p.pid, path), 30, "the rank to open the segment", diag=rank.log,
+                   alive=rank, interval=0.01)
         os.unlink(path)
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
@@ -89,7 +86,7 @@ def test_poller_survives_exit_of_the_thread_that_called_init(make_daemon, tmp_pa
     """init() from a short-lived thread must not cost the node its poller (a thread of the
     creator rank, not of the calling thread): a config is still published."""
     from conftest import run_dyno
-    from python_util import wait_polling
+    from waits import wait_polling
     daemon = make_daemon()
     shm = tmp_path / "shm"
     shm.mkdir()

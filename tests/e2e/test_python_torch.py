@@ -13,7 +13,8 @@ import pytest
 
 from conftest import Proc, run_dyno
 from plugin_util import data_lines
-from python_util import PYTHON, py_env, require_packages, wait_polling
+from python_util import PYTHON, py_env, require_packages
+from waits import wait_polling, wait_until
 
 LOOP = r"""
 import os, sys, time
@@ -49,17 +50,6 @@ def _built():
     if r.returncode != 0:
         pytest.skip(f"torch cannot be imported by {PYTHON} (Debian: apt-get install python3-torch): "
                     f"{r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
-
-
-def wait_until(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timeout waiting for {what}")
-        time.sleep(0.1)
 
 
 def status_steps(daemon):

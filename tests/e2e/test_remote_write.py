@@ -20,6 +20,7 @@ from daemon_util import rpc_json
 from ipcclient import IpcClient
 from prom_util import FakeReceiver, PromServer, decode_write_request, kernel_truth, samples, scrape
 from test_prometheus import HOST, _run_job
+from waits import wait_until
 
 SUMMARY = re.compile(r"remote write: stopped; produced (\d+) samples, sent (\d+), dropped (\d+) \(queue full\), "
                      r"rejected (\d+), unsent (\d+)")
@@ -56,11 +57,7 @@ def _metric(d, name, **labels):
 
 
 def _wait(pred, what, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError("timeout waiting for " + what)
-        time.sleep(0.1)
+    return wait_until(pred, timeout, what, interval=0.1)
 
 
 def test_values_arrive_through_remote_write(make_daemon):

@@ -13,10 +13,10 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
-import time
 
 from conftest import BUILD, run_dyno
-from plugin_util import Workload, wait_registered
+from plugin_util import Workload, data_lines, wait_registered
+from waits import wait_until
 
 KINDS = "Marker,Kernel,AclAPI,Communication,MemCpy,MemSet"
 SLOW_RANK = 2
@@ -53,7 +53,11 @@ def _run(daemon, export, tmp, extra=()):
         assert r.returncode == 0, r.stderr + r.stdout
         for w in ws:
             w.wait_plugin_log("MsptiMonitor start successfully")
-        time.sleep(2.0)
+        # two report ticks of every rank at the daemon: each has steps and batches behind it
+        for w in ws:
+            wait_until(lambda: sum(1 for d in data_lines(daemon) if d.get("kind") == "PluginStats"
+                                   and d.get("pid") == w.p.pid) >= 2, 60, f"two report ticks of pid {w.p.pid}",
+                       diag=lambda: daemon.log()[-3000:], alive=w)
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-stop")
         assert r.returncode == 0, r.stderr + r.stdout
         for w in ws:
@@ -324,6 +328,24 @@ def test_report_caps_long_runs(tmp_path):
     assert any("bucket means" in c for c in data["capped"]) and "Capped for drawing" in page
 
 
+def _committed(out):
+    """The session's DB holds committed kernel rows and step markers (read-only, while written)."""
+    files = glob.glob(os.path.join(out, "*.db"))
+    if not files:
+        return False
+    try:
+        db = sqlite3.connect(f"file:{files[0]}?mode=ro", uri=True)
+        try:
+            k = db.execute("SELECT count(*) FROM TASK t JOIN COMPUTE_TASK_INFO c "
+                           "ON c.globalTaskId = t.globalTaskId").fetchone()[0]
+            m = db.execute("SELECT count(*) FROM MSTX_EVENTS").fetchone()[0]
+            return k > 0 and m >= 4
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return False
+
+
 def test_report_killed_rank_db(daemon):
     """kill -9 during a DB session: what the plugin committed before the kill (WAL batches; the
     string pool only if the writer keeps it current) is reported, missing parts become notes."""
@@ -337,10 +359,9 @@ def test_report_killed_rank_db(daemon):
                      "--mspti-activity-kind", "Marker,Kernel", "--log-file", out, "--export-type", "DB")
         assert r.returncode == 0, r.stderr + r.stdout
         w.wait_plugin_log("MsptiMonitor start successfully")
-        deadline = time.monotonic() + 20
-        while not glob.glob(os.path.join(out, "*.db")) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(2.5)
+        # killed only once the writer has committed kernels and step markers
+        wait_until(lambda: _committed(out), 60, "committed kernel and marker rows",
+                   diag=lambda: w.plugin_log()[-3000:], alive=w)
     finally:
         w.stop(signal.SIGKILL)
     (db_path,) = glob.glob(os.path.join(out, "*.db"))

@@ -9,13 +9,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import pytest
 
 from conftest import Daemon, run_dyno
 from daemon_util import rpc_json, set_config
 from plugin_util import Workload, wait_registered
+from waits import wait_until
 
 E2E = os.path.dirname(os.path.abspath(__file__))
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
@@ -183,10 +183,7 @@ while True:
 """, fake, marker], start_new_session=True)
     w = None
     try:
-        deadline = time.monotonic() + 10
-        while not os.path.exists(marker + ".ready"):
-            assert time.monotonic() < deadline and srv.poll() is None
-            time.sleep(0.02)
+        wait_until(lambda: os.path.exists(marker + ".ready"), 30, "the fake server to be ready", alive=srv)
         assert os.stat(fake).st_uid == 65534
 
         class NoDaemon:

@@ -7,9 +7,9 @@ import os
 import stat
 import sys
 import tempfile
-import time
 
 from conftest import Daemon, Proc, binpath
+from waits import wait_until
 
 WRAPPER = r"""
 import os, sys, time
@@ -31,10 +31,7 @@ def start(d, tmp, wrapper_args):
             "--ready-file", ready]
     p = Proc([sys.executable, "-c", WRAPPER] + wrapper_args + argv, env=env, logname="workload",
              tmpdir=tmp)
-    deadline = time.monotonic() + 20
-    while not os.path.exists(ready):
-        assert p.p.poll() is None and time.monotonic() < deadline, p.log()
-        time.sleep(0.02)
+    wait_until(lambda: os.path.exists(ready), 60, "the workload to be ready", diag=p.log, alive=p)
     return p
 
 
@@ -92,10 +89,7 @@ def _workload_as(d, tmp, exe, prefix, env_extra):
     argv = prefix + [exe, "--with-plugin", binpath("libmsmonitor.so"), "--steps", "0",
                      "--ready-file", ready]
     p = Proc(argv, env=env, logname="workload", tmpdir=tmp)
-    deadline = time.monotonic() + 20
-    while not os.path.exists(ready):
-        assert p.p.poll() is None and time.monotonic() < deadline, p.log()
-        time.sleep(0.02)
+    wait_until(lambda: os.path.exists(ready), 60, "the workload to be ready", diag=p.log, alive=p)
     return p
 
 

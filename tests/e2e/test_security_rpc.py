@@ -13,6 +13,7 @@ import time
 
 from conftest import Daemon, Proc, binpath, free_port, run_dyno
 from daemon_util import frame, rpc
+from waits import wait_until
 
 SLOW_PEER, CHURN_PEER = "127.0.0.2", "127.0.0.3"
 
@@ -135,10 +136,8 @@ def test_accept_at_emfile_pauses_instead_of_spinning():
             s.close()
         held = []
         # recovered: served again once descriptors are back
-        deadline = time.monotonic() + 15
-        while rpc(port, '{"fn":"getVersion"}', timeout=5) != b'{"version":"0.3.2"}':
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        wait_until(lambda: rpc(port, '{"fn":"getVersion"}', timeout=5) == b'{"version":"0.3.2"}', 60,
+                   "the daemon to serve again", diag=d.log, alive=d, interval=0.2)
     finally:
         for s in held:
             s.close()

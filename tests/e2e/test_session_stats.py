@@ -6,10 +6,10 @@ import json
 import os
 import re
 import tempfile
-import time
 
 from conftest import run_dyno
 from plugin_util import Workload, wait_registered
+from waits import wait_until
 
 
 def _status(daemon):
@@ -20,14 +20,14 @@ def _status(daemon):
 
 
 def _stats_of(daemon, pid, timeout=20.0, pred=lambda s: True):
-    deadline = time.monotonic() + timeout
-    while True:
+    def found():
         for p in _status(daemon)["processes"]:
             s = p.get("session_stats")
             if p["pid"] == pid and s and pred(s):
                 return s
-        assert time.monotonic() < deadline, f"no session_stats for pid {pid}: {_status(daemon)}"
-        time.sleep(0.2)
+        return None
+    return wait_until(found, timeout, f"session_stats for pid {pid}", diag=lambda: repr(_status(daemon)),
+                      interval=0.2)
 
 
 def test_dyno_status_shows_session_counters(daemon):
@@ -59,13 +59,8 @@ def test_dyno_status_shows_session_counters(daemon):
 
 
 def _proc_entry(daemon, pid, key, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        for p in _status(daemon)["processes"]:
-            if p["pid"] == pid and key in p:
-                return p
-        assert time.monotonic() < deadline, f"no {key} for pid {pid}: {_status(daemon)}"
-        time.sleep(0.2)
+    return wait_until(lambda: next((p for p in _status(daemon)["processes"] if p["pid"] == pid and key in p), None),
+                      timeout, f"{key} for pid {pid}", diag=lambda: repr(_status(daemon)), interval=0.2)
 
 
 def test_dyno_status_and_doctor_show_the_vendor_library(daemon):

@@ -14,6 +14,7 @@ import pytest
 from conftest import Daemon, binpath, run_dyno
 from ipcclient import IpcClient
 from plugin_util import Workload, data_lines, wait_registered
+from waits import wait_until
 import tfrecord_reader as tfr
 
 KINDS = ["Marker", "Kernel", "API", "Hccl", "Memory", "MemSet", "MemCpy", "Communication",
@@ -25,15 +26,12 @@ def f32(x):
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
-def _wait_events(path, count, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        n = len(tfr.events(path)) if os.path.exists(path) else 0
-        if n >= count:
-            return tfr.events(path)
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{path}: {n} events, expected {count}")
-        time.sleep(0.05)
+def _wait_events(path, count, timeout=30.0):
+    def events():
+        ev = tfr.events(path) if os.path.exists(path) else []
+        return ev if len(ev) >= count else None
+    return wait_until(events, timeout, f"{count} events in {path}",
+                      diag=lambda: f"{len(tfr.events(path)) if os.path.exists(path) else 0} events")
 
 
 def test_all_kinds_markers_and_op_stats(make_daemon):
@@ -76,10 +74,8 @@ def test_host_metrics_file_and_restart_appends(make_daemon):
     d = make_daemon(extra=["--metric_log_dir", tb, "--kernel_monitor_reporting_interval_s", "1"])
     hm = os.path.join(tb, "host_metrics", "tfevents.pb")
     # the first cycle runs at start-up: uptime (and memory) at step 0
-    deadline = time.monotonic() + 10
-    while "cpu_util" not in (tfr.scalars(hm) if os.path.exists(hm) else {}):
-        assert time.monotonic() < deadline, "no second kernel-monitor cycle"
-        time.sleep(0.1)
+    wait_until(lambda: "cpu_util" in (tfr.scalars(hm) if os.path.exists(hm) else {}), 30,
+               "a second kernel-monitor cycle")
     s = tfr.scalars(hm)
     assert s["uptime"][0][0] == 0 and s["uptime"][0][1] > 0
     assert s["cpu_util"][0][0] == 0 and 0.0 <= s["cpu_util"][0][1] <= 100.0
@@ -188,12 +184,8 @@ def test_json_and_tensorboard_loggers_together(make_daemon):
     # the JSON logger runs before the TensorBoard one on the same record: the JSON line can be
     # seen before the event is appended, so wait for the file to hold the whole cycle
     hm_path = os.path.join(tb, "host_metrics", "tfevents.pb")
-    deadline = time.monotonic() + 10
-    while True:
-        hm = tfr.scalars(hm_path) if os.path.exists(hm_path) else {}
-        if set(first) <= set(hm) or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+    hm = wait_until(lambda: (lambda hm: hm if set(first) <= set(hm) else None)(
+        tfr.scalars(hm_path) if os.path.exists(hm_path) else {}), 30, "the whole first cycle in the file")
     # every key of the first cycle, at step 0, with the JSON logger's value (integers exact as
     # float32; floats are "%.3f" strings there)
     assert sorted(hm) == sorted(first)

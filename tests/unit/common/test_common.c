@@ -1,5 +1,5 @@
-/* test_common: JSON writer escaping/number rules (01-rpc.md §3), strict parsers, and the
- * IPC datagram codec (03-ipc.md §2, §8 items 1 and 4). */
+/* test_common: JSON writer escaping/number rules (01-rpc.md §3) and strict parsers. The IPC
+ * datagram codec has its own test (tests/unit/ipc/test_ipc_msg.c). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,6 @@
 
 #include "common/jw.h"
 #include "common/strutil.h"
-#include "ipc/ipc_msg.h"
 
 static void test_jw_sorted_compact(void **state)
 {
@@ -119,94 +118,12 @@ static void test_strutil(void **state)
     assert_string_equal(errno_name(9999), "E9999");
 }
 
-static void test_ipc_worked_example(void **state)
-{
-    (void)state;
-    /* 03-ipc.md §2 worked example: req from 1234 with ancestors 1000 and 900 */
-    uint8_t payload[28];
-    struct ipc_req r = {.type = 3, .n = 3, .job_id = 0};
-    int32_t pids[3] = {1234, 1000, 900};
-    memcpy(payload, &r, 16);
-    memcpy(payload + 16, pids, 12);
-    uint8_t out[IPC_MAX_DATAGRAM];
-    long n = ipc_msg_build(out, sizeof(out), "req", payload, sizeof(payload));
-    assert_int_equal(n, 68);
-    static const uint8_t expect_hdr[12] = {0x1c, 0, 0, 0, 0, 0, 0, 0, 'r', 'e', 'q', 0};
-    assert_memory_equal(out, expect_hdr, 12);
-    for (int k = 12; k < 40; k++)
-        assert_int_equal(out[k], 0);
-    static const uint8_t expect_pl[28] = {3, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                          0xd2, 4, 0, 0, 0xe8, 3, 0, 0, 0x84, 3, 0, 0};
-    assert_memory_equal(out + 40, expect_pl, 28);
-
-    struct ipc_view v;
-    assert_int_equal(ipc_msg_parse(out, 68, 68, IPC_MAX_DATAGRAM, &v), IPC_OK);
-    assert_int_equal(v.type, IPC_T_REQ);
-    struct ipc_req h;
-    int32_t got[IPC_REQ_MAX_PIDS];
-    int used;
-    assert_int_equal(ipc_parse_req(&v, &h, got, &used), 0);
-    assert_int_equal(used, 3);
-    assert_int_equal(got[2], 900);
-}
-
-static void test_ipc_drops(void **state)
-{
-    (void)state;
-    uint8_t out[IPC_MAX_DATAGRAM + 100];
-    struct ipc_view v;
-    memset(out, 0, sizeof(out));
-    assert_int_equal(ipc_msg_parse(out, 39, 39, IPC_MAX_DATAGRAM, &v), IPC_DROP_TOO_SMALL);
-    assert_int_equal(ipc_msg_parse(out, 4136, 5000, IPC_MAX_DATAGRAM, &v), IPC_DROP_TOO_BIG);
-    memset(out + 8, 'x', 32);
-    assert_int_equal(ipc_msg_parse(out, 40, 40, IPC_MAX_DATAGRAM, &v), IPC_DROP_NO_NUL);
-    long n = ipc_msg_build(out, sizeof(out), "ctxt", "abcd", 4);
-    assert_int_equal(n, 44);
-    uint64_t big = 100;
-    memcpy(out, &big, 8);
-    assert_int_equal(ipc_msg_parse(out, 44, 44, IPC_MAX_DATAGRAM, &v), IPC_DROP_TRUNCATED);
-    /* size smaller than received: the first `size` bytes are used */
-    uint64_t small = 2;
-    memcpy(out, &small, 8);
-    assert_int_equal(ipc_msg_parse(out, 44, 44, IPC_MAX_DATAGRAM, &v), IPC_OK);
-    assert_int_equal(v.len, 2);
-    /* exact tag match, not prefix (A14) */
-    n = ipc_msg_build(out, sizeof(out), "reqx", NULL, 0);
-    assert_int_equal(ipc_msg_parse(out, (size_t)n, (size_t)n, IPC_MAX_DATAGRAM, &v), IPC_OK);
-    assert_int_equal(v.type, IPC_T_UNKNOWN);
-    struct ipc_ctxt c;
-    assert_int_equal(ipc_parse_ctxt(&v, &c), -EMSGSIZE);
-}
-
-static void test_ipc_addr(void **state)
-{
-    (void)state;
-    struct sockaddr_un a;
-    socklen_t len;
-    assert_int_equal(ipc_addr_abstract(&a, &len, "dynolog", true), 0);
-    assert_int_equal(len, 11);
-    char name[64];
-    assert_int_equal(ipc_client_name(name, sizeof(name)), 0);
-    assert_int_equal(strlen(name), 52);
-    assert_int_equal(name[16 + 14], '4');
-    assert_true(strchr("89ab", name[16 + 19]) != NULL);
-    char path[200];
-    assert_int_equal(ipc_socket_path("/tmp/x/", "dynolog", path, sizeof(path)), 0);
-    assert_string_equal(path, "/tmp/x/dynolog.sock");
-    char longdir[120];
-    memset(longdir, 'a', 100);
-    longdir[0] = '/';
-    longdir[100] = 0;
-    assert_int_equal(ipc_socket_path(longdir, "dynolog", path, sizeof(path)), -ENAMETOOLONG);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_jw_sorted_compact), cmocka_unit_test(test_jw_escape),
         cmocka_unit_test(test_jw_overflow),       cmocka_unit_test(test_jw_double),
-        cmocka_unit_test(test_strutil),           cmocka_unit_test(test_ipc_worked_example),
-        cmocka_unit_test(test_ipc_drops),         cmocka_unit_test(test_ipc_addr),
+        cmocka_unit_test(test_strutil),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -440,17 +440,22 @@ static void test_takeover(void **state)
     unlink(path);
 }
 
-/* Several processes racing for one name: exactly one creator, everyone attached. */
+/* Several processes racing for one name: exactly one creator, everyone attached. Every
+ * contender keeps its segment (and the creator its lock) until all of them have tried: a
+ * creator that exited early would free its lock and a later rank would rightly take over,
+ * so the test synchronises on "all attached", never on a hold time. */
 static void test_creator_election(void **state)
 {
     enum { N = 6 };
     char path[256];
-    int go[2], creators = 0, attached = 0;
+    int go[2], done[2], release[2], creators = 0, attached = 0;
     pid_t pids[N];
 
     (void)state;
     seg_path(path, sizeof(path), "DynamicProfileNpuShm2020010101");
     assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(done), 0);
+    assert_int_equal(pipe(release), 0);
     for (int i = 0; i < N; i++) {
         pids[i] = fork();
         assert_true(pids[i] >= 0);
@@ -459,17 +464,35 @@ static void test_creator_election(void **state)
             int fd;
             bool creator;
             close(go[1]);
+            close(done[0]);
+            close(release[1]);
             if (read(go[0], &c, 1) != 0)
                 _exit(100);
             srand((unsigned)getpid());
             if (dyn_attach_or_create(path, 60, &fd, &creator, e, sizeof(e)) != 0)
                 _exit(50);
-            usleep(50000); /* hold the segment while the others attach */
+            c = creator ? 'c' : 'a';
+            if (write(done[1], &c, 1) != 1)
+                _exit(101);
+            close(done[1]); /* EOF for the parent once every child reported or died */
+            if (read(release[0], &c, 1) != 0) /* EOF: every contender has tried */
+                _exit(102);
             _exit(creator ? 1 : 0);
         }
     }
     close(go[0]);
+    close(done[1]);
+    close(release[0]);
     close(go[1]); /* EOF releases every child at once */
+    for (int got = 0; got < N;) {
+        char c[N];
+        ssize_t n = read(done[0], c, sizeof(c));
+        if (n <= 0)
+            break; /* every child died or reported: the exit statuses below say which */
+        got += (int)n;
+    }
+    close(done[0]);
+    close(release[1]);
     for (int i = 0; i < N; i++) {
         int status;
         assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);

@@ -1,4 +1,4 @@
-/* test_procs: marker pairing rules and bounds, the metric processor's datagrams (sum lines,
+/* test_procs: the metric processor's datagrams (sum lines,
  * marker ranges, OpStats exact statistics, 4096-byte packing, final interval at stop, kind
  * mask) through a capture send function, and the standalone processor's results. */
 #include <setjmp.h>
@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/pipeline/markpair.h"
 #include "pl_test.h"
 #include "plugin/penv.h"
 #include "plugin/outputs/proc.h"
@@ -112,137 +111,6 @@ static struct proc *metric_new(struct cap *c, uint32_t mask)
     assert_int_equal(proc_metric_ops.start(p), 0);
     proc_metric_ops.set_kinds(p, mask);
     return p;
-}
-
-/* ---- markpair ---- */
-/* Records completing at most one part: that part in *out. */
-static int feed1(struct markpair *mp, struct mon_record r, struct pl_range *out)
-{
-    struct pl_range two[2] = { 0 };
-    int n = markpair_feed(mp, &r.u.marker, 1, two);
-    assert_true(n <= 1);
-    *out = two[0];
-    return n;
-}
-
-/* A device part is named by its host START, whichever arrives first (issue 9). */
-static void test_markpair_device_waits_for_host_name(void **state)
-{
-    (void)state;
-    struct markpair *mp;
-    struct pl_range two[2], l;
-    struct mon_record r;
-    assert_int_equal(markpair_create(MARKPAIR_PENDING_CAP, &mp), 0);
-    /* host END, both device records, then the host START: host part and device part at once */
-    assert_int_equal(feed1(mp, mk(32, 0, 9, 400, "", "", 10, 12), &l), 0);
-    assert_int_equal(feed1(mp, mk(16, 1, 9, 210, "", "", 1, 0), &l), 0);
-    assert_int_equal(feed1(mp, mk(32, 1, 9, 290, "", "", 1, 5), &l), 0); /* waits for the name */
-    r = mk(16, 0, 9, 200, "step 9", "dom", 10, 11);
-    assert_int_equal(markpair_feed(mp, &r.u.marker, 1, two), 2);
-    assert_int_equal(two[0].done, PL_PART_HOST);
-    assert_string_equal(two[0].name, "step 9");
-    assert_int_equal(two[0].host_start, 200);
-    assert_int_equal(two[0].host_end, 400);
-    assert_false(pl_range_complete(&two[0]));
-    assert_int_equal(two[1].done, PL_PART_DEVICE);
-    assert_string_equal(two[1].name, "step 9");
-    assert_string_equal(two[1].domain, "dom");
-    assert_int_equal(two[1].dev_start, 210);
-    assert_int_equal(two[1].dev_end, 290);
-    assert_int_equal(two[1].stream_id, 5);
-    assert_true(pl_range_complete(&two[1]));
-    assert_int_equal(markpair_pending(mp), 0);
-    /* device records first, host START next (device part), host END last (host part) */
-    assert_int_equal(feed1(mp, mk(32, 1, 10, 290, "", "", 2, 5), &l), 0);
-    assert_int_equal(feed1(mp, mk(16, 1, 10, 210, "", "", 2, 0), &l), 0);
-    assert_int_equal(feed1(mp, mk(16, 0, 10, 200, "step 10", "", 10, 11), &l), 1);
-    assert_int_equal(l.done, PL_PART_DEVICE);
-    assert_string_equal(l.name, "step 10");
-    assert_int_equal(feed1(mp, mk(32, 0, 10, 300, "", "", 10, 11), &l), 1);
-    assert_int_equal(l.done, PL_PART_HOST);
-    assert_true(pl_range_complete(&l));
-    assert_int_equal(markpair_pending(mp), 0);
-    /* a host START cut by the session start still names the device part: before it ... */
-    r = mk(16, 0, 11, 50, "early", "d", 10, 11);
-    assert_int_equal(markpair_feed_cut(mp, &r.u.marker, 1, &l), 0);
-    assert_int_equal(feed1(mp, mk(16, 1, 11, 210, "", "", 3, 0), &l), 0);
-    assert_int_equal(feed1(mp, mk(32, 1, 11, 290, "", "", 3, 1), &l), 1);
-    assert_int_equal(l.done, PL_PART_DEVICE);
-    assert_string_equal(l.name, "early");
-    assert_int_equal(feed1(mp, mk(32, 0, 11, 300, "", "", 10, 11), &l), 0); /* no host part */
-    /* ... and after it */
-    assert_int_equal(feed1(mp, mk(16, 1, 12, 210, "", "", 3, 0), &l), 0);
-    assert_int_equal(feed1(mp, mk(32, 1, 12, 290, "", "", 3, 1), &l), 0);
-    r = mk(16, 0, 12, 50, "late cut", "d", 10, 11);
-    assert_int_equal(markpair_feed_cut(mp, &r.u.marker, 1, &l), 1);
-    assert_string_equal(l.name, "late cut");
-    assert_int_equal(l.dev_end, 290);
-    /* other records are not a cut START: nothing changes */
-    r = mk(32, 0, 13, 50, "", "", 10, 11);
-    assert_int_equal(markpair_feed_cut(mp, &r.u.marker, 1, &l), 0);
-    markpair_destroy(mp);
-}
-
-static void test_markpair_rules(void **state)
-{
-    (void)state;
-    struct markpair *mp;
-    struct pl_range l;
-    assert_int_equal(markpair_create(MARKPAIR_PENDING_CAP, &mp), 0);
-    /* instant with device */
-    assert_int_equal(feed1(mp, mk(8, 0, 1, 100, "mark", "d", 10, 11), &l), 1);
-    assert_int_equal(l.done, PL_PART_HOST);
-    assert_true(l.instant);
-    assert_int_equal(l.host_start, 100);
-    assert_int_equal(l.host_end, 100);
-    assert_int_equal(l.end_pid, 10);
-    assert_int_equal(feed1(mp, mk(8, 1, 1, 150, "", "", 3, 4), &l), 1);
-    assert_int_equal(l.done, PL_PART_DEVICE);
-    assert_string_equal(l.name, "mark");
-    assert_string_equal(l.domain, "d");
-    assert_int_equal(l.device_id, 3);
-    assert_int_equal(l.stream_id, 4);
-    assert_int_equal(markpair_pending(mp), 0);
-    /* range with device: host part, then device part carrying both (the metric range) */
-    assert_int_equal(feed1(mp, mk(16, 0, 2, 200, "step 1", "", 10, 11), &l), 0);
-    assert_int_equal(feed1(mp, mk(16, 1, 2, 210, "", "", 1, 0), &l), 0);
-    assert_int_equal(feed1(mp, mk(32, 0, 2, 300, "", "", 10, 12), &l), 1);
-    assert_int_equal(l.done, PL_PART_HOST);
-    assert_int_equal(l.host_start, 200);
-    assert_int_equal(l.host_end, 300);
-    assert_int_equal(l.end_tid, 12); /* from the END record */
-    assert_string_equal(l.name, "step 1");
-    assert_false(pl_range_complete(&l));
-    assert_int_equal(feed1(mp, mk(32, 1, 2, 290, "", "", 1, 5), &l), 1);
-    assert_int_equal(l.done, PL_PART_DEVICE);
-    assert_int_equal(l.dev_start, 210);
-    assert_int_equal(l.dev_end, 290);
-    assert_int_equal(l.stream_id, 5);
-    assert_string_equal(l.name, "step 1");
-    assert_true(pl_range_complete(&l));
-    assert_int_equal(markpair_pending(mp), 0);
-    /* host-only range; a second END without START gives nothing */
-    assert_int_equal(feed1(mp, mk(2, 0, 3, 400, "fwd", "", 1, 1), &l), 0);
-    assert_int_equal(feed1(mp, mk(4, 0, 3, 450, "", "", 1, 1), &l), 1);
-    assert_int_equal(l.host_end - l.host_start, 50);
-    assert_true(pl_range_complete(&l));
-    assert_int_equal(markpair_pending(mp), 0);
-    assert_int_equal(feed1(mp, mk(4, 0, 3, 450, "", "", 1, 1), &l), 0);
-    assert_int_equal(markpair_pending(mp), 1); /* the lone END waits for a START, then ages out */
-    assert_int_equal(markpair_expire(mp, 1000, 10, NULL, 0, NULL), 1);
-    /* END before START (another completion thread): the same range */
-    assert_int_equal(feed1(mp, mk(4, 0, 5, 550, "", "", 1, 2), &l), 0);
-    assert_int_equal(feed1(mp, mk(2, 0, 5, 500, "late", "d", 1, 1), &l), 1);
-    assert_int_equal(l.host_start, 500);
-    assert_int_equal(l.host_end, 550);
-    assert_int_equal(l.end_tid, 2);
-    assert_string_equal(l.name, "late");
-    /* bounded: 70000 starts never ended keep at most 65536 pending */
-    for (uint64_t id = 1000; id < 71000; id++)
-        (void)feed1(mp, mk(2, 0, id, id, "x", "", 1, 1), &l);
-    assert_int_equal(markpair_pending(mp), MARKPAIR_PENDING_CAP);
-    assert_int_equal(feed1(mp, mk(4, 0, 1000, 5, "", "", 1, 1), &l), 0); /* evicted: no line */
-    markpair_destroy(mp);
 }
 
 /* ---- metric ---- */
@@ -797,8 +665,6 @@ static void test_standalone_delta_escapes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_markpair_rules),
-        cmocka_unit_test(test_markpair_device_waits_for_host_name),
         cmocka_unit_test(test_metric_sums_and_opstats),
         cmocka_unit_test(test_metric_kind_mask),
         cmocka_unit_test(test_metric_markers),
