@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/logesc.h"
 #include "contract/cjx.h"
+#include "daemon/health.h"
 #include "daemon/steps.h"
 
 #define DATA_MAX_DEPTH 10
@@ -266,6 +267,25 @@ static void take_info(struct data_router *dr, const cJSON *msg, int32_t sender)
     (void)registry_set_library(dr->reg, (int32_t)pid, bv->valuestring, lv->valuestring);
 }
 
+/* PluginHealth (ours, daemon/health.h): shown by getStatus, never acted on. A report from a
+ * kernel-vouched sender about itself lists that process even before it reports a status. */
+static void take_health(struct data_router *dr, const cJSON *msg, int32_t sender, uint64_t now_ns)
+{
+    struct status_health h;
+    int32_t pid = 0;
+
+    if (!dr->st || health_parse(msg, &h, &pid) != 0) {
+        dr->health_rejected++;
+        LOG_RL(&dr->rl_health, 1000, LOG_LVL_WARNING, "data: ignored a malformed %s (%llu so far)", HEALTH_MSG_KIND,
+               (unsigned long long)dr->health_rejected);
+        return;
+    }
+    if (!from_sender(dr, HEALTH_MSG_KIND, pid, sender))
+        return;
+    (void)status_set_health(dr->st, pid, sender > 0, &h, clock_mono_ns());
+    (void)now_ns;
+}
+
 int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_t now_ns)
 {
     return data_handle_from(dr, payload, len, now_ns, 0);
@@ -313,6 +333,8 @@ int data_handle_from(struct data_router *dr, const char *payload, size_t len, ui
                     take_stats(dr, msg, sender, &stats, &stats_pid);
     if (strcmp(kind->valuestring, "PluginInfo") == 0)
         take_info(dr, msg, sender);
+    if (strcmp(kind->valuestring, HEALTH_MSG_KIND) == 0)
+        take_health(dr, msg, sender, now_ns);
     if (is_stats) {
         rc = emit_stats(dr, dev, dur, ts, &stats, stats_pid, now_ns);
     } else if (strcmp(kind->valuestring, STEPS_KIND) == 0) {
