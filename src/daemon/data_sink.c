@@ -333,8 +333,6 @@ int data_handle_from(struct data_router *dr, const char *payload, size_t len, ui
                     take_stats(dr, msg, sender, &stats, &stats_pid);
     if (strcmp(kind->valuestring, "PluginInfo") == 0)
         take_info(dr, msg, sender);
-    if (strcmp(kind->valuestring, HEALTH_MSG_KIND) == 0)
-        take_health(dr, msg, sender, now_ns);
     if (is_stats) {
         rc = emit_stats(dr, dev, dur, ts, &stats, stats_pid, now_ns);
     } else if (strcmp(kind->valuestring, STEPS_KIND) == 0) {
@@ -347,6 +345,10 @@ int data_handle_from(struct data_router *dr, const char *payload, size_t len, ui
             rc = dr->steps ? steps_take(dr->steps, dr, msg, now_ns, clock_mono_ns()) : 0;
         if (rc < 0)
             rc = 0; /* counted and logged by steps; the payload itself was valid data */
+    } else if (strcmp(kind->valuestring, HEALTH_MSG_KIND) == 0) {
+        /* status only: a report every poll period per rank is no metric for the loggers */
+        take_health(dr, msg, sender, now_ns);
+        rc = 0;
     } else if (strcmp(kind->valuestring, "OpStats") == 0) {
         rc = emit_opstats(dr, msg, dev, now_ns, sender);
     } else {
