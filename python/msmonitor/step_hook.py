@@ -415,6 +415,11 @@ def _fwd_post(module, _inputs, _output):
         _fwd_fire()
 
 
+def forward_installed():
+    """True when a forward hook (per module or module-wide) is in place."""
+    return bool(_fwd["global"] or _fwd["handles"])
+
+
 def install_forward(module=None, step_fn=None, torch_module=None):
     """Call step_fn() (default: msmonitor.dynamic_profile.step) after each outermost forward()
     of `module`, or of any torch.nn.Module when module is None. Returns True when the hook is
