@@ -56,15 +56,22 @@ static int status_marks(const cJSON *p, const char *indent, struct cli_buf *out)
     return n;
 }
 
-/* One host, no --json: upstream's line unchanged, then the marks below it. */
+/* One host, no --json: upstream's line unchanged on stdout (scripts parse all of it as JSON),
+ * the marks on stderr, where a person at the terminal sees them below it. */
 static void status_render(const struct cmd_req *req, const char *reply, size_t len, const cJSON *json,
                           struct cli_buf *out, bool *ret_failed, char *err, size_t errcap)
 {
+    struct cli_buf marks;
     const cJSON *p;
+    int n = 0;
 
     cmd_render_verbatim(req, reply, len, json, out, ret_failed, err, errcap);
+    cli_buf_init(&marks, 1u << 20);
     cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(json, "processes"))
-        (void)status_marks(p, "", out);
+        n += status_marks(p, "", &marks);
+    if (n > 0 && !marks.err)
+        fputs(cli_buf_str(&marks), stderr);
+    cli_buf_fini(&marks);
 }
 
 /* From a getSteps reply: rank and newest step of pid (-1 when unknown). */

@@ -45,11 +45,16 @@ def wait_mark(daemon, pid, code, timeout=60.0):
 
 
 def status_line(daemon, pid, code):
-    """`dyno status` prints the mark under the JSON line: `! pid <pid>[ rank <r>]: <code>: …`."""
+    """`dyno status` prints the marks on stderr, `! pid <pid>[ rank <r>]: <code>: …`, and keeps
+    stdout the reply alone (scripts parse it as JSON); the multi-host table has them too."""
     r = run_dyno(daemon, "status")
     assert r.returncode == 0, r.stdout + r.stderr
-    hits = [ln for ln in r.stdout.splitlines() if ln.startswith(f"! pid {pid}") and f": {code}: " in ln]
-    assert hits, r.stdout
+    json.loads(r.stdout[r.stdout.index("{"):])
+    hits = [ln for ln in r.stderr.splitlines() if ln.startswith(f"! pid {pid}") and f": {code}: " in ln]
+    assert hits, r.stdout + r.stderr
+    r = run_dyno(daemon, "status", hostname="localhost,127.0.0.1")   # the merged table
+    assert any(ln.strip().startswith(f"! pid {pid}") and f": {code}: " in ln for ln in r.stdout.splitlines()), \
+        r.stdout + r.stderr
     return hits[0]
 
 

@@ -181,8 +181,8 @@ def test_custom_optimizer_shows_no_step(daemon, tmp_path):
                           .get("no_step"), 60, "the no_step mark", lambda: json.dumps(health(daemon, job.p.pid)))
         assert "torch.optim.Optimizer" in text and "forward hook" in text
         r = run_dyno(daemon, "status")
-        assert any(ln.startswith(f"! pid {job.p.pid}") and ": no_step: " in ln for ln in r.stdout.splitlines()), \
-            r.stdout
+        assert any(ln.startswith(f"! pid {job.p.pid}") and ": no_step: " in ln for ln in r.stderr.splitlines()), \
+            r.stdout + r.stderr
         r = run_dyno(daemon, "doctor")
         assert r.returncode != 0 and any(ln.startswith(FAIL) and f"pid {job.p.pid}: no step since the config" in ln
                                          for ln in r.stdout.splitlines()), r.stdout
