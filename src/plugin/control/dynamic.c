@@ -713,9 +713,8 @@ void dyn_finalize(void)
     if (!dyn.enabled || dyn.pid != getpid())
         goto out; /* a child must not join the parent's poller nor unlink its segment */
     __atomic_store_n(&dyn.enabled, false, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&dyn.lock);
-    health_reporter_stop(); /* its tick reads the segment: stopped before the unmap */
-    pthread_mutex_lock(&dyn.lock);
+    /* its tick reads the segment: stopped before the unmap (it never takes dyn.lock) */
+    health_reporter_stop();
     dyn_mstx_end(dyn.range_id);
     dyn.range_id = 0;
     if (dyn.trace.state == DYN_TRACE_RUNNING)
