@@ -228,3 +228,37 @@ def test_dyno_mode_ranks_listed_no_step_and_late_attach(daemon, tmp_path):
     finally:
         for p, _ in reversed(ranks):
             p.stop(signal.SIGTERM, timeout=30)
+
+
+FORGE_HEALTH = r"""
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from ipcclient import IpcClient
+base = {"kind": "PluginHealth", "duration": 0, "timestamp": 1, "deviceId": -1, "name": "health", "backend": "cupti",
+        "library": "/forged", "fallback": "forged", "mode": "dyno", "rank": 9, "step": -1, "step_age_ms": -1,
+        "step_period_ms": -1, "config_age_ms": 999999, "steps": 0, "steps_since_config": 0}
+with IpcClient(sys.argv[2]) as c:
+    c.data(dict(base, pid=int(sys.argv[3])))            # another process's pid: ignored
+    c.data(dict(base, pid=os.getpid(), rank="x"))       # its own, malformed: ignored
+"""
+
+
+def test_health_speaks_only_for_its_sender(daemon):
+    """A local process cannot put marks on a rank (or list itself) with a forged or malformed
+    PluginHealth: each is ignored with one rate-limited WARNING."""
+    import sys
+    e2e = os.path.dirname(os.path.abspath(__file__))
+    tmp = tempfile.mkdtemp(prefix="mmh")
+    w = Workload(daemon, tmp)
+    try:
+        wait_registered(daemon, w.p.pid)
+        p = subprocess.Popen([sys.executable, "-c", FORGE_HEALTH, e2e, daemon.sockdir, str(w.p.pid)],
+                             env=daemon.client_env())
+        assert p.wait(timeout=30) == 0
+        daemon.wait_log("data: ignored PluginHealth from pid %d naming pid %d" % (p.pid, w.p.pid))
+        daemon.wait_log("data: ignored a malformed PluginHealth")
+        h = proc_of(daemon, w.p.pid).get("health", {})
+        assert h.get("library") != "/forged" and h.get("rank") != 9 and not h.get("marks"), h
+        assert proc_of(daemon, p.pid) is None
+    finally:
+        w.stop()
