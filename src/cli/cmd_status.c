@@ -36,6 +36,15 @@ static const char *str(const cJSON *o, const char *key, const char *def)
     return cJSON_IsString(v) ? v->valuestring : def;
 }
 
+/* Text from the daemon to a terminal: control bytes (escape sequences, newlines) as '?'. */
+static void put_printable(struct cli_buf *out, const char *s)
+{
+    for (; *s; s++) {
+        char c = (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s;
+        cli_buf_append(out, &c, 1);
+    }
+}
+
 /* The marks of one process (getStatus "health"."marks", docs/cli.md "Status marks"): one line
  * each, "! pid <pid> rank <rank>: <code>: <text>", prefixed by indent. Returns how many. */
 static int status_marks(const cJSON *p, const char *indent, struct cli_buf *out)
@@ -50,7 +59,11 @@ static int status_marks(const cJSON *p, const char *indent, struct cli_buf *out)
         const char *code = str(m, "code", NULL), *text = str(m, "text", NULL);
         if (!code || !text)
             continue;
-        cli_buf_printf(out, "%s! pid %d%s: %s: %s\n", indent, pid, rk, code, text);
+        cli_buf_printf(out, "%s! pid %d%s: ", indent, pid, rk);
+        put_printable(out, code);
+        cli_buf_puts(out, ": ");
+        put_printable(out, text);
+        cli_buf_puts(out, "\n");
         n++;
     }
     return n;
