@@ -216,8 +216,13 @@ _HOOKED = []
 
 
 def _install_optimizer_hook():
-    """Call step() after each optimizer step, on every PyTorch we support (step_hook.py)."""
-    step_hook.install(step)
+    """The step source (step_hook.step_source()): step() after each optimizer step, on every
+    PyTorch we support, or after each outermost module forward (inference, vLLM >= 0.11)."""
+    source = step_hook.step_source()
+    if source == "forward":
+        step_hook.install_forward(None, step)
+    elif source == "optimizer":
+        step_hook.install(step)
 
 
 def init():

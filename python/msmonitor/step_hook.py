@@ -307,3 +307,152 @@ def _hook_subclassing(opt_cls):
 
     setattr(__init_subclass__, _MARK, True)
     opt_cls.__init_subclass__ = classmethod(__init_subclass__)
+
+
+# -- forward hook: a step source for loops without an optimizer (inference, custom optimizers) --
+#
+# One step per outermost forward(): of one module (install_forward(model)), or, with no module
+# named, of any module (global module hooks; nested sub-module forwards do not count). Chosen
+# by MSMONITOR_STEP_HOOK=forward, or automatically for vLLM >= 0.11 workers (see
+# step_source()). docs/python.md "The forward hook".
+
+_fwd = {
+    "callback": None,    # step_fn of the latest install_forward()
+    "global": False,     # the module-wide hooks are registered
+    "handles": [],       # RemovableHandles of the per-module hooks
+    "warned": False,
+}
+
+_VLLM_MIN = (0, 11)
+
+
+def _version_tuple(text):
+    parts = []
+    for piece in str(text).split(".")[:2]:
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        parts.append(int(digits) if digits else 0)
+    while len(parts) < 2:
+        parts.append(0)
+    return tuple(parts)
+
+
+def vllm_version():
+    """The importable vLLM's version as a (major, minor) tuple, or None when vLLM is not
+    importable. Reads the installed metadata first; a package without it (a source tree on
+    sys.path) is imported for its __version__."""
+    try:
+        if importlib.util.find_spec("vllm") is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    mod = sys.modules.get("vllm")
+    text = getattr(mod, "__version__", None) if mod is not None else None
+    if text is None:
+        try:
+            import importlib.metadata as md  # pylint: disable=import-outside-toplevel
+            text = md.version("vllm")
+        except Exception:  # noqa: BLE001 (no metadata: a source tree)
+            text = None
+    if text is None:
+        try:
+            import vllm  # pylint: disable=import-outside-toplevel
+            text = getattr(vllm, "__version__", None)
+        except Exception as err:  # noqa: BLE001 (a broken vllm must not break the job)
+            _log("DEBUG", f"vllm is on the path but cannot be imported: {err}")
+            return None
+    return _version_tuple(text) if text is not None else None
+
+
+def step_source():
+    """Which step source init() installs: MSMONITOR_STEP_HOOK=optimizer|forward|none when set
+    (an invalid value warns and counts as unset); else "forward" when vLLM >= 0.11 is
+    importable (its workers have no optimizer), else "optimizer"."""
+    raw = os.environ.get("MSMONITOR_STEP_HOOK")
+    if raw is not None:
+        value = raw.strip().lower()
+        if value in ("optimizer", "forward", "none"):
+            return value
+        _log("WARNING", f"MSMONITOR_STEP_HOOK='{raw}' is not one of optimizer, forward, none; "
+             "using the default")
+    version = vllm_version()
+    if version is not None and version >= _VLLM_MIN:
+        _log("INFO", f"vLLM {version[0]}.{version[1]} found: one step per model forward (forward hook)")
+        return "forward"
+    return "optimizer"
+
+
+def _fwd_fire():
+    callback = _fwd["callback"]
+    if callback is None:
+        return
+    try:
+        callback()
+    except Exception as err:  # noqa: BLE001 (never break forward())
+        if not _fwd["warned"]:
+            _fwd["warned"] = True
+            _log("WARNING", f"forward hook callback failed: {err}")
+
+
+def _fwd_pre(module, _inputs):
+    # Thread-local depth of module forwards: the outermost one is the step. A forward that
+    # raised left the depth up; the outermost module entered again resets it.
+    depth = getattr(_tls, "fwd_depth", 0)
+    if depth == 0 or getattr(_tls, "fwd_outer", None) is module:
+        _tls.fwd_outer = module
+        depth = 0
+    _tls.fwd_depth = depth + 1
+
+
+def _fwd_post(module, _inputs, _output):
+    depth = getattr(_tls, "fwd_depth", 0) - 1
+    _tls.fwd_depth = max(depth, 0)
+    if depth <= 0 and getattr(_tls, "fwd_outer", None) is module:
+        _tls.fwd_outer = None
+        _fwd_fire()
+
+
+def forward_installed():
+    """True when a forward hook (per module or module-wide) is in place."""
+    return bool(_fwd["global"] or _fwd["handles"])
+
+
+def install_forward(module=None, step_fn=None, torch_module=None):
+    """Call step_fn() (default: msmonitor.dynamic_profile.step) after each outermost forward()
+    of `module`, or of any torch.nn.Module when module is None. Returns True when the hook is
+    in place; never raises. Repeated calls replace step_fn; a module already hooked is not
+    hooked twice. `torch_module` replaces `import torch` (tests)."""
+    with _lock:
+        if step_fn is None:
+            from . import dynamic_profile  # pylint: disable=import-outside-toplevel
+            step_fn = dynamic_profile.step
+        _fwd["callback"] = step_fn
+        try:
+            if module is not None:
+                if getattr(module, _MARK, False):
+                    return True
+                _fwd["handles"].append(module.register_forward_pre_hook(_fwd_pre))
+                _fwd["handles"].append(module.register_forward_hook(_fwd_post))
+                setattr(module, _MARK, True)
+                _log("DEBUG", f"forward step hook on {type(module).__name__}")
+                return True
+            if _fwd["global"]:
+                return True
+            torch = torch_module
+            if torch is None:
+                import torch  # pylint: disable=import-outside-toplevel
+            mod = sys.modules.get(f"{getattr(torch, '__name__', 'torch')}.nn.modules.module")
+            if mod is None:
+                mod = torch.nn.modules.module
+            mod.register_module_forward_pre_hook(_fwd_pre)
+            mod.register_module_forward_hook(_fwd_post)
+            _fwd["global"] = True
+            _log("DEBUG", "forward step hook on every module (outermost forward = one step)")
+            return True
+        except Exception as err:  # noqa: BLE001
+            _log("WARNING", f"forward step hook not installed ({type(err).__name__}: {err}); call "
+                 "msmonitor.dynamic_profile.step() once per iteration to be monitored")
+            return False

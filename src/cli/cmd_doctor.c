@@ -282,11 +282,18 @@ static void check_session_stats(struct report *r, long long pid, const cJSON *s)
     if (off > 0)
         say(r, M_FAIL, "pid %lld: %.0f metric datagrams dropped while the daemon was unreachable - fix: "
             "keep dynolog running (systemd Restart=always) or raise MSMONITOR_DATA_BACKLOG_BYTES", pid, off);
-    if (q + d + w > 0)
-        say(r, M_FAIL, "pid %lld: session dropped %.0f records (queue %.0f, declined buffers %.0f, "
-            "write %.0f) - fix: a shorter --report-interval-s or a --filter; the job log shows "
-            "'Buffer allocation exhausted' (R26)", pid, q + d + w, q, d, w);
-    else if (off == 0)
+    /* each reason its own fix: a full buffer pool is not a full disk */
+    if (d > 0)
+        say(r, M_FAIL, "pid %lld: dropping %.0f%% of records: %.0f buffer requests declined - fix: a shorter "
+            "--report-interval-s or a --filter; the job log shows 'Buffer allocation exhausted' (R26)", pid,
+            d + num_item(s, "consumed") > 0 ? 100.0 * d / (d + num_item(s, "consumed")) : 0.0, d);
+    if (w > 0)
+        say(r, M_FAIL, "pid %lld: %.0f records lost to write errors (a full disk?) - fix: free space under the "
+            "--log-file directory or choose another one; check it with --log-dir (R29)", pid, w);
+    if (q > 0)
+        say(r, M_FAIL, "pid %lld: %.0f records dropped at the full output queue - fix: a --filter or fewer "
+            "kinds (R26)", pid, q);
+    if (q + d + w == 0 && off == 0)
         say(r, M_OK, "pid %lld: session consumed %.0f, kept %.0f, filtered %.0f, written %.0f, "
             "0 dropped", pid, num_item(s, "consumed"), num_item(s, "kept"),
             num_item(s, "filtered"), num_item(s, "written"));
@@ -303,6 +310,8 @@ static void scan_fields(struct report *r, long long pid, const cJSON *o, int dep
         return;
     cJSON_ArrayForEach(f, o) {
         const char *k = f->string ? f->string : "";
+        if (strcmp(k, "health") == 0)
+            continue; /* check_health's */
         if (cJSON_IsObject(f) && strcmp(k, "session_stats") == 0) {
             (*ndrop)++;
             check_session_stats(r, pid, f);
@@ -348,6 +357,34 @@ static void check_sessions(struct report *r, const cJSON *procs, const struct op
     if (ndrop == 0)
         say(r, M_INFO, "session drop counters: not reported (no session has reported yet, or "
             "this daemon does not carry them)");
+}
+
+/* Live health (issue 22, docs/cli.md "Status marks"): every mark the daemon puts on a process
+ * fails; drops are judged by check_session_stats with their own fixes. */
+static void check_health(struct report *r, const cJSON *procs, const struct opts *o)
+{
+    const cJSON *p, *m;
+    int seen = 0, marked = 0;
+
+    cJSON_ArrayForEach(p, procs) {
+        const cJSON *h = cJSON_IsObject(p) && proc_selected(p, o) ? cJSON_GetObjectItemCaseSensitive(p, "health")
+                                                                     : NULL;
+        if (!cJSON_IsObject(h))
+            continue;
+        seen++;
+        cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(h, "marks")) {
+            const char *code = str_item(m, "code"), *text = str_item(m, "text");
+            if (!code || !text || strncmp(code, "dropping_", 9) == 0)
+                continue;
+            say(r, M_FAIL, "pid %lld: %s", proc_pid(p), text);
+            marked++;
+        }
+    }
+    if (seen == 0)
+        say(r, M_INFO, "live health: not reported (no process has reported it yet, or an older daemon)");
+    else if (marked == 0)
+        say(r, M_OK, "live health of %d process%s: no marks (steps, records, filter, backend)", seen,
+            seen == 1 ? "" : "es");
 }
 
 /* R2, R30: the socket files, and whose home they are in. */
@@ -621,6 +658,7 @@ static void doctor_run_host(const struct cmd_req *req, const char *target, uint1
             check_processes(&r, procs, &o);
             check_state(&r, st);
             check_sessions(&r, procs, &o);
+            check_health(&r, procs, &o);
         }
     }
 

@@ -1,7 +1,8 @@
 /* cmd_status: `dyno status` — one host: sends {"fn":"getStatus"} and prints the reply
  * unchanged (02-cli.md §4.1). Several hosts or --json: one merged view (docs/cluster.md §3):
  * a table (host, pid, rank, npu-monitor and nputrace state, current step, last poll age) or
- * one JSON object whose `processes` carry `host`. Ranks come from the step windows. */
+ * one JSON object whose `processes` carry `host`. Ranks come from the step windows. Each
+ * process's health marks follow it, one line each (docs/cli.md "Status marks"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,57 @@ static const char *str(const cJSON *o, const char *key, const char *def)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     return cJSON_IsString(v) ? v->valuestring : def;
+}
+
+/* Text from the daemon to a terminal: control bytes (escape sequences, newlines) as '?'. */
+static void put_printable(struct cli_buf *out, const char *s)
+{
+    for (; *s; s++) {
+        char c = (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s;
+        cli_buf_append(out, &c, 1);
+    }
+}
+
+/* The marks of one process (getStatus "health"."marks", docs/cli.md "Status marks"): one line
+ * each, "! pid <pid> rank <rank>: <code>: <text>", prefixed by indent. Returns how many. */
+static int status_marks(const cJSON *p, const char *indent, struct cli_buf *out)
+{
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(p, "health"), *m;
+    int n = 0, rank = num(h, "rank", -1), pid = num(p, "pid", 0);
+    char rk[24] = "";
+
+    if (rank >= 0)
+        snprintf(rk, sizeof(rk), " rank %d", rank);
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(h, "marks")) {
+        const char *code = str(m, "code", NULL), *text = str(m, "text", NULL);
+        if (!code || !text)
+            continue;
+        cli_buf_printf(out, "%s! pid %d%s: ", indent, pid, rk);
+        put_printable(out, code);
+        cli_buf_puts(out, ": ");
+        put_printable(out, text);
+        cli_buf_puts(out, "\n");
+        n++;
+    }
+    return n;
+}
+
+/* One host, no --json: upstream's line unchanged on stdout (scripts parse all of it as JSON),
+ * the marks on stderr, where a person at the terminal sees them below it. */
+static void status_render(const struct cmd_req *req, const char *reply, size_t len, const cJSON *json,
+                          struct cli_buf *out, bool *ret_failed, char *err, size_t errcap)
+{
+    struct cli_buf marks;
+    const cJSON *p;
+    int n = 0;
+
+    cmd_render_verbatim(req, reply, len, json, out, ret_failed, err, errcap);
+    cli_buf_init(&marks, 1u << 20);
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(json, "processes"))
+        n += status_marks(p, "", &marks);
+    if (n > 0 && !marks.err)
+        fputs(cli_buf_str(&marks), stderr);
+    cli_buf_fini(&marks);
 }
 
 /* From a getSteps reply: rank and newest step of pid (-1 when unknown). */
@@ -106,6 +158,8 @@ static int status_run_all(struct cmd_req *req, const struct cli_targets *t, FILE
             rank_of(sp[i].json, pid, &rank, &wstep);
             if (step < 0)
                 step = wstep;
+            if (rank < 0) /* a rank that reported no step window yet: its own word */
+                rank = num(cJSON_GetObjectItemCaseSensitive(p, "health"), "rank", -1);
             if (json) {
                 cJSON *c = cJSON_Duplicate(p, true);
                 cJSON_AddStringToObject(c, "host", host);
@@ -124,6 +178,11 @@ static int status_run_all(struct cmd_req *req, const struct cli_targets *t, FILE
                 snprintf(stp, sizeof(stp), "%d", step);
             fprintf(out, "%-24s %8d %5s %-13s %-13s %8s %9s\n", host, pid, rk, str(p, "npumonitor", "-"),
                     str(p, "nputrace", "-"), stp, age);
+            struct cli_buf mb;
+            cli_buf_init(&mb, 1u << 20);
+            if (status_marks(p, "    ", &mb) > 0 && !mb.err)
+                fputs(cli_buf_str(&mb), out);
+            cli_buf_fini(&mb);
         }
     }
     if (json) {
@@ -153,6 +212,6 @@ const struct cli_cmd cmd_status = {
     .flags = status_flags,
     .nflags = sizeof(status_flags) / sizeof(status_flags[0]),
     .prepare = status_prepare,
-    .render = cmd_render_verbatim,
+    .render = status_render,
     .run_all = status_run_all,
 };

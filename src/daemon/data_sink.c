@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/logesc.h"
 #include "contract/cjx.h"
+#include "daemon/health.h"
 #include "daemon/steps.h"
 
 #define DATA_MAX_DEPTH 10
@@ -266,6 +267,25 @@ static void take_info(struct data_router *dr, const cJSON *msg, int32_t sender)
     (void)registry_set_library(dr->reg, (int32_t)pid, bv->valuestring, lv->valuestring);
 }
 
+/* PluginHealth (ours, daemon/health.h): shown by getStatus, never acted on. A report from a
+ * kernel-vouched sender about itself lists that process even before it reports a status. */
+static void take_health(struct data_router *dr, const cJSON *msg, int32_t sender, uint64_t now_ns)
+{
+    struct status_health h;
+    int32_t pid = 0;
+
+    if (!dr->st || health_parse(msg, &h, &pid) != 0) {
+        dr->health_rejected++;
+        LOG_RL(&dr->rl_health, 1000, LOG_LVL_WARNING, "data: ignored a malformed %s (%llu so far)", HEALTH_MSG_KIND,
+               (unsigned long long)dr->health_rejected);
+        return;
+    }
+    if (!from_sender(dr, HEALTH_MSG_KIND, pid, sender))
+        return;
+    (void)status_set_health(dr->st, pid, sender > 0, &h, clock_mono_ns());
+    (void)now_ns;
+}
+
 int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_t now_ns)
 {
     return data_handle_from(dr, payload, len, now_ns, 0);
@@ -305,7 +325,10 @@ int data_handle_from(struct data_router *dr, const char *payload, size_t len, ui
     }
     jw_init(&w, line, sizeof(line));
     cjx_write(&w, msg);
-    LOG_INFO("Received data message : %s", w.err ? "(too long to log)" : line);
+    if (strcmp(kind->valuestring, HEALTH_MSG_KIND) == 0) /* every poll period per rank: no event */
+        LOG_DEBUG("Received data message : %s", w.err ? "(too long to log)" : line);
+    else
+        LOG_INFO("Received data message : %s", w.err ? "(too long to log)" : line);
     dr->accepted++;
     struct status_stats stats;
     int32_t stats_pid = 0;
@@ -325,6 +348,10 @@ int data_handle_from(struct data_router *dr, const char *payload, size_t len, ui
             rc = dr->steps ? steps_take(dr->steps, dr, msg, now_ns, clock_mono_ns()) : 0;
         if (rc < 0)
             rc = 0; /* counted and logged by steps; the payload itself was valid data */
+    } else if (strcmp(kind->valuestring, HEALTH_MSG_KIND) == 0) {
+        /* status only: a report every poll period per rank is no metric for the loggers */
+        take_health(dr, msg, sender, now_ns);
+        rc = 0;
     } else if (strcmp(kind->valuestring, "OpStats") == 0) {
         rc = emit_opstats(dr, msg, dev, now_ns, sender);
     } else {

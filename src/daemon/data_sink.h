@@ -25,6 +25,8 @@ struct data_router {
     uint64_t rejected;
     uint64_t spoofed;    /* PluginStats/PluginInfo naming a pid other than their sender's */
     struct log_ratelimit rl_spoof;
+    uint64_t health_rejected; /* PluginHealth reports that failed validation */
+    struct log_ratelimit rl_health;
 };
 
 /* Storage provided by the caller; no sinks. */

@@ -293,6 +293,7 @@ int main(int argc, char **argv)
 
     /* 7. events on the loop: RPC listeners, IPC sockets, the registry GC timer */
     struct rpc_ctx ctx = { reg, st, MSMON_VERSION, steps };
+    rpc_set_pid_gone(rpc_pid_gone); /* getStatus: a dead pid reads gone at once */
     rpc = rpc_server_create(loop, tcp_fd, &tcp_conn, dyno_sock.fd, flags.rpc_max_clients,
                             &ctx);
     if (!rpc) {

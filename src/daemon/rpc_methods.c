@@ -17,6 +17,7 @@
 #include "contract/cfgkeys.h"
 #include "contract/cjx.h"
 #include "contract/kvtext.h"
+#include "daemon/health.h"
 #include "daemon/rpc_steps.h"
 
 #define REPLY_MAX (1u << 20)
@@ -79,6 +80,25 @@ static int leaf_cmp(const void *a, const void *b)
     if (x->pid != y->pid)
         return x->pid < y->pid ? -1 : 1;
     return x->job < y->job ? -1 : x->job > y->job;
+}
+
+/* The pid has exited (EPERM: it exists under another uid). Checked at each getStatus, so a
+ * dead rank reads gone at once instead of "polling" until the next clean-up. */
+bool rpc_pid_gone(int32_t pid)
+{
+    return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+static bool (*pid_gone_fn)(int32_t pid);
+
+void rpc_set_pid_gone(bool (*fn)(int32_t pid))
+{
+    pid_gone_fn = fn;
+}
+
+static bool pid_gone(int32_t pid)
+{
+    return pid_gone_fn && pid_gone_fn(pid);
 }
 
 static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
@@ -154,6 +174,9 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
                 }
             }
         }
+        bool gone = pid_gone(e.pid);
+        if (gone)
+            polling = false;
         jw_obj_begin(w);
         if (lib_backend) { /* ours (issue 15): the vendor library this process loaded */
             jw_key(w, "backend");
@@ -161,6 +184,10 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
         }
         jw_key(w, "current_step");
         jw_int(w, e.current_step);
+        if (health_has(&e, gone)) { /* ours (issue 22): live health and its marks */
+            jw_key(w, "health");
+            health_write(w, &e, gone, clock_mono_ns());
+        }
         jw_key(w, "job_id");
         jw_int(w, e.job);
         if (polling) { /* ours (issue 15, `dyno doctor`): how long ago this poller last polled */

@@ -28,6 +28,12 @@ struct rpc_ctx {
  * call; NULL or empty: any --log-file is passed on as before. */
 void rpc_set_allowed_log_dirs(const struct pathnorm_roots *roots);
 
+/* getStatus marks a process "gone" when fn says its pid has exited (issue 22; a setter like
+ * the one above). NULL (the default): no process is judged, as in unit tests whose pids are
+ * made up. dynolog sets rpc_pid_gone: kill(pid, 0) fails with ESRCH. */
+void rpc_set_pid_gone(bool (*fn)(int32_t pid));
+bool rpc_pid_gone(int32_t pid);
+
 /* Handle one request body (raw bytes as received). On 0, *ret_reply is the reply JSON the
  * caller owns (free()), or NULL when the request gets no reply (logged). -ENOMEM otherwise. */
 int rpc_handle(const struct rpc_ctx *ctx, const char *body, size_t len, char **ret_reply,

@@ -111,6 +111,25 @@ void status_update(struct status_table *st, enum status_dim dim, const struct ip
     pthread_mutex_unlock(&st->mu);
 }
 
+void status_fold_stats(struct status_entry *e, const struct status_stats *s)
+{
+    if (e->has_stats && s->consumed >= e->stats.consumed && s->kept >= e->stats.kept) {
+#define STATUS_DELTA(f) e->interval.f = s->f >= e->stats.f ? s->f - e->stats.f : 0;
+        STATUS_STATS_FIELDS(STATUS_DELTA)
+#undef STATUS_DELTA
+    } else {
+        e->interval = *s; /* the first report of a session covers its first interval */
+        e->quiet_intervals = 0;
+    }
+    e->has_interval = true;
+    if (e->interval.consumed == 0)
+        e->quiet_intervals++;
+    else
+        e->quiet_intervals = 0;
+    e->stats = *s;
+    e->has_stats = true;
+}
+
 int status_set_stats(struct status_table *st, int32_t pid, const struct status_stats *s)
 {
     int rc = -ENOENT;
@@ -119,10 +138,42 @@ int status_set_stats(struct status_table *st, int32_t pid, const struct status_s
     for (size_t i = 0; i < st->n; i++) {
         if (st->e[i].pid != pid)
             continue;
-        st->e[i].stats = *s;
-        st->e[i].has_stats = true;
+        status_fold_stats(&st->e[i], s);
         rc = 0;
     }
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+int status_set_health(struct status_table *st, int32_t pid, bool vouched, const struct status_health *h,
+                      uint64_t now_ns)
+{
+    int rc = -ENOENT;
+
+    pthread_mutex_lock(&st->mu);
+    for (size_t i = 0; i < st->n; i++) {
+        if (st->e[i].pid != pid)
+            continue;
+        st->e[i].health = *h;
+        st->e[i].health.received_ns = now_ns;
+        st->e[i].has_health = true;
+        st->e[i].updated_ns = now_ns;
+        rc = 0;
+    }
+    if (rc == 0 || !vouched || pid <= 0)
+        goto out;
+    if (st->n == STATUS_MAX_ENTRIES) {
+        /* a full table keeps the processes that report status: health alone does not evict */
+        rc = -ENOSPC;
+        goto out;
+    }
+    st->e[st->n] = (struct status_entry){ .job = 0, .pid = pid, .trace = -1, .monitor = -1, .current_step = -1,
+                                          .start_step = -1, .stop_step = -1, .updated_ns = now_ns,
+                                          .has_health = true, .health = *h };
+    st->e[st->n].health.received_ns = now_ns;
+    st->n++;
+    rc = 0;
+out:
     pthread_mutex_unlock(&st->mu);
     return rc;
 }

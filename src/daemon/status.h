@@ -23,6 +23,23 @@ struct status_stats {
 #undef STATUS_STATS_MEMBER
 };
 
+/* A process's own report of itself (PluginHealth, ours; daemon/health.h parses it). Ages are
+ * as reported, at received_ns. */
+#define STATUS_HEALTH_BACKEND_CAP 16
+#define STATUS_HEALTH_LIBRARY_CAP 256
+#define STATUS_HEALTH_NOTE_CAP 768
+struct status_health {
+    int32_t rank;                 /* -1 unknown */
+    bool dyno;                    /* dyno mode: configs apply at step() */
+    int32_t step;                 /* -1 none */
+    int64_t step_age_ms, step_period_ms, config_age_ms; /* -1 none */
+    uint64_t steps, steps_since_config;
+    char backend[STATUS_HEALTH_BACKEND_CAP];
+    char library[STATUS_HEALTH_LIBRARY_CAP];
+    char fallback[STATUS_HEALTH_NOTE_CAP];
+    uint64_t received_ns;         /* monotonic */
+};
+
 struct status_entry {
     int64_t job;
     int32_t pid;
@@ -34,6 +51,11 @@ struct status_entry {
     uint64_t updated_ns;
     bool has_stats;         /* a PluginStats report arrived for this pid */
     struct status_stats stats;
+    bool has_interval;      /* two reports of one session: interval holds their difference */
+    struct status_stats interval;   /* the last report interval's counters */
+    uint32_t quiet_intervals;       /* consecutive intervals that consumed no record */
+    bool has_health;
+    struct status_health health;
 };
 
 struct status_last {
@@ -55,6 +77,14 @@ void status_update(struct status_table *st, enum status_dim dim, const struct ip
  * -ENOENT when the pid has no entry: counters alone never create one, so a sender cannot
  * fill the table with pids that never reported a status. */
 int status_set_stats(struct status_table *st, int32_t pid, const struct status_stats *s);
+/* Record a process's health report. Creates an entry (job 0, states -1) when the pid has
+ * none and `vouched` (the kernel named the sender: it is that process), so every dyno-mode
+ * rank is listed; else -ENOENT, like the counters. */
+int status_set_health(struct status_table *st, int32_t pid, bool vouched, const struct status_health *h,
+                      uint64_t now_ns);
+/* Fold a new counter report into an entry: the interval is the difference to the previous
+ * report (a report below the previous one starts a new session). Pure; exposed for tests. */
+void status_fold_stats(struct status_entry *e, const struct status_stats *s);
 /* The job pid last reported a status for (labels of its records); -ENOENT if none. */
 int status_job_of(struct status_table *st, int32_t pid, int64_t *ret_job);
 void status_get_last(struct status_table *st, struct status_last *ret);

@@ -289,9 +289,31 @@ def test_session_stats(env, fake):
     no_line(r, INFO, "drop counters")
     r = doctor(fake(good_replies([proc(4242, session_stats=_stats(dropped_declined=4, dropped_queue=1))])).port,
                env)
-    got = line(r, FAIL, "pid 4242: session dropped 5 records (queue 1, declined buffers 4, write 0)")
+    # each reason its own line and fix (issue 22): a full buffer pool is not a full disk
+    got = line(r, FAIL, "pid 4242: dropping 100% of records: 4 buffer requests declined")
     assert "Buffer allocation exhausted" in got
+    got = line(r, FAIL, "pid 4242: 1 records dropped at the full output queue")
+    assert "--filter" in got
     assert r.returncode == 1
+    r = doctor(fake(good_replies([proc(4242, session_stats=_stats(consumed=10, kept=10, dropped_write=2))])).port,
+               env)
+    got = line(r, FAIL, "pid 4242: 2 records lost to write errors (a full disk?)")
+    assert "free space" in got and "Buffer allocation" not in got
+    assert r.returncode == 1
+
+
+def test_health_marks_fail(env, fake):
+    """Every mark the daemon puts on a process (getStatus `health.marks`) is a failed check with
+    its text; a process without marks passes the health check."""
+    marks = [{"code": "no_step", "text": "no step since the config (published 9.0 s ago; last step: never) - fix: x"},
+             {"code": "dropping_declined", "text": "judged by the session line instead"}]
+    r = doctor(fake(good_replies([proc(4242, health={"gone": False, "marks": marks, "rank": 1}),
+                                  proc(4243, health={"gone": False, "marks": [], "rank": 0})])).port, env)
+    line(r, FAIL, "pid 4242: no step since the config (published 9.0 s ago; last step: never)")
+    no_line(r, FAIL, "judged by the session line instead")
+    assert r.returncode == 1
+    r = doctor(fake(good_replies([proc(4243, health={"gone": False, "marks": [], "rank": 0})])).port, env)
+    line(r, OK, "live health of 1 process: no marks")
 
 
 def test_real_job_end_to_end(env):

@@ -373,3 +373,55 @@ def test_half_installed_hook_stays_inert(capsys):
     o.step()
     assert o.steps == 1 and c.n == 0
     assert "cannot set step" in capsys.readouterr().err
+
+
+def _fake_vllm(tmp_path, version):
+    pkg = tmp_path / f"v{version.replace('.', '_')}" / "vllm"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(f'__version__ = "{version}"\n')
+    return str(pkg.parent)
+
+
+def test_step_source_env_and_vllm(monkeypatch, tmp_path, capsys):
+    """MSMONITOR_STEP_HOOK chooses; unset, an importable vLLM >= 0.11 means the forward hook,
+    an older one (or none) the optimizer hook; an invalid value warns and is ignored."""
+    import sys
+    monkeypatch.delitem(sys.modules, "vllm", raising=False)
+    monkeypatch.delenv("MSMONITOR_STEP_HOOK", raising=False)
+    sh = load_step_hook()
+    if importlib.util.find_spec("vllm") is None:
+        assert sh.step_source() == "optimizer"
+    for value in ("optimizer", "forward", "none", " Forward "):
+        monkeypatch.setenv("MSMONITOR_STEP_HOOK", value)
+        assert sh.step_source() == value.strip().lower()
+    monkeypatch.setenv("MSMONITOR_STEP_HOOK", "sometimes")
+    monkeypatch.syspath_prepend(_fake_vllm(tmp_path, "0.10.2"))
+    assert sh.step_source() == "optimizer"
+    assert "MSMONITOR_STEP_HOOK='sometimes' is not one of" in capsys.readouterr().err
+    monkeypatch.delenv("MSMONITOR_STEP_HOOK")
+    monkeypatch.delitem(sys.modules, "vllm", raising=False)
+    monkeypatch.syspath_prepend(_fake_vllm(tmp_path, "0.11.1rc1"))
+    assert sh.vllm_version() == (0, 11)
+    assert sh.step_source() == "forward"
+    assert "vLLM 0.11 found" in capsys.readouterr().err
+    monkeypatch.delitem(sys.modules, "vllm", raising=False)
+
+
+def test_forward_hook_counts_outermost_forward_once():
+    """On the real torch: nested module forwards count once per outer call, a forward that
+    raised does not block later steps, and one module is hooked once."""
+    torch = pytest.importorskip("torch")
+    sh = load_step_hook()
+    calls = []
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    assert sh.install_forward(model, lambda: calls.append(1))
+    assert sh.install_forward(model, lambda: calls.append(1))      # not hooked twice
+    assert sh.forward_installed()
+    x = torch.randn(3, 4)
+    for _ in range(5):
+        model(x)
+    assert len(calls) == 5
+    with pytest.raises(RuntimeError):
+        model(torch.randn(3, 5))                                    # shape error inside forward
+    model(x)
+    assert len(calls) == 6

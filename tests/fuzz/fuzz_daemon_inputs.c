@@ -18,6 +18,7 @@ const char *const fuzz_seeds[] = {
     "R{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"A=1\",\"pids\":[1.5,true,-3],\"job_id\":\"x\"}",
     "D{\"deviceId\":-1,\"duration\":5,\"kind\":\"Kernel\",\"timestamp\":1749889801120000000}",
     "D{\"activity\":\"Kernel\",\"deviceId\":0,\"duration\":3,\"kind\":\"OpStats\",\"ops\":[{\"avg\":1,\"count\":3,\"name\":\"a\\u00e9\",\"total\":3}],\"timestamp\":1}",
+    "D{\"backend\":\"mspti\",\"config_age_ms\":12,\"deviceId\":-1,\"duration\":0,\"fallback\":\"\",\"kind\":\"PluginHealth\",\"library\":\"/x/libmspti.so\",\"mode\":\"dyno\",\"name\":\"health\",\"pid\":7,\"rank\":0,\"step\":3,\"step_age_ms\":1,\"step_period_ms\":-1,\"steps\":2,\"steps_since_config\":0,\"timestamp\":1}",
     "J[1,-2,3.5e10,\"\\ud83d\\ude00\",{\"b\":null,\"a\":[true,false]}]",
 };
 const size_t fuzz_nseeds = sizeof(fuzz_seeds) / sizeof(fuzz_seeds[0]);
@@ -45,6 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (data[0] == 'D') {
         struct data_router dr;
         data_router_init(&dr);
+        dr.st = st; /* the counter and health messages reach their parsers */
+        dr.reg = reg;
         data_router_add(&dr, json_logger_sink());
         data_handle(&dr, text, len, 0);
         data_router_fini(&dr);

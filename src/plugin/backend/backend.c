@@ -3,11 +3,14 @@
 #include "plugin/backend/backend.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/log.h"
 #include "plugin/backend/backend_cupti.h"
 #include "plugin/backend/backend_mspti.h"
+#include "plugin/backend/mspti_lib.h"
 #include "plugin/penv.h"
 
 struct backend_kind {
@@ -19,6 +22,17 @@ static const struct backend_kind backend_kinds[] = {
     { "mspti", backend_mspti_create },
     { "cupti", backend_cupti_create },
 };
+
+/* Written by backend_create, read by the health reports' thread. */
+static pthread_mutex_t note_lock = PTHREAD_MUTEX_INITIALIZER;
+static char backend_note[4 * 4096 + 512];
+
+void backend_fallback_note(char *buf, size_t cap)
+{
+    pthread_mutex_lock(&note_lock);
+    snprintf(buf, cap, "%s", backend_note);
+    pthread_mutex_unlock(&note_lock);
+}
 
 int backend_create(struct backend **ret)
 {
@@ -32,10 +46,22 @@ int backend_create(struct backend **ret)
             want = "cupti";
         } else {
             rc = backend_mspti_create(ret);
+            pthread_mutex_lock(&note_lock);
             if (rc == -ENOENT && !penv_set(PENV_MSPTI_LIB) && backend_cupti_create_quiet(ret, true) == 0) {
-                LOG_INFO("msPTI not found; using the CUPTI backend");
+                /* the case of a CANN < 9.0.0 job without LD_PRELOAD on a box with a CUDA
+                 * toolkit: say so once, where the user looks, and in status */
+                snprintf(backend_note, sizeof(backend_note), "CUPTI chosen because msPTI was not found (searched: %s)",
+                         mspti_lib_last_searched());
+                LOG_WARN("%s; set LD_PRELOAD=<CANN>/lib64/libmspti.so or MSMONITOR_MSPTI_LIB to use msPTI",
+                         backend_note);
                 rc = 0;
+            } else if (rc == -ENOENT) {
+                snprintf(backend_note, sizeof(backend_note), "no backend: msPTI was not found (searched: %s)%s",
+                         mspti_lib_last_searched(), penv_set(PENV_MSPTI_LIB) ? "" : " and no CUPTI library loads");
+            } else {
+                backend_note[0] = '\0';
             }
+            pthread_mutex_unlock(&note_lock);
             goto out;
         }
     }

@@ -62,5 +62,8 @@ struct backend {
  * library is not found (logged with what was searched). Caller owns; free with
  * be->ops->destroy(). */
 int backend_create(struct backend **ret);
+/* Copies into buf why the automatic choice is not msPTI: "" when msPTI loaded, a backend was pinned, or no
+ * choice was made yet; else one line naming what was searched (status marks, docs/cupti.md). */
+void backend_fallback_note(char *buf, size_t cap);
 
 #endif

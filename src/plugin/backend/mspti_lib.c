@@ -120,6 +120,14 @@ static int mspti_lib_try_preload(struct mspti_lib *ret, char *searched, size_t c
     return -ENOENT;
 }
 
+/* The backend choice runs on one thread at a time (the monitor's backend lock). */
+static char mspti_lib_searched_text[4 * PATH_MAX + 256];
+
+const char *mspti_lib_last_searched(void)
+{
+    return mspti_lib_searched_text;
+}
+
 int mspti_lib_load(struct mspti_lib *ret)
 {
     static const char *const fixed[] = {
@@ -135,6 +143,7 @@ int mspti_lib_load(struct mspti_lib *ret)
         if (mspti_lib_try(explicit, RTLD_NOW | RTLD_GLOBAL, ret) == 0)
             return 0;
         LOG_ERROR("msPTI library not found (searched: MSMONITOR_MSPTI_LIB=%s)", explicit);
+        snprintf(mspti_lib_searched_text, sizeof(mspti_lib_searched_text), "MSMONITOR_MSPTI_LIB=%s", explicit);
         return -ENOENT;
     }
     if (mspti_lib_try_preload(ret, searched, sizeof(searched)) == 0)
@@ -161,6 +170,7 @@ int mspti_lib_load(struct mspti_lib *ret)
     if (mspti_lib_try(BACKEND_LIB, RTLD_NOW | RTLD_GLOBAL, ret) == 0)
         return 0;
     LOG_ERROR("msPTI library not found (searched: %s)", searched);
+    snprintf(mspti_lib_searched_text, sizeof(mspti_lib_searched_text), "%s", searched);
     return -ENOENT;
 }
 

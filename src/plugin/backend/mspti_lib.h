@@ -39,6 +39,8 @@ struct mspti_lib {
  * `msPTI library not found` naming what was searched) if none. Not thread-safe: callers
  * serialise. */
 int mspti_lib_load(struct mspti_lib *ret);
+/* The places the last failed mspti_lib_load searched ("" before any failure). */
+const char *mspti_lib_last_searched(void);
 /* "MSPTI_ERROR_..." for a result code (stable for greps across CANN versions). */
 const char *mspti_lib_result_name(int result);
 

@@ -27,6 +27,7 @@
 #include "contract/rank.h"
 #include "msmon/ipc_wire.h"
 #include "plugin/control/control.h"
+#include "plugin/control/health.h"
 #include "plugin/control/monitor.h"
 #include "plugin/control/tracewin.h"
 #include "plugin/penv.h"
@@ -712,6 +713,8 @@ void dyn_finalize(void)
     if (!dyn.enabled || dyn.pid != getpid())
         goto out; /* a child must not join the parent's poller nor unlink its segment */
     __atomic_store_n(&dyn.enabled, false, __ATOMIC_RELAXED);
+    /* its tick reads the segment: stopped before the unmap (it never takes dyn.lock) */
+    health_reporter_stop();
     dyn_mstx_end(dyn.range_id);
     dyn.range_id = 0;
     if (dyn.trace.state == DYN_TRACE_RUNNING)
@@ -746,6 +749,14 @@ static int dyn_segment_path(char *buf, size_t cap)
         return -ENAMETOOLONG;
     }
     return 0;
+}
+
+/* Reporter thread: the segment's publish time, so a rank that never steps shows how long
+ * a config has waited for it. The segment stays mapped until the reporter is stopped. */
+static void dyn_health_tick(void)
+{
+    if (__atomic_load_n(&dyn.enabled, __ATOMIC_RELAXED))
+        health_note_segment(dyn_shm_time(dyn.shm));
 }
 
 int dyn_init(int32_t rank, unsigned flags)
@@ -786,7 +797,9 @@ int dyn_init(int32_t rank, unsigned flags)
         goto close_fd;
     }
     dyn.pid = getpid();
-    dyn.last_ts = (uint32_t)time(NULL);
+    /* 0, not now: a rank that attaches after a config was published applies it at its
+     * first step (docs/python.md "Ranks that attach late") */
+    dyn.last_ts = 0;
     dyn.step = 1;
     dyn.trace = (struct dyn_trace){ DYN_TRACE_IDLE, -1, -1 };
     dyn.status_due = true;
@@ -801,6 +814,8 @@ int dyn_init(int32_t rank, unsigned flags)
     if (!dyn.atexit_done && atexit(dyn_finalize) == 0)
         dyn.atexit_done = true;
     dyn_note(LOG_LVL_INFO, "rank %d attached to %s%s", (int)dyn.rank, dyn.path, dyn.creator ? " as creator" : "");
+    health_set_identity("dyno", dyn.rank);
+    (void)health_reporter_start(dyn_poll_interval(penv_get(PENV_POLL_INTERVAL_S)), dyn_health_tick);
     goto out;
 close_fd:
     close(dyn.fd);
@@ -864,6 +879,7 @@ int dyn_step(void)
     dyn_mstx_end(dyn.range_id);
     if (dyn.step < INT32_MAX)
         __atomic_store_n(&dyn.step, dyn.step + 1, __ATOMIC_RELAXED); /* the creator's poller reads it */
+    health_note_step(dyn.step);
     dyn_steps_note();
     ts = dyn_shm_time(dyn.shm);
     if (ts > dyn.last_ts) {

@@ -468,6 +468,15 @@ int dyno_send_data(void *ctx, const char *json, size_t len)
     return dyno_data_deliver(json, len);
 }
 
+int dyno_send_once(const char *json, size_t len)
+{
+    struct ipc_client *c = dyno_client();
+
+    if (!c)
+        return -ENOTCONN;
+    return ipc_client_send(c, IPC_CLIENT_DATA, IPC_TYPE_DATA, json, len, 0, 0, IPC_CLIENT_QUIET);
+}
+
 int dyno_flush_data(void)
 {
     struct backlog_stats st;

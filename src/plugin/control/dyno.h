@@ -32,6 +32,9 @@ int dyno_send_data(void *ctx, const char *json, size_t len);
  * session drains too). 0 when sent or still going out (the rest with the next call), -EBUSY
  * when another thread is sending, else the failure. */
 int dyno_flush_data(void);
+/* One datagram on the data channel, one attempt, never kept in the backlog (reports that the
+ * next one replaces: PluginHealth). 0 or -errno. */
+int dyno_send_once(const char *json, size_t len);
 struct dyno_data_stats {
     size_t entries, bytes;   /* kept now */
     uint64_t dropped;        /* oldest dropped beyond the caps, process total */

@@ -324,7 +324,11 @@ static int mon_do_kinds(uint32_t mask);
 
 static void mon_tick(void)
 {
+    struct backend_drops d;
+
     (void)mon.sess.be->ops->flush(mon.sess.be); /* the interval's records are in this interval's report */
+    mon.sess.be->ops->drops(mon.sess.be, &d);
+    pipeline_set_declined(mon.sess.pl, d.buffers_declined); /* live, not only at stop */
     if (pipeline_tick(mon.sess.pl) != 0)
         LOG_DEBUG("MsptiMonitor: processor tick reported an error");
 }

@@ -14,6 +14,7 @@
 #include "contract/rank.h"
 #include "msmon/ipc_wire.h"
 #include "plugin/control/control.h"
+#include "plugin/control/health.h"
 #include "plugin/control/tracewin.h"
 #include "plugin/penv.h"
 
@@ -38,6 +39,7 @@ static int32_t npoll_rank(void)
 static void npoll_on_config(void *ctx, const char *text, size_t len)
 {
     (void)ctx;
+    health_note_config();
     /* nputrace: no step call here; the program's `step <N>` marker ranges delimit it */
     if (tracewin_is_trace_text(text, len))
         (void)tracewin_native_config(text, len, npoll_rank());
@@ -52,6 +54,7 @@ static void npoll_on_tick(void *ctx)
     (void)ctx;
     tracewin_native_tick(&st, &step, &start, &stop);
     (void)control_report_status(st, step, start, stop);
+    (void)health_send(); /* live health for `dyno status` (docs/daemon.md "Live health") */
 }
 
 static void npoll_on_exit(void *ctx)
@@ -72,6 +75,7 @@ int npoll_start(void)
     if (npoll_poller)
         goto out;
     control_backoff_from_env(&cfg.backoff);
+    health_set_identity("native", npoll_rank());
     rc = control_poller_create(&cfg, &npoll_poller);
     if (rc == 0)
         LOG_INFO("MsMonitorPoll: native poller started");

@@ -1,0 +1,233 @@
+/* health: the PluginHealth report (health.h). Step and config times are relaxed atomics so
+ * the training step pays two stores; the report is built on the poller or reporter thread. */
+#include "plugin/control/health.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/jw.h"
+#include "common/log.h"
+#include "plugin/backend/backend.h"
+#include "plugin/control/dyno.h"
+#include "plugin/control/monitor.h"
+
+static struct {
+    _Atomic int32_t step;
+    _Atomic uint64_t step_ns;       /* monotonic; 0 = none */
+    _Atomic uint64_t period_ns;     /* between the last two steps; 0 = unknown */
+    _Atomic uint32_t segment_s;     /* last segment publish time noted */
+    _Atomic uint64_t steps;
+    _Atomic uint64_t config_ns;     /* monotonic; 0 = none */
+    _Atomic uint64_t steps_at_config;
+    _Atomic int32_t rank;
+    _Atomic(const char *) mode;
+    pthread_mutex_t lock;           /* the reporter thread */
+    pthread_cond_t cond;
+    bool running, stop;
+    pthread_t thread;
+    double period_s;
+    void (*tick)(void);
+} hl = { .step = -1, .rank = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
+
+void health_set_identity(const char *mode, int32_t rank)
+{
+    atomic_store_explicit(&hl.mode, mode, memory_order_relaxed);
+    atomic_store_explicit(&hl.rank, rank, memory_order_relaxed);
+}
+
+void health_note_step(int32_t step)
+{
+    uint64_t now = clock_mono_ns(), prev = atomic_load_explicit(&hl.step_ns, memory_order_relaxed);
+
+    if (prev && now > prev)
+        atomic_store_explicit(&hl.period_ns, now - prev, memory_order_relaxed);
+    atomic_store_explicit(&hl.step, step, memory_order_relaxed);
+    atomic_store_explicit(&hl.step_ns, now, memory_order_relaxed);
+    atomic_fetch_add_explicit(&hl.steps, 1, memory_order_relaxed);
+}
+
+void health_note_config(void)
+{
+    atomic_store_explicit(&hl.steps_at_config, atomic_load(&hl.steps), memory_order_relaxed);
+    atomic_store_explicit(&hl.config_ns, clock_mono_ns(), memory_order_relaxed);
+}
+
+void health_note_segment(uint32_t published_s)
+{
+    uint64_t now_real = clock_real_ns(), now = clock_mono_ns(), then = (uint64_t)published_s * 1000000000ull;
+
+    if (published_s == 0 || atomic_exchange(&hl.segment_s, published_s) == published_s)
+        return;
+    /* the publish time on our clock; steps before it do not count */
+    atomic_store_explicit(&hl.steps_at_config, atomic_load(&hl.steps), memory_order_relaxed);
+    atomic_store_explicit(&hl.config_ns, now_real > then && now - 1 > now_real - then ? now - (now_real - then) : now,
+                          memory_order_relaxed);
+}
+
+static int64_t age_ms(uint64_t then, uint64_t now)
+{
+    if (then == 0)
+        return -1;
+    return now > then ? (int64_t)((now - then) / 1000000u) : 0;
+}
+
+void health_snapshot(struct health_snapshot *ret, uint64_t now, char *note, size_t notecap)
+{
+    const char *mode = atomic_load_explicit(&hl.mode, memory_order_relaxed);
+    uint64_t steps = atomic_load(&hl.steps), at = atomic_load(&hl.steps_at_config);
+
+    memset(ret, 0, sizeof(*ret));
+    ret->pid = (int32_t)getpid();
+    ret->rank = atomic_load_explicit(&hl.rank, memory_order_relaxed);
+    ret->mode = mode ? mode : "native";
+    ret->step = atomic_load(&hl.step);
+    ret->step_age_ms = age_ms(atomic_load(&hl.step_ns), now);
+    ret->step_period_ms = atomic_load(&hl.period_ns) ? (int64_t)(atomic_load(&hl.period_ns) / 1000000u) : -1;
+    ret->config_age_ms = age_ms(atomic_load(&hl.config_ns), now);
+    ret->steps = steps;
+    ret->steps_since_config = steps > at ? steps - at : 0;
+    ret->backend = "";
+    ret->library = "";
+    if (monitor_backend_info(&ret->backend, &ret->library) != 0) {
+        ret->backend = "";
+        ret->library = "";
+    }
+    backend_fallback_note(note, notecap);
+    ret->fallback = note;
+}
+
+size_t health_json(const struct health_snapshot *s, uint64_t now_real_ns, char *buf, size_t cap)
+{
+    struct jw w;
+
+    /* keys sorted, like every message of ours */
+    jw_init(&w, buf, cap);
+    jw_obj_begin(&w);
+    jw_key(&w, "backend");
+    jw_str(&w, s->backend);
+    jw_key(&w, "config_age_ms");
+    jw_int(&w, s->config_age_ms);
+    jw_key(&w, "deviceId");
+    jw_int(&w, -1);
+    jw_key(&w, "duration");
+    jw_int(&w, 0);
+    jw_key(&w, "fallback");
+    jw_str(&w, s->fallback);
+    jw_key(&w, "kind");
+    jw_str(&w, HEALTH_KIND);
+    jw_key(&w, "library");
+    jw_str(&w, s->library);
+    jw_key(&w, "mode");
+    jw_str(&w, s->mode);
+    jw_key(&w, "name");
+    jw_str(&w, "health");
+    jw_key(&w, "pid");
+    jw_int(&w, s->pid);
+    jw_key(&w, "rank");
+    jw_int(&w, s->rank);
+    jw_key(&w, "step");
+    jw_int(&w, s->step);
+    jw_key(&w, "step_age_ms");
+    jw_int(&w, s->step_age_ms);
+    jw_key(&w, "step_period_ms");
+    jw_int(&w, s->step_period_ms);
+    jw_key(&w, "steps");
+    jw_uint(&w, s->steps);
+    jw_key(&w, "steps_since_config");
+    jw_uint(&w, s->steps_since_config);
+    jw_key(&w, "timestamp");
+    jw_uint(&w, now_real_ns);
+    jw_obj_end(&w);
+    return w.err ? 0 : w.len;
+}
+
+int health_send(void)
+{
+    struct health_snapshot s;
+    char note[HEALTH_NOTE_CAP], buf[HEALTH_NOTE_CAP + 1024];
+    size_t n;
+
+    health_snapshot(&s, clock_mono_ns(), note, sizeof(note));
+    n = health_json(&s, clock_real_ns(), buf, sizeof(buf));
+    if (n == 0)
+        return -ENOSPC;
+    return dyno_send_once(buf, n);
+}
+
+static void *health_main(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "MsMonitorHealth");
+    pthread_mutex_lock(&hl.lock);
+    while (!hl.stop) {
+        uint64_t deadline = clock_mono_ns() + (uint64_t)(hl.period_s * 1e9);
+        struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull),
+                               .tv_nsec = (long)(deadline % 1000000000ull) };
+        void (*tick)(void) = hl.tick;
+        pthread_mutex_unlock(&hl.lock);
+        if (tick)
+            tick();
+        (void)health_send(); /* one quiet attempt: an absent daemon costs nothing more */
+        pthread_mutex_lock(&hl.lock);
+        while (!hl.stop && pthread_cond_timedwait(&hl.cond, &hl.lock, &ts) != ETIMEDOUT)
+            ;
+    }
+    pthread_mutex_unlock(&hl.lock);
+    return NULL;
+}
+
+int health_reporter_start(double period_s, void (*tick)(void))
+{
+    pthread_condattr_t a;
+    sigset_t all, old;
+    int rc = 0;
+
+    pthread_mutex_lock(&hl.lock);
+    if (hl.running)
+        goto out;
+    hl.period_s = period_s > 0 ? period_s : 2.0;
+    hl.tick = tick;
+    hl.stop = false;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&hl.cond, &a);
+    pthread_condattr_destroy(&a);
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old); /* it lives in someone else's process */
+    rc = -pthread_create(&hl.thread, NULL, health_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        pthread_cond_destroy(&hl.cond);
+        LOG_WARN("health: cannot start the report thread: %s; this rank is listed only while it runs a session",
+                 strerror(-rc));
+        goto out;
+    }
+    hl.running = true;
+out:
+    pthread_mutex_unlock(&hl.lock);
+    return rc;
+}
+
+void health_reporter_stop(void)
+{
+    pthread_t t;
+
+    pthread_mutex_lock(&hl.lock);
+    if (!hl.running) {
+        pthread_mutex_unlock(&hl.lock);
+        return;
+    }
+    hl.stop = true;
+    hl.running = false;
+    t = hl.thread;
+    pthread_cond_signal(&hl.cond);
+    pthread_mutex_unlock(&hl.lock);
+    pthread_join(t, NULL);
+    pthread_cond_destroy(&hl.cond);
+}
