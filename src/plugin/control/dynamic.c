@@ -355,6 +355,16 @@ int dyn_shm_read(const uint8_t *shm, struct kvtext *kv, bool *ret_is_valid)
 
     kvtext_init(kv);
     *ret_is_valid = false;
+    /* The padding is most of the megabyte: skip it a word at a time, then byte-wise. */
+    while (len >= 8) {
+        uint64_t w;
+        memcpy(&w, shm + 4 + len - 8, 8);
+        for (int i = 0; i < 8; i++, w >>= 8)
+            if ((w & 0xff) != ' ' && (w & 0xff) != 0)
+                goto bytewise;
+        len -= 8;
+    }
+bytewise:
     while (len > 0 && (shm[4 + len - 1] == ' ' || shm[4 + len - 1] == '\0'))
         len--;
     if (len == 0)

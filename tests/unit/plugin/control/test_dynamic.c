@@ -550,12 +550,14 @@ static void test_creator_election(void **state)
 {
     enum { N = 6 };
     char path[256];
-    int go[2], creators = 0, attached = 0;
+    int go[2], done[2], hold[2], creators = 0, attached = 0;
     pid_t pids[N];
 
     (void)state;
     seg_path(path, sizeof(path), "DynamicProfileNpuShm2020010101");
     assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(done), 0);
+    assert_int_equal(pipe(hold), 0);
     for (int i = 0; i < N; i++) {
         pids[i] = fork();
         assert_true(pids[i] >= 0);
@@ -564,17 +566,34 @@ static void test_creator_election(void **state)
             int fd;
             bool creator;
             close(go[1]);
+            close(hold[1]);
+            close(done[0]);
             if (read(go[0], &c, 1) != 0)
                 _exit(100);
             srand((unsigned)getpid());
             if (dyn_attach_or_create(path, 60, &fd, &creator, e, sizeof(e)) != 0)
                 _exit(50);
-            usleep(50000); /* hold the segment while the others attach */
+            /* hold the segment (and the creator lock) until every child has attached: on a
+             * loaded machine a late child would otherwise take over a creator that left */
+            if (write(done[1], "x", 1) != 1)
+                _exit(101);
+            close(done[1]); /* the parent sees EOF, not a hang, if a sibling fails */
+            if (read(hold[0], &c, 1) != 0)
+                _exit(101);
             _exit(creator ? 1 : 0);
         }
     }
     close(go[0]);
+    close(hold[0]);
+    close(done[1]);
     close(go[1]); /* EOF releases every child at once */
+    for (int i = 0; i < N; i++) {
+        char c;
+        if (read(done[0], &c, 1) != 1)
+            break; /* a child failed: its exit status tells */
+    }
+    close(hold[1]);
+    close(done[0]);
     for (int i = 0; i < N; i++) {
         int status;
         assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
