@@ -234,3 +234,44 @@ def test_two_jobs_on_one_node_are_both_monitored(make_daemon, tmp_path):
         for j in jobs:
             j.stop(signal.SIGTERM, timeout=30)
     assert os.listdir(shm) == []
+
+
+# A daemon of the rank's own uid whose config values carry CR and ESC: the rank may refuse the
+# values, but whatever it logs of them is escaped (issue 23 item 4).
+RAW_DAEMON = r"""
+import os, socket, struct, sys
+sockdir, cfg = sys.argv[1], sys.argv[2].encode("utf-8", "surrogateescape")
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(os.path.join(sockdir, "dynolog.sock"))
+print("bound", flush=True)
+while True:
+    d, addr = s.recvfrom(70000)
+    if len(d) >= 40 and d[8:40].split(b"\0")[0] == b"req" and addr:
+        s.sendto(struct.pack("<Q32s", len(cfg), b"req".ljust(32, b"\0")) + cfg, addr)
+"""
+
+
+def test_config_values_reach_the_rank_log_escaped(tmp_path):
+    sockdir = tempfile.mkdtemp(prefix="mmraw", dir="/tmp")
+    forged = "1\rE1204 00:00:00.000000 1 forged.c:1] FORGED\x1b[2J\x1b]0;t\x07"
+    cfg = f"NPU_MONITOR_START=true\nNPU_MONITOR_STOP=false\nMSPTI_ACTIVITY_KIND=Kernel\nREPORT_INTERVAL_S={forged}\n"
+    fake = Proc([PYTHON, "-c", RAW_DAEMON, sockdir, cfg], logname="raw", tmpdir=sockdir)
+    w = None
+    try:
+        fake.wait_log("bound", timeout=20)
+
+        class RawDaemon:
+            def client_env(self):
+                return dict(os.environ, MSMONITOR_SOCKET_DIR=sockdir, HOME=sockdir)
+
+        w = Workload(RawDaemon(), str(tmp_path))
+        log = w.wait_plugin_log("Invalid value for REPORT_INTERVAL_S = '1\\rE1204 00:00:00.000000 1 forged.c:1] "
+                                "FORGED\\x1b[2J\\x1b]0;t\\x07'", timeout=60)
+        for text in (log, w.log()):   # the file and the rank's stderr
+            assert "\r" not in text and "\x1b" not in text and "\x07" not in text, repr(text[-2000:])
+        assert "FORGED" in w.log()    # ERROR lines reach stderr too, escaped
+    finally:
+        if w:
+            w.stop()
+        fake.stop()
+        shutil.rmtree(sockdir, ignore_errors=True)
