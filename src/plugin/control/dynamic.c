@@ -355,16 +355,14 @@ int dyn_shm_read(const uint8_t *shm, struct kvtext *kv, bool *ret_is_valid)
 
     kvtext_init(kv);
     *ret_is_valid = false;
-    /* The padding is most of the megabyte: skip it a word at a time, then byte-wise. */
-    while (len >= 8) {
-        uint64_t w;
-        memcpy(&w, shm + 4 + len - 8, 8);
-        for (int i = 0; i < 8; i++, w >>= 8)
-            if ((w & 0xff) != ' ' && (w & 0xff) != 0)
-                goto bytewise;
-        len -= 8;
+    /* The padding is most of the megabyte: skip it a block at a time (a block is one byte
+     * repeated iff it equals itself shifted by one), then byte-wise. */
+    while (len >= 4096) {
+        const uint8_t *b = shm + 4 + len - 4096;
+        if ((b[0] != ' ' && b[0] != '\0') || memcmp(b, b + 1, 4095) != 0)
+            break;
+        len -= 4096;
     }
-bytewise:
     while (len > 0 && (shm[4 + len - 1] == ' ' || shm[4 + len - 1] == '\0'))
         len--;
     if (len == 0)
@@ -731,7 +729,7 @@ static void dyn_mstx_end(uint64_t id)
 #define DYN_STEPS_RETRY 64u
 
 /* "<dir>/msmonitor_steps.<segment name>": not under the segment's prefix, so tools that list
- * DynamicProfileNpuShm* segments see one file per hour as before. */
+ * DynamicProfileNpuShm* segments see one file per job. */
 static int dyn_steps_path(char *buf, size_t cap)
 {
     const char *slash = strrchr(dyn.path, '/');
