@@ -19,7 +19,7 @@ const char *const fuzz_seeds[] = {
     "n/x/DynamicProfileNpuShm\n\xe2\x9c\x94 ok\x1b[2J\x07",
     "n\xff\xfe\x80-rf",
     "eMSMONITOR_USE_DAEMON=1\x1b[31m\r",
-    "eA=1\0MSMONITOR_USE_DAEMON=0\0MSMONITOR_USE_DAEMON=1",
+    "eA=1 MSMONITOR_USE_DAEMON=0 MSMONITOR_USE_DAEMON=1",
     "eMSMONITOR_USE_DAEMON",
     "lline\nwith\rcontrol\x7f",
 };

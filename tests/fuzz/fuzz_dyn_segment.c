@@ -25,7 +25,7 @@ const char *const fuzz_seeds[] = {
     "\x22{\"PROFILE_START_STEP\": \"-1\", \"ACTIVITIES_ITERATIONS\": \"2147483647\", \"PROFILE_ACTIVITIES\": \"CPU,NPU\", \"PROFILE_ANALYSE\": \"true\", \"PROFILE_EXPORT_TYPE\": \"db\", \"is_valid\": 1}",
     "\x40{\"NPU_MONITOR_START\": \"true\", \"NPU_MONITOR_STOP\": false, \"REPORT_INTERVAL_S\": 1.5, \"is_valid\": true}   ",
     "\x03{\"PROFILE_START_STEP\": \"x\", \"ACTIVITIES_ITERATIONS\": \" 3 \", \"is_valid\": true}\0\0\0",
-    "\x00{\"a\": {\"nested\": 1}, \"is_valid\": true}",
+    "\x04{\"a\": {\"nested\": 1}, \"is_valid\": true}",
     "\x7f{\"PROFILE_START_STEP\": \"99999999999\", \"k\": \"\\u0000\\u001b[2J\", \"is_valid\": \"yes\"}",
 };
 const size_t fuzz_nseeds = sizeof(fuzz_seeds) / sizeof(fuzz_seeds[0]);
