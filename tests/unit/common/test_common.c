@@ -8,7 +8,11 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include "common/jw.h"
+#include "common/log.h"
 #include "common/strutil.h"
 #include "ipc/ipc_msg.h"
 
@@ -200,6 +204,41 @@ static void test_ipc_addr(void **state)
     assert_int_equal(ipc_socket_path(longdir, "dynolog", path, sizeof(path)), -ENAMETOOLONG);
 }
 
+/* log_set_escape: a message carrying CR, ESC, a newline and invalid UTF-8 is one line with
+ * visible escapes, on the stderr stream and in long lines alike; off, lines are unchanged. */
+static void test_log_escape(void **state)
+{
+    char path[] = "/tmp/msmon_logesc_XXXXXX", buf[4096];
+    int fd = mkstemp(path);
+    ssize_t n;
+
+    (void)state;
+    assert_true(fd >= 0);
+    log_set_stderr_fd(fd);
+    log_set_escape(1);
+    log_write(LOG_LVL_ERROR, "x.c", 1, "value '%s'", "1\rE1204 forged\x1b[2J\n\xff\xc3\xa9\\");
+    log_write_long(LOG_LVL_ERROR, "x.c", 2, "long\x07", 5);
+    log_set_escape(0);
+    log_write(LOG_LVL_ERROR, "x.c", 3, "raw\t");
+    log_set_stderr_fd(-1);
+    n = pread(fd, buf, sizeof(buf) - 1, 0);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    close(fd);
+    unlink(path);
+    assert_non_null(strstr(buf, "] value '1\\rE1204 forged\\x1b[2J\\n\\xff\xc3\xa9\\\\'\n"));
+    assert_non_null(strstr(buf, "] long\\x07\n"));
+    assert_non_null(strstr(buf, "] raw\t\n"));
+    assert_null(strchr(buf, '\r'));
+    assert_null(strchr(buf, '\x1b'));
+    {
+        int lines = 0;
+        for (const char *p = buf; *p; p++)
+            lines += *p == '\n';
+        assert_int_equal(lines, 3);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -207,6 +246,7 @@ int main(void)
         cmocka_unit_test(test_jw_overflow),       cmocka_unit_test(test_jw_double),
         cmocka_unit_test(test_strutil),           cmocka_unit_test(test_ipc_worked_example),
         cmocka_unit_test(test_ipc_drops),         cmocka_unit_test(test_ipc_addr),
+        cmocka_unit_test(test_log_escape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
