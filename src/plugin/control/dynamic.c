@@ -805,11 +805,12 @@ static int32_t dyn_steps_max(void)
 static void dyn_steps_unmap(void)
 {
     char p[PATH_MAX + 32];
+    bool ours = dyn.creator && dyn.steps; /* a refused file is not ours to remove */
 
     if (dyn.steps)
         munmap(dyn.steps, DYN_STEPS_SLOTS * sizeof(uint32_t));
     dyn.steps = NULL;
-    if (dyn.creator && dyn_steps_path(p, sizeof(p)) == 0)
+    if (ours && dyn_steps_path(p, sizeof(p)) == 0)
         (void)unlink(p);
 }
 

@@ -683,8 +683,9 @@ int __lsan_is_turned_off(void) { return in_forked_child; }
  * at its exit(), finalize of the joining process unlinks it. */
 static void test_lifecycle_and_fork(void **state)
 {
-    char nosock[300], name[64], path[400];
-    int status;
+    char nosock[300], name[64], path[400], steps[500];
+    struct stat sst;
+    int status, sfd;
     pid_t pid;
 
     (void)state;
@@ -702,15 +703,24 @@ static void test_lifecycle_and_fork(void **state)
     assert_int_equal(dyn_step(), 0);
     setenv("MSMONITOR_USE_DAEMON", "1", 1);
     penv_reload();
-    assert_int_equal(dyn_init(-1, 0), 0);
-    assert_int_equal(dyn_init(-1, 0), 0); /* idempotent */
     {
         char key[24];
         assert_int_equal(dyn_job_key(NULL, NULL, NULL, NULL, getppid(), key, sizeof(key)), 0);
         assert_int_equal(dyn_shm_name(key, name, sizeof(name)), 0);
     }
+    /* a side file others may write is refused (and left alone), the job still joins */
+    assert_true(snprintf(steps, sizeof(steps), "%s/msmonitor_steps.%s", dir, name) < (int)sizeof(steps));
+    sfd = open(steps, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(sfd >= 0);
+    assert_int_equal(fchmod(sfd, 0666), 0);
+    close(sfd);
+    assert_int_equal(dyn_init(-1, 0), 0);
+    assert_int_equal(dyn_init(-1, 0), 0); /* idempotent */
     assert_true(snprintf(path, sizeof(path), "%s/%s", dir, name) < (int)sizeof(path));
     assert_int_equal(access(path, F_OK), 0);
+    assert_int_equal(stat(steps, &sst), 0);
+    assert_int_equal(sst.st_mode & 0777, 0666);
+    assert_int_equal(sst.st_size, 0); /* never truncated nor sized by the rank */
     for (int i = 0; i < 3; i++)
         assert_int_equal(dyn_step(), 0);
     pid = fork();
@@ -728,6 +738,8 @@ static void test_lifecycle_and_fork(void **state)
     dyn_finalize();
     assert_int_equal(access(path, F_OK), -1);
     dyn_finalize(); /* idempotent */
+    assert_int_equal(access(steps, F_OK), 0); /* not ours: not removed */
+    unlink(steps);
     rmdir(nosock);
 }
 
