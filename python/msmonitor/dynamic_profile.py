@@ -2,7 +2,8 @@
 (04-plugin.md §15, 03-ipc.md §7). The handoff itself is implemented once, in libmsmonitor
 (msmon_dynamic_*, reached through IPCMonitor_C.dynamic): init() joins the per-node shared
 memory segment (creating it, or taking over a killed job's leftover) and, on the one creator
-rank, starts the poller thread; step() applies configs the poller wrote there, drives the
+rank, starts the poller thread; the segment is per job and lives in a directory only the
+job's uid can write (job_key(), docs/python.md "Where the segment lives"); step() applies configs the poller wrote there, drives the
 nputrace status, emits the `step <N>` mstx range and hands status to the poller."""
 import atexit
 import fcntl
@@ -49,9 +50,31 @@ def _dynamic():
     return getattr(IPCMonitor_C, "dynamic", None) if IPCMonitor_C is not None else None
 
 
-def shm_name(now=None):
-    """DynamicProfileNpuShm + UTC %Y%m%d%H."""
-    return SHM_PREFIX + time.strftime("%Y%m%d%H", time.gmtime(now))
+def _fnv(h, part):
+    for b in (part or "").encode("utf-8", "surrogateescape"):
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return ((h ^ 0x1F) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+
+
+def job_key(environ=None, ppid=None):
+    """The job key libmsmonitor derives (dyn_job_key): MSMONITOR_JOB_KEY, else the launcher's
+    MASTER_ADDR:MASTER_PORT (+ TORCHELASTIC_RUN_ID), else the parent pid; 16 hex digits."""
+    env = os.environ if environ is None else environ
+    h = 0xCBF29CE484222325
+    if env.get("MSMONITOR_JOB_KEY"):
+        parts = ["job", env["MSMONITOR_JOB_KEY"]]
+    elif env.get("MASTER_PORT"):
+        parts = ["master", env.get("MASTER_ADDR"), env["MASTER_PORT"], env.get("TORCHELASTIC_RUN_ID")]
+    else:
+        parts = ["ppid", str(os.getppid() if ppid is None else ppid)]
+    for part in parts:
+        h = _fnv(h, part)
+    return "%016x" % h
+
+
+def shm_name(key=None):
+    """DynamicProfileNpuShm-<job key>."""
+    return f"{SHM_PREFIX}-{key or job_key()}"
 
 
 def stale_message(path):
@@ -289,9 +312,24 @@ def _remove_if_dead(path):
 
 
 def cleanup_stale_shm(shm_dir=None):
-    """Remove DynamicProfileNpuShm* files that no live process uses; prints and returns
-    the removed paths."""
+    """Remove DynamicProfileNpuShm* files that no live process uses, in shm_dir and in this
+    uid's private msmonitor-<uid> directory under it; prints and returns the removed paths."""
     shm_dir = shm_dir or _shm_dir()
+    removed = []
+    dirs = [shm_dir]
+    private = os.path.join(shm_dir, f"msmonitor-{os.geteuid()}")
+    try:
+        st = os.lstat(private)
+        if st.st_uid == os.geteuid() and (st.st_mode & 0o170000) == 0o040000:
+            dirs.append(private)
+    except OSError:
+        pass
+    for d in dirs:
+        removed += _cleanup_dir(d)
+    return removed
+
+
+def _cleanup_dir(shm_dir):
     removed = []
     try:
         names = sorted(os.listdir(shm_dir))
@@ -303,7 +341,7 @@ def cleanup_stale_shm(shm_dir=None):
             continue
         path = os.path.join(shm_dir, name)
         try:
-            if not os.path.isfile(path) or os.path.islink(path):
+            if (os.lstat(path).st_mode & 0o170000) != 0o100000:
                 continue
         except OSError:
             continue

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli/cli_val.h"
+#include "cli/doctor_text.h"
 #include "cli/hosts.h"
 #include "cli/rpc_client.h"
 #include "ipc/ipc_msg.h"
@@ -56,6 +57,7 @@ static void say(struct report *r, enum mark m, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
+    doctor_line_safe(line); /* values are escaped where printed; this catches any that is not */
     if (m != M_INFO)
         r->checks++;
     if (m == M_FAIL)
@@ -406,13 +408,14 @@ static void check_sockets(struct report *r, const char *target)
             "MSMONITOR_SOCKET_DIR", (unsigned)getuid());
         return;
     }
-    char where[4400];
+    char where[4400], edir[1024], epath[1024];
+    doctor_tesc(dir, strlen(dir), edir, sizeof(edir));
     if (unix_path)
-        snprintf(where, sizeof(where), "next to %s", unix_path);
+        snprintf(where, sizeof(where), "next to %s", doctor_tesc(unix_path, strlen(unix_path), epath, sizeof(epath)));
     else if (env && *env)
-        snprintf(where, sizeof(where), "in $MSMONITOR_SOCKET_DIR=%s", dir);
+        snprintf(where, sizeof(where), "in $MSMONITOR_SOCKET_DIR=%s", edir);
     else
-        snprintf(where, sizeof(where), "in %s, the home of %s", dir, pw ? pw->pw_name : "this user");
+        snprintf(where, sizeof(where), "in %s, the home of %s", edir, pw ? pw->pw_name : "this user");
     for (int i = 0; i < 2; i++) {
         const char *name = i == 0 ? "dynolog.sock" : "dyno.sock";
         struct stat sb;
@@ -420,13 +423,14 @@ static void check_sockets(struct report *r, const char *target)
             snprintf(path, sizeof(path), "%s", unix_path);
         else
             snprintf(path, sizeof(path), "%s/%s", strcmp(dir, "/") == 0 ? "" : dir, name);
+        doctor_tesc(path, strlen(path), epath, sizeof(epath));
         if (lstat(path, &sb) == 0 && S_ISSOCK(sb.st_mode)) {
             struct passwd *owner = getpwuid(sb.st_uid);
-            say(r, M_OK, "%s present %s (owner %s)", path, where, owner ? owner->pw_name : "?");
+            say(r, M_OK, "%s present %s (owner %s)", epath, where, owner ? owner->pw_name : "?");
         } else {
             say(r, M_FAIL, "%s missing %s - fix: start dynolog%s as the same user as the job "
                 "(it creates its sockets in that user's home, or $MSMONITOR_SOCKET_DIR) (R2, R30)",
-                path, where, i == 0 ? " with --enable_ipc_monitor" : "");
+                epath, where, i == 0 ? " with --enable_ipc_monitor" : "");
         }
     }
 }
@@ -461,26 +465,27 @@ static void check_env(struct report *r, long long pid)
         say(r, M_INFO, "could not read %s (out of memory)", path);
         return;
     }
-    const char *val = NULL;
-    for (size_t off = 0; off < len; off += strlen(buf + off) + 1) {
-        if (strncmp(buf + off, "MSMONITOR_USE_DAEMON=", 21) == 0)
-            val = buf + off + 21;
-    }
+    size_t vlen = 0;
+    char eval[256];
+    const char *val = doctor_environ_get(buf, len, "MSMONITOR_USE_DAEMON", &vlen);
+    if (val)
+        doctor_tesc(val, vlen, eval, sizeof(eval)); /* the job's bytes: shown, never obeyed */
     if (len == 0)
         say(r, M_INFO, "could not read %s (empty: no permission or a kernel thread): "
             "MSMONITOR_USE_DAEMON not checked", path);
-    else if (val && strcmp(val, "1") == 0)
+    else if (val && vlen == 1 && val[0] == '1')
         say(r, M_OK, "pid %lld has MSMONITOR_USE_DAEMON=1", pid);
     else
         say(r, M_FAIL, "pid %lld %s%s%s - fix: export MSMONITOR_USE_DAEMON=1 before starting the "
             "job (it is read once at start-up) (R3)", pid,
-            val ? "has MSMONITOR_USE_DAEMON=" : "lacks MSMONITOR_USE_DAEMON", val ? val : "",
+            val ? "has MSMONITOR_USE_DAEMON=" : "lacks MSMONITOR_USE_DAEMON", val ? eval : "",
             val ? " (must be 1)" : "");
     free(buf);
 }
 
 struct shm_file {
     char name[256];
+    size_t len;
     dev_t dev;
     ino_t ino;
     bool live;
@@ -544,9 +549,11 @@ static void check_shm_dir(struct report *r, const char *dir)
     struct shm_file *files = calloc(SHM_MAX, sizeof(*files));   /* ~70 KiB: off the worker stack */
     DIR *d = files ? opendir(dir) : NULL;
     struct dirent *de;
-    int n = 0, live = 0, hidden;
+    int n = 0, live = 0, hidden, others = 0;
+    char edir[1024];
+    doctor_tesc(dir, strlen(dir), edir, sizeof(edir));
     if (!d) {
-        say(r, errno == ENOENT ? M_INFO : M_FAIL, "cannot list %s: %s", dir, strerror(errno));
+        say(r, errno == ENOENT ? M_INFO : M_FAIL, "cannot list %s: %s", edir, strerror(errno));
         free(files);
         return;
     }
@@ -555,6 +562,11 @@ static void check_shm_dir(struct report *r, const char *dir)
         if (strncmp(de->d_name, SHM_PREFIX, strlen(SHM_PREFIX)) != 0 ||
             fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
             continue;
+        if (sb.st_uid != geteuid()) {
+            others++; /* another user chose its name: never put it in a command for us to run */
+            continue;
+        }
+        files[n].len = strlen(de->d_name);
         snprintf(files[n].name, sizeof(files[n].name), "%s", de->d_name);
         files[n].dev = sb.st_dev;
         files[n].ino = sb.st_ino;
@@ -570,17 +582,37 @@ static void check_shm_dir(struct report *r, const char *dir)
             live++;
             continue;
         }
-        cli_buf_printf(&cmd, " %s/%s", strcmp(dir, "/") == 0 ? "" : dir, files[i].name);
+        char full[4400];
+        int fl = snprintf(full, sizeof(full), "%s/%s", strcmp(dir, "/") == 0 ? "" : dir, files[i].name);
+        cli_buf_append(&cmd, " ", 1);
+        doctor_shq(&cmd, full, fl > 0 && (size_t)fl < sizeof(full) ? (size_t)fl : 0);
     }
     if (n == live) {
-        say(r, M_OK, "no leftover %s/%s* (%d in use by live processes)", dir, SHM_PREFIX, live);
+        say(r, M_OK, "no leftover %s/%s* (%d in use by live processes)", edir, SHM_PREFIX, live);
     } else {
-        say(r, M_FAIL, "%d leftover %s/%s* with no live owner%s - fix: rm -f%s (R7, R27)", n - live,
-            dir, SHM_PREFIX, hidden > 0 ? " (some processes could not be inspected: run as root "
+        say(r, M_FAIL, "%d leftover %s/%s* with no live owner%s - fix: rm -f --%s (R7, R27)", n - live,
+            edir, SHM_PREFIX, hidden > 0 ? " (some processes could not be inspected: run as root "
             "to be sure)" : "", cli_buf_str(&cmd));
     }
+    if (others > 0)
+        say(r, M_INFO, "%d %s/%s* of other users not named (not yours to remove: their owner or root "
+            "can, after checking them)", others, edir, SHM_PREFIX);
     cli_buf_fini(&cmd);
     free(files);
+}
+
+/* The segments of this uid's jobs live in <dir>/msmonitor-<uid> when <dir> is shared
+ * (docs/python.md, "Where the segment lives"): checked when it is there and ours. */
+static void check_shm_private(struct report *r, const char *dir)
+{
+    char sub[4400];
+    struct stat sb;
+
+    if (snprintf(sub, sizeof(sub), "%s/msmonitor-%u", strcmp(dir, "/") == 0 ? "" : dir, (unsigned)geteuid()) >=
+            (int)sizeof(sub) ||
+        lstat(sub, &sb) != 0 || !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid())
+        return;
+    check_shm_dir(r, sub);
 }
 
 /* R29: an output directory on a full disk gives empty or truncated DB/JSONL files. */
@@ -670,8 +702,11 @@ static void doctor_run_host(const struct cmd_req *req, const char *target, uint1
         else
             say(&r, M_INFO, "no --pid given: the job's MSMONITOR_USE_DAEMON was not checked");
         check_shm_dir(&r, "/dev/shm");
-        if (shm && *shm && strcmp(shm, "/dev/shm") != 0)
+        check_shm_private(&r, "/dev/shm");
+        if (shm && *shm && strcmp(shm, "/dev/shm") != 0) {
             check_shm_dir(&r, shm);
+            check_shm_private(&r, shm);
+        }
         if (o.log_dir)
             check_disk(&r, o.log_dir);
     } else {

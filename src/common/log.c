@@ -1,6 +1,7 @@
 /* log: glog-format line writer with an optional file mirror and lock-free rate limiting.
  * Kept tiny on purpose: it runs inside training processes (plugin) as well as the daemon. */
 #include "common/log.h"
+#include "common/logesc.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -17,6 +18,7 @@ static _Atomic int g_level = LOG_LVL_INFO;
 static _Atomic int g_file_fd = -1;
 static _Atomic int g_file_stderr_min = LOG_LVL_ERROR;
 static _Atomic int g_stderr_fd = 2;
+static _Atomic int g_escape = 0;
 
 void log_set_level(enum log_level min_level) { atomic_store(&g_level, (int)min_level); }
 enum log_level log_get_level(void) { return (enum log_level)atomic_load(&g_level); }
@@ -54,6 +56,7 @@ void log_close_file(void)
 }
 
 void log_set_stderr_fd(int fd) { atomic_store(&g_stderr_fd, fd < 0 ? 2 : fd); }
+void log_set_escape(int on) { atomic_store(&g_escape, on ? 1 : 0); }
 
 uint64_t clock_mono_ns(void)
 {
@@ -118,6 +121,10 @@ void log_write_long(enum log_level lvl, const char *file, int line, const char *
     char head[512];
     if ((int)lvl < atomic_load(&g_level))
         return;
+    if (atomic_load(&g_escape)) {
+        log_write(lvl, file, line, "%.*s", (int)(len < 8000 ? len : 8000), msg); /* escaped there */
+        return;
+    }
     int n = prefix(lvl, file, line, head, sizeof(head));
     char *buf = n < 0 ? NULL : malloc((size_t)n + len + 1);
     if (!buf) {
@@ -146,6 +153,12 @@ void log_vwrite(enum log_level lvl, const char *file, int line, const char *fmt,
     len += (size_t)m;
     if (len > sizeof(buf) - 2)
         len = sizeof(buf) - 2; /* truncated; keep the newline */
+    if (atomic_load(&g_escape)) {
+        char esc[8192];
+        logesc(buf + n, len - (size_t)n, esc, sizeof(esc) - (size_t)n - 1);
+        len = (size_t)n + strlen(esc);
+        memcpy(buf + n, esc, len - (size_t)n);
+    }
     buf[len++] = '\n';
     emit(lvl, buf, len);
 }

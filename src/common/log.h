@@ -21,6 +21,10 @@ void log_set_file(int fd, enum log_level stderr_min);
 void log_close_file(void);
 /* Redirect the stderr stream (tests); -1 restores fd 2. */
 void log_set_stderr_fd(int fd);
+/* Escape every message (common/logesc.h) before it is written: for processes whose log
+ * lines carry values from peers they do not control (the plugin: remote config values),
+ * so no value can forge a line or reach a terminal as control bytes. Default off. */
+void log_set_escape(int on);
 
 void log_write(enum log_level lvl, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -35,6 +35,11 @@ enum penv_id {
     PENV_CUDA_INJECTION,        /* CUDA_INJECTION64_PATH: set when the driver injected us */
     PENV_DATA_BACKLOG_BYTES,    /* MSMONITOR_DATA_BACKLOG_BYTES: undelivered metric data cap (backlog.h) */
     PENV_WORLD_SIZE,            /* WORLD_SIZE: the job's ranks, for the nputrace header */
+    PENV_JOB_KEY,               /* MSMONITOR_JOB_KEY: names this job's dyno-mode segment (dynamic.h) */
+    PENV_MASTER_ADDR,           /* MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID: the launcher's */
+    PENV_MASTER_PORT,           /*   rendezvous, the default job key */
+    PENV_TORCHELASTIC_RUN_ID,
+    PENV_XDG_RUNTIME_DIR,       /* XDG_RUNTIME_DIR: fallback home of the segment */
     PENV_COUNT
 };
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/logesc.h"
 #include "plugin/penv.h"
 
 static pthread_once_t plog_once = PTHREAD_ONCE_INIT;
@@ -60,9 +61,13 @@ static void plog_do_init(void)
     time_t now = time(NULL);
     int fd, n;
 
+    /* Remote config values reach our lines (docs/security.md, "Local: the rank trusts only
+     * its daemon"): escaped, like the daemon's, both on stderr and in the file. */
+    log_set_escape(1);
     if (lvl_text && lvl_text[0] && log_parse_level(lvl_text, &lvl) != 0) {
+        char esc[128];
         snprintf(line, sizeof(line), "[WARNING] [%d] invalid MSMONITOR_LOG_LEVEL '%s', using INFO\n",
-                 (int)getpid(), lvl_text);
+                 (int)getpid(), logesc(lvl_text, strlen(lvl_text), esc, sizeof(esc)));
         plog_stderr(line);
         lvl = LOG_LVL_INFO;
     }

@@ -14,6 +14,17 @@ def dyn_rank():
     return path
 
 
+def seg_name(key):
+    """The segment name of a job whose MSMONITOR_JOB_KEY is `key` (dynamic.c dyn_job_key:
+    FNV-1a 64 over "job", key, each part followed by 0x1f)."""
+    h = 0xCBF29CE484222325
+    for part in ("job", key):
+        for b in part.encode():
+            h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+        h = ((h ^ 0x1F) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return "DynamicProfileNpuShm-%016x" % h
+
+
 def plugin_log(d):
     out = ""
     for f in sorted(glob.glob(os.path.join(str(d), "msmonitor_log", "*.log"))):

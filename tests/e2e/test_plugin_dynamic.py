@@ -10,10 +10,8 @@ import signal
 import struct
 import time
 
-import pytest
-
 from conftest import Proc, run_dyno
-from dyn_util import dyn_rank, plugin_log, rank_env
+from dyn_util import dyn_rank, plugin_log, rank_env, seg_name
 from python_util import PKG, PYTHON, py_env
 from waits import wait_polling, wait_until
 
@@ -57,7 +55,7 @@ def test_two_c_ranks_shm_handoff(make_daemon, tmp_path):
         creator, creator_dir = [(p, d) for p, d in ranks if p is creators[0]][0]
         files = shm_files(shm)
         assert len(files) == 1 and os.path.getsize(files[0]) == SHM_SIZE
-        assert os.path.basename(files[0]).startswith(PREFIX) and len(os.path.basename(files[0])) == len(PREFIX) + 10
+        assert os.path.basename(files[0]).startswith(PREFIX) and len(os.path.basename(files[0])) == len(PREFIX) + 17
         assert glob.glob(str(shm / "*.tmp")) == []
 
         st = wait_polling(daemon, run_dyno)
@@ -116,21 +114,21 @@ def test_stale_segment_of_live_creator_disables_dyno_mode(tmp_path):
     shm.mkdir()
     nosock = tmp_path / "nosock"
     nosock.mkdir()
-    path = shm / (PREFIX + time.strftime("%Y%m%d%H", time.gmtime()))
+    path = shm / seg_name("stale")
     cdir = tmp_path / "creator"
     cdir.mkdir()
-    creator = Proc([dyn_rank()], env=rank_env(os.environ, shm, cdir, 0, MSMONITOR_SOCKET_DIR=nosock),
+    creator = Proc([dyn_rank()], env=rank_env(os.environ, shm, cdir, 0, MSMONITOR_SOCKET_DIR=nosock,
+                                              MSMONITOR_JOB_KEY="stale"),
                    logname="creator", tmpdir=str(cdir))
     try:
         creator.wait_log("init 0", timeout=30)
-        if not path.exists():   # the hour turned between the name and the init
-            pytest.skip("hour boundary")
+        assert path.exists()
         # Inode times are coarse (one tick): make the file clearly older than the rank's /proc
         # entry, which a concurrent /proc scan may instantiate right after the fork.
         wait_until(lambda: time.time() - os.stat(path).st_ctime > 0.05, 2, "the file to age")
         before = path.read_bytes()[:64]
         env = rank_env(os.environ, shm, tmp_path, 1, MSMONITOR_SHM_STALE_S=0, MSMONITOR_SOCKET_DIR=nosock,
-                       MSSIM_WL_STEPS=3, MSSIM_WL_RATE=0)
+                       MSSIM_WL_STEPS=3, MSSIM_WL_RATE=0, MSMONITOR_JOB_KEY="stale")
         p = Proc([dyn_rank()], env=env, logname="stale", tmpdir=str(tmp_path))
         assert p.p.wait(60) == 0, p.log()
         p.stop()
@@ -155,11 +153,12 @@ def test_leftover_segment_is_taken_over(tmp_path):
     shm.mkdir()
     nosock = tmp_path / "nosock"
     nosock.mkdir()
-    path = shm / (PREFIX + time.strftime("%Y%m%d%H", time.gmtime()))
+    path = shm / seg_name("left")
     path.write_bytes(b"\0" * SHM_SIZE)
+    path.chmod(0o600)
     wait_until(lambda: time.time() - os.stat(path).st_ctime > 0.05, 2, "the file to age")
     env = rank_env(os.environ, shm, tmp_path, 0, MSMONITOR_SHM_STALE_S=0, MSMONITOR_SOCKET_DIR=nosock,
-                   MSSIM_WL_STEPS=3, MSSIM_WL_RATE=0)
+                   MSSIM_WL_STEPS=3, MSSIM_WL_RATE=0, MSMONITOR_JOB_KEY="left")
     p = Proc([dyn_rank()], env=env, logname="left", tmpdir=str(tmp_path))
     assert p.p.wait(60) == 0, p.log()
     p.stop()
@@ -218,7 +217,7 @@ def test_python_written_segment_drives_c_rank(tmp_path):
     nosock = tmp_path / "nosock"
     nosock.mkdir()
     out = tmp_path / "out"
-    path = shm / (PREFIX + time.strftime("%Y%m%d%H", time.gmtime()))
+    path = shm / seg_name("interop")
     flag = tmp_path / "flag"
     hdir = tmp_path / "holder"
     hdir.mkdir()
@@ -227,7 +226,8 @@ def test_python_written_segment_drives_c_rank(tmp_path):
     rank = None
     try:
         holder.wait_log("held creator", timeout=30)
-        rank = Proc([dyn_rank()], env=rank_env(os.environ, shm, tmp_path, 3, MSMONITOR_SOCKET_DIR=nosock),
+        rank = Proc([dyn_rank()], env=rank_env(os.environ, shm, tmp_path, 3, MSMONITOR_SOCKET_DIR=nosock,
+                                               MSMONITOR_JOB_KEY="interop"),
                     logname="crank", tmpdir=str(tmp_path))
         rank.wait_log("init 0", timeout=30)
         t_init = int(time.time())

@@ -16,6 +16,7 @@
 
 #include "common/jw.h"
 #include "common/log.h"
+#include "common/logesc.h"
 #include "common/strutil.h"
 #include "contract/cfgkeys.h"
 #include "contract/kvtext.h"
@@ -191,7 +192,7 @@ static void control_note(const struct control_poller *p, enum log_level lvl, con
     __attribute__((format(printf, 3, 4)));
 static void control_note(const struct control_poller *p, enum log_level lvl, const char *fmt, ...)
 {
-    char msg[512];
+    char msg[512], esc[LOGESC_CAP(sizeof(msg))];
     va_list ap;
 
     va_start(ap, fmt);
@@ -199,7 +200,8 @@ static void control_note(const struct control_poller *p, enum log_level lvl, con
     va_end(ap);
     log_write(lvl, __FILE__, __LINE__, "%s: %s", p->name, msg);
     if (p->cfg.echo_stderr)
-        fprintf(stderr, "[%s] [msmonitor poller %d] %s\n", lvl == LOG_LVL_INFO ? "INFO" : "WARNING", (int)getpid(), msg);
+        fprintf(stderr, "[%s] [msmonitor poller %d] %s\n", lvl == LOG_LVL_INFO ? "INFO" : "WARNING", (int)getpid(),
+                logesc(msg, strlen(msg), esc, sizeof(esc))); /* values from the daemon's config */
 }
 
 /* PluginInfo (ours): after each registration, tell the daemon which vendor library this

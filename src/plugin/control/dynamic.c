@@ -20,11 +20,13 @@
 
 #include "common/jw.h"
 #include "common/log.h"
+#include "common/logesc.h"
 #include "common/strutil.h"
 #include "contract/cfgkeys.h"
 #include "contract/cjx.h"
 #include "contract/kvtext.h"
 #include "contract/rank.h"
+#include "ipc/ipc_msg.h"
 #include "msmon/ipc_wire.h"
 #include "plugin/control/control.h"
 #include "plugin/control/health.h"
@@ -46,7 +48,7 @@ static void dyn_note(enum log_level lvl, const char *fmt, ...) __attribute__((fo
 static void dyn_note(enum log_level lvl, const char *fmt, ...)
 {
     static const char *const names[] = { "DEBUG", "INFO", "WARNING", "ERROR", "FATAL" };
-    char msg[PATH_MAX + 512];
+    char msg[PATH_MAX + 512], esc[LOGESC_CAP(sizeof(msg))];
     va_list ap;
 
     va_start(ap, fmt);
@@ -54,19 +56,144 @@ static void dyn_note(enum log_level lvl, const char *fmt, ...)
     va_end(ap);
     log_write(lvl, __FILE__, __LINE__, "dynamic_profile: %s", msg);
     if (dyn_echo && lvl < LOG_LVL_ERROR) /* ERROR lines reach stderr already */
-        fprintf(stderr, "[%s] [msmonitor.dynamic_profile %d] %s\n", names[lvl], (int)getpid(), msg);
+        fprintf(stderr, "[%s] [msmonitor.dynamic_profile %d] %s\n", names[lvl], (int)getpid(),
+                logesc(msg, strlen(msg), esc, sizeof(esc))); /* paths and values from outside */
 }
 
 /* ---- pure helpers ---- */
 
-int dyn_shm_name(time_t now, char *buf, size_t cap)
+/* FNV-1a 64 over each part and a separator, so ("ab","c") and ("a","bc") differ. */
+static uint64_t dyn_fnv(uint64_t h, const char *part)
 {
-    struct tm tm;
-    char hour[16];
+    for (const unsigned char *p = (const unsigned char *)(part ? part : ""); *p; p++)
+        h = (h ^ *p) * 0x100000001b3ull;
+    return (h ^ 0x1f) * 0x100000001b3ull;
+}
 
-    if (!gmtime_r(&now, &tm) || strftime(hour, sizeof(hour), "%Y%m%d%H", &tm) == 0)
-        return -EINVAL;
-    return snprintf(buf, cap, "%s%s", DYN_SHM_PREFIX, hour) < (int)cap ? 0 : -ENOSPC;
+int dyn_job_key(const char *job, const char *master_addr, const char *master_port, const char *run_id, pid_t ppid,
+                char *buf, size_t cap)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    char pid[24];
+
+    if (job && job[0]) {
+        h = dyn_fnv(dyn_fnv(h, "job"), job);
+    } else if (master_port && master_port[0]) {
+        /* One launcher rendezvous per job: two live jobs cannot share MASTER_ADDR:MASTER_PORT. */
+        h = dyn_fnv(dyn_fnv(dyn_fnv(dyn_fnv(h, "master"), master_addr), master_port), run_id);
+    } else {
+        /* No launcher variables: the ranks of one job are the children of one launcher. */
+        snprintf(pid, sizeof(pid), "%d", (int)ppid);
+        h = dyn_fnv(dyn_fnv(h, "ppid"), pid);
+    }
+    return snprintf(buf, cap, "%016llx", (unsigned long long)h) < (int)cap ? 0 : -ENOSPC;
+}
+
+int dyn_shm_name(const char *key, char *buf, size_t cap)
+{
+    return snprintf(buf, cap, "%s-%s", DYN_SHM_PREFIX, key) < (int)cap ? 0 : -ENOSPC;
+}
+
+/* Why directory `dir` may not hold this uid's segments, NULL if it may. own: only this uid
+ * may create or replace entries (owner = euid, no group/other write). Otherwise it is a
+ * parent in which we create our own private subdirectory: owned by us or root, and either
+ * not writable by others or sticky (/dev/shm), so nobody can rename our entry away. */
+static const char *dyn_dir_problem(const char *dir, bool own, char *why, size_t cap)
+{
+    struct stat st;
+
+    if (lstat(dir, &st) != 0) {
+        snprintf(why, cap, "%s", strerror(errno));
+        return why;
+    }
+    if (!S_ISDIR(st.st_mode))
+        snprintf(why, cap, "not a directory");
+    else if (own && st.st_uid != geteuid())
+        snprintf(why, cap, "owned by uid %u, not by uid %u", (unsigned)st.st_uid, (unsigned)geteuid());
+    else if (own && (st.st_mode & 022))
+        snprintf(why, cap, "mode %04o lets others write in it", (unsigned)(st.st_mode & 07777));
+    else if (!own && st.st_uid != geteuid() && st.st_uid != 0)
+        snprintf(why, cap, "owned by uid %u, neither uid %u nor root", (unsigned)st.st_uid, (unsigned)geteuid());
+    else if (!own && (st.st_mode & 022) && !(st.st_mode & S_ISVTX))
+        snprintf(why, cap, "mode %04o lets others replace entries in it", (unsigned)(st.st_mode & 07777));
+    else
+        return NULL;
+    return why;
+}
+
+/* `parent`/`name` as this uid's private directory (created 0700). 0, or -errno with a
+ * one-line reason and the fix in err. */
+static int dyn_private_subdir(const char *parent, const char *name, char *buf, size_t cap, char *err, size_t errcap)
+{
+    char why[128];
+
+    if (dyn_dir_problem(parent, false, why, sizeof(why))) {
+        snprintf(err, errcap, "%s: %s", parent, why);
+        return -EPERM;
+    }
+    if (snprintf(buf, cap, "%s%s%s", parent, parent[strlen(parent) - 1] == '/' ? "" : "/", name) >= (int)cap) {
+        snprintf(err, errcap, "%s: path too long", parent);
+        return -ENAMETOOLONG;
+    }
+    if (mkdir(buf, 0700) != 0 && errno != EEXIST) {
+        int rc = -errno;
+        snprintf(err, errcap, "%s: cannot create: %s", buf, strerror(-rc));
+        return rc;
+    }
+    if (dyn_dir_problem(buf, true, why, sizeof(why))) {
+        snprintf(err, errcap, "%s: %s; not using it, another user may have made it to read or forge this "
+                 "job's configs (fix: have its owner or root remove it)", buf, why);
+        return -EPERM;
+    }
+    return 0;
+}
+
+int dyn_segment_dir(const char *base, const char *xdg, const char *sockdir, char *buf, size_t cap)
+{
+    char name[32], why[128], err[PATH_MAX + 256];
+    int rc;
+
+    if (!base || !base[0])
+        base = DYN_SHM_DIR;
+    /* A directory of our own (MSMONITOR_SHM_DIR made for the job): used as it is. */
+    if (!dyn_dir_problem(base, true, why, sizeof(why)))
+        return snprintf(buf, cap, "%s", base) < (int)cap ? 0 : -ENAMETOOLONG;
+    snprintf(name, sizeof(name), "msmonitor-%u", (unsigned)geteuid());
+    rc = dyn_private_subdir(base, name, buf, cap, err, sizeof(err));
+    if (rc == 0)
+        return 0;
+    dyn_note(LOG_LVL_WARNING, "%s", err);
+    if (xdg && xdg[0]) {
+        if (dyn_dir_problem(xdg, true, why, sizeof(why)))
+            dyn_note(LOG_LVL_WARNING, "XDG_RUNTIME_DIR %s: %s; not using it", xdg, why);
+        else if ((rc = dyn_private_subdir(xdg, "msmonitor", buf, cap, err, sizeof(err))) == 0)
+            goto fallback;
+        else
+            dyn_note(LOG_LVL_WARNING, "%s", err);
+    }
+    if (sockdir && sockdir[0]) {
+        rc = dyn_private_subdir(sockdir, "msmonitor-shm", buf, cap, err, sizeof(err));
+        if (rc == 0)
+            goto fallback;
+        dyn_note(LOG_LVL_WARNING, "%s", err);
+    }
+    return rc;
+fallback:
+    dyn_note(LOG_LVL_WARNING, "the job's segment lives in %s instead", buf);
+    return 0;
+}
+
+/* A segment or side file we may attach to: a regular file of this uid or root that nobody
+ * else can write. 0, or -EPERM with the reason and the fix in err. */
+static int dyn_file_trusted(const char *path, const struct stat *st, char *err, size_t errcap)
+{
+    if (S_ISREG(st->st_mode) && (st->st_uid == geteuid() || st->st_uid == 0) && !(st->st_mode & 022))
+        return 0;
+    snprintf(err, errcap, "%s: %s owned by uid %u with mode %04o; only a file of uid %u or root that nobody else "
+             "can write is used (fix: remove it if no job of yours uses it)", path,
+             S_ISREG(st->st_mode) ? "file" : "not a regular file,", (unsigned)st->st_uid,
+             (unsigned)(st->st_mode & 07777), (unsigned)geteuid());
+    return -EPERM;
 }
 
 /* os.path.dirname(): the head up to the last '/', trailing slashes removed unless it is
@@ -229,6 +356,14 @@ int dyn_shm_read(const uint8_t *shm, struct kvtext *kv, bool *ret_is_valid)
 
     kvtext_init(kv);
     *ret_is_valid = false;
+    /* The padding is most of the megabyte: skip it a block at a time (a block is one byte
+     * repeated iff it equals itself shifted by one), then byte-wise. */
+    while (len >= 4096) {
+        const uint8_t *b = shm + 4 + len - 4096;
+        if ((b[0] != ' ' && b[0] != '\0') || memcmp(b, b + 1, 4095) != 0)
+            break;
+        len -= 4096;
+    }
     while (len > 0 && (shm[4 + len - 1] == ' ' || shm[4 + len - 1] == '\0'))
         len--;
     if (len == 0)
@@ -333,6 +468,9 @@ static int dyn_attach_existing(const char *path, int fd, long stale_s, bool *ret
         snprintf(err, errcap, "%s: stat failed: %s", path, strerror(-rc));
         return rc;
     }
+    rc = dyn_file_trusted(path, &st, err, errcap);
+    if (rc != 0)
+        return rc; /* another user's segment would feed this rank its configs */
     if (st.st_size != DYN_SHM_SIZE) {
         snprintf(err, errcap, "%s: size %lld, expected %u", path, (long long)st.st_size, DYN_SHM_SIZE);
         return -EINVAL; /* not one of ours: never resized */
@@ -592,7 +730,7 @@ static void dyn_mstx_end(uint64_t id)
 #define DYN_STEPS_RETRY 64u
 
 /* "<dir>/msmonitor_steps.<segment name>": not under the segment's prefix, so tools that list
- * DynamicProfileNpuShm* segments see one file per hour as before. */
+ * DynamicProfileNpuShm* segments see one file per job. */
 static int dyn_steps_path(char *buf, size_t cap)
 {
     const char *slash = strrchr(dyn.path, '/');
@@ -609,9 +747,22 @@ static void dyn_steps_map(bool create)
 
     if (dyn_steps_path(p, sizeof(p)) != 0)
         return;
-    fd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
+    fd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (create ? O_CREAT : 0), 0600);
     if (fd < 0)
         return;
+    {
+        static bool said;
+        char err[PATH_MAX + 256] = "";
+        struct stat st;
+        if (fstat(fd, &st) != 0 || dyn_file_trusted(p, &st, err, sizeof(err)) != 0) {
+            if (!said)
+                dyn_note(LOG_LVL_WARNING, "%s; the nputrace start step is aligned without it",
+                         err[0] ? err : p);
+            said = true;
+            close(fd);
+            return;
+        }
+    }
     /* Zeroed by the new creator: a killed job's steps must not push the start away. */
     if (create && (ftruncate(fd, 0) != 0 || ftruncate(fd, DYN_STEPS_SLOTS * sizeof(uint32_t)) != 0)) {
         close(fd);
@@ -655,11 +806,12 @@ static int32_t dyn_steps_max(void)
 static void dyn_steps_unmap(void)
 {
     char p[PATH_MAX + 32];
+    bool ours = dyn.creator && dyn.steps; /* a refused file is not ours to remove */
 
     if (dyn.steps)
         munmap(dyn.steps, DYN_STEPS_SLOTS * sizeof(uint32_t));
     dyn.steps = NULL;
-    if (dyn.creator && dyn_steps_path(p, sizeof(p)) == 0)
+    if (ours && dyn_steps_path(p, sizeof(p)) == 0)
         (void)unlink(p);
 }
 
@@ -735,15 +887,23 @@ out:
     pthread_mutex_unlock(&dyn.lock);
 }
 
-/* <dir>/<DynamicProfileNpuShm + hour> like os.path.join(): no second '/' after a trailing one. */
+/* <private dir>/DynamicProfileNpuShm-<job key> (docs/python.md, "Where the segment lives"). */
 static int dyn_segment_path(char *buf, size_t cap)
 {
-    const char *dir = penv_get(PENV_SHM_DIR);
-    char name[64];
+    char dir[PATH_MAX], sock[PATH_MAX], key[24], name[64];
+    int rc;
 
-    if (!dir || !dir[0])
-        dir = DYN_SHM_DIR;
-    if (dyn_shm_name(time(NULL), name, sizeof(name)) != 0 ||
+    if (ipc_socket_dir(NULL, sock, sizeof(sock)) != 0)
+        sock[0] = '\0';
+    rc = dyn_segment_dir(penv_get(PENV_SHM_DIR), penv_get(PENV_XDG_RUNTIME_DIR), sock, dir, sizeof(dir));
+    if (rc != 0) {
+        LOG_ERROR("dynamic_profile: dynamic profiler disabled: no directory of uid %u for the segment (see the "
+                  "lines above; set MSMONITOR_SHM_DIR to a directory only you can write)", (unsigned)geteuid());
+        return rc;
+    }
+    if (dyn_job_key(penv_get(PENV_JOB_KEY), penv_get(PENV_MASTER_ADDR), penv_get(PENV_MASTER_PORT),
+                    penv_get(PENV_TORCHELASTIC_RUN_ID), getppid(), key, sizeof(key)) != 0 ||
+        dyn_shm_name(key, name, sizeof(name)) != 0 ||
         snprintf(buf, cap, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", name) >= (int)cap) {
         LOG_ERROR("dynamic_profile: dynamic profiler disabled: shm directory too long: %s", dir);
         return -ENAMETOOLONG;

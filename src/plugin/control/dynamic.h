@@ -1,6 +1,6 @@
 /* dynamic: the framework side of dyno mode (04-plugin.md §15, 03-ipc.md §7), implemented once:
  * msmon_dynamic_*() for C programs, and python/msmonitor/dynamic_profile.py through
- * IPCMonitor_C.dynamic. One segment per node and hour: name, layout, creator election, the
+ * IPCMonitor_C.dynamic. One segment per job, in a directory of the job's uid: name, layout, creator election, the
  * killed-job takeover, stale rule and error text. The creator's poller is a control_poller
  * thread (signals blocked) in the creator rank; ranks never fork it. */
 #ifndef MSMON_PLUGIN_DYNAMIC_H
@@ -23,8 +23,20 @@
 #define DYN_ATTACH_TRIES 10
 #define DYN_DEFAULT_POLL_S 2.0
 
-/* "DynamicProfileNpuShm" + UTC %Y%m%d%H of `now`. 0 or -ENOSPC. */
-int dyn_shm_name(time_t now, char *buf, size_t cap);
+/* The job key: 16 hex digits of a hash of MSMONITOR_JOB_KEY (job) when set, else of the
+ * launcher's MASTER_ADDR:MASTER_PORT (+ TORCHELASTIC_RUN_ID) when MASTER_PORT is set, else of
+ * the parent pid: every rank of one job computes the same key, two live jobs never do.
+ * 0 or -ENOSPC. */
+int dyn_job_key(const char *job, const char *master_addr, const char *master_port, const char *run_id, pid_t ppid,
+                char *buf, size_t cap);
+/* "DynamicProfileNpuShm-" + key. 0 or -ENOSPC. */
+int dyn_shm_name(const char *key, char *buf, size_t cap);
+/* The directory of this uid's segments, one only this uid can create entries in (so the
+ * name cannot be squatted): `base` (MSMONITOR_SHM_DIR, NULL = /dev/shm) itself when this uid
+ * owns it and nobody else may write it, else <base>/msmonitor-<euid> (0700), else
+ * <xdg>/msmonitor, else <sockdir>/msmonitor-shm. Every refused candidate is one WARNING
+ * with the fix. 0 or -errno. */
+int dyn_segment_dir(const char *base, const char *xdg, const char *sockdir, char *buf, size_t cap);
 /* The stale-rule error text with the `rm -f` command (exactly Python's stale_message). */
 int dyn_stale_message(const char *path, char *buf, size_t cap);
 /* MSMONITOR_USE_DAEMON, else the deprecated KINETO_USE_DAEMON (warns), as an integer after
@@ -56,7 +68,8 @@ int dyn_shm_read(const uint8_t *shm, struct kvtext *kv, bool *ret_is_valid);
  * is taken over: this caller becomes the creator, the segment is re-initialised, and one
  * WARNING says so. A segment whose creator lives is never modified; it is attached unless
  * older than this process by more than stale_s (-ESTALE, err holds the stale message).
- * -EINVAL wrong size (never resized), -errno. err (may be NULL) gets a one-line reason. */
+ * -EPERM a file of another uid or writable by others (never attached), -EINVAL wrong size
+ * (never resized), -errno. err (may be NULL) gets a one-line reason. */
 int dyn_attach_or_create(const char *path, long stale_s, int *ret_fd, bool *ret_creator,
                          char *err, size_t errcap);
 

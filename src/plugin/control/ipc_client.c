@@ -5,6 +5,7 @@
 #include "plugin/control/ipc_client.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -23,6 +24,8 @@
 struct ipc_client {
     pthread_mutex_t lock;          /* guards fd creation */
     int fd;                        /* -1 until first use */
+    uint64_t refused;              /* datagrams dropped for their sender (atomic) */
+    struct log_ratelimit rl_refused;
     char dir[PATH_MAX];
     char ctrl_path[IPC_SOCK_PATH_MAX + 2];
     ipc_client_sleep_fn sleep_fn;
@@ -107,6 +110,19 @@ static int ipc_client_fd(struct ipc_client *c)
         fd = -errno;
         LOG_ERROR("ipc: socket() failed: %s", errno_name(-fd));
         goto out;
+    }
+    /* Before bind, so that no datagram can arrive without its sender's credentials: the
+     * reply's source path proves nothing, since another user can bind the same path in a
+     * mount namespace of its own (docs/security.md, "Local: the rank trusts only its daemon"). */
+    {
+        int one = 1;
+        if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) != 0) {
+            rc = -errno;
+            LOG_ERROR("ipc: setsockopt(SO_PASSCRED) failed: %s", errno_name(-rc));
+            close(fd);
+            fd = rc;
+            goto out;
+        }
     }
     if (bind(fd, (struct sockaddr *)&addr, alen) != 0) {
         rc = -errno;
@@ -196,6 +212,50 @@ out:
     return rc;
 }
 
+/* The kernel's account of who sent the datagram (SO_PASSCRED): false when absent. Any
+ * descriptors passed along are closed, never kept. */
+static bool ipc_client_sender(struct msghdr *mh, struct ucred *ret)
+{
+    bool found = false;
+
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET)
+            continue;
+        if (cm->cmsg_type == SCM_CREDENTIALS && cm->cmsg_len >= CMSG_LEN(sizeof(*ret))) {
+            memcpy(ret, CMSG_DATA(cm), sizeof(*ret));
+            found = true;
+        } else if (cm->cmsg_type == SCM_RIGHTS) {
+            size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t j = 0; j < k; j++) {
+                int xfd;
+                memcpy(&xfd, CMSG_DATA(cm) + j * sizeof(int), sizeof(int));
+                close(xfd);
+            }
+        }
+    }
+    return found;
+}
+
+/* Count one refused datagram and say so, rate-limited, with the running total. */
+static void ipc_client_refuse(struct ipc_client *c, const char *why, const struct ucred *cred)
+{
+    uint64_t n = __atomic_add_fetch(&c->refused, 1, __ATOMIC_RELAXED);
+
+    if (cred)
+        LOG_RL(&c->rl_refused, 10000, LOG_LVL_WARNING,
+               "ipc: refused a datagram from pid %d uid %u: %s (only uid %u or root may configure this "
+               "process; %llu refused so far)", (int)cred->pid, (unsigned)cred->uid, why, (unsigned)geteuid(),
+               (unsigned long long)n);
+    else
+        LOG_RL(&c->rl_refused, 10000, LOG_LVL_WARNING, "ipc: refused a datagram: %s (%llu refused so far)", why,
+               (unsigned long long)n);
+}
+
+uint64_t ipc_client_refused(struct ipc_client *c)
+{
+    return __atomic_load_n(&c->refused, __ATOMIC_RELAXED);
+}
+
 int ipc_client_recv(struct ipc_client *c, int timeout_ms, struct ipc_client_msg *ret)
 {
     uint64_t deadline = clock_mono_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
@@ -205,7 +265,15 @@ int ipc_client_recv(struct ipc_client *c, int timeout_ms, struct ipc_client_msg 
         return fd;
     for (;;) {
         struct sockaddr_un from;
-        socklen_t flen = sizeof(from);
+        struct iovec iov = { c->rbuf, sizeof(c->rbuf) };
+        union {
+            struct cmsghdr align;
+            char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(4 * sizeof(int))];
+        } ctl;
+        struct msghdr mh = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = &iov, .msg_iovlen = 1,
+                             .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf) };
+        struct ucred cred;
+        socklen_t flen;
         struct ipc_view v;
         enum ipc_drop why;
         char fromstr[128];
@@ -213,7 +281,8 @@ int ipc_client_recv(struct ipc_client *c, int timeout_ms, struct ipc_client_msg 
         size_t pathlen = strlen(c->ctrl_path);
         uint64_t now;
 
-        real = recvfrom(fd, c->rbuf, sizeof(c->rbuf), MSG_DONTWAIT | MSG_TRUNC, (struct sockaddr *)&from, &flen);
+        memset(&from, 0, sizeof(from));
+        real = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
         if (real < 0) {
             struct pollfd pfd = { .fd = fd, .events = POLLIN };
             int err = errno;
@@ -227,13 +296,24 @@ int ipc_client_recv(struct ipc_client *c, int timeout_ms, struct ipc_client_msg 
             (void)poll(&pfd, 1, (int)((deadline - now + 999999) / 1000000));
             continue;
         }
+        flen = mh.msg_namelen;
+        /* Who sent it, by the kernel's word: the daemon runs as root or as our own user. */
+        if (!ipc_client_sender(&mh, &cred)) {
+            ipc_client_refuse(c, "no sender credentials", NULL);
+            continue;
+        }
+        if (cred.uid != 0 && cred.uid != geteuid()) {
+            ipc_client_refuse(c, "sender is neither root nor this process's user", &cred);
+            continue;
+        }
         /* Source check: exactly the path of the daemon's control socket. */
         if (flen < offsetof(struct sockaddr_un, sun_path) + pathlen ||
             memcmp(from.sun_path, c->ctrl_path, pathlen) != 0 ||
             (flen > offsetof(struct sockaddr_un, sun_path) + pathlen &&
              from.sun_path[pathlen] != '\0')) {
             ipc_addr_str(&from, flen, fromstr, sizeof(fromstr));
-            LOG_WARN("ipc: dropped datagram from unexpected source %s", fromstr);
+            ipc_client_refuse(c, "unexpected source address", &cred);
+            LOG_DEBUG("ipc: dropped datagram from unexpected source %s", fromstr);
             continue;
         }
         why = ipc_msg_parse(c->rbuf, (size_t)real > sizeof(c->rbuf) ? sizeof(c->rbuf) : (size_t)real,

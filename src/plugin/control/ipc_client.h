@@ -43,10 +43,14 @@ struct ipc_client_msg {
     const uint8_t *payload;
     size_t len;
 };
-/* Wait up to timeout_ms (0 = non-blocking) for a valid datagram from <dir>/dynolog.sock;
- * invalid or foreign ones are dropped (WARNING) and waiting continues. 0, -EAGAIN when
+/* Wait up to timeout_ms (0 = non-blocking) for a valid datagram from <dir>/dynolog.sock
+ * sent by root or this process's user (SO_PASSCRED: the kernel's word, not the path);
+ * invalid or foreign ones are dropped (WARNING, rate-limited) and waiting continues. 0, -EAGAIN when
  * nothing arrived in time, or -errno. One receiver at a time (callers serialise). */
 int ipc_client_recv(struct ipc_client *c, int timeout_ms, struct ipc_client_msg *ret);
+
+/* Datagrams refused for their sender (credentials or source address) so far. */
+uint64_t ipc_client_refused(struct ipc_client *c);
 
 /* Identity of the file <dir>/<dest>: inode and change time folded into one non-zero value,
  * 0 if absent (daemon restart detection). A restarted daemon's new socket file often gets

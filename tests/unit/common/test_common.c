@@ -8,7 +8,11 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include "common/jw.h"
+#include "common/log.h"
 #include "common/strutil.h"
 
 static void test_jw_sorted_compact(void **state)
@@ -118,12 +122,46 @@ static void test_strutil(void **state)
     assert_string_equal(errno_name(9999), "E9999");
 }
 
+static void test_log_escape(void **state)
+{
+    char path[] = "/tmp/msmon_logesc_XXXXXX", buf[4096];
+    int fd = mkstemp(path);
+    ssize_t n;
+
+    (void)state;
+    assert_true(fd >= 0);
+    log_set_stderr_fd(fd);
+    log_set_escape(1);
+    log_write(LOG_LVL_ERROR, "x.c", 1, "value '%s'", "1\rE1204 forged\x1b[2J\n\xff\xc3\xa9\\");
+    log_write_long(LOG_LVL_ERROR, "x.c", 2, "long\x07", 5);
+    log_set_escape(0);
+    log_write(LOG_LVL_ERROR, "x.c", 3, "raw\t");
+    log_set_stderr_fd(-1);
+    n = pread(fd, buf, sizeof(buf) - 1, 0);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    close(fd);
+    unlink(path);
+    assert_non_null(strstr(buf, "] value '1\\rE1204 forged\\x1b[2J\\n\\xff\xc3\xa9\\\\'\n"));
+    assert_non_null(strstr(buf, "] long\\x07\n"));
+    assert_non_null(strstr(buf, "] raw\t\n"));
+    assert_null(strchr(buf, '\r'));
+    assert_null(strchr(buf, '\x1b'));
+    {
+        int lines = 0;
+        for (const char *p = buf; *p; p++)
+            lines += *p == '\n';
+        assert_int_equal(lines, 3);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_jw_sorted_compact), cmocka_unit_test(test_jw_escape),
         cmocka_unit_test(test_jw_overflow),       cmocka_unit_test(test_jw_double),
         cmocka_unit_test(test_strutil),
+        cmocka_unit_test(test_log_escape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

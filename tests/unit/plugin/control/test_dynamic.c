@@ -71,12 +71,117 @@ static void kv_from(struct kvtext *kv, const char *text)
 
 static void test_shm_name(void **state)
 {
-    char buf[64];
+    char buf[64], a[24], b[24];
 
     (void)state;
-    assert_int_equal(dyn_shm_name(1749890096, buf, sizeof(buf)), 0); /* 2025-06-14 08:34:56 UTC */
-    assert_string_equal(buf, "DynamicProfileNpuShm2025061408");
-    assert_int_equal(dyn_shm_name(1749890096, buf, 20), -ENOSPC);
+    assert_int_equal(dyn_job_key(NULL, "10.0.0.1", "29500", NULL, 42, a, sizeof(a)), 0);
+    assert_int_equal(strlen(a), 16);
+    /* the same job from another rank (another parent): same key */
+    assert_int_equal(dyn_job_key("", "10.0.0.1", "29500", "", 43, b, sizeof(b)), 0);
+    assert_string_equal(a, b);
+    /* a second job on the node: another port, another key */
+    assert_int_equal(dyn_job_key(NULL, "10.0.0.1", "29501", NULL, 42, b, sizeof(b)), 0);
+    assert_string_not_equal(a, b);
+    /* parts are separated: ("10.0.0.12", "9500") is not ("10.0.0.1", "29500") */
+    assert_int_equal(dyn_job_key(NULL, "10.0.0.12", "9500", NULL, 42, b, sizeof(b)), 0);
+    assert_string_not_equal(a, b);
+    /* the explicit key wins; without launcher variables the parent pid decides */
+    assert_int_equal(dyn_job_key("myjob", "10.0.0.1", "29500", NULL, 42, b, sizeof(b)), 0);
+    assert_string_not_equal(a, b);
+    assert_int_equal(dyn_job_key(NULL, NULL, NULL, NULL, 42, a, sizeof(a)), 0);
+    assert_int_equal(dyn_job_key(NULL, "x", "", NULL, 42, b, sizeof(b)), 0);
+    assert_string_equal(a, b);
+    assert_int_equal(dyn_job_key(NULL, NULL, NULL, NULL, 43, b, sizeof(b)), 0);
+    assert_string_not_equal(a, b);
+    assert_int_equal(dyn_job_key(NULL, NULL, NULL, NULL, 42, b, 16), -ENOSPC);
+    assert_int_equal(dyn_shm_name("0123456789abcdef", buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "DynamicProfileNpuShm-0123456789abcdef");
+    assert_int_equal(dyn_shm_name("0123456789abcdef", buf, 20), -ENOSPC);
+}
+
+/* Where the segment lives: our own directory as it is; a shared sticky one through a 0700
+ * subdirectory of ours; a subdirectory squatted by another uid refused, with the fallback. */
+static void test_segment_dir(void **state)
+{
+    char shared[300], squat[340], xdg[300], got[400], want[400];
+    struct stat st;
+
+    (void)state;
+    assert_int_equal(dyn_segment_dir(dir, NULL, NULL, got, sizeof(got)), 0);
+    assert_string_equal(got, dir);
+    snprintf(shared, sizeof(shared), "%s/shared", dir);
+    assert_int_equal(mkdir(shared, 0700), 0);
+    assert_int_equal(chmod(shared, 01777), 0);
+    assert_int_equal(dyn_segment_dir(shared, NULL, NULL, got, sizeof(got)), 0);
+    snprintf(want, sizeof(want), "%s/msmonitor-%u", shared, (unsigned)geteuid());
+    assert_string_equal(got, want);
+    assert_int_equal(lstat(got, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0700);
+    assert_int_equal(rmdir(got), 0);
+    /* world-writable without the sticky bit: anyone could rename our directory away */
+    assert_int_equal(chmod(shared, 0777), 0);
+    log_clear();
+    assert_true(dyn_segment_dir(shared, NULL, NULL, got, sizeof(got)) < 0);
+    assert_non_null(strstr(log_text(), "lets others replace entries in it"));
+    assert_int_equal(chmod(shared, 01777), 0);
+    if (geteuid() != 0) {
+        rmdir(shared);
+        return; /* the squat needs a second uid */
+    }
+    /* another uid made msmonitor-<uid> first (0777): refused, the job moves to XDG_RUNTIME_DIR */
+    snprintf(squat, sizeof(squat), "%s/msmonitor-%u", shared, (unsigned)geteuid());
+    assert_int_equal(mkdir(squat, 0777), 0);
+    assert_int_equal(chmod(squat, 0777), 0);
+    assert_int_equal(chown(squat, 65534, 65534), 0);
+    snprintf(xdg, sizeof(xdg), "%s/xdg", dir);
+    assert_int_equal(mkdir(xdg, 0700), 0);
+    log_clear();
+    assert_int_equal(dyn_segment_dir(shared, xdg, NULL, got, sizeof(got)), 0);
+    snprintf(want, sizeof(want), "%s/msmonitor", xdg);
+    assert_string_equal(got, want);
+    assert_non_null(strstr(log_text(), "owned by uid 65534"));
+    assert_non_null(strstr(log_text(), "have its owner or root remove it"));
+    assert_non_null(strstr(log_text(), "the job's segment lives in"));
+    /* no XDG_RUNTIME_DIR: the socket directory */
+    assert_int_equal(dyn_segment_dir(shared, NULL, xdg, got, sizeof(got)), 0);
+    snprintf(want, sizeof(want), "%s/msmonitor-shm", xdg);
+    assert_string_equal(got, want);
+    /* nothing left */
+    assert_true(dyn_segment_dir(shared, NULL, NULL, got, sizeof(got)) < 0);
+    rmdir(want);
+    snprintf(want, sizeof(want), "%s/msmonitor", xdg);
+    rmdir(want);
+    rmdir(xdg);
+    rmdir(squat);
+    rmdir(shared);
+}
+
+/* A segment someone else made, or one that others may write, is never attached. */
+static void test_untrusted_segment_refused(void **state)
+{
+    char path[300], err[1024];
+    int fd = -1;
+    bool creator = false;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/DynamicProfileNpuShm-squat", dir);
+    fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, DYN_SHM_SIZE), 0);
+    assert_int_equal(fchmod(fd, 0666), 0);
+    close(fd);
+    fd = -1;
+    assert_int_equal(dyn_attach_or_create(path, 60, &fd, &creator, err, sizeof(err)), -EPERM);
+    assert_int_equal(fd, -1);
+    assert_non_null(strstr(err, "mode 0666"));
+    assert_non_null(strstr(err, "fix: remove it"));
+    if (geteuid() == 0) {
+        assert_int_equal(chmod(path, 0600), 0);
+        assert_int_equal(chown(path, 65534, 65534), 0);
+        assert_int_equal(dyn_attach_or_create(path, 60, &fd, &creator, err, sizeof(err)), -EPERM);
+        assert_non_null(strstr(err, "owned by uid 65534"));
+    }
+    unlink(path);
 }
 
 static void test_stale_message(void **state)
@@ -582,8 +687,9 @@ int __lsan_is_turned_off(void) { return in_forked_child; }
  * at its exit(), finalize of the joining process unlinks it. */
 static void test_lifecycle_and_fork(void **state)
 {
-    char nosock[300], name[64], path[400];
-    int status;
+    char nosock[300], name[64], path[400], steps[500];
+    struct stat sst;
+    int status, sfd;
     pid_t pid;
 
     (void)state;
@@ -594,19 +700,31 @@ static void test_lifecycle_and_fork(void **state)
     setenv("MSMONITOR_LOG_PATH", dir, 1); /* the plugin log lands in the temp dir */
     unsetenv("MSMONITOR_USE_DAEMON");
     unsetenv("KINETO_USE_DAEMON");
+    unsetenv("MSMONITOR_JOB_KEY");
+    unsetenv("MASTER_PORT");
     penv_reload();
     assert_int_equal(dyn_init(-1, 0), -ENOTSUP);
     assert_int_equal(dyn_step(), 0);
     setenv("MSMONITOR_USE_DAEMON", "1", 1);
     penv_reload();
+    {
+        char key[24];
+        assert_int_equal(dyn_job_key(NULL, NULL, NULL, NULL, getppid(), key, sizeof(key)), 0);
+        assert_int_equal(dyn_shm_name(key, name, sizeof(name)), 0);
+    }
+    /* a side file others may write is refused (and left alone), the job still joins */
+    assert_true(snprintf(steps, sizeof(steps), "%s/msmonitor_steps.%s", dir, name) < (int)sizeof(steps));
+    sfd = open(steps, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(sfd >= 0);
+    assert_int_equal(fchmod(sfd, 0666), 0);
+    close(sfd);
     assert_int_equal(dyn_init(-1, 0), 0);
     assert_int_equal(dyn_init(-1, 0), 0); /* idempotent */
-    assert_int_equal(dyn_shm_name(time(NULL), name, sizeof(name)), 0);
     assert_true(snprintf(path, sizeof(path), "%s/%s", dir, name) < (int)sizeof(path));
-    if (access(path, F_OK) != 0) { /* the hour turned between init and here */
-        dyn_finalize();
-        skip();
-    }
+    assert_int_equal(access(path, F_OK), 0);
+    assert_int_equal(stat(steps, &sst), 0);
+    assert_int_equal(sst.st_mode & 0777, 0666);
+    assert_int_equal(sst.st_size, 0); /* never truncated nor sized by the rank */
     for (int i = 0; i < 3; i++)
         assert_int_equal(dyn_step(), 0);
     pid = fork();
@@ -624,6 +742,8 @@ static void test_lifecycle_and_fork(void **state)
     dyn_finalize();
     assert_int_equal(access(path, F_OK), -1);
     dyn_finalize(); /* idempotent */
+    assert_int_equal(access(steps, F_OK), 0); /* not ours: not removed */
+    unlink(steps);
     rmdir(nosock);
 }
 
@@ -631,6 +751,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shm_name),          cmocka_unit_test(test_stale_message),
+        cmocka_unit_test(test_segment_dir),       cmocka_unit_test(test_untrusted_segment_refused),
         cmocka_unit_test(test_env_parsing),       cmocka_unit_test(test_config_text),
         cmocka_unit_test(test_config_text_key_cap), cmocka_unit_test(test_json_python_form),
         cmocka_unit_test(test_json_is_valid_truthiness), cmocka_unit_test(test_json_rejects),
