@@ -62,7 +62,9 @@ static int refuse(char *why, size_t whycap, size_t lineno, const char *line, siz
 
 static int key_char(unsigned char c)
 {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    /* upper case only: a consumer that folds case (or a later one that does) cannot find an
+     * ACTIVITIES_LOG_FILE the daemon did not check */
+    return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
 static int key_eq_nocase(const char *a, size_t an, const char *b, size_t bn)
@@ -130,7 +132,7 @@ static int check_line(const char *text, size_t s, size_t e, size_t lineno, struc
     for (size_t i = a; i < ke; i++)
         if (!key_char((unsigned char)line[i]))
             return refuse(why, whycap, lineno, line, n,
-                          "key byte 0x%02x outside [A-Za-z0-9_]", (unsigned char)line[i]);
+                          "key byte 0x%02x outside [A-Z0-9_]", (unsigned char)line[i]);
     size_t vs = eq + 1;
     while (vs < b && line[vs] == ' ')
         vs++;

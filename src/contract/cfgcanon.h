@@ -11,12 +11,12 @@
 #define CFGCANON_WHY_MAX 256
 
 /* Read text[0..len) strictly and write its canonical form. Accepted: valid UTF-8 lines split on
- * '\n'; blank lines; otherwise exactly one '=' between a key of [A-Za-z0-9_] and a value, with
+ * '\n'; blank lines; otherwise exactly one '=' between a key of [A-Z0-9_] and a value, with
  * ASCII spaces around either trimmed. Refused, each with one line naming the line and the bad
  * value in why: a control character other than the line feed (CR, TAB, ESC, DEL ...), C1
  * controls, any non-ASCII whitespace or line separator (U+00A0, U+0085, U+2028, U+3000 ...),
- * '#' (Kineto's comment), a second '=', an empty or non-[A-Za-z0-9_] key, a key repeated (also
- * in another letter case), more than KVTEXT_MAX_KEYS keys, invalid UTF-8, a NUL.
+ * '#' (Kineto's comment), a second '=', an empty or non-[A-Z0-9_] key, a key repeated, more
+ * than KVTEXT_MAX_KEYS keys, invalid UTF-8, a NUL.
  * Canonical form: "KEY=value" lines in input order joined by '\n', with a final '\n' iff the
  * input ended with one; an accepted canonical text is its own canonical form.
  * On success *ret_text (NUL-terminated, the caller frees it) and *ret_len; 0, -EINVAL

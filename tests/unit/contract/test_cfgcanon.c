@@ -41,7 +41,7 @@ static void test_attacks_refused(void **state)
     R("ACTIVITIES_LOG_FILE\xe2\x80\xa8=/etc/x", "U+2028");
     R("ACTIVITIES_LOG_FILE\xc2\x85=/etc/x", "U+0085");
     R("A=/ok/x\xc2\x85" "ACTIVITIES_LOG_FILE=/etc", "U+0085");
-    R("A=1\nB=2\na=3", "config line 3: key repeated");
+    R("A=1\nB=2\nactivities_log_file=/etc", "config line 3: key byte 0x61");
     R("A=1\nA=2", "key repeated");
     R("A=1=2", "a second '='");
     R("A=\x1b[31m", "U+001B");
