@@ -100,8 +100,9 @@ const char *cli_buf_str(const struct cli_buf *b)
     return b->p ? b->p : "";
 }
 
-/* The next unit of s[0..n): either copied as is (*ret_copy = bytes) or its escape in esc[]
- * (returned length). keep_nl leaves '\n' alone. Returns the input bytes consumed. */
+/* The next unit of s[0..n): copied as is (*ret_esc = 0) or replaced by its escape in esc[]
+ * (*ret_esc bytes). keep_nl leaves '\n' and '\t' alone (layout, not content). Returns the
+ * input bytes consumed. */
 static size_t term_unit(const unsigned char *s, size_t n, bool keep_nl, char esc[8],
                         size_t *ret_esc)
 {
@@ -109,7 +110,7 @@ static size_t term_unit(const unsigned char *s, size_t n, bool keep_nl, char esc
     unsigned char c = s[0];
     size_t l = utf8_seq_len(s, n);
     *ret_esc = 0;
-    if (c == '\n' && keep_nl)
+    if ((c == '\n' || c == '\t') && keep_nl)
         return 1;
     if (c < 0x20 || c == 0x7f || l == 0) {
         const char *named = c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
@@ -194,4 +195,37 @@ void cli_term_write(FILE *f, const char *s, size_t n)
         i += k;
     }
     fwrite(u + i - run, 1, run, f);
+}
+
+void cli_buf_term_json(struct cli_buf *b, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    bool in_str = false, esc_next = false;
+    size_t run = 0, i = 0;
+    while (i < n) {
+        char esc[8];
+        size_t ne, k;
+        /* layout between tokens (newline, tab) stays; inside strings everything is escaped */
+        k = term_unit(u + i, n - i, !in_str, esc, &ne);
+        if (in_str) {
+            if (esc_next)
+                esc_next = false;
+            else if (u[i] == '\\')
+                esc_next = true;
+            else if (u[i] == '"')
+                in_str = false;
+        } else if (u[i] == '"') {
+            in_str = true;
+        }
+        if (ne == 0) {
+            i += k;
+            run += k;
+            continue;
+        }
+        cli_buf_append(b, (const char *)u + i - run, run);
+        cli_buf_append(b, esc, ne);
+        run = 0;
+        i += k;
+    }
+    cli_buf_append(b, (const char *)u + i - run, run);
 }

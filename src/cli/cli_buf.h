@@ -29,9 +29,12 @@ void cli_buf_json_str(struct cli_buf *b, const char *s, size_t n);
  * invalid UTF-8 byte written as a visible escape (\n, \r, \t, \xHH, \u00HH), so it can
  * neither drive the terminal (ESC, BEL, CSI) nor forge a line of its own. */
 void cli_buf_term(struct cli_buf *b, const char *s, size_t n);
-/* The same into out[cap] (cap >= 4; cut at a whole escape, ending "..."); returns out. */
+/* JSON text as received (dyno's verbatim output): newlines and tabs between tokens stay as
+ * laid out, everything inside strings and every other control is escaped as above. */
+void cli_buf_term_json(struct cli_buf *b, const char *s, size_t n);
+/* The same as cli_buf_term into out[cap] (cap >= 4; cut at a whole escape, ending "..."); returns out. */
 const char *cli_term_str(const char *s, char *out, size_t cap);
-/* Write s[0..n) to f keeping '\n' (dyno's own line breaks) and escaping every other control
+/* Write s[0..n) to f keeping '\n' and '\t' (dyno's own layout) and escaping every other control
  * as above: the last net before the terminal for text rendered from replies. */
 void cli_term_write(FILE *f, const char *s, size_t n);
 /* Text or "" when the buffer never received a byte. */

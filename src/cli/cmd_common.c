@@ -37,7 +37,7 @@ void cmd_render_verbatim(const struct cmd_req *req, const char *reply, size_t le
     (void)ret_failed;
     (void)err;
     (void)errcap;
-    cli_buf_term(out, reply, len);
+    cli_buf_term_json(out, reply, len);
     cli_buf_puts(out, "\n");
 }
 
