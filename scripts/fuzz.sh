@@ -4,7 +4,7 @@
 # (tests/fuzz/corpus/<target>/) plus its built-in seeds. The stage has one wall-clock budget
 # for fuzzing, FUZZ_TOTAL_SECONDS (default 250 s), shared by however many targets exist:
 # FUZZ_JOBS targets run at a time (default: the number of cores), so each gets
-# FUZZ_TOTAL_SECONDS x FUZZ_JOBS / targets seconds, but never less than FUZZ_MIN_SECONDS
+# FUZZ_TOTAL_SECONDS / ceil(targets / FUZZ_JOBS) seconds, but never less than FUZZ_MIN_SECONDS
 # (default 10 s; with very many targets the floor wins and the stage grows past the budget,
 # which the summary line says). FUZZ_SECONDS, when set, fixes the per-target time instead.
 # With the clang build the stage stays about 5 minutes on 2 cores however many targets are
@@ -53,12 +53,13 @@ for bin in build-fuzz/tests/fuzz/fuzz_*; do
   targets+=("$bin")
 done
 [ "${#targets[@]}" -gt 0 ] || { echo "fuzz.sh: no fuzz targets were built" >&2; exit 1; }
+# JOBS lanes run side by side; each lane runs `lanes` targets one after another
+lanes=$(( (${#targets[@]} + JOBS - 1) / JOBS ))
 if [ -z "$SECS" ]; then
-  # one budget for the stage: JOBS lanes of TOTAL seconds shared by the targets
-  SECS=$(( TOTAL * JOBS / ${#targets[@]} ))
+  # one budget for the stage, whatever the number of targets
+  SECS=$(( TOTAL / lanes ))
   [ "$SECS" -ge "$MINSECS" ] || SECS=$MINSECS
 fi
-lanes=$(( (${#targets[@]} + JOBS - 1) / JOBS ))
 echo "fuzz: ${#targets[@]} targets, ${SECS}s each, $JOBS at a time: about $(( lanes * SECS ))s of fuzzing (budget ${TOTAL}s)"
 running=0
 for bin in "${targets[@]}"; do

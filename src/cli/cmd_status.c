@@ -45,9 +45,12 @@ static const char *str(const cJSON *o, const char *key, const char *def)
 static void rank_of(const cJSON *steps, int pid, int *ret_rank, int *ret_step)
 {
     const cJSON *ranks = steps ? cJSON_GetObjectItemCaseSensitive(steps, "ranks") : NULL, *r;
+    size_t seen = 0;
     *ret_rank = -1;
     *ret_step = -1;
     cJSON_ArrayForEach(r, ranks) {
+        if (seen++ == CLI_HOST_ROWS_MAX)
+            break; /* rows x ranks stays bounded whatever a host sends */
         if (num(r, "pid", 0) != pid)
             continue;
         *ret_rank = num(r, "rank", -1);

@@ -83,6 +83,11 @@ static int key_eq_nocase(const char *a, size_t an, const char *b, size_t bn)
     return 1;
 }
 
+static int blank_char(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
 struct span {
     size_t k, kn, v, vn; /* key and value as offsets into the text, trimmed */
 };
@@ -100,9 +105,11 @@ static int check_line(const char *text, size_t s, size_t e, size_t lineno, struc
         if (l == 0)
             return refuse(why, whycap, lineno, line, n, "invalid UTF-8 at byte %zu", i);
         unsigned cp = decode(u, l);
-        if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f))
+        /* TAB is the one control every reader treats alike (blank, never a line break: dyno's
+         * filter grammar trims it); the rest are line breaks or invisible to someone */
+        if ((cp < 0x20 && cp != '\t') || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f))
             return refuse(why, whycap, lineno, line, n, "control character U+%04X", cp);
-        if (cp != ' ' && cfgcanon_py_isspace(cp))
+        if (cp != ' ' && cp != '\t' && cfgcanon_py_isspace(cp))
             return refuse(why, whycap, lineno, line, n, "non-ASCII whitespace U+%04X", cp);
         if (cp == '#')
             return refuse(why, whycap, lineno, line, n, "'#' (a comment to Kineto)");
@@ -114,9 +121,9 @@ static int check_line(const char *text, size_t s, size_t e, size_t lineno, struc
         i += l;
     }
     size_t a = 0, b = n;
-    while (a < b && line[a] == ' ')
+    while (a < b && blank_char(line[a]))
         a++;
-    while (b > a && line[b - 1] == ' ')
+    while (b > a && blank_char(line[b - 1]))
         b--;
     if (a == b) {
         *blank = 1;
@@ -125,7 +132,7 @@ static int check_line(const char *text, size_t s, size_t e, size_t lineno, struc
     if (eq == n)
         return refuse(why, whycap, lineno, line, n, "no '=' (KEY=value expected)");
     size_t ke = eq;
-    while (ke > a && line[ke - 1] == ' ')
+    while (ke > a && blank_char(line[ke - 1]))
         ke--;
     if (ke == a)
         return refuse(why, whycap, lineno, line, n, "an empty key");
@@ -134,7 +141,7 @@ static int check_line(const char *text, size_t s, size_t e, size_t lineno, struc
             return refuse(why, whycap, lineno, line, n,
                           "key byte 0x%02x outside [A-Z0-9_]", (unsigned char)line[i]);
     size_t vs = eq + 1;
-    while (vs < b && line[vs] == ' ')
+    while (vs < b && blank_char(line[vs]))
         vs++;
     sp->k = s + a;
     sp->kn = ke - a;

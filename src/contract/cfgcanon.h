@@ -12,8 +12,8 @@
 
 /* Read text[0..len) strictly and write its canonical form. Accepted: valid UTF-8 lines split on
  * '\n'; blank lines; otherwise exactly one '=' between a key of [A-Z0-9_] and a value, with
- * ASCII spaces around either trimmed. Refused, each with one line naming the line and the bad
- * value in why: a control character other than the line feed (CR, TAB, ESC, DEL ...), C1
+ * spaces and tabs around either trimmed. Refused, each with one line naming the line and the
+ * bad value in why: a control character other than the line feed and TAB (CR, ESC, DEL ...), C1
  * controls, any non-ASCII whitespace or line separator (U+00A0, U+0085, U+2028, U+3000 ...),
  * '#' (Kineto's comment), a second '=', an empty or non-[A-Z0-9_] key, a key repeated, more
  * than KVTEXT_MAX_KEYS keys, invalid UTF-8, a NUL.
