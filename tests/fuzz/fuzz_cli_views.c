@@ -2,7 +2,8 @@
  * --json, the `steps` merge, `nputrace --aligned`, `doctor`, and the default fan-out
  * (npu-monitor, version) — run through cli_main against three fake hosts whose replies are the
  * input (cli_fake_transport.h). Invariants: no fault or sanitizer report, and nothing printed
- * carries a terminal control byte (ESC, BEL, CR, C1) from a reply. */
+ * carries a terminal control byte (ESC, BEL, CR, DEL, C1) from a reply; newline and tab are
+ * layout. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@ static int has_control(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if ((c < 0x20 && c != '\n') || c == 0x7f || (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 &&
+        if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f || (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 &&
                                                       (unsigned char)s[i + 1] < 0xa0))
             return 1;
     }
