@@ -39,7 +39,7 @@ stage "tests (ThreadSanitizer build)"
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
    ctest --output-on-failure -R '^(test_sim|test_pc_monitor|test_pc_backend_mspti|test_pc_backend_cupti_sim|test_proc_trace|test_pc_health)$') || status=1
 stage "fuzz (libFuzzer, clang, ASan+UBSan)"
-./scripts/fuzz.sh || status=1   # fixed budget per target: FUZZ_SECONDS (default 45 s, fuzz.sh)
+./scripts/fuzz.sh || status=1   # one budget for the stage: FUZZ_TOTAL_SECONDS (default 250 s, fuzz.sh)
 stage ""
 printf '== all stages took %ds ==\n' $((SECONDS - T0))
 exit $status

@@ -15,6 +15,7 @@
 #include "cli/cli_val.h"
 #include "cli/hosts.h"
 #include "cli/rpc_client.h"
+#include "common/log.h"
 #include "common/strutil.h"
 
 #define ERR_MAX 2048
@@ -218,7 +219,9 @@ static void print_prefixed(FILE *out, const char *prefix, const char *text, size
     while (off < len) {
         const char *nl = memchr(text + off, '\n', len - off);
         size_t n = nl ? (size_t)(nl - (text + off)) : len - off;
-        fprintf(out, "%s%.*s\n", prefix, (int)n, text + off);
+        fputs(prefix, out);
+        cli_term_write(out, text + off, n);
+        fputc('\n', out);
         off += n + 1;
     }
 }
@@ -369,6 +372,9 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
         req.tls = tls;
     }
     fflush(out);
+    /* one deadline for the whole command from the first connection on (docs/cli.md): hosts
+     * that answer slowly or hugely cannot stretch a cluster command past --timeout-s */
+    rpc_set_overall_deadline(clock_mono_ns() + (uint64_t)timeout_s * 1000000000ull);
     if (cmd->run_all) {
         struct cli_targets t = { &hosts, port, timeout_s, parallel, tls };
         r = cmd->run_all(&req, &t, out, errf);
@@ -402,17 +408,22 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
         struct host_result *res = &f.results[i];
         nfail += res->failed;
         if (hosts.n == 1) {
-            fputs(cli_buf_str(&res->out), out);
+            cli_term_write(out, cli_buf_str(&res->out), res->out.len);
             fflush(out);
-            if (res->failed)
-                fprintf(errf, "%s\n", res->err);
+            if (res->failed) {
+                cli_term_write(errf, res->err, strlen(res->err));
+                fputc('\n', errf);
+            }
             continue;
         }
         char prefix[1100];
         snprintf(prefix, sizeof(prefix), "[%s] ", hosts.v[i]);
         print_prefixed(out, prefix, cli_buf_str(&res->out), res->out.len);
-        if (res->failed)
-            fprintf(out, "%sERROR: %s\n", prefix, res->err);
+        if (res->failed) {
+            fprintf(out, "%sERROR: ", prefix);
+            cli_term_write(out, res->err, strlen(res->err));
+            fputc('\n', out);
+        }
     }
     if (hosts.n > 1)
         fprintf(out, "Summary: %zu hosts, %zu succeeded, %zu failed\n", hosts.n,
@@ -428,6 +439,7 @@ usage:
     fprintf(errf, "%s\n", err);
     rc = CLI_EXIT_USAGE;
 out:
+    rpc_set_overall_deadline(0); /* a later call in this process (tests) starts afresh */
     fflush(out);
     fflush(errf);
     cmd_req_fini(&req);

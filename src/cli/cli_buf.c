@@ -3,9 +3,12 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "contract/utf8.h"
 
 void cli_buf_init(struct cli_buf *b, size_t max)
 {
@@ -95,4 +98,134 @@ void cli_buf_json_str(struct cli_buf *b, const char *s, size_t n)
 const char *cli_buf_str(const struct cli_buf *b)
 {
     return b->p ? b->p : "";
+}
+
+/* The next unit of s[0..n): copied as is (*ret_esc = 0) or replaced by its escape in esc[]
+ * (*ret_esc bytes). keep_nl leaves '\n' and '\t' alone (layout, not content). Returns the
+ * input bytes consumed. */
+static size_t term_unit(const unsigned char *s, size_t n, bool keep_nl, char esc[8],
+                        size_t *ret_esc)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char c = s[0];
+    size_t l = utf8_seq_len(s, n);
+    *ret_esc = 0;
+    if ((c == '\n' || c == '\t') && keep_nl)
+        return 1;
+    if (c < 0x20 || c == 0x7f || l == 0) {
+        const char *named = c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
+        if (named && l) {
+            memcpy(esc, named, 2);
+            *ret_esc = 2;
+        } else if (c == 0x7f) {
+            memcpy(esc, "\\u007f", 6); /* also a valid JSON escape, for --json output */
+            *ret_esc = 6;
+        } else {
+            char x[4] = { '\\', 'x', hex[c >> 4], hex[c & 15] };
+            memcpy(esc, x, 4);
+            *ret_esc = 4;
+        }
+        return 1;
+    }
+    if (l == 2 && c == 0xc2 && s[1] < 0xa0) { /* C1: U+0080..U+009F (CSI is U+009B) */
+        char u[6] = { '\\', 'u', '0', '0', hex[s[1] >> 4], hex[s[1] & 15] };
+        memcpy(esc, u, 6);
+        *ret_esc = 6;
+    }
+    return l;
+}
+
+void cli_buf_term(struct cli_buf *b, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t run = 0, i = 0;
+    while (i < n) {
+        char esc[8];
+        size_t ne, k = term_unit(u + i, n - i, false, esc, &ne);
+        if (ne == 0) {
+            i += k;
+            run += k;
+            continue;
+        }
+        cli_buf_append(b, (const char *)u + i - run, run);
+        cli_buf_append(b, esc, ne);
+        run = 0;
+        i += k;
+    }
+    cli_buf_append(b, (const char *)u + i - run, run);
+}
+
+const char *cli_term_str(const char *s, char *out, size_t cap)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s), i = 0, o = 0;
+    while (i < n) {
+        char esc[8];
+        size_t ne, k = term_unit(u + i, n - i, false, esc, &ne);
+        const char *src = ne ? esc : (const char *)u + i;
+        size_t len = ne ? ne : k;
+        if (o + len + 4 > cap) {
+            memcpy(out + o, "...", 3);
+            o += 3;
+            break;
+        }
+        memcpy(out + o, src, len);
+        o += len;
+        i += k;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+void cli_term_write(FILE *f, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t run = 0, i = 0;
+    while (i < n) {
+        char esc[8];
+        size_t ne, k = term_unit(u + i, n - i, true, esc, &ne);
+        if (ne == 0) {
+            i += k;
+            run += k;
+            continue;
+        }
+        fwrite(u + i - run, 1, run, f);
+        fwrite(esc, 1, ne, f);
+        run = 0;
+        i += k;
+    }
+    fwrite(u + i - run, 1, run, f);
+}
+
+void cli_buf_term_json(struct cli_buf *b, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    bool in_str = false, esc_next = false;
+    size_t run = 0, i = 0;
+    while (i < n) {
+        char esc[8];
+        size_t ne, k;
+        /* layout between tokens (newline, tab) stays; inside strings everything is escaped */
+        k = term_unit(u + i, n - i, !in_str, esc, &ne);
+        if (in_str) {
+            if (esc_next)
+                esc_next = false;
+            else if (u[i] == '\\')
+                esc_next = true;
+            else if (u[i] == '"')
+                in_str = false;
+        } else if (u[i] == '"') {
+            in_str = true;
+        }
+        if (ne == 0) {
+            i += k;
+            run += k;
+            continue;
+        }
+        cli_buf_append(b, (const char *)u + i - run, run);
+        cli_buf_append(b, esc, ne);
+        run = 0;
+        i += k;
+    }
+    cli_buf_append(b, (const char *)u + i - run, run);
 }

@@ -5,6 +5,7 @@
 #define MSMON_CLI_BUF_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 struct cli_buf {
     char *p;      /* NUL-terminated when non-NULL */
@@ -23,6 +24,19 @@ void cli_buf_printf(struct cli_buf *b, const char *fmt, ...) __attribute__((form
 /* Append s as the body of a JSON string (02-cli.md §3): newline -> \n, '"' -> \", '\' -> \\,
  * other bytes < 0x20 -> \u00xx; everything else is copied. */
 void cli_buf_json_str(struct cli_buf *b, const char *s, size_t n);
+/* Terminal-safe text (docs/security.md, "dyno and hostile replies"): a string from a reply
+ * is appended with every C0 control (newline included), DEL, C1 control (U+0080..U+009F) and
+ * invalid UTF-8 byte written as a visible escape (\n, \r, \t, \xHH, \u00HH), so it can
+ * neither drive the terminal (ESC, BEL, CSI) nor forge a line of its own. */
+void cli_buf_term(struct cli_buf *b, const char *s, size_t n);
+/* JSON text as received (dyno's verbatim output): newlines and tabs between tokens stay as
+ * laid out, everything inside strings and every other control is escaped as above. */
+void cli_buf_term_json(struct cli_buf *b, const char *s, size_t n);
+/* The same as cli_buf_term into out[cap] (cap >= 4; cut at a whole escape, ending "..."); returns out. */
+const char *cli_term_str(const char *s, char *out, size_t cap);
+/* Write s[0..n) to f keeping '\n' and '\t' (dyno's own layout) and escaping every other control
+ * as above: the last net before the terminal for text rendered from replies. */
+void cli_term_write(FILE *f, const char *s, size_t n);
 /* Text or "" when the buffer never received a byte. */
 const char *cli_buf_str(const struct cli_buf *b);
 

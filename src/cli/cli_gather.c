@@ -90,3 +90,12 @@ void cli_gather_fini(struct cli_reply *r, size_t n)
         r[i].json = NULL;
     }
 }
+
+int64_t cli_json_i64(const cJSON *v, int64_t lo, int64_t hi, int64_t def)
+{
+    /* compare in double: lo/hi within +-2^63 round to values the conversion can take */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= (double)lo && v->valuedouble < (double)hi + 1.0) ||
+        v->valuedouble >= 9223372036854775807.0)
+        return def;
+    return (int64_t)v->valuedouble;
+}

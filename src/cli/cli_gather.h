@@ -11,6 +11,10 @@
 
 struct hosts;
 
+/* Most rows one host contributes to a merged view (status table, steps): a node has tens of
+ * processes; a hostile host answering 200,000 gets this many and a "not shown" count. */
+#define CLI_HOST_ROWS_MAX 4096
+
 struct rpc_tls;
 
 struct cli_targets {
@@ -33,5 +37,9 @@ struct cli_reply {
  * Free the replies with cli_gather_fini(). */
 int cli_gather(const struct cli_targets *t, const char *body, size_t len, struct cli_reply *ret);
 void cli_gather_fini(struct cli_reply *r, size_t n);
+
+/* A number from a reply as an integer: def unless v is a number within [lo, hi] (a hostile
+ * 1e300 must never reach a double-to-integer conversion, which is undefined behaviour). */
+int64_t cli_json_i64(const cJSON *v, int64_t lo, int64_t hi, int64_t def);
 
 #endif

@@ -37,13 +37,15 @@ void cmd_render_verbatim(const struct cmd_req *req, const char *reply, size_t le
     (void)ret_failed;
     (void)err;
     (void)errcap;
-    cli_buf_append(out, reply, len);
+    cli_buf_term_json(out, reply, len);
     cli_buf_puts(out, "\n");
 }
 
 void cmd_render_reply_line(const char *reply, struct cli_buf *out)
 {
-    cli_buf_printf(out, "response = %s\n", reply);
+    cli_buf_puts(out, "response = ");
+    cli_buf_term(out, reply, strlen(reply));
+    cli_buf_puts(out, "\n");
 }
 
 void cmd_render_note(const cJSON *json, struct cli_buf *out)
@@ -58,8 +60,7 @@ void cmd_render_note(const cJSON *json, struct cli_buf *out)
         /* the daemon said why (busy trace, --allowed_log_dirs); a remote daemon's text, so
          * one line with no terminal control bytes */
         cli_buf_printf(out, "Note: command not applied (%s): ", st->valuestring);
-        for (const unsigned char *c = (const unsigned char *)why->valuestring; *c; c++)
-            cli_buf_printf(out, "%c", *c < 0x20 || *c == 0x7f ? '?' : *c);
+        cli_buf_term(out, why->valuestring, strlen(why->valuestring));
         cli_buf_puts(out, "\n");
     }
     else if (strcmp(st->valuestring, "ineffective") == 0 || strcmp(st->valuestring, "unknown") == 0)

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "cli/cli_gather.h"
 #include "cli/cli_val.h"
 #include "cli/doctor_text.h"
 #include "cli/hosts.h"
@@ -146,13 +148,13 @@ static const char *str_item(const cJSON *o, const char *key)
 static bool proc_selected(const cJSON *p, const struct opts *o)
 {
     const cJSON *job = cJSON_GetObjectItemCaseSensitive(p, "job_id");
-    return !o->has_job || (cJSON_IsNumber(job) && (long long)job->valuedouble == o->job_id);
+    return !o->has_job || (cJSON_IsNumber(job) && cli_json_i64(job, INT64_MIN, INT64_MAX, -1) == o->job_id);
 }
 
 static long long proc_pid(const cJSON *p)
 {
     const cJSON *pid = cJSON_GetObjectItemCaseSensitive(p, "pid");
-    return cJSON_IsNumber(pid) ? (long long)pid->valuedouble : -1;
+    return cli_json_i64(pid, INT64_MIN, INT64_MAX, -1);
 }
 
 static bool has_word(const char *key, const char *word)

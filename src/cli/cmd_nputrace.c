@@ -206,23 +206,42 @@ static int nputrace_run_all(struct cmd_req *req, const struct cli_targets *t, FI
     }
     for (size_t i = 0; i < n; i++) {
         const cJSON *p;
+        char esc[sizeof(r[i].err)];
+        size_t bad = 0;
+        double worst = 0;
         if (r[i].failed) {
             nfail++;
-            fprintf(out, "[%s] ERROR: %s\n", t->hosts->v[i], r[i].err);
+            fprintf(out, "[%s] ERROR: %s\n", t->hosts->v[i], cli_term_str(r[i].err, esc, sizeof(esc)));
             continue;
         }
         cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(r[i].json, "processes")) {
             const cJSON *s = cJSON_GetObjectItemCaseSensitive(p, "current_step");
             if (!cJSON_IsNumber(s) || s->valuedouble < 0)
                 continue;
+            /* a step is an int32 on the rank (docs/cluster.md): a larger one is a lie, and a
+             * double past int64 must not reach a conversion */
+            if (!(s->valuedouble <= (double)INT32_MAX)) {
+                if (bad++ == 0)
+                    worst = s->valuedouble;
+                continue;
+            }
             nproc++;
             if ((int64_t)s->valuedouble > top)
                 top = (int64_t)s->valuedouble;
         }
+        if (bad)
+            fprintf(out, "[%s] WARNING: %zu processes report a current step past %d (e.g. %g); ignored\n",
+                    t->hosts->v[i], bad, INT32_MAX, worst);
     }
     if (nproc == 0) {
         fprintf(errf, "error: --aligned: no process on the %zu reachable hosts reports its current step "
                 "(dyno mode, dynamic_profile.step())\n", n - nfail);
+        goto out;
+    }
+    if (top + margin > INT32_MAX) {
+        fprintf(errf, "error: --aligned: start step %lld (highest current step %lld + margin %lld) "
+                "is past %d, the largest step a rank can reach\n",
+                (long long)(top + margin), (long long)top, (long long)margin, INT32_MAX);
         goto out;
     }
     /* Rebuild the config and body with the chosen step in place of -1. */

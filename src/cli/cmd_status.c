@@ -3,11 +3,14 @@
  * a table (host, pid, rank, npu-monitor and nputrace state, current step, last poll age) or
  * one JSON object whose `processes` carry `host`. Ranks come from the step windows. Each
  * process's health marks follow it, one line each (docs/cli.md "Status marks"). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_buf.h"
+#include "cli/cli_gather.h"
 #include "cli/cmd.h"
 #include "cli/hosts.h"
 
@@ -27,7 +30,10 @@ static int status_prepare(const struct cli_args *a, struct cmd_req *req, char *e
 static int num(const cJSON *o, const char *key, int def)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? (int)v->valuedouble : def;
+    /* a hostile 1e300 must not reach a double-to-int conversion (undefined behaviour) */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= INT32_MIN && v->valuedouble <= INT32_MAX))
+        return def;
+    return (int)v->valuedouble;
 }
 
 static const char *str(const cJSON *o, const char *key, const char *def)
@@ -91,16 +97,20 @@ static void status_render(const struct cmd_req *req, const char *reply, size_t l
 static void rank_of(const cJSON *steps, int pid, int *ret_rank, int *ret_step)
 {
     const cJSON *ranks = steps ? cJSON_GetObjectItemCaseSensitive(steps, "ranks") : NULL, *r;
+    size_t seen = 0;
     *ret_rank = -1;
     *ret_step = -1;
     cJSON_ArrayForEach(r, ranks) {
+        if (seen++ == CLI_HOST_ROWS_MAX)
+            break; /* rows x ranks stays bounded whatever a host sends */
         if (num(r, "pid", 0) != pid)
             continue;
         *ret_rank = num(r, "rank", -1);
         const cJSON *rows = cJSON_GetObjectItemCaseSensitive(r, "steps");
         int n = cJSON_GetArraySize(rows);
         const cJSON *last = n > 0 ? cJSON_GetArrayItem(rows, n - 1) : NULL;
-        if (cJSON_IsArray(last) && cJSON_IsNumber(last->child))
+        if (cJSON_IsArray(last) && cJSON_IsNumber(last->child) &&
+            last->child->valuedouble >= INT32_MIN && last->child->valuedouble <= INT32_MAX)
             *ret_step = (int)last->child->valuedouble;
     }
 }
@@ -132,6 +142,7 @@ static int status_run_all(struct cmd_req *req, const struct cli_targets *t, FILE
     }
     for (size_t i = 0; i < n; i++) {
         const char *host = t->hosts->v[i];
+        char esc[sizeof(st[i].err)];
         if (st[i].failed) {
             nfail++;
             if (json) {
@@ -140,11 +151,12 @@ static int status_run_all(struct cmd_req *req, const struct cli_targets *t, FILE
                 cJSON_AddStringToObject(h, "error", st[i].err);
                 cJSON_AddItemToArray(hosts, h);
             } else {
-                fprintf(out, "%-24s ERROR: %s\n", host, st[i].err);
+                fprintf(out, "%-24s ERROR: %s\n", host, cli_term_str(st[i].err, esc, sizeof(esc)));
             }
             continue;
         }
         const cJSON *r = st[i].json, *p;
+        size_t rows = 0, more = 0;
         if (json) {
             cJSON *h = cJSON_CreateObject();
             cJSON_AddStringToObject(h, "host", host);
@@ -154,6 +166,11 @@ static int status_run_all(struct cmd_req *req, const struct cli_targets *t, FILE
             cJSON_AddItemToArray(hosts, h);
         }
         cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(r, "processes")) {
+            if (rows++ == CLI_HOST_ROWS_MAX) {
+                /* a hostile host cannot flood the table (docs/security.md) */
+                more = (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "processes")) - CLI_HOST_ROWS_MAX;
+                break;
+            }
             int pid = num(p, "pid", 0), rank, wstep, step = num(p, "current_step", -1);
             rank_of(sp[i].json, pid, &rank, &wstep);
             if (step < 0)
@@ -176,20 +193,31 @@ static int status_run_all(struct cmd_req *req, const struct cli_targets *t, FILE
                 snprintf(rk, sizeof(rk), "%d", rank);
             if (step >= 0)
                 snprintf(stp, sizeof(stp), "%d", step);
-            fprintf(out, "%-24s %8d %5s %-13s %-13s %8s %9s\n", host, pid, rk, str(p, "npumonitor", "-"),
-                    str(p, "nputrace", "-"), stp, age);
+            char m[64], t[64];
+            fprintf(out, "%-24s %8d %5s %-13s %-13s %8s %9s\n", host, pid, rk,
+                    cli_term_str(str(p, "npumonitor", "-"), m, sizeof(m)),
+                    cli_term_str(str(p, "nputrace", "-"), t, sizeof(t)), stp, age);
             struct cli_buf mb;
             cli_buf_init(&mb, 1u << 20);
             if (status_marks(p, "    ", &mb) > 0 && !mb.err)
                 fputs(cli_buf_str(&mb), out);
             cli_buf_fini(&mb);
         }
+        if (more && json) {
+            cJSON *h = cJSON_GetArrayItem(hosts, cJSON_GetArraySize(hosts) - 1);
+            cJSON_AddNumberToObject(h, "processes_not_shown", (double)more);
+        } else if (more) {
+            fprintf(out, "%-24s ... %zu more processes not shown (at most %d rows per host)\n", host,
+                    more, CLI_HOST_ROWS_MAX);
+        }
     }
     if (json) {
         cJSON_AddNumberToObject(root, "hosts_failed", (double)nfail);
         char *text = cJSON_PrintUnformatted(root);
-        if (text)
-            fprintf(out, "%s\n", text);
+        if (text) {
+            cli_term_write(out, text, strlen(text)); /* cJSON leaves DEL and C1 raw */
+            fputc('\n', out);
+        }
         free(text);
         cJSON_Delete(root);
     } else {

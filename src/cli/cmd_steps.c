@@ -4,6 +4,7 @@
 #include "cli/cmd_steps.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,9 +12,13 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/cli_buf.h"
+#include "cli/cli_gather.h"
 #include "cli/cli_val.h"
 #include "cli/cmd.h"
 #include "cli/hosts.h"
+#include "cli/rpc_client.h"
+#include "common/log.h"
 #include "common/strutil.h"
 
 const char *steps_cause_name(enum steps_cause c)
@@ -263,7 +268,7 @@ static int steps_prepare(const struct cli_args *a, struct cmd_req *req, char *er
 
 static uint64_t u64_of(const cJSON *v)
 {
-    return cJSON_IsNumber(v) && v->valuedouble > 0 ? (uint64_t)v->valuedouble : 0;
+    return (uint64_t)cli_json_i64(v, 0, INT64_MAX, 0);
 }
 
 /* The ranks of all replies as merge input. Samples are owned by *ret_samples. */
@@ -294,11 +299,11 @@ static int collect(const struct cli_reply *r, size_t nh, struct steps_in_rank **
             const cJSON *f;
             x->host = r[i].host;
             f = cJSON_GetObjectItemCaseSensitive(rk, "rank");
-            x->rank = cJSON_IsNumber(f) ? (int32_t)f->valuedouble : -1;
+            x->rank = (int32_t)cli_json_i64(f, INT32_MIN, INT32_MAX, -1);
             f = cJSON_GetObjectItemCaseSensitive(rk, "pid");
-            x->pid = cJSON_IsNumber(f) ? (int32_t)f->valuedouble : 0;
+            x->pid = (int32_t)cli_json_i64(f, INT32_MIN, INT32_MAX, 0);
             f = cJSON_GetObjectItemCaseSensitive(rk, "job_id");
-            x->job = cJSON_IsNumber(f) ? (int64_t)f->valuedouble : 0;
+            x->job = cli_json_i64(f, INT64_MIN, INT64_MAX, 0);
             x->s = &s[q];
             cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(rk, "steps")) {
                 /* columns: step, start_ns, wall_ns, compute_ns, comm_ns, memcpy_ns, host_ns */
@@ -306,7 +311,7 @@ static int collect(const struct cli_reply *r, size_t nh, struct steps_in_rank **
                     continue;
                 struct steps_sample *y = &s[q];
                 const cJSON *c = row->child;
-                y->step = (int64_t)c->valuedouble;
+                y->step = cli_json_i64(c, INT64_MIN, INT64_MAX, 0);
                 c = c->next->next;
                 y->wall = u64_of(c);
                 y->compute = u64_of(c = c->next);
@@ -390,9 +395,10 @@ static void print_view(const struct steps_opts *o, const struct cli_targets *t, 
         strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime_r(&now, &tm));
         fprintf(out, "--- %s\n", when);
     }
+    char esc[sizeof(r[0].err)];
     for (size_t i = 0; i < t->hosts->n; i++)
         if (r[i].failed)
-            fprintf(out, "[%s] ERROR: %s\n", t->hosts->v[i], r[i].err);
+            fprintf(out, "[%s] ERROR: %s\n", t->hosts->v[i], cli_term_str(r[i].err, esc, sizeof(esc)));
     if (res->judged_steps == 0) {
         fprintf(out, "steps: no step judged yet (%zu ranks on %zu hosts; a step needs %u ranks)\n", res->ranks,
                 t->hosts->n - nfail, o->rule.min_ranks);
@@ -425,6 +431,8 @@ static int one_view(const struct steps_opts *o, struct cmd_req *req, const struc
     struct steps_result res = { 0 };
     int rc = -ENOMEM;
 
+    /* each view of --watch gets the whole --timeout-s (docs/cli.md) */
+    rpc_set_overall_deadline(clock_mono_ns() + (uint64_t)t->timeout_s * 1000000000ull);
     if (!r || cli_gather(t, cli_buf_str(&req->body), req->body.len, r) < 0)
         goto out;
     for (size_t i = 0; i < nh; i++) {

@@ -3,11 +3,13 @@
 #include "cli/hosts.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli_buf.h"
 #include "common/strutil.h"
@@ -329,19 +331,29 @@ int hosts_add_file(struct hosts *h, const char *path, char *err, size_t errcap)
     int r = 0;
     char *data = NULL;
     size_t len = 0;
-    FILE *f = fopen(path, "rb");
+    FILE *f = NULL;
+    struct stat st;
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer (issue 23); only a regular file is
+     * read, so neither a FIFO nor a device can block or feed dyno forever. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        r = fd < 0 ? -errno : 0;
+        snprintf(err, errcap, "error: invalid value '%s' for '--hostfile': %s%s", path,
+                 r ? "cannot read: " : "not a regular file", r ? strerror(-r) : "");
+        if (fd >= 0)
+            close(fd);
+        return -EINVAL;
+    }
+    f = fdopen(fd, "rb");
     if (!f) {
-        r = -errno;
-        snprintf(err, errcap, "error: invalid value '%s' for '--hostfile': cannot read: %s", path,
-                 strerror(-r));
+        close(fd);
+        snprintf(err, errcap, "error: invalid value '%s' for '--hostfile': cannot read", path);
         return -EINVAL;
     }
     /* Size the buffer by the file (fuzz_cli_hosts found every hostfile, even one line, cost a
-     * 16 MiB allocation); only a pipe or device gets the full cap. */
-    struct stat st;
+     * 16 MiB allocation). */
     size_t want = HOSTFILE_MAX + 1;
-    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 0 &&
-        (uint64_t)st.st_size < HOSTFILE_MAX)
+    if (st.st_size >= 0 && (uint64_t)st.st_size < HOSTFILE_MAX)
         want = (size_t)st.st_size + 1;   /* + 1: a file that grew meanwhile is still seen */
     data = malloc(want + 1);
     if (!data) {

@@ -421,6 +421,20 @@ static void sigpipe_restore(struct sigpipe_guard *g)
     pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }
 
+static uint64_t overall_deadline_ns; /* written before the workers start, then only read */
+
+void rpc_set_overall_deadline(uint64_t deadline_ns)
+{
+    overall_deadline_ns = deadline_ns;
+}
+
+static const struct rpc_transport *transport; /* NULL: the network */
+
+void rpc_set_transport(const struct rpc_transport *t)
+{
+    transport = t;
+}
+
 static int call_once(const struct rpc_tls *tls, const char *target, uint16_t port,
                      const char *sock_dir, int timeout_s, const char *body, size_t body_len,
                      char **ret_reply, size_t *ret_len, enum rpc_fail *ret_fail, char *err,
@@ -432,6 +446,9 @@ int rpc_call_tls(const struct rpc_tls *tls, const char *target, uint16_t port,
                  size_t errcap)
 {
     struct sigpipe_guard g;
+    if (transport)
+        return transport->call(transport->arg, target, body, body_len, ret_reply, ret_len, ret_fail,
+                               err, errcap);
     if (!tls)
         return call_once(NULL, target, port, sock_dir, timeout_s, body, body_len, ret_reply,
                          ret_len, ret_fail, err, errcap);
@@ -448,6 +465,8 @@ static int call_once(const struct rpc_tls *tls, const char *target, uint16_t por
                      size_t errcap)
 {
     struct rpc_io io = { .fd = -1, .deadline_ns = clock_mono_ns() + (uint64_t)timeout_s * 1000000000ull };
+    if (overall_deadline_ns && overall_deadline_ns < io.deadline_ns)
+        io.deadline_ns = overall_deadline_ns;
     char ebuf[128];
     char *reply = NULL;
     size_t got = 0;

@@ -9,7 +9,9 @@
 #include <stdio.h>
 
 #define RPC_REQ_MAX 8191               /* request bodies are 1 .. 8191 bytes */
-#define RPC_REPLY_MAX (64u << 20)      /* replies are far smaller; cap what we accept */
+/* Per-host cap on a reply: twice the daemon's own 1 MiB, so a hostile host cannot make dyno
+ * hold (and parse) more than this per host (docs/security.md). */
+#define RPC_REPLY_MAX (2u << 20)
 
 /* Why a call failed (for messages and exit codes). */
 enum rpc_fail {
@@ -21,6 +23,23 @@ enum rpc_fail {
     RPC_FAIL_BAD_REPLY,  /* truncated frame or invalid length */
     RPC_FAIL_TLS,        /* TLS handshake or session failure, or a TLS server for plain dyno */
 };
+
+/* Process-wide deadline (CLOCK_MONOTONIC ns, 0 = none) that no call runs past, whatever
+ * its own timeout: dyno's overall --timeout-s. Set it before starting worker threads. */
+void rpc_set_overall_deadline(uint64_t deadline_ns);
+
+struct rpc_tls;
+
+/* Where rpc_call_tls sends its request: the network by default; the fuzz targets of dyno's
+ * renderers put a table of replies here so the real commands run without sockets. */
+struct rpc_transport {
+    int (*call)(void *arg, const char *target, const char *body, size_t body_len,
+                char **ret_reply, size_t *ret_len, enum rpc_fail *ret_fail, char *err,
+                size_t errcap);
+    void *arg;
+};
+/* NULL restores the network. Set before starting worker threads. */
+void rpc_set_transport(const struct rpc_transport *t);
 
 /* Mutual TLS client state (01-rpc.md §7.2): the checked certificates and the decrypted key,
  * loaded once for every host and shared by the worker threads. */

@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "daemon/conn.h"
+#include "tls/tls_ctx.h"
 
 struct conn_tls {
     struct conn base;        /* first: a struct conn * is a struct conn_tls * */
@@ -71,6 +72,8 @@ static const char *hs_reason(struct conn_tls *t, int ssl_err)
 {
     long vr = SSL_get_verify_result(t->ssl);
     unsigned long e = ERR_peek_last_error();
+    if (vr == X509_V_ERR_APPLICATION_VERIFICATION && tls_ctx_client_refusal(t->ssl))
+        return tls_ctx_client_refusal(t->ssl);
     if (vr != X509_V_OK)
         return X509_verify_cert_error_string(vr);
     if (e && ERR_reason_error_string(e))

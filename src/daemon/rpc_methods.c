@@ -15,6 +15,7 @@
 #include "common/logesc.h"
 #include "common/strutil.h"
 #include "contract/cfgkeys.h"
+#include "contract/cfgcanon.h"
 #include "contract/cjx.h"
 #include "contract/kvtext.h"
 #include "daemon/health.h"
@@ -366,8 +367,8 @@ int rpc_check_log_dirs(const struct pathnorm_roots *roots, const char *config, s
     int rc = 0;
     if (!roots || roots->n == 0)
         return 0;
-    /* the plugin reads the text with kvtext too: the same last-wins, the same trimming, so
-     * what is checked here is exactly what the process will use */
+    /* config is the canonical text (cfgcanon): every consumer reads this same dict out of
+     * it, so what is checked here is exactly what the process will use */
     rc = kvtext_parse(config, len, &kv);
     if (rc) {
         snprintf(why, whycap, "config text cannot be parsed (%s)", errno_name(-rc));
@@ -398,7 +399,8 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
     const cJSON *job = cjx_get(req, "job_id");
     const cJSON *limit_v = cjx_get(req, "process_limit");
     int32_t *pidv = NULL;
-    size_t npids = 0;
+    char *canon = NULL;
+    size_t npids = 0, config_len = 0;
     int64_t job_id = 0, limit = 1000;
     int rc = 0;
     if (!config || !pids) {
@@ -442,12 +444,19 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
         field_error(w, "process_limit", limit_v, frc, INT64_MIN, INT64_MAX);
         goto out_pids;
     }
-    size_t config_len = strlen(config->valuestring);
-    enum reg_kind kind = cfgkeys_is_npu_monitor_text(config->valuestring, config_len)
-                             ? REG_KIND_NPU_MONITOR : REG_KIND_TRACE;
+    /* The one reading (docs/security.md, "Config text: one reading"): from here on only the
+     * canonical text exists; it is what is classified, checked, queued and handed out. */
     char why[PATHNORM_MAX * 2 + 256];
-    if (rpc_check_log_dirs(allowed_log_dirs, config->valuestring, config_len,
-                           kind == REG_KIND_TRACE, why, sizeof(why)) != 0) {
+    int crc = cfgcanon_text(config->valuestring, strlen(config->valuestring), &canon,
+                            &config_len, why, sizeof(why));
+    if (crc == -ENOMEM) {
+        rc = crc;
+        goto out_pids;
+    }
+    enum reg_kind kind = crc == 0 && cfgkeys_is_npu_monitor_text(canon, config_len)
+                             ? REG_KIND_NPU_MONITOR : REG_KIND_TRACE;
+    if (crc != 0 || rpc_check_log_dirs(allowed_log_dirs, canon, config_len,
+                                       kind == REG_KIND_TRACE, why, sizeof(why)) != 0) {
         /* refused before the registry: no process ever receives this config */
         char esc[LOGESC_CAP(512)];
         LOG_RL(&rl_refused, 1000, LOG_LVL_WARNING, "refused config: %s",
@@ -475,7 +484,7 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
     }
     int elig[2] = { kind, strcmp(gate, "effective") == 0 };
     struct reg_set_result res;
-    rc = registry_set_config(ctx->reg, job_id, pidv, npids, config->valuestring, config_len, limit,
+    rc = registry_set_config(ctx->reg, job_id, pidv, npids, canon, config_len, limit,
                              eligible, elig, &res);
     if (rc)
         goto out_pids;
@@ -499,6 +508,7 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
     }
     reg_set_result_fini(&res);
 out_pids:
+    free(canon);
     free(pidv);
     return rc;
 }

@@ -80,14 +80,30 @@ static int check_key(X509 *x, enum tls_cert_role role, char *err, size_t errcap)
         }
         return 0;
     }
-    /* §7.1 allows only RSA signatures for the server, so its key is RSA too; the CLI side
-     * only bounds RSA keys (an EC client key is accepted). */
+    /* §7.1 allows only RSA signatures for the server, so its key is RSA too. */
     if (role == TLS_CERT_SERVER) {
         const char *name = OBJ_nid2sn(id);
         snprintf(err, errcap, "Server certificate key is not RSA (%s)", name ? name : "unknown");
         return -EINVAL;
     }
-    return 0;
+    /* A client (and a CA) may also hold an ECDSA key on a NIST curve of >= 128-bit strength
+     * (docs/security.md, "Client certificates"); DSA, short curves and anything else are
+     * refused, so the daemon's policy does not depend on OpenSSL's security level. */
+    if (id == EVP_PKEY_EC) {
+        char group[64] = "";
+        size_t glen = 0;
+        if (EVP_PKEY_get_group_name(pk, group, sizeof(group), &glen) == 1 &&
+            (strcmp(group, "prime256v1") == 0 || strcmp(group, "secp384r1") == 0 ||
+             strcmp(group, "secp521r1") == 0))
+            return 0;
+        snprintf(err, errcap, "%s certificate EC key on curve %s is not allowed (P-256, P-384 or P-521)",
+                 role_name(role), group[0] ? group : "unknown");
+        return -EINVAL;
+    }
+    const char *name = OBJ_nid2sn(id);
+    snprintf(err, errcap, "%s certificate key type %s is not allowed (RSA >= %d bits or ECDSA P-256+)",
+             role_name(role), name ? name : "unknown", TLS_MIN_RSA_BITS);
+    return -EINVAL;
 }
 
 static int check_validity(X509 *x, enum tls_cert_role role, time_t now, char *err, size_t errcap)

@@ -382,6 +382,46 @@ static int make_paths(const char *dir, bool server, struct paths *p, char *err, 
     return 0;
 }
 
+/* The client policy on the daemon's side (docs/security.md, "Client certificates"): the chain
+ * verified against ca.crt is not enough; the leaf must also pass the same rules dyno applies
+ * to its own client.crt (key type and size, not a CA, key usage). The reason is kept on the
+ * SSL for the handshake's log line. */
+static int refusal_idx = -1;
+
+static void refusal_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+    (void)parent;
+    (void)ad;
+    (void)idx;
+    (void)argl;
+    (void)argp;
+    free(ptr);
+}
+
+static int verify_client(int ok, X509_STORE_CTX *sctx)
+{
+    char why[256];
+    if (!ok || X509_STORE_CTX_get_error_depth(sctx) != 0)
+        return ok;
+    X509 *leaf = X509_STORE_CTX_get_current_cert(sctx);
+    if (tls_check_cert(leaf, TLS_CERT_CLIENT, time(NULL), why, sizeof(why)) == 0)
+        return 1;
+    SSL *ssl = X509_STORE_CTX_get_ex_data(sctx, SSL_get_ex_data_X509_STORE_CTX_idx());
+    if (ssl && refusal_idx >= 0) {
+        char *copy = strdup(why);
+        free(SSL_get_ex_data(ssl, refusal_idx));
+        if (SSL_set_ex_data(ssl, refusal_idx, copy) != 1)
+            free(copy);
+    }
+    X509_STORE_CTX_set_error(sctx, X509_V_ERR_APPLICATION_VERIFICATION);
+    return 0;
+}
+
+const char *tls_ctx_client_refusal(const SSL *ssl)
+{
+    return ssl && refusal_idx >= 0 ? SSL_get_ex_data(ssl, refusal_idx) : NULL;
+}
+
 int tls_ctx_create(const struct tls_ctx_cfg *cfg, SSL_CTX **ret, char *err, size_t errcap)
 {
     struct paths p;
@@ -424,7 +464,9 @@ int tls_ctx_create(const struct tls_ctx_cfg *cfg, SSL_CTX **ret, char *err, size
         goto fail;
     if (cfg->server) {
         /* mutual TLS is mandatory (§7.1); renegotiation is never needed for one request */
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+        if (refusal_idx < 0)
+            refusal_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, refusal_free);
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verify_client);
         SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
         /* dyno is a new process per command and never resumes: no session tickets to make */
         SSL_CTX_set_num_tickets(ctx, 0);

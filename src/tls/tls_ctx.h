@@ -24,6 +24,10 @@ struct tls_ctx_cfg {
  * file and the reason in err ("<path>: <reason>"). */
 int tls_ctx_create(const struct tls_ctx_cfg *cfg, SSL_CTX **ret, char *err, size_t errcap);
 
+/* Daemon side: why the client policy refused ssl's peer certificate (the chain itself was
+ * fine), or NULL. Borrowed; lives as long as ssl. */
+const char *tls_ctx_client_refusal(const SSL *ssl);
+
 /* Client: a connection object that verifies the server against `host` — an IPv4/IPv6 literal
  * (brackets allowed) must be an IP SAN, anything else a DNS SAN. Caller owns *ret (SSL_free). */
 int tls_ctx_client_ssl(SSL_CTX *ctx, const char *host, SSL **ret, char *err, size_t errcap);

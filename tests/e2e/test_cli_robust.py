@@ -86,9 +86,9 @@ def frame(body):
 
 @pytest.mark.parametrize("payload,want", [
     (struct.pack("<I", 0x7FFFFFFF),
-     "Invalid reply length 2147483647 from the server (limit 67108864)\n"),
-    (struct.pack("<i", -5), "Invalid reply length -5 from the server (limit 67108864)\n"),
-    (struct.pack("<i", 0), "Invalid reply length 0 from the server (limit 67108864)\n"),
+     "Invalid reply length 2147483647 from the server (limit 2097152)\n"),
+    (struct.pack("<i", -5), "Invalid reply length -5 from the server (limit 2097152)\n"),
+    (struct.pack("<i", 0), "Invalid reply length 0 from the server (limit 2097152)\n"),
     (struct.pack("<I", 100) + b'{"a":', "Truncated reply from the server (5 of 100 bytes)\n"),
     (b"\x07\x00", "Truncated reply from the server (2 of 4 length bytes)\n"),
     (frame(b"not\njson"), "Unparsable reply from the server (8 bytes): not\\x0ajson\n"),

@@ -368,21 +368,26 @@ static void out_flush(struct proc *p)
 {
     struct iovec *v = p->iov;
     int n = p->niov;
-    size_t left = p->iov_bytes;
-    uint64_t lines = 0, bytes = p->iov_bytes;
+    uint64_t lines = 0, whole = 0; /* bytes of the pieces written completely */
+    /* where this flush starts: a failed write is cut back to the end of the last whole piece
+     * (pieces end on a line end), so a full disk leaves only whole lines (docs/outputs.md) */
+    off_t start = p->fd >= 0 && n > 0 ? lseek(p->fd, 0, SEEK_CUR) : -1;
     while (n > 0 && p->fd >= 0) {
         ssize_t w = writev(p->fd, v, n > JSONL_IOV ? JSONL_IOV : n);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
             int err = w < 0 ? errno : ENOSPC;
-            LOG_RL(&p->err_rl, 10000, LOG_LVL_ERROR, "jsonl: write to %s failed: %s; %zu bytes dropped", p->path,
-                   strerror(err), left);
+            bool cut = start >= 0 && ftruncate(p->fd, start + (off_t)whole) == 0 &&
+                       lseek(p->fd, start + (off_t)whole, SEEK_SET) >= 0;
+            LOG_RL(&p->err_rl, 10000, LOG_LVL_ERROR, "jsonl: write to %s failed: %s; %zu bytes dropped%s",
+                   p->path, strerror(err), p->iov_bytes - (size_t)whole,
+                   cut ? " (file cut back to its last whole line)" : "");
             break;
         }
-        left -= (size_t)w;
         while (n > 0 && (size_t)w >= v->iov_len) {
             w -= (ssize_t)v->iov_len;
+            whole += v->iov_len;
             lines += p->iov_nl[v - p->iov];
             v++;
             n--;
@@ -397,7 +402,7 @@ static void out_flush(struct proc *p)
         for (int i = (int)(v - p->iov); i < p->niov; i++)
             lost += p->iov_nl[i];
         atomic_fetch_add_explicit(&p->ctr->written, lines, memory_order_relaxed);
-        atomic_fetch_add_explicit(&p->ctr->bytes_written, bytes - left, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->ctr->bytes_written, whole, memory_order_relaxed);
         atomic_fetch_add_explicit(&p->ctr->dropped_write, lost, memory_order_relaxed);
     }
     p->niov = 0;

@@ -232,7 +232,7 @@ static void test_field_errors(void **state)
     EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"a\",\"pids\":[],\"job_id\":1e30}",
            "{\"status\":\"failed: job_id 1e+30 is out of range -9223372036854775808..9223372036854775807\"}");
     /* fractions truncate, booleans convert (nlohmann get<int>) */
-    EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"NPU_MONITOR_START\",\"pids\":[1.9,true],\"job_id\":-0.5}",
+    EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"NPU_MONITOR_START=true\",\"pids\":[1.9,true],\"job_id\":-0.5}",
            "{\"commandStatus\":\"ineffective\"}");
 }
 

@@ -3,6 +3,9 @@
  * clamping, capacity rules, ring overflow counting, names, modes, prepare_dir, HashId. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -555,6 +558,54 @@ static void test_prepare_dir(void **state)
     free(dir);
 }
 
+/* Disk full (issue 23): the child writes into files limited by RLIMIT_FSIZE to an odd size
+ * (SIGXFSZ ignored, so writes fail with EFBIG mid-line). Each failed write is cut back to the
+ * last whole line: every file ends with a newline and every line is one whole record. */
+static void test_full_file_keeps_whole_lines(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_make();
+    char lp[64];
+    int logfd = log_capture_begin(lp, sizeof(lp));
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {40000 + 37, 40000 + 37};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        struct proc *p = session(dir, NULL, NULL, 1);
+        feed_n(p, 0, 3000);
+        proc_jsonl_ops.stop(p, NULL);
+        pt_destroy(p);
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    char *log = log_capture_end(logfd, lp);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    if (!strstr(log, "(file cut back to its last whole line)"))
+        fail_msg("no cut-back line in:\n%s", log);
+    free(log);
+    char *files[4];
+    size_t n = list_files(dir, ".jsonl", files, 4);
+    assert_true(n >= 1);
+    for (size_t i = 0; i < n; i++) {
+        char *text = read_all(files[i]);
+        size_t len = strlen(text);
+        assert_true(len > 0 && len <= 40000 + 37);
+        if (text[len - 1] != '\n')
+            fail_msg("%s ends with a cut line (%zu bytes)", files[i], len);
+        for (char *l = text; *l; l = strchr(l, '\n') + 1)
+            if (l[0] != '{' || strchr(l, '\n')[-1] != '}')
+                fail_msg("%s holds a broken line at byte %zu", files[i], (size_t)(l - text));
+        free(text);
+    }
+    free_list(files, n);
+    rm_rf(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -569,6 +620,7 @@ int main(void)
         cmocka_unit_test(test_linering),
         cmocka_unit_test(test_outfile_names_and_hash),
         cmocka_unit_test(test_prepare_dir),
+        cmocka_unit_test(test_full_file_keeps_whole_lines),
     };
     log_set_level(LOG_LVL_WARNING);
     return cmocka_run_group_tests(tests, NULL, NULL);
