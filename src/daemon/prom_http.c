@@ -3,7 +3,11 @@
  * connection older than PROM_HTTP_CONN_DEADLINE_MS (a slowloris keeps the idle timeout
  * alive byte by byte) and pause the listener at PROM_HTTP_MAX_CONNS; the fds the daemon needs
  * for RPC and IPC are never exhausted by scrapers. The sweep notices that evhttp has freed a
- * connection because bufferevent_free() clears the callbacks, and drops its reference then. */
+ * connection because bufferevent_free() clears the callbacks, and drops its reference then.
+ * Every response references one shared, refcounted rendered page (no copy per connection);
+ * at most PROM_HTTP_MAX_PAGES pages are alive, PROM_HTTP_MAX_SCRAPES responses are in flight
+ * (beyond: 503), and a reader that takes nothing for PROM_HTTP_WRITE_STALL_MS is cut, so
+ * scrapers that never read cost at most a page (docs/security.md, docs/prometheus.md). */
 #include "daemon/prom_http.h"
 
 #include <errno.h>
@@ -27,7 +31,21 @@
 struct tracked {
     struct bufferevent *bev;
     uint64_t deadline_ms;
+    uint64_t progress_ms;          /* last time its output shrank (or was empty) */
+    size_t last_out;               /* output bytes still queued at the last sweep */
     bool cut;
+};
+
+struct prom_http;
+
+/* One rendered /metrics page shared by every response that sends it. refs: one for the
+ * server while it is the current page, one per response still holding it. */
+struct page {
+    struct prom_http *ph;
+    char *text;
+    size_t len;
+    uint64_t rendered_ms;          /* monotonic */
+    int refs;
 };
 
 struct prom_http {
@@ -42,7 +60,10 @@ struct prom_http {
     bool paused;
     uint64_t resume_ms;            /* accept-error pause: resume after this time */
     struct prom_http_stats stats;
-    struct log_ratelimit rl_accept;
+    struct log_ratelimit rl_accept, rl_busy, rl_stall;
+    struct page *page;             /* the current page, or NULL */
+    int npages;                    /* pages alive: the current one and those still being sent */
+    int inflight;                  /* responses holding a page */
 };
 
 static uint64_t mono_ms(void) { return clock_mono_ns() / 1000000u; }
@@ -73,7 +94,8 @@ static struct bufferevent *make_bev(struct event_base *base, void *arg)
         ph->cap = nc;
     }
     bufferevent_incref(bev);
-    ph->conns[ph->nconns++] = (struct tracked){ bev, mono_ms() + PROM_HTTP_CONN_DEADLINE_MS, false };
+    uint64_t now = mono_ms();
+    ph->conns[ph->nconns++] = (struct tracked){ bev, now + PROM_HTTP_CONN_DEADLINE_MS, now, 0, false };
     if (ph->nconns >= PROM_HTTP_MAX_CONNS)
         pause_listener(ph, 0);
     return bev;
@@ -94,13 +116,25 @@ static void on_sweep(struct loop_event *ev, void *arg)
             bufferevent_decref(t->bev);
             continue;
         }
-        if (!t->cut && now >= t->deadline_ms) {
+        size_t out = evbuffer_get_length(bufferevent_get_output(t->bev));
+        if (out == 0 || out < t->last_out)
+            t->progress_ms = now;
+        t->last_out = out;
+        bool stalled = out > 0 && now - t->progress_ms >= PROM_HTTP_WRITE_STALL_MS;
+        if (!t->cut && (now >= t->deadline_ms || stalled)) {
             int fd = bufferevent_getfd(t->bev);
-            /* evhttp sees EOF/error and frees the connection itself */
+            /* evhttp sees EOF/error and frees the connection itself (and the page reference) */
             if (fd >= 0)
                 shutdown(fd, SHUT_RDWR);
             t->cut = true;
-            ph->stats.expired++;
+            if (stalled) {
+                ph->stats.stalled++;
+                LOG_RL(&ph->rl_stall, 10000, LOG_LVL_WARNING,
+                       "prometheus: cut a scrape that read nothing for %d ms (%zu bytes unsent; %llu so far)",
+                       PROM_HTTP_WRITE_STALL_MS, out, (unsigned long long)ph->stats.stalled);
+            } else {
+                ph->stats.expired++;
+            }
         }
         ph->conns[j++] = *t;
     }
@@ -123,11 +157,56 @@ static void on_accept_error(struct evconnlistener *lis, void *arg)
     pause_listener(ph, mono_ms() + ACCEPT_PAUSE_MS);
 }
 
-static void free_text(const void *data, size_t len, void *arg)
+static void page_unref(struct page *pg)
 {
+    if (--pg->refs > 0)
+        return;
+    pg->ph->npages--;
+    free(pg->text);
+    free(pg);
+}
+
+/* evbuffer cleanup: a response is done with its page (sent, cut or freed with evhttp) */
+static void page_release(const void *data, size_t len, void *arg)
+{
+    struct page *pg = arg;
+    (void)data;
     (void)len;
-    (void)arg;
-    free((void *)data);
+    pg->ph->inflight--;
+    page_unref(pg);
+}
+
+/* The page to send now: the current one while it is younger than PROM_HTTP_PAGE_TTL_MS, or
+ * while an older page is still being sent (never more than PROM_HTTP_MAX_PAGES alive); else a
+ * fresh render. NULL with *ret_rc on a render failure. */
+static struct page *current_page(struct prom_http *ph, int *ret_rc)
+{
+    uint64_t mono = mono_ms();
+    *ret_rc = 0;
+    if (ph->page && (mono - ph->page->rendered_ms < PROM_HTTP_PAGE_TTL_MS || ph->npages >= PROM_HTTP_MAX_PAGES))
+        return ph->page;
+    struct page *pg = calloc(1, sizeof(*pg));
+    if (!pg) {
+        *ret_rc = -ENOMEM;
+        return ph->page;       /* a stale page beats none */
+    }
+    uint64_t now_ms = clock_real_ns() / 1000000u;
+    promfam_store_publish(ph->st, now_ms);
+    int rc = promfam_store_render(ph->st, now_ms, &pg->text, &pg->len);
+    if (rc != 0) {
+        free(pg);
+        *ret_rc = rc;
+        return NULL;
+    }
+    pg->ph = ph;
+    pg->rendered_ms = mono;
+    pg->refs = 1;
+    ph->npages++;
+    ph->stats.renders++;
+    if (ph->page)
+        page_unref(ph->page);
+    ph->page = pg;
+    return pg;
 }
 
 static void on_request(struct evhttp_request *req, void *arg)
@@ -154,19 +233,35 @@ static void on_request(struct evhttp_request *req, void *arg)
         evhttp_send_reply(req, 405, "Method Not Allowed", NULL);
         return;
     }
-    char *text = NULL;
-    size_t len = 0;
-    uint64_t now_ms = clock_real_ns() / 1000000u;
-    promfam_store_publish(ph->st, now_ms);
-    int rc = promfam_store_render(ph->st, now_ms, &text, &len);
-    if (rc != 0) {
+    if (ph->inflight >= PROM_HTTP_MAX_SCRAPES) {
+        ph->stats.busy++;
+        LOG_RL(&ph->rl_busy, 10000, LOG_LVL_WARNING,
+               "prometheus: %d scrapes in flight, answering 503 (%llu so far)", ph->inflight,
+               (unsigned long long)ph->stats.busy);
+        evhttp_add_header(oh, "Retry-After", "1");
+        evhttp_add_header(oh, "Content-Type", "text/plain; charset=utf-8");
+        evbuffer_add_printf(body, "503 too many concurrent scrapes\n");
+        evhttp_send_reply(req, 503, "Service Unavailable", NULL);
+        return;
+    }
+    int rc;
+    struct page *pg = current_page(ph, &rc);
+    if (!pg) {
         LOG_RL(&ph->rl_accept, 10000, LOG_LVL_ERROR, "prometheus: cannot render /metrics: %s", strerror(-rc));
         evhttp_send_error(req, HTTP_INTERNAL, NULL);
         return;
     }
     evhttp_add_header(oh, "Content-Type", "text/plain; version=0.0.4");
-    if (len == 0 || evbuffer_add_reference(body, text, len, free_text, NULL) != 0)
-        free(text);
+    if (pg->len > 0) {
+        pg->refs++;
+        ph->inflight++;
+        if (evbuffer_add_reference(body, pg->text, pg->len, page_release, pg) != 0) {
+            ph->inflight--;
+            page_unref(pg);
+            evhttp_send_error(req, HTTP_INTERNAL, NULL);
+            return;
+        }
+    }
     evhttp_send_reply(req, HTTP_OK, "OK", NULL);
 }
 
@@ -262,7 +357,12 @@ out_free:
 
 int prom_http_port(const struct prom_http *ph) { return ph->port; }
 
-void prom_http_stats(const struct prom_http *ph, struct prom_http_stats *ret) { *ret = ph->stats; }
+void prom_http_stats(const struct prom_http *ph, struct prom_http_stats *ret)
+{
+    *ret = ph->stats;
+    ret->pages = (uint64_t)ph->npages;
+    ret->inflight = (uint64_t)ph->inflight;
+}
 
 void prom_http_destroy(struct prom_http *ph)
 {
@@ -272,6 +372,8 @@ void prom_http_destroy(struct prom_http *ph)
     evhttp_free(ph->http);     /* frees the listener and every connection (bufferevent_free) */
     for (size_t i = 0; i < ph->nconns; i++)
         bufferevent_decref(ph->conns[i].bev);
+    if (ph->page)
+        page_unref(ph->page);     /* the responses' references went with their connections */
     free(ph->conns);
     free(ph);
 }
