@@ -31,8 +31,8 @@
 struct tracked {
     struct bufferevent *bev;
     uint64_t deadline_ms;
-    uint64_t progress_ms;          /* last time its output shrank (or was empty) */
-    size_t last_out;               /* output bytes still queued at the last sweep */
+    uint64_t progress_ms;          /* last time its output shrank by PROM_HTTP_MIN_PROGRESS */
+    size_t mark_out;               /* output bytes queued at that time */
     bool cut;
 };
 
@@ -117,9 +117,11 @@ static void on_sweep(struct loop_event *ev, void *arg)
             continue;
         }
         size_t out = evbuffer_get_length(bufferevent_get_output(t->bev));
-        if (out == 0 || out < t->last_out)
+        /* a zero-window probe takes a byte now and then: only real reading counts */
+        if (out == 0 || out + PROM_HTTP_MIN_PROGRESS <= t->mark_out || out > t->mark_out) {
             t->progress_ms = now;
-        t->last_out = out;
+            t->mark_out = out;
+        }
         bool stalled = out > 0 && now - t->progress_ms >= PROM_HTTP_WRITE_STALL_MS;
         if (!t->cut && (now >= t->deadline_ms || stalled)) {
             int fd = bufferevent_getfd(t->bev);

@@ -16,7 +16,11 @@
 #define PROM_HTTP_PAGE_TTL_MS 1000     /* a rendered page is reused by scrapes within this time */
 #define PROM_HTTP_MAX_PAGES 2          /* rendered pages alive at once (current + one being sent) */
 #define PROM_HTTP_MAX_SCRAPES 64       /* responses in flight; beyond: 503 with Retry-After: 1 */
-#define PROM_HTTP_WRITE_STALL_MS 3000  /* a reader that takes no byte for this long is cut */
+/* A response whose reader takes fewer than PROM_HTTP_MIN_PROGRESS bytes in
+ * PROM_HTTP_WRITE_STALL_MS is cut (before evhttp's own 2 s write timeout, so it is counted;
+ * a zero-window probe's byte does not count as reading). */
+#define PROM_HTTP_WRITE_STALL_MS 1500
+#define PROM_HTTP_MIN_PROGRESS 4096
 
 struct prom_http;
 

@@ -232,6 +232,7 @@ def _rss_kb(pid, key="VmRSS"):
 
 def _big_page(d, nops=2000, name_len=900):
     """OpStats with nops ops whose names are name_len bytes: a page of ~nops * 5 * name_len."""
+    ts = int(time.time() * 1e9)      # one report: every datagram of it carries its timestamp
     with IpcClient(d.sockdir) as c:
         op = 0
         while op < nops:
@@ -241,7 +242,7 @@ def _big_page(d, nops=2000, name_len=900):
                             "name": ("op%05d_" % op) + "k" * (name_len - 8)})
                 op += 1
             c.data({"activity": "Kernel", "deviceId": 0, "duration": 1, "interval_ns": 1000000000,
-                    "kind": "OpStats", "ops": ops, "timestamp": int(time.time() * 1e9)})
+                    "kind": "OpStats", "ops": ops, "timestamp": ts})
 
 
 def _get(port, rcvbuf=None):
