@@ -36,12 +36,19 @@ struct tracked {
     bool cut;
 };
 
-struct prom_http;
+/* What the pages count: apart from the server because libevent may free a connection's
+ * buffers (and so release a page) after prom_http_destroy, in its deferred finalizers; the
+ * last page out frees an orphaned pool. */
+struct page_pool {
+    int npages;                    /* pages alive: the current one and those still being sent */
+    int inflight;                  /* responses holding a page */
+    bool orphaned;                 /* the server is gone */
+};
 
 /* One rendered /metrics page shared by every response that sends it. refs: one for the
  * server while it is the current page, one per response still holding it. */
 struct page {
-    struct prom_http *ph;
+    struct page_pool *pool;
     char *text;
     size_t len;
     uint64_t rendered_ms;          /* monotonic */
@@ -62,8 +69,7 @@ struct prom_http {
     struct prom_http_stats stats;
     struct log_ratelimit rl_accept, rl_busy, rl_stall;
     struct page *page;             /* the current page, or NULL */
-    int npages;                    /* pages alive: the current one and those still being sent */
-    int inflight;                  /* responses holding a page */
+    struct page_pool *pool;
 };
 
 static uint64_t mono_ms(void) { return clock_mono_ns() / 1000000u; }
@@ -161,11 +167,13 @@ static void on_accept_error(struct evconnlistener *lis, void *arg)
 
 static void page_unref(struct page *pg)
 {
+    struct page_pool *pool = pg->pool;
     if (--pg->refs > 0)
         return;
-    pg->ph->npages--;
     free(pg->text);
     free(pg);
+    if (--pool->npages == 0 && pool->orphaned)
+        free(pool);
 }
 
 /* evbuffer cleanup: a response is done with its page (sent, cut or freed with evhttp) */
@@ -174,7 +182,7 @@ static void page_release(const void *data, size_t len, void *arg)
     struct page *pg = arg;
     (void)data;
     (void)len;
-    pg->ph->inflight--;
+    pg->pool->inflight--;
     page_unref(pg);
 }
 
@@ -185,7 +193,7 @@ static struct page *current_page(struct prom_http *ph, int *ret_rc)
 {
     uint64_t mono = mono_ms();
     *ret_rc = 0;
-    if (ph->page && (mono - ph->page->rendered_ms < PROM_HTTP_PAGE_TTL_MS || ph->npages >= PROM_HTTP_MAX_PAGES))
+    if (ph->page && (mono - ph->page->rendered_ms < PROM_HTTP_PAGE_TTL_MS || ph->pool->npages >= PROM_HTTP_MAX_PAGES))
         return ph->page;
     struct page *pg = calloc(1, sizeof(*pg));
     if (!pg) {
@@ -200,10 +208,10 @@ static struct page *current_page(struct prom_http *ph, int *ret_rc)
         *ret_rc = rc;
         return NULL;
     }
-    pg->ph = ph;
+    pg->pool = ph->pool;
     pg->rendered_ms = mono;
     pg->refs = 1;
-    ph->npages++;
+    ph->pool->npages++;
     ph->stats.renders++;
     if (ph->page)
         page_unref(ph->page);
@@ -235,10 +243,10 @@ static void on_request(struct evhttp_request *req, void *arg)
         evhttp_send_reply(req, 405, "Method Not Allowed", NULL);
         return;
     }
-    if (ph->inflight >= PROM_HTTP_MAX_SCRAPES) {
+    if (ph->pool->inflight >= PROM_HTTP_MAX_SCRAPES) {
         ph->stats.busy++;
         LOG_RL(&ph->rl_busy, 10000, LOG_LVL_WARNING,
-               "prometheus: %d scrapes in flight, answering 503 (%llu so far)", ph->inflight,
+               "prometheus: %d scrapes in flight, answering 503 (%llu so far)", ph->pool->inflight,
                (unsigned long long)ph->stats.busy);
         evhttp_add_header(oh, "Retry-After", "1");
         evhttp_add_header(oh, "Content-Type", "text/plain; charset=utf-8");
@@ -256,9 +264,9 @@ static void on_request(struct evhttp_request *req, void *arg)
     evhttp_add_header(oh, "Content-Type", "text/plain; version=0.0.4");
     if (pg->len > 0) {
         pg->refs++;
-        ph->inflight++;
+        ph->pool->inflight++;
         if (evbuffer_add_reference(body, pg->text, pg->len, page_release, pg) != 0) {
-            ph->inflight--;
+            ph->pool->inflight--;
             page_unref(pg);
             evhttp_send_error(req, HTTP_INTERNAL, NULL);
             return;
@@ -311,6 +319,11 @@ int prom_http_create(struct loop *loop, const char *address, int port, struct pr
         return -ENOMEM;
     ph->base = loop_backend(loop);
     ph->st = st;
+    ph->pool = calloc(1, sizeof(*ph->pool));
+    if (!ph->pool) {
+        free(ph);
+        return -ENOMEM;
+    }
     rc = listen_on(address, port, &fd, err, errcap);
     if (rc)
         goto out_free;
@@ -353,6 +366,7 @@ out_fd:
         close(fd);
     snprintf(err, errcap, "cannot start the Prometheus HTTP server: %s", strerror(-rc));
 out_free:
+    free(ph->pool);
     free(ph);
     return rc;
 }
@@ -362,8 +376,8 @@ int prom_http_port(const struct prom_http *ph) { return ph->port; }
 void prom_http_stats(const struct prom_http *ph, struct prom_http_stats *ret)
 {
     *ret = ph->stats;
-    ret->pages = (uint64_t)ph->npages;
-    ret->inflight = (uint64_t)ph->inflight;
+    ret->pages = (uint64_t)ph->pool->npages;
+    ret->inflight = (uint64_t)ph->pool->inflight;
 }
 
 void prom_http_destroy(struct prom_http *ph)
@@ -374,8 +388,12 @@ void prom_http_destroy(struct prom_http *ph)
     evhttp_free(ph->http);     /* frees the listener and every connection (bufferevent_free) */
     for (size_t i = 0; i < ph->nconns; i++)
         bufferevent_decref(ph->conns[i].bev);
+    /* responses may still hold pages until libevent runs its finalizers: they free the pool */
+    ph->pool->orphaned = true;
     if (ph->page)
-        page_unref(ph->page);     /* the responses' references went with their connections */
+        page_unref(ph->page);
+    else if (ph->pool->npages == 0)
+        free(ph->pool);
     free(ph->conns);
     free(ph);
 }
