@@ -579,6 +579,18 @@ static void on_accept(struct loop_event *ev, int lfd, unsigned events, void *arg
         if (ls->local)
             ss.ss_family = AF_UNIX;
         peer_name(&ss, peer, sizeof(peer));
+        /* a stranger must not get as far as evicting anyone */
+        if (ls->local) {
+            struct ucred cred = { .pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1 };
+            socklen_t cl = sizeof(cred);
+            if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
+                (cred.uid != geteuid() && cred.uid != 0)) {
+                static struct log_ratelimit rl;
+                LOG_RL(&rl, 1000, LOG_LVL_WARNING, "rejected local RPC client uid %u", (unsigned)cred.uid);
+                close(fd);
+                continue;
+            }
+        }
         if (!ls->local && ls->wrap->costly_setup && !handshake_budget(s, &key)) {
             LOG_RL(&rl_hs, 1000, LOG_LVL_WARNING,
                    "tls: handshake budget of %s exceeded (%d/s, burst %d), closing connection (%llu "
@@ -605,17 +617,6 @@ static void on_accept(struct loop_event *ev, int lfd, unsigned events, void *arg
                    "too many concurrent RPC clients, closing connection from %s", peer);
             close(fd);
             continue;
-        }
-        if (ls->local) {
-            struct ucred cred = { .pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1 };
-            socklen_t cl = sizeof(cred);
-            if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
-                (cred.uid != geteuid() && cred.uid != 0)) {
-                static struct log_ratelimit rl;
-                LOG_RL(&rl, 1000, LOG_LVL_WARNING, "rejected local RPC client uid %u", (unsigned)cred.uid);
-                close(fd);
-                continue;
-            }
         }
         s->stats.accepted++;
         LOG_BURST(&lb_conn, RPC_LOG_PER_SEC, RPC_LOG_BURST, LOG_LVL_INFO, "Received connection from %s", peer);
