@@ -70,6 +70,7 @@ struct prom_http {
     struct log_ratelimit rl_accept, rl_busy, rl_stall;
     struct page *page;             /* the current page, or NULL */
     struct page_pool *pool;
+    uint64_t counters_ms;          /* monotonic: last refresh of the refused-scrapes series */
 };
 
 static uint64_t mono_ms(void) { return clock_mono_ns() / 1000000u; }
@@ -105,6 +106,18 @@ static struct bufferevent *make_bev(struct event_base *base, void *arg)
     if (ph->nconns >= PROM_HTTP_MAX_CONNS)
         pause_listener(ph, 0);
     return bev;
+}
+
+/* The scrapes this server turned away or cut, as series on the page itself (set from the
+ * start, so the set of series a remote-write snapshot carries does not change). */
+static void set_counters(struct prom_http *ph, uint64_t now_ms)
+{
+    static const char *const reasons[] = { "stalled", "deadline", "busy" };
+    const uint64_t counts[] = { ph->stats.stalled, ph->stats.expired, ph->stats.busy };
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+        struct promfam_label l = { "reason", reasons[i] };
+        promfam_store_set(ph->st, "msmonitor_prometheus_refused_scrapes", &l, 1, (double)counts[i], now_ms);
+    }
 }
 
 static void on_sweep(struct loop_event *ev, void *arg)
@@ -148,6 +161,10 @@ static void on_sweep(struct loop_event *ev, void *arg)
     }
     ph->nconns = j;
     ph->stats.open = j;
+    if (now - ph->counters_ms >= 10000) {     /* refreshed, so they never go stale */
+        ph->counters_ms = now;
+        set_counters(ph, clock_real_ns() / 1000000u);
+    }
     if (ph->paused && ph->nconns < PROM_HTTP_MAX_CONNS * 3 / 4 && now >= ph->resume_ms) {
         evconnlistener_enable(ph->lis);
         ph->paused = false;
@@ -201,6 +218,7 @@ static struct page *current_page(struct prom_http *ph, int *ret_rc)
         return ph->page;       /* a stale page beats none */
     }
     uint64_t now_ms = clock_real_ns() / 1000000u;
+    set_counters(ph, now_ms);
     promfam_store_publish(ph->st, now_ms);
     int rc = promfam_store_render(ph->st, now_ms, &pg->text, &pg->len);
     if (rc != 0) {
@@ -357,6 +375,7 @@ int prom_http_create(struct loop *loop, const char *address, int port, struct pr
     evhttp_set_gencb(ph->http, on_request, ph);
     if (loop_timer_add(loop, SWEEP_MS, true, on_sweep, ph, &ph->sweep) != 0)
         goto out_http;
+    set_counters(ph, clock_real_ns() / 1000000u);
     *ret = ph;
     return 0;
 out_http:

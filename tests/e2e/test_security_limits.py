@@ -300,8 +300,15 @@ def test_non_reading_scrapers_share_one_page():
             s.close()
         socks = []
         deadline = time.monotonic() + DEADLINE_S
-        while _read_all(_get(port)).count(b"\nnpu_op_total_ns{") < 2000:
-            assert time.monotonic() < deadline
+        while True:
+            page = _read_all(_get(port))
+            # ... and the page counts what was turned away
+            refused = {m[0]: int(m[1]) for m in re.findall(
+                rb'msmonitor_prometheus_refused_scrapes\{host_name="[^"]*",reason="(\w+)"\} (\d+)', page)}
+            if page.count(b"\nnpu_op_total_ns{") >= 2000 and refused.get(b"busy", 0) > 0 and \
+                    refused.get(b"stalled", 0) > 0:
+                break
+            assert time.monotonic() < deadline, refused
             time.sleep(0.2)
     finally:
         for s in socks:
