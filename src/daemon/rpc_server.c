@@ -481,7 +481,8 @@ static bool evict_for(struct rpc_server *s, struct rpc_listener *ls, const struc
     LOG_RL(&rl_evict, 1000, LOG_LVL_WARNING,
            "%s: closed the oldest incomplete connection (%llu ms old, %zu bytes received) to serve %s "
            "(%llu evicted so far)",
-           why, (unsigned long long)(now_ms() - victim->t_accept_ms), victim->got, newcomer,
+           why, (unsigned long long)(now_ms() - victim->t_accept_ms),
+           victim->phase == PHASE_BODY ? 4 + victim->got : victim->got, newcomer,
            (unsigned long long)s->stats.evicted);
     rpc_conn_free(victim);
     return true;
