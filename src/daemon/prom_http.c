@@ -151,8 +151,9 @@ static void on_sweep(struct loop_event *ev, void *arg)
             if (stalled) {
                 ph->stats.stalled++;
                 LOG_RL(&ph->rl_stall, 10000, LOG_LVL_WARNING,
-                       "prometheus: cut a scrape that read nothing for %d ms (%zu bytes unsent; %llu so far)",
-                       PROM_HTTP_WRITE_STALL_MS, out, (unsigned long long)ph->stats.stalled);
+                       "prometheus: cut a stalled scrape: it read under %d bytes in %d ms (%zu bytes unsent; "
+                       "%llu so far)", PROM_HTTP_MIN_PROGRESS, PROM_HTTP_WRITE_STALL_MS, out,
+                       (unsigned long long)ph->stats.stalled);
             } else {
                 ph->stats.expired++;
             }

@@ -306,7 +306,7 @@ def test_non_reading_scrapers_share_one_page():
         assert "processes" in rpc_json(d.port, {"fn": "getStatus"})
         assert _rss_kb(d.p.pid, "VmHWM") < bound, (base, page_kb)
         # stalled writers are cut; a reading scraper then gets the whole page again
-        d.wait_log("prometheus: cut a scrape that read nothing", timeout=DEADLINE_S)
+        d.wait_log("prometheus: cut a stalled scrape", timeout=DEADLINE_S)
         assert _rss_kb(d.p.pid, "VmHWM") < bound, (base, page_kb)
         for s in socks:
             s.close()
