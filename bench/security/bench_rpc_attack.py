@@ -3,7 +3,10 @@
 is under 100 slowloris connections (1 byte/s, reconnecting) plus continuous connection churn
 from two other addresses, next to two baselines measured in the same run: the same daemon
 idle, and the same attack against a daemon with the pre-issue-13 caps (16 clients, no
-per-peer limit). Prints p50/p99/max and failures per case; no thresholds.
+per-peer limit; since issue 23 these caps evict the oldest incomplete connection instead of
+refusing the newcomer, so this case now shows what eviction alone buys). Prints p50/p99/max
+and failures per case; no thresholds. Success rate under the one-address and 400-address
+dribbling attacks: bench_limits.py.
 
 Run inside the e2e network namespace (127.0.0.2/3 are the attackers):
   tests/e2e/run_netns.sh /usr/bin/python3 bench/security/bench_rpc_attack.py --build build

@@ -186,3 +186,21 @@ int64_t log_ratelimit_take(struct log_ratelimit *rl, uint64_t interval_ms)
     }
     return (int64_t)__atomic_exchange_n(&rl->suppressed, 0, __ATOMIC_ACQ_REL);
 }
+
+int64_t log_burst_take(struct log_burst *b, uint32_t per_sec, uint32_t burst)
+{
+    uint64_t now = clock_mono_ns();
+    uint64_t step = 1000000000ull / (per_sec ? per_sec : 1);
+    uint64_t slack = step * (burst ? burst - 1 : 0);
+    uint64_t tat = __atomic_load_n(&b->tat_ns, __ATOMIC_ACQUIRE);
+    for (;;) {
+        if (tat > now + slack) {
+            __atomic_fetch_add(&b->suppressed, 1, __ATOMIC_RELAXED);
+            return -1;
+        }
+        uint64_t next = (tat > now ? tat : now) + step;
+        if (__atomic_compare_exchange_n(&b->tat_ns, &tat, next, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            break;
+    }
+    return (int64_t)__atomic_exchange_n(&b->suppressed, 0, __ATOMIC_ACQ_REL);
+}

@@ -58,6 +58,28 @@ int64_t log_ratelimit_take(struct log_ratelimit *rl, uint64_t interval_ms);
                       ##__VA_ARGS__, (long long)log_rl_n_);                                 \
     } while (0)
 
+/* Burst limiter for events an outsider can trigger at will but that a legitimate client also
+ * causes now and then ("Received connection from ..."): up to `burst` lines at once, then
+ * `per_sec` lines a second (GCRA: one 64-bit state, lock-free). The next line that passes after
+ * suppression carries " (suppressed N similar messages)". Zero-initialise. */
+struct log_burst {
+    uint64_t tat_ns;        /* theoretical arrival time of the next line */
+    uint64_t suppressed;
+};
+/* Returns the number of suppressed lines to report (>= 0) if the caller may log now, -1 if not.
+ * per_sec and burst are >= 1. */
+int64_t log_burst_take(struct log_burst *b, uint32_t per_sec, uint32_t burst);
+
+#define LOG_BURST(b, per_sec, burst, lvl, fmt, ...)                                         \
+    do {                                                                                    \
+        int64_t log_b_n_ = log_burst_take((b), (per_sec), (burst));                         \
+        if (log_b_n_ == 0)                                                                  \
+            log_write((lvl), __FILE__, __LINE__, fmt, ##__VA_ARGS__);                       \
+        else if (log_b_n_ > 0)                                                              \
+            log_write((lvl), __FILE__, __LINE__, fmt " (suppressed %lld similar messages)", \
+                      ##__VA_ARGS__, (long long)log_b_n_);                                  \
+    } while (0)
+
 /* Monotonic and realtime clocks in ns (used everywhere for deadlines and timestamps). */
 uint64_t clock_mono_ns(void);
 uint64_t clock_real_ns(void);

@@ -4,6 +4,7 @@
 #ifndef MSMON_DAEMON_CONN_H
 #define MSMON_DAEMON_CONN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -84,6 +85,9 @@ struct conn_factory {
     const char *name;
     int (*create)(struct loop *l, int fd, void *arg, struct conn **ret);
     void *arg;
+    /* Set-up costs real CPU (a TLS handshake signs with the server key): the RPC server then
+     * budgets new connections per source and in total before creating them. */
+    bool costly_setup;
 };
 extern const struct conn_factory conn_tcp_factory;   /* conn_tcp_create; arg unused */
 

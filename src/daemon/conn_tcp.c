@@ -171,4 +171,4 @@ static int tcp_factory_create(struct loop *l, int fd, void *arg, struct conn **r
     return conn_tcp_create(l, fd, ret);
 }
 
-const struct conn_factory conn_tcp_factory = { "tcp", tcp_factory_create, NULL };
+const struct conn_factory conn_tcp_factory = { .name = "tcp", .create = tcp_factory_create };

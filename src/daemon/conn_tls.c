@@ -2,7 +2,10 @@
  * on the loop, non-blocking: each step waits for whatever OpenSSL wants (read or write), so a
  * stalled peer costs one fd and never blocks others; the RPC server's deadline bounds it.
  * After the handshake, read/write map SSL_read/SSL_write onto the conn contract, including
- * the case where a read needs the socket writable (and the reverse). */
+ * the case where a read needs the socket writable (and the reverse). Handshakes are paced
+ * (CONN_TLS_HS_PER_SEC, burst CONN_TLS_HS_BURST, all connections together): each one signs
+ * with the server key, and a flood of replayed ClientHellos would otherwise own the loop that
+ * also serves dyno.sock and IPC (docs/security.md, "Remote and local resource limits"). */
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
@@ -20,6 +23,13 @@
 #include "daemon/conn.h"
 #include "tls/tls_ctx.h"
 
+#define CONN_TLS_HS_PER_SEC 40   /* handshakes processed per second, all connections together */
+#define CONN_TLS_HS_BURST 8      /* ... at once: bounds the loop's longest handshake stretch */
+
+/* The pacing state: one TLS listener per daemon, one loop thread, hence file scope. */
+static uint64_t hs_tat_ns;
+static uint64_t hs_delayed;
+
 struct conn_tls {
     struct conn base;        /* first: a struct conn * is a struct conn_tls * */
     int fd;
@@ -34,11 +44,15 @@ struct conn_tls {
     int in_handler;
     bool close_pending;
     bool sniffed;            /* the first byte has been looked at */
+    bool paced;              /* this handshake has had its turn under the pacing */
+    struct loop *loop;
+    struct loop_event *pace; /* wakes a handshake that waits for its turn */
     char peer[64];
 };
 
 static void tls_free(struct conn_tls *t)
 {
+    loop_event_free(t->pace);
     loop_event_free(t->ev);
     SSL_free(t->ssl);
     close(t->fd);
@@ -109,6 +123,47 @@ static bool refuse_plain_client(struct conn_tls *t)
     return true;
 }
 
+static void handshake_step(struct conn_tls *t);
+
+static void on_pace(struct loop_event *ev, void *arg)
+{
+    struct conn_tls *t = arg;
+    (void)ev;
+    t->in_handler++;
+    if (t->handshaking && !t->close_pending)
+        handshake_step(t);
+    t->in_handler--;
+    if (t->close_pending && t->in_handler == 0)
+        tls_free(t);
+}
+
+/* True when this handshake may run now; else it sleeps (no fd interest) until its turn. */
+static bool pace_turn(struct conn_tls *t)
+{
+    static struct log_ratelimit rl;
+    uint64_t now = clock_mono_ns(), step = 1000000000ull / CONN_TLS_HS_PER_SEC;
+    uint64_t slack = step * (CONN_TLS_HS_BURST - 1);
+    if (t->paced)
+        return true;
+    if (hs_tat_ns <= now + slack) {
+        hs_tat_ns = (hs_tat_ns > now ? hs_tat_ns : now) + step;
+        t->paced = true;
+        return true;
+    }
+    uint64_t wait_ms = (hs_tat_ns - now - slack) / 1000000u + 1;
+    if (!t->pace && loop_timer_add(t->loop, 0, false, on_pace, t, &t->pace) != 0) {
+        t->paced = true;       /* no timer: run it rather than strand it */
+        return true;
+    }
+    hs_delayed++;
+    LOG_RL(&rl, 1000, LOG_LVL_WARNING, "tls: more than %d handshakes/s, delaying the one from %s "
+           "(%llu delayed so far)", CONN_TLS_HS_PER_SEC, t->peer, (unsigned long long)hs_delayed);
+    t->hs_want = 0;
+    update_interest(t);
+    loop_timer_arm(t->pace, wait_ms);
+    return false;
+}
+
 static void handshake_step(struct conn_tls *t)
 {
     if (!t->sniffed && refuse_plain_client(t)) {
@@ -126,6 +181,8 @@ static void handshake_step(struct conn_tls *t)
         update_interest(t);
         return;
     }
+    if (!pace_turn(t))
+        return;
     ERR_clear_error();
     int r = SSL_do_handshake(t->ssl);
     if (r == 1) {
@@ -305,6 +362,7 @@ int conn_tls_create(struct loop *l, int fd, void *ssl_ctx, struct conn **ret)
     t->base.ops = &tls_ops;
     t->base.state = CONN_STATE_ACCEPTING;
     t->fd = fd;
+    t->loop = l;
     if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0 ||
         getnameinfo((struct sockaddr *)&ss, sl, t->peer, sizeof(t->peer), NULL, 0, NI_NUMERICHOST) != 0)
         snprintf(t->peer, sizeof(t->peer), "(unknown)");
@@ -338,4 +396,5 @@ void conn_tls_factory_init(struct conn_factory *f, void *ssl_ctx)
     f->name = "tls";
     f->create = tls_factory_create;
     f->arg = ssl_ctx;
+    f->costly_setup = true;
 }

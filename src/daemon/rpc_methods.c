@@ -33,6 +33,7 @@ void rpc_set_allowed_log_dirs(const struct pathnorm_roots *roots)
 }
 
 static struct log_ratelimit rl_parse, rl_shape, rl_nofn, rl_unknown, rl_field, rl_refused;
+static struct log_burst lb_received;
 
 typedef int (*rpc_handler_fn)(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w);
 
@@ -521,12 +522,17 @@ int rpc_handle(const struct rpc_ctx *ctx, const char *body, size_t len, char **r
     int rc = 0;
     *ret_reply = NULL;
     *ret_len = 0;
-    /* the body is outside text: escaped, so a newline in it cannot forge a log line */
-    char *esc = malloc(LOGESC_CAP(len));
+    /* the body is outside text: escaped, so a newline in it cannot forge a log line; cut to
+     * RPC_LOG_BODY_MAX bytes and rate-limited, so a flood of 8 KB bodies cannot flood the log
+     * (docs/security.md, "Remote and local resource limits") */
+    size_t shown = len < RPC_LOG_BODY_MAX ? len : RPC_LOG_BODY_MAX;
+    char *esc = malloc(LOGESC_CAP(shown) + 48);
     if (!esc)
         return -ENOMEM;
-    logesc(body, len, esc, LOGESC_CAP(len));
-    LOG_INFO("RPC message received = %s", esc);
+    logesc(body, shown, esc, LOGESC_CAP(shown));
+    if (shown < len)
+        snprintf(esc + strlen(esc), 48, "... (%zu bytes)", len);
+    LOG_BURST(&lb_received, RPC_LOG_PER_SEC, RPC_LOG_BURST, LOG_LVL_INFO, "RPC message received = %s", esc);
     if (cjx_parse(body, len, RPC_MAX_DEPTH, &req) != 0) {
         LOG_RL(&rl_parse, 1000, LOG_LVL_ERROR, "Error parsing message = %s", esc);
         free(esc);

@@ -15,6 +15,12 @@
 struct steps_store;
 
 #define RPC_MAX_DEPTH 10
+/* "RPC message received = <body>": the first RPC_LOG_BODY_MAX bytes of the body (escaped),
+ * at most RPC_LOG_BURST lines at once then RPC_LOG_PER_SEC a second; the rest are counted in
+ * the next line's "(suppressed N similar messages)". */
+#define RPC_LOG_BODY_MAX 256
+#define RPC_LOG_PER_SEC 20
+#define RPC_LOG_BURST 100
 
 struct rpc_ctx {
     struct registry *reg;     /* borrowed */

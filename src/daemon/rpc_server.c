@@ -2,9 +2,13 @@
  * reads a 4-byte native length then the body under one deadline armed at accept (and a
  * shorter one for the first byte), runs the handler, writes the framed reply under a 3 s send
  * deadline, closes. All I/O goes through struct conn (conn.h); the listeners only accept(2)
- * and hand the socket to a conn factory. Caps that hold under attack (issue 13): each
- * listener has its own client budget (a saturated TCP port never starves dyno.sock), one TCP
- * address holds at most max_per_peer of it, and accept pauses instead of spinning at EMFILE. */
+ * and hand the socket to a conn factory. Caps that hold under attack without locking out the
+ * clients they protect (docs/security.md, "Remote and local resource limits"): each listener
+ * has its own client budget (a saturated TCP port never starves dyno.sock); at that budget, or
+ * at one address's max_per_peer, the newcomer is served and the OLDEST INCOMPLETE connection
+ * (of the listener, or of that address) is evicted, so dribbling connections only ever push
+ * each other out; TLS set-up is budgeted per source and in total; accept pauses instead of
+ * spinning at EMFILE. */
 #include "daemon/rpc_server.h"
 
 #include <arpa/inet.h>
@@ -23,8 +27,9 @@
 #include "common/strutil.h"
 #include "daemon/conn.h"
 
-#define BACKLOG 50
+#define BACKLOG 128
 #define ACCEPT_PAUSE_MS 100      /* out of fds: retry accept(2) this much later, not at once */
+#define SRC_SLOTS 256            /* per-source handshake buckets (direct-mapped by address) */
 
 enum rpc_phase { PHASE_SETUP, PHASE_LEN, PHASE_BODY, PHASE_WRITE };
 
@@ -59,11 +64,19 @@ struct rpc_listener {
     const struct conn_factory *wrap;   /* plain sockets, or TLS on the TCP listener */
 };
 
+/* GCRA state of one handshake budget: tat = when the bucket is full again */
+struct src_bucket {
+    struct in6_addr addr;
+    uint64_t tat_ns;
+};
+
 struct rpc_server {
     struct loop *loop;
     struct rpc_listener tcp, local;
     int max_clients;             /* per listener */
     int max_per_peer;            /* TCP connections from one address */
+    struct rpc_server_stats stats;
+    struct src_bucket hs_src[SRC_SLOTS];
     int active;
     bool stopping;
     void (*drained)(void *arg);  /* rpc_server_shutdown's callback, run once */
@@ -220,7 +233,10 @@ static void rpc_conn_free(struct rpc_conn *c)
 }
 
 /* Outsiders trigger every one of these, so each kind is logged at most once a second. */
-static struct log_ratelimit rl_timeout, rl_partial, rl_write, rl_size, rl_cap, rl_peer, rl_setup;
+static struct log_ratelimit rl_timeout, rl_partial, rl_write, rl_size, rl_cap, rl_peer, rl_setup,
+    rl_evict, rl_hs;
+/* ... and "Received connection" also comes from every legitimate client: a burst, then a rate */
+static struct log_burst lb_conn;
 
 static void on_timeout(struct loop_event *ev, void *arg)
 {
@@ -439,6 +455,76 @@ static int peer_count(const struct rpc_server *s, const struct rpc_listener *ls,
     return n;
 }
 
+/* The oldest connection of ls (of one peer when peer is set) still waiting for its request:
+ * the list is newest first, so the last match. Connections writing a reply have been served
+ * and are never evicted (their own send deadline bounds them). */
+static struct rpc_conn *oldest_incomplete(const struct rpc_server *s, const struct rpc_listener *ls,
+                                          const struct in6_addr *peer)
+{
+    struct rpc_conn *found = NULL;
+    for (struct rpc_conn *c = s->conns; c; c = c->next)
+        if (c->ls == ls && c->phase != PHASE_WRITE &&
+            (!peer || memcmp(&c->peer, peer, sizeof(*peer)) == 0))
+            found = c;
+    return found;
+}
+
+/* Makes room for a newcomer at a cap by evicting the oldest incomplete connection; false when
+ * every connection in the way is already being answered (the newcomer is refused then). */
+static bool evict_for(struct rpc_server *s, struct rpc_listener *ls, const struct in6_addr *peer,
+                      const char *newcomer, const char *why)
+{
+    struct rpc_conn *victim = oldest_incomplete(s, ls, peer);
+    if (!victim)
+        return false;
+    s->stats.evicted++;
+    LOG_RL(&rl_evict, 1000, LOG_LVL_WARNING,
+           "%s: closed the oldest incomplete connection (%llu ms old, %zu bytes received) to serve %s "
+           "(%llu evicted so far)",
+           why, (unsigned long long)(now_ms() - victim->t_accept_ms),
+           victim->phase == PHASE_BODY ? 4 + victim->got : victim->got, newcomer,
+           (unsigned long long)s->stats.evicted);
+    rpc_conn_free(victim);
+    return true;
+}
+
+/* GCRA: take one token from a bucket of `burst` refilled `per_sec` a second. */
+static bool gcra_take(uint64_t *tat, uint64_t now, uint32_t per_sec, uint32_t burst)
+{
+    uint64_t step = 1000000000ull / per_sec;
+    if (*tat > now + step * (burst - 1))
+        return false;
+    *tat = (*tat > now ? *tat : now) + step;
+    return true;
+}
+
+static size_t src_slot(const struct in6_addr *a)
+{
+    uint32_t h = 2166136261u;                 /* FNV-1a over the 16 bytes */
+    for (int i = 0; i < 16; i++)
+        h = (h ^ a->s6_addr[i]) * 16777619u;
+    return h % SRC_SLOTS;
+}
+
+/* A TLS handshake costs the daemon a private-key signature, and a replayed ClientHello costs
+ * the sender nothing: each source may start RPC_HS_PER_SRC_PER_SEC (burst
+ * RPC_HS_PER_SRC_BURST); beyond, the connection is closed before any crypto. All sources
+ * together are paced by conn_tls (CONN_TLS_HS_PER_SEC), which delays rather than refuses. Two
+ * addresses sharing a slot start from a full bucket each time; the pacing still holds them. */
+static bool handshake_budget(struct rpc_server *s, const struct in6_addr *peer)
+{
+    struct src_bucket *b = &s->hs_src[src_slot(peer)];
+    if (memcmp(&b->addr, peer, sizeof(*peer)) != 0) {
+        b->addr = *peer;
+        b->tat_ns = 0;
+    }
+    if (!gcra_take(&b->tat_ns, clock_mono_ns(), RPC_HS_PER_SRC_PER_SEC, RPC_HS_PER_SRC_BURST)) {
+        s->stats.hs_refused++;
+        return false;
+    }
+    return true;
+}
+
 static void on_resume(struct loop_event *ev, void *arg)
 {
     struct rpc_listener *ls = arg;
@@ -494,19 +580,7 @@ static void on_accept(struct loop_event *ev, int lfd, unsigned events, void *arg
         if (ls->local)
             ss.ss_family = AF_UNIX;
         peer_name(&ss, peer, sizeof(peer));
-        if (ls->active >= s->max_clients) {
-            LOG_RL(&rl_cap, 1000, LOG_LVL_WARNING,
-                   "too many concurrent RPC clients, closing connection from %s", peer);
-            close(fd);
-            continue;
-        }
-        if (!ls->local && peer_count(s, ls, &key) >= s->max_per_peer) {
-            LOG_RL(&rl_peer, 1000, LOG_LVL_WARNING,
-                   "too many concurrent RPC connections from %s (limit %d), closing connection", peer,
-                   s->max_per_peer);
-            close(fd);
-            continue;
-        }
+        /* a stranger must not get as far as evicting anyone */
         if (ls->local) {
             struct ucred cred = { .pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1 };
             socklen_t cl = sizeof(cred);
@@ -518,7 +592,35 @@ static void on_accept(struct loop_event *ev, int lfd, unsigned events, void *arg
                 continue;
             }
         }
-        LOG_INFO("Received connection from %s", peer);
+        if (!ls->local && ls->wrap->costly_setup && !handshake_budget(s, &key)) {
+            LOG_RL(&rl_hs, 1000, LOG_LVL_WARNING,
+                   "tls: handshake budget of %s exceeded (%d/s, burst %d), closing connection (%llu "
+                   "refused so far)", peer, RPC_HS_PER_SRC_PER_SEC, RPC_HS_PER_SRC_BURST,
+                   (unsigned long long)s->stats.hs_refused);
+            close(fd);
+            continue;
+        }
+        if (!ls->local && peer_count(s, ls, &key) >= s->max_per_peer) {
+            char why[160];
+            snprintf(why, sizeof(why), "too many concurrent RPC connections from %s (limit %d)", peer,
+                     s->max_per_peer);
+            if (!evict_for(s, ls, &key, peer, why)) {
+                s->stats.refused++;
+                LOG_RL(&rl_peer, 1000, LOG_LVL_WARNING, "%s, closing connection", why);
+                close(fd);
+                continue;
+            }
+        }
+        if (ls->active >= s->max_clients &&
+            !evict_for(s, ls, NULL, peer, "too many concurrent RPC clients")) {
+            s->stats.refused++;
+            LOG_RL(&rl_cap, 1000, LOG_LVL_WARNING,
+                   "too many concurrent RPC clients, closing connection from %s", peer);
+            close(fd);
+            continue;
+        }
+        s->stats.accepted++;
+        LOG_BURST(&lb_conn, RPC_LOG_PER_SEC, RPC_LOG_BURST, LOG_LVL_INFO, "Received connection from %s", peer);
         serve(ls, fd, ls->local ? NULL : &key);
     }
 }
@@ -564,6 +666,11 @@ void rpc_server_set_peer_limit(struct rpc_server *s, int max_per_peer)
     s->max_per_peer = max_per_peer > 0 ? max_per_peer : s->max_clients;
 }
 
+void rpc_server_stats(const struct rpc_server *s, struct rpc_server_stats *ret)
+{
+    *ret = s->stats;
+}
+
 void rpc_server_shutdown(struct rpc_server *s, void (*done)(void *arg), void *arg)
 {
     if (!s) {
@@ -591,6 +698,11 @@ void rpc_server_destroy(struct rpc_server *s)
         return;
     s->stopping = true;
     s->drained = NULL;
+    if (s->stats.evicted || s->stats.refused || s->stats.hs_refused)
+        LOG_INFO("rpc: %llu connections served, %llu evicted at a cap, %llu refused at a cap, %llu refused "
+                 "over the TLS handshake budget", (unsigned long long)s->stats.accepted,
+                 (unsigned long long)s->stats.evicted, (unsigned long long)s->stats.refused,
+                 (unsigned long long)s->stats.hs_refused);
     while (s->conns)
         rpc_conn_free(s->conns);
     loop_event_free(s->tcp.ev);

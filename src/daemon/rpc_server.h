@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "daemon/conn.h"
 #include "daemon/loop.h"
@@ -15,6 +16,18 @@
 #define RPC_MAX_MSG 8192          /* valid request lengths are 1..8191 */
 #define RPC_DEADLINE_MS 3000      /* accept to whole request, and the reply's send */
 #define RPC_FIRST_BYTE_MS 1000    /* set-up done to the first request byte */
+/* TLS connections one source address may open per second (burst); beyond, a new one is
+ * closed at accept, before any crypto (docs/security.md). The total is paced in conn_tls.c. */
+#define RPC_HS_PER_SRC_PER_SEC 10
+#define RPC_HS_PER_SRC_BURST 20
+
+/* Counters since start; the dropped connections are visible here and in the WARNING lines. */
+struct rpc_server_stats {
+    uint64_t accepted;            /* connections served (after the caps) */
+    uint64_t evicted;             /* oldest incomplete connections closed to make room */
+    uint64_t refused;             /* newcomers closed at a cap with nothing to evict */
+    uint64_t hs_refused;          /* TLS connections over their source's handshake budget */
+};
 
 struct rpc_server;
 
@@ -32,9 +45,12 @@ bool rpc_listen_is_loopback(int fd);
  * free with rpc_server_destroy(). */
 struct rpc_server *rpc_server_create(struct loop *l, int tcp_fd, const struct conn_factory *tcp_conn,
                                      int local_fd, int max_clients, const struct rpc_ctx *ctx);
-/* At most max_per_peer TCP connections from one address in flight (beyond: accepted and closed
- * with a rate-limited WARNING). <= 0 = no per-peer cap (the default: max_clients). */
+/* At most max_per_peer TCP connections from one address in flight: beyond, the oldest
+ * incomplete connection from that address is closed to serve the newcomer (the newcomer is
+ * closed only when all of them are already being answered); rate-limited WARNING either way.
+ * <= 0 = no per-peer cap (the default: max_clients). */
 void rpc_server_set_peer_limit(struct rpc_server *s, int max_per_peer);
+void rpc_server_stats(const struct rpc_server *s, struct rpc_server_stats *ret);
 /* Stop accepting; done(arg) runs on the loop once the in-flight connections have finished
  * (each within its 3 s deadline), at once when there are none. Later calls do nothing. */
 void rpc_server_shutdown(struct rpc_server *s, void (*done)(void *arg), void *arg);

@@ -99,7 +99,9 @@ def test_slowloris_and_churn_do_not_lock_out_legit_clients():
         # the slow peer never held more than its 8 slots, and said so at most once a second
         log = d.log()
         assert log.count("too many concurrent RPC connections from") < 60
-        assert "Timeout! Message received size" in log or "Received partial message" in log
+        # its dribbling connections end by the deadline or, at its cap, by eviction
+        assert any(m in log for m in ("Timeout! Message received size", "Received partial message",
+                                      "closed the oldest incomplete connection"))
     finally:
         slow.stop.set()
         slow.join(5)
