@@ -45,33 +45,33 @@ static int dcmp(const void *a, const void *b)
 static void bench_merge(void)
 {
     enum { R = 1000, S = 100 };
-    struct steps_sample *s = malloc(sizeof(*s) * R * S);
-    struct steps_in_rank *in = calloc(R, sizeof(*in));
+    struct slowrank_sample *s = malloc(sizeof(*s) * R * S);
+    struct slowrank_in *in = calloc(R, sizeof(*in));
     double *w = malloc(sizeof(*w) * R * S);
     for (int r = 0; r < R; r++) {
-        in[r] = (struct steps_in_rank){ "127.0.0.2", r, 1000 + r, 0, &s[r * S], S };
+        in[r] = (struct slowrank_in){ "127.0.0.2", r, 1000 + r, 0, &s[r * S], S };
         for (int k = 0; k < S; k++) {
             uint64_t c = 12000000 + xr() % 200000, m = 2000000 + xr() % 50000;
             if (r == 517 && k >= 50)
                 c = c * 12 / 10;
-            s[r * S + k] = (struct steps_sample){ k + 1, c + m + 300000, c, m, 0, 300000 };
+            s[r * S + k] = (struct slowrank_sample){ k + 1, c + m + 300000, c, m, 0, 300000, 0, m };
             w[r * S + k] = (double)s[r * S + k].wall;
         }
     }
-    struct steps_rule rule = STEPS_RULE_DEFAULT;
-    struct steps_result res;
+    struct slowrank_rule rule = SLOWRANK_RULE_DEFAULT;
+    struct slowrank_result res;
     double best = 1e9, base = 1e9;
     for (int it = 0; it < 5; it++) {
         double t0 = now_s();
-        steps_merge(in, R, &rule, &res);
+        slowrank_merge(in, R, &rule, &res);
         double t1 = now_s();
         if (t1 - t0 < best)
             best = t1 - t0;
         if (it == 4)
             printf("merge: %zu slow rank(s) found (rank %d, %s)\n", res.nslow,
                    res.nslow ? in[res.slow[0].rank_index].rank : -1,
-                   res.nslow ? steps_cause_name(res.slow[0].cause) : "-");
-        steps_result_fini(&res);
+                   res.nslow ? slowrank_cause_name(res.slow[0].cause) : "-");
+        slowrank_result_fini(&res);
         double *c = malloc(sizeof(*c) * R * S);
         memcpy(c, w, sizeof(*c) * R * S);
         t0 = now_s();
