@@ -20,8 +20,9 @@ struct flat {
 };
 
 struct judged {
-    bool judged, slow;
-    double ratio, cost;
+    bool judged, slow, split;
+    double ratio;
+    double waited, own_wall, own_busy; /* ms: the others' extra wait; its own wall / work excess */
     double excess[3];
 };
 
@@ -73,7 +74,7 @@ void slowrank_result_fini(struct slowrank_result *r)
 static void judge_step(const struct slowrank_in *in, const struct flat *all, size_t g, const size_t *off,
                        const struct slowrank_rule *rule, double *tmp, struct judged *jd, double *walls, size_t *nj)
 {
-    double med[Q_N], mad[Q_N], q[Q_N];
+    double med[Q_N], mad[Q_N], q[Q_N], busy;
     double *col = tmp + Q_N * g;
 
     for (int k = 0; k < Q_N; k++) {
@@ -88,32 +89,36 @@ static void judge_step(const struct slowrank_in *in, const struct flat *all, siz
             col[i] = fabs(tmp[k * g + i] - med[k]);
         mad[k] = median(col, g);
     }
+    for (size_t i = 0; i < g; i++)
+        col[i] = tmp[Q_WALL * g + i] > tmp[Q_WAIT * g + i] ? tmp[Q_WALL * g + i] - tmp[Q_WAIT * g + i] : 0;
+    busy = median(col, g);
     for (size_t i = 0; i < g; i++) {
         const struct slowrank_sample *s = &in[all[i].ri].s[all[i].si];
         struct judged *j = &jd[off[all[i].ri] + all[i].si];
         double margin[Q_N];
         quantities(s, q);
+        /* A component's excess counts against the step's own work (wall less waiting): waits
+         * inflate every wall of a synchronised job without making a rank's work any longer. */
         for (int k = 0; k < Q_N; k++) {
-            margin[k] = rule->threshold * med[Q_WALL];
+            margin[k] = rule->threshold * (k == Q_WALL ? med[Q_WALL] : busy);
             if (rule->mad_k * 1.4826 * mad[k] > margin[k])
                 margin[k] = rule->mad_k * 1.4826 * mad[k];
         }
         double ec = q[Q_COMP] - med[Q_COMP], eh = q[Q_HOST] - med[Q_HOST], et = q[Q_XFER] - med[Q_XFER];
-        double waited = med[Q_WAIT] - q[Q_WAIT]; /* how much longer the others wait than it */
         bool wall_slow = q[Q_WALL] > med[Q_WALL] * (1 + rule->threshold) && q[Q_WALL] - med[Q_WALL] > margin[Q_WALL];
-        bool comp_slow = ec > margin[Q_COMP] && waited >= SLOWRANK_WAIT_SHARE * ec;
-        bool host_slow = eh > margin[Q_HOST] && waited >= SLOWRANK_WAIT_SHARE * eh;
         bool link_slow = et > margin[Q_XFER] && ec <= margin[Q_COMP];
         j->judged = true;
         j->ratio = med[Q_WALL] > 0 ? q[Q_WALL] / med[Q_WALL] : 1;
-        j->slow = wall_slow || comp_slow || host_slow || link_slow;
+        /* A step's waits are as noisy as the ranks' start times, so whether the others wait
+         * for this excess is judged over the run (slowrank_merge), not per step. */
+        j->slow = wall_slow || ec > margin[Q_COMP] || eh > margin[Q_HOST] || link_slow;
         j->excess[SLOWRANK_COMPUTE] = ec / 1e6;
         j->excess[SLOWRANK_COMMUNICATION] = et / 1e6;
         j->excess[SLOWRANK_HOST] = eh / 1e6;
-        double own = q[Q_WALL] - med[Q_WALL];
-        j->cost = (waited > own ? waited : own) / 1e6;
-        if (j->cost < 0)
-            j->cost = 0;
+        j->split = med[Q_WAIT] > 0;
+        j->waited = (med[Q_WAIT] - q[Q_WAIT]) / 1e6;
+        j->own_wall = (q[Q_WALL] - med[Q_WALL]) / 1e6;
+        j->own_busy = (q[Q_WALL] - q[Q_WAIT] - busy) / 1e6;
         walls[(*nj)++] = q[Q_WALL];
     }
 }
@@ -176,7 +181,8 @@ int slowrank_merge(const struct slowrank_in *in, size_t n, const struct slowrank
     /* Per rank: the run of slow judged steps that ends at its newest judged step. */
     for (size_t i = 0; i < n; i++) {
         struct slowrank_slow sl = { .rank_index = i, .since_step = -1, .last_step = -1 };
-        double ratio = 0, cost = 0, ex[3] = { 0, 0, 0 };
+        double ratio = 0, waited = 0, own_wall = 0, own_busy = 0, ex[3] = { 0, 0, 0 };
+        uint32_t split = 0;
         for (size_t j = in[i].n; j-- > 0;) {
             const struct judged *x = &jd[off[i] + j];
             if (!x->judged)
@@ -188,14 +194,16 @@ int slowrank_merge(const struct slowrank_in *in, size_t n, const struct slowrank
             sl.since_step = in[i].s[j].step;
             sl.run++;
             ratio += x->ratio;
-            cost += x->cost;
+            waited += x->waited;
+            own_wall += x->own_wall;
+            own_busy += x->own_busy;
+            split += x->split;
             for (int k = 0; k < 3; k++)
                 ex[k] += x->excess[k];
         }
         if (sl.run < rule->min_steps || sl.run == 0)
             continue;
         sl.ratio = ratio / sl.run;
-        sl.cost_ms = cost / sl.run;
         int best = 0;
         for (int k = 0; k < 3; k++) {
             sl.excess_ms[k] = ex[k] / sl.run;
@@ -203,6 +211,22 @@ int slowrank_merge(const struct slowrank_in *in, size_t n, const struct slowrank
                 best = k;
         }
         sl.cause = (enum slowrank_cause)best;
+        /* The job-wide cost per step. Synchronised (the steps have waits): what the others wait
+         * for it beyond its own wait; a slow link also costs its own longer transfer, which the
+         * others meet only at the next collective. Otherwise its own longer step. */
+        if (split * 2 > sl.run) {
+            sl.cost_ms = waited / sl.run;
+            if (best == SLOWRANK_COMMUNICATION && own_busy / sl.run > sl.cost_ms)
+                sl.cost_ms = own_busy / sl.run;
+        } else {
+            sl.cost_ms = own_wall / sl.run;
+        }
+        /* An excess nobody pays for (neither do the others wait for it nor is its own step
+         * longer: work overlapped elsewhere, or noise) is no straggler. */
+        if (sl.cost_ms < SLOWRANK_WAIT_SHARE * sl.excess_ms[best])
+            continue;
+        if (sl.cost_ms < 0)
+            sl.cost_ms = 0;
         ret->slow[ret->nslow++] = sl;
     }
     rc = 0;

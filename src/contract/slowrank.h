@@ -24,15 +24,16 @@ struct slowrank_in {
 
 /* The rule's parameters (defaults: SLOWRANK_RULE_DEFAULT). */
 struct slowrank_rule {
-    double threshold;   /* an excess counts above threshold * the step's median wall ... */
+    double threshold;   /* an excess counts above threshold * the step's median wall (the wall
+                           rule) or median wall less wait (compute, host, transfer) ... */
     double mad_k;       /* ... and above mad_k * 1.4826 * MAD of the same quantity */
     uint32_t min_steps; /* slow on this many consecutive judged steps, newest included */
     uint32_t min_ranks; /* a step is judged only when at least this many ranks have it */
 };
 #define SLOWRANK_RULE_DEFAULT { 0.10, 3.0, 3, 3 }
 
-/* The others must wait at least this share of a compute/host excess for it to be the
- * synchronised straggler signature. */
+/* A run of slow steps is reported only when its job-wide cost (the others' extra wait, or its
+ * own longer step) is at least this share of the excess named as the cause. */
 #define SLOWRANK_WAIT_SHARE 0.5
 
 enum slowrank_cause { SLOWRANK_COMPUTE = 0, SLOWRANK_COMMUNICATION, SLOWRANK_HOST };
