@@ -174,3 +174,45 @@ def test_sync_clean_run_flags_nothing(cluster):
     assert views[-1]["ranks"] == WORLD
     # the ranks really were synchronised: some waited inside the collective
     assert any(w for w in cluster.truth().get(150, {}).values())
+
+
+def test_report_agrees_with_dyno_steps(cluster, tmp_path):
+    """The same synchronised job judged twice by the one rule: `dyno steps` on the step
+    summaries of a metric-mode session, then the HTML report on the DB files of a second
+    session of that job: the same rank, the same cause."""
+    import glob
+    import re
+    import subprocess
+    from conftest import BUILD
+    from dyn_util import plugin_log, wait_until
+    onset = 30
+    start_and_find(cluster, 5, "compute", 1.2, onset)
+    v, views = watch(cluster, until_step=onset + 60)
+    s = check_flagged(cluster, v, views, "compute", onset, 5 * INTERVAL_S)
+    r = cluster.dyno("npu-monitor", "--npu-monitor-stop")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    def stopped(n):
+        return lambda: sum(plugin_log(p.tmpdir).count("MsptiMonitor stop successfully") for p in cluster.ranks) >= n
+    wait_until(stopped(WORLD), 60, "every rank's metric session stopped")
+    out = str(tmp_path / "db")
+    r = cluster.dyno("npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Kernel,Marker,Communication,Hccl,MemCpy",
+                     "--report-interval-s", "1", "--log-file", out, "--export-type", "DB")
+    assert r.returncode == 0 and r.stdout.count('"commandStatus":"effective"') == HOSTS, r.stdout + r.stderr
+    wait_until(lambda: len(glob.glob(os.path.join(out, "**", "*.db"), recursive=True)) >= WORLD, 60,
+               "every rank's DB file")
+    time.sleep(3)  # a few steps in the DB files (5 steps/s); the verdict needs 3 consecutive
+    r = cluster.dyno("npu-monitor", "--npu-monitor-stop")
+    assert r.returncode == 0, r.stdout + r.stderr
+    wait_until(stopped(2 * WORLD), 60, "every rank's DB session stopped")
+    html = str(tmp_path / "report.html")
+    env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python", "pkg"))
+    r = subprocess.run(["/usr/bin/python3", "-m", "msmonitor", "report", out, "-o", html], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with open(html, encoding="utf-8") as f:
+        page = f.read()
+    data = json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page,
+                                re.S).group(1))
+    assert data["slow_ranks"] == [s["rank"]], data["slow_rule"]
+    assert data["slow_rule"]["detail"][str(s["rank"])]["cause"] == s["cause"] == "compute", data["slow_rule"]
