@@ -56,9 +56,10 @@ static PyObject *result_dict(const struct slowrank_result *res, const struct slo
     for (size_t i = 0; i < res->nslow; i++) {
         const struct slowrank_slow *s = &res->slow[i];
         PyObject *e = Py_BuildValue(
-            "{s:i,s:L,s:L,s:I,s:d,s:s,s:d,s:{s:d,s:d,s:d}}", "rank", (int)in[s->rank_index].rank, "since_step",
+            "{s:i,s:L,s:L,s:I,s:d,s:s,s:d,s:L,s:{s:d,s:d,s:d}}", "rank", (int)in[s->rank_index].rank, "since_step",
             (long long)s->since_step, "last_step", (long long)s->last_step, "slow_steps", (unsigned)s->run, "ratio",
-            s->ratio, "cause", slowrank_cause_name(s->cause), "cost_ms", s->cost_ms, "excess_ms", "compute",
+            s->ratio, "cause", slowrank_cause_name(s->cause), "cost_ms", s->cost_ms, "cost_to_step",
+            (long long)s->cost_last_step, "excess_ms", "compute",
             s->excess_ms[SLOWRANK_COMPUTE], "communication", s->excess_ms[SLOWRANK_COMMUNICATION], "host",
             s->excess_ms[SLOWRANK_HOST]);
         if (!e || PyList_Append(slow, e) != 0) {

@@ -196,6 +196,7 @@ static void print_view(const struct steps_opts *o, const struct cli_targets *t, 
             cJSON *e = cJSON_CreateObject(), *ex;
             cJSON_AddStringToObject(e, "cause", slowrank_cause_name(s->cause));
             cJSON_AddNumberToObject(e, "cost_ms", round(s->cost_ms * 1000) / 1000);
+            cJSON_AddNumberToObject(e, "cost_to_step", (double)s->cost_last_step);
             ex = cJSON_AddObjectToObject(e, "excess_ms");
             cJSON_AddNumberToObject(ex, "communication", s->excess_ms[1]);
             cJSON_AddNumberToObject(ex, "compute", s->excess_ms[0]);

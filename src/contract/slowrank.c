@@ -20,7 +20,7 @@ struct flat {
 };
 
 struct judged {
-    bool judged, slow, split;
+    bool judged, slow, split, complete; /* complete: every rank of the input has the step */
     double ratio;
     double waited, own_wall, own_busy; /* ms: the others' extra wait; its own wall / work excess */
     double excess[3];
@@ -71,8 +71,9 @@ void slowrank_result_fini(struct slowrank_result *r)
 
 /* The verdict of each rank at one step: g samples all[0..g) of the same step. tmp holds
  * (Q_N + 1) * g doubles. */
-static void judge_step(const struct slowrank_in *in, const struct flat *all, size_t g, const size_t *off,
-                       const struct slowrank_rule *rule, double *tmp, struct judged *jd, double *walls, size_t *nj)
+static void judge_step(const struct slowrank_in *in, const struct flat *all, size_t g, size_t active,
+                       const size_t *off, const struct slowrank_rule *rule, double *tmp, struct judged *jd,
+                       double *walls, size_t *nj)
 {
     double med[Q_N], mad[Q_N], q[Q_N], busy;
     double *col = tmp + Q_N * g;
@@ -108,6 +109,7 @@ static void judge_step(const struct slowrank_in *in, const struct flat *all, siz
         bool wall_slow = q[Q_WALL] > med[Q_WALL] * (1 + rule->threshold) && q[Q_WALL] - med[Q_WALL] > margin[Q_WALL];
         bool link_slow = et > margin[Q_XFER] && ec <= margin[Q_COMP];
         j->judged = true;
+        j->complete = g >= active;
         j->ratio = med[Q_WALL] > 0 ? q[Q_WALL] / med[Q_WALL] : 1;
         /* A step's waits are as noisy as the ranks' start times, so whether the others wait
          * for this excess is judged over the run (slowrank_merge), not per step. */
@@ -145,6 +147,9 @@ int slowrank_merge(const struct slowrank_in *in, size_t n, const struct slowrank
         total += in[i].n;
     }
     off[n] = total;
+    size_t active = 0;
+    for (size_t i = 0; i < n; i++)
+        active += in[i].n > 0;
     all = malloc((total ? total : 1) * sizeof(*all));
     jd = calloc(total ? total : 1, sizeof(*jd));
     tmp = malloc((n ? n : 1) * (Q_N + 1) * sizeof(*tmp));
@@ -162,7 +167,7 @@ int slowrank_merge(const struct slowrank_in *in, size_t n, const struct slowrank
         while (b < total && all[b].step == all[a].step)
             b++;
         if (b - a >= rule->min_ranks && b - a >= 1) {
-            judge_step(in, all + a, b - a, off, rule, tmp, jd, walls, &nj);
+            judge_step(in, all + a, b - a, active, off, rule, tmp, jd, walls, &nj);
             if (ret->first_step < 0)
                 ret->first_step = all[a].step;
             ret->last_step = all[a].step;
@@ -180,9 +185,12 @@ int slowrank_merge(const struct slowrank_in *in, size_t n, const struct slowrank
 
     /* Per rank: the run of slow judged steps that ends at its newest judged step. */
     for (size_t i = 0; i < n; i++) {
-        struct slowrank_slow sl = { .rank_index = i, .since_step = -1, .last_step = -1 };
-        double ratio = 0, waited = 0, own_wall = 0, own_busy = 0, ex[3] = { 0, 0, 0 };
-        uint32_t split = 0;
+        struct slowrank_slow sl = { .rank_index = i, .since_step = -1, .last_step = -1, .cost_last_step = -1 };
+        double ratio = 0, ex[3] = { 0, 0, 0 };
+        /* the cost over the run's steps every rank has reported ([1]), or over all of them ([0]):
+         * the newest steps of a view lack the ranks whose next summary is still to come */
+        double waited[2] = { 0, 0 }, own_wall[2] = { 0, 0 }, own_busy[2] = { 0, 0 };
+        uint32_t split = 0, full = 0;
         for (size_t j = in[i].n; j-- > 0;) {
             const struct judged *x = &jd[off[i] + j];
             if (!x->judged)
@@ -194,9 +202,16 @@ int slowrank_merge(const struct slowrank_in *in, size_t n, const struct slowrank
             sl.since_step = in[i].s[j].step;
             sl.run++;
             ratio += x->ratio;
-            waited += x->waited;
-            own_wall += x->own_wall;
-            own_busy += x->own_busy;
+            for (int c = 0; c < 2; c++) {
+                if (c == 1 && !x->complete)
+                    continue;
+                waited[c] += x->waited;
+                own_wall[c] += x->own_wall;
+                own_busy[c] += x->own_busy;
+            }
+            if (x->complete && (sl.cost_last_step < 0 || in[i].s[j].step > sl.cost_last_step))
+                sl.cost_last_step = in[i].s[j].step;
+            full += x->complete;
             split += x->split;
             for (int k = 0; k < 3; k++)
                 ex[k] += x->excess[k];
@@ -214,12 +229,16 @@ int slowrank_merge(const struct slowrank_in *in, size_t n, const struct slowrank
         /* The job-wide cost per step. Synchronised (the steps have waits): what the others wait
          * for it beyond its own wait; a slow link also costs its own longer transfer, which the
          * others meet only at the next collective. Otherwise its own longer step. */
+        int c = full > 0;
+        if (!c)
+            sl.cost_last_step = sl.last_step;
+        double k = c ? full : sl.run;
         if (split * 2 > sl.run) {
-            sl.cost_ms = waited / sl.run;
-            if (best == SLOWRANK_COMMUNICATION && own_busy / sl.run > sl.cost_ms)
-                sl.cost_ms = own_busy / sl.run;
+            sl.cost_ms = waited[c] / k;
+            if (best == SLOWRANK_COMMUNICATION && own_busy[c] / k > sl.cost_ms)
+                sl.cost_ms = own_busy[c] / k;
         } else {
-            sl.cost_ms = own_wall / sl.run;
+            sl.cost_ms = own_wall[c] / k;
         }
         /* An excess nobody pays for (neither do the others wait for it nor is its own step
          * longer: work overlapped elsewhere, or noise) is no straggler. */

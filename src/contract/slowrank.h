@@ -48,7 +48,9 @@ struct slowrank_slow {
     enum slowrank_cause cause;
     double excess_ms[3]; /* mean excess over the step medians: compute(+memcpy), transfer, host */
     double cost_ms;      /* mean job-wide cost per step: what the others wait for it, or its own
-                            wall excess where nobody waits */
+                            wall excess where nobody waits; over the run's steps that every rank
+                            has reported (all of the run when none has) */
+    int64_t cost_last_step; /* the cost covers since_step .. this step */
 };
 
 struct slowrank_result {

@@ -8,6 +8,7 @@ job-wide cost per step is checked against the simulator's own record of the wait
 import json
 import os
 import statistics
+import subprocess
 import tempfile
 import time
 
@@ -136,7 +137,7 @@ def test_sync_compute_straggler(cluster, rate):
     assert s["ratio"] < 1.08, v
     assert s["excess_ms"]["compute"] > 1.5, v
     # the job-wide cost per step (what the others wait) against the simulator's ground truth
-    truth = job_cost_truth(cluster, s["since_step"], s["last_step"])
+    truth = job_cost_truth(cluster, s["since_step"], s["cost_to_step"])
     assert abs(s["cost_ms"] - truth) <= 0.10 * truth, (s, truth)
     # the text view names it too
     r = cluster.dyno("steps")
@@ -152,7 +153,7 @@ def test_sync_host_and_link(cluster, kind, factor):
     v, views = watch(cluster, until_step=onset + 60)
     s = check_flagged(cluster, v, views, kind, onset, 5 * INTERVAL_S)
     if kind == "host":
-        truth = job_cost_truth(cluster, s["since_step"], s["last_step"])
+        truth = job_cost_truth(cluster, s["since_step"], s["cost_to_step"])
         assert abs(s["cost_ms"] - truth) <= 0.10 * truth, (s, truth)
     else:
         assert s["excess_ms"]["communication"] > 2 and s["excess_ms"]["compute"] < 1, v
@@ -182,7 +183,6 @@ def test_report_agrees_with_dyno_steps(cluster, tmp_path):
     session of that job: the same rank, the same cause."""
     import glob
     import re
-    import subprocess
     from conftest import BUILD
     from dyn_util import plugin_log, wait_until
     onset = 30
@@ -216,3 +216,35 @@ def test_report_agrees_with_dyno_steps(cluster, tmp_path):
                                 re.S).group(1))
     assert data["slow_ranks"] == [s["rank"]], data["slow_rule"]
     assert data["slow_rule"]["detail"][str(s["rank"])]["cause"] == s["cause"] == "compute", data["slow_rule"]
+
+
+def test_python_driver_synchronises(tmp_path):
+    """python -m mssim.train --fabric-dir: the Python driver's ranks meet in every all-reduce —
+    the simulator's ground truth has one line per rank and step, all with the same `last`
+    arrival, and the compute-slow rank 1 is the one the other waits for."""
+    from python_util import PYTHON, py_env, require_packages
+    require_packages()
+    fabric = tmp_path / "fabric"
+    fabric.mkdir()
+    env = py_env()
+    env.pop("MSMONITOR_USE_DAEMON", None)
+    argv = [PYTHON, "-m", "mssim.train", "--ranks", "2", "--steps", "6", "--rate", "0", "--fabric-dir", str(fabric),
+            "--slow-rank", "1", "--slow-factor", "1.5", "--slow-kind", "compute"]
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = {}
+    for rk in (0, 1):
+        with open(fabric / f"truth.{rk}.jsonl") as f:
+            for ln in f:
+                d = json.loads(ln)
+                lines[(d["seq"], d["rank"])] = d
+    assert sorted(lines) == [(s, rk) for s in range(1, 7) for rk in (0, 1)], sorted(lines)
+    for s in range(1, 7):
+        assert lines[(s, 0)]["last"] == lines[(s, 1)]["last"]
+    # from the second step on the fast rank 0 waits for rank 1's 50 % longer kernels (~6 ms)
+    # (medians: one step's wait can be skewed by a late-scheduled process on a loaded host)
+    assert statistics.median(lines[(s, 0)]["wait"] for s in range(2, 7)) > 3e6, lines
+    assert statistics.median(lines[(s, 1)]["wait"] for s in range(2, 7)) < 1e6, lines
+    bad = subprocess.run([PYTHON, "-m", "mssim.train", "--fabric-dir", str(tmp_path / "nope")], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--fabric-dir" in bad.stderr and "not a directory" in bad.stderr

@@ -70,8 +70,17 @@ static void test_sync_causes(void **state)
             assert_true(res.slow[0].ratio < 1.01);
         /* the others wait 2.4 ms per step on it (a slow link costs its own 2.4 ms here) */
         assert_true(res.slow[0].cost_ms > 2.3 && res.slow[0].cost_ms < 2.5);
+        assert_int_equal(res.slow[0].cost_last_step, S);
         slowrank_result_fini(&res);
     }
+    /* the newest two steps not reported by rank 0 yet: judged, but not costed */
+    fill_sync(5, 30, COMPUTE, 2400000, 20000);
+    in[0].n = S - 2;
+    assert_int_equal(slowrank_merge(in, R, &rule, &res), 0);
+    assert_int_equal(res.nslow, 1);
+    assert_int_equal(res.slow[0].last_step, S);
+    assert_int_equal(res.slow[0].cost_last_step, S - 2);
+    slowrank_result_fini(&res);
 }
 
 static void test_sync_clean_and_blips(void **state)
