@@ -34,7 +34,7 @@ struct slowrank_rule {
 
 /* A run of slow steps is reported only when its job-wide cost (the others' extra wait, or its
  * own longer step) is at least this share of the excess named as the cause. */
-#define SLOWRANK_WAIT_SHARE 0.5
+#define SLOWRANK_WAIT_SHARE 0.25
 
 enum slowrank_cause { SLOWRANK_COMPUTE = 0, SLOWRANK_COMMUNICATION, SLOWRANK_HOST };
 const char *slowrank_cause_name(enum slowrank_cause c);
