@@ -64,10 +64,13 @@ static void load(void)
         sim_log(SIM_WARN, "invalid MSSIM_FABRIC_DIR=\"%s\" (not a directory); collectives do not synchronise", dir);
         return;
     }
-    if (!env_u32("MSSIM_FABRIC_WORLD", &f.world, 2, FAB_WORLD_MAX) &&
-        !env_u32("WORLD_SIZE", &f.world, 1, FAB_WORLD_MAX)) {
-        sim_log(SIM_WARN, "MSSIM_FABRIC_DIR is set but neither MSSIM_FABRIC_WORLD nor WORLD_SIZE; "
-                          "collectives do not synchronise");
+    /* MSSIM_FABRIC_WORLD, when set, is the only source (a bad one is not replaced by WORLD_SIZE) */
+    const char *w = getenv("MSSIM_FABRIC_WORLD");
+    if (w ? !env_u32("MSSIM_FABRIC_WORLD", &f.world, 2, FAB_WORLD_MAX)
+          : !env_u32("WORLD_SIZE", &f.world, 1, FAB_WORLD_MAX)) {
+        if (!w && !getenv("WORLD_SIZE"))
+            sim_log(SIM_WARN, "MSSIM_FABRIC_DIR is set but neither MSSIM_FABRIC_WORLD nor WORLD_SIZE; "
+                              "collectives do not synchronise");
         return;
     }
     if (!env_u32("MSSIM_WL_RANK", &f.rank, 0, f.world - 1) && !env_u32("RANK", &f.rank, 0, f.world - 1)) {
