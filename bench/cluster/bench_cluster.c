@@ -1,5 +1,7 @@
 /* bench_cluster: the cluster view's figures next to baselines measured in the same run:
- *   1. steps_merge for 1000 ranks x 100 steps   vs one qsort of the same 100k step times;
+ *   1. the slow-rank merge (slowrank_merge, with the wait/transfer split) for 1000 ranks x 100
+ *      synchronised steps vs the pre-split wall-only merge (legacy_merge.c) and one qsort of
+ *      the same 100k step times;
  *   2. daemon memory of the step windows for 1000 ranks (RSS growth) vs the bare store;
  *   3. getStatus fan-out to 64 loopback daemons  vs one daemon (needs argv[1] = dynolog, and
  *      argv[2] = dyno for the whole command; run inside tests/e2e/run_netns.sh so 127.0.0.2-65
@@ -15,6 +17,7 @@
 
 #include "cli/cli_gather.h"
 #include "cli/cmd_steps.h"
+#include "legacy_merge.h"
 #include "cli/hosts.h"
 #include "cli/rpc_client.h"
 #include "contract/cjx.h"
@@ -45,33 +48,46 @@ static int dcmp(const void *a, const void *b)
 static void bench_merge(void)
 {
     enum { R = 1000, S = 100 };
-    struct steps_sample *s = malloc(sizeof(*s) * R * S);
-    struct steps_in_rank *in = calloc(R, sizeof(*in));
+    struct slowrank_sample *s = malloc(sizeof(*s) * R * S);
+    struct slowrank_in *in = calloc(R, sizeof(*in));
     double *w = malloc(sizeof(*w) * R * S);
     for (int r = 0; r < R; r++) {
-        in[r] = (struct steps_in_rank){ "127.0.0.2", r, 1000 + r, 0, &s[r * S], S };
+        in[r] = (struct slowrank_in){ "127.0.0.2", r, 1000 + r, 0, &s[r * S], S };
         for (int k = 0; k < S; k++) {
-            uint64_t c = 12000000 + xr() % 200000, m = 2000000 + xr() % 50000;
-            if (r == 517 && k >= 50)
+            /* synchronised: every rank waits for rank 517's 20 % longer compute from step 51 */
+            uint64_t c = 12000000 + xr() % 200000, t = 2000000, wt = xr() % 500000;
+            bool slow = k >= 50;
+            if (r == 517 && slow)
                 c = c * 12 / 10;
-            s[r * S + k] = (struct steps_sample){ k + 1, c + m + 300000, c, m, 0, 300000 };
+            else if (slow)
+                wt += 2400000;
+            s[r * S + k] = (struct slowrank_sample){ k + 1, 12500000 + t + 300000 + (slow ? 2400000 : 0), c,
+                                                     wt + t, 0, 300000, wt, t };
             w[r * S + k] = (double)s[r * S + k].wall;
         }
     }
-    struct steps_rule rule = STEPS_RULE_DEFAULT;
-    struct steps_result res;
-    double best = 1e9, base = 1e9;
+    struct slowrank_rule rule = SLOWRANK_RULE_DEFAULT;
+    struct slowrank_result res;
+    double best = 1e9, base = 1e9, old = 1e9;
     for (int it = 0; it < 5; it++) {
         double t0 = now_s();
-        steps_merge(in, R, &rule, &res);
+        slowrank_merge(in, R, &rule, &res);
         double t1 = now_s();
         if (t1 - t0 < best)
             best = t1 - t0;
         if (it == 4)
             printf("merge: %zu slow rank(s) found (rank %d, %s)\n", res.nslow,
                    res.nslow ? in[res.slow[0].rank_index].rank : -1,
-                   res.nslow ? steps_cause_name(res.slow[0].cause) : "-");
-        steps_result_fini(&res);
+                   res.nslow ? slowrank_cause_name(res.slow[0].cause) : "-");
+        slowrank_result_fini(&res);
+        t0 = now_s();
+        legacy_merge(in, R, &rule, &res);
+        t1 = now_s();
+        if (t1 - t0 < old)
+            old = t1 - t0;
+        if (it == 4)
+            printf("merge (before the split, wall only): %zu slow rank(s) found\n", res.nslow);
+        slowrank_result_fini(&res);
         double *c = malloc(sizeof(*c) * R * S);
         memcpy(c, w, sizeof(*c) * R * S);
         t0 = now_s();
@@ -81,8 +97,9 @@ static void bench_merge(void)
         if (t1 - t0 < base)
             base = t1 - t0;
     }
-    printf("dyno steps merge, 1000 ranks x 100 steps: %.1f ms (baseline: one qsort of the 100000 step times: %.1f ms)\n",
-           best * 1e3, base * 1e3);
+    printf("dyno steps merge, 1000 ranks x 100 steps, with wait/transfer: %.1f ms (baseline: today's wall-only "
+           "merge: %.1f ms; one qsort of the 100000 step times: %.1f ms)\n",
+           best * 1e3, old * 1e3, base * 1e3);
     free(s);
     free(in);
     free(w);

@@ -42,7 +42,10 @@ MSSIM_API uint64_t mssim_api(const char *name, int level, uint64_t duration_ns);
  * one correlationId. A type not starting with "KERNEL" drops the Kernel record (real library). */
 MSSIM_API uint64_t mssim_launch_kernel(uint32_t stream, const char *name, const char *type,
                                        uint64_t duration_ns);
-/* Communication record + Hccl record (bandWidth = bytes / duration in GB/s). */
+/* Communication record + Hccl record (bandWidth = bytes / duration in GB/s). With
+ * MSSIM_FABRIC_DIR (docs/simulator.md) the call returns once every member of the world has
+ * arrived at this collective; the Communication record spans arrival .. last arrival +
+ * duration (the wait included), the Hccl record the transfer only. */
 MSSIM_API uint64_t mssim_collective(uint32_t stream, const char *name, const char *comm_name,
                                     const char *alg_type, int32_t data_type, uint64_t count,
                                     uint64_t bytes, uint64_t duration_ns);

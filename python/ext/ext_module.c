@@ -13,6 +13,7 @@
 #include "common/strutil.h"
 #include "ext_dynamic.h"
 #include "ext_monitor.h"
+#include "ext_slowrank.h"
 #include "msmon/msmonitor.h"
 
 #define POLL_FIRST_CAP (65536 + 1)
@@ -253,6 +254,7 @@ static PyMethodDef module_methods[] = {
      "set_cluster_config_data(cluster_config): dict[str, str] kept for the session end."},
     {"update_profiler_status", KWFN(f_update_profiler_status), METH_VARARGS | METH_KEYWORDS,
      "update_profiler_status(status): dict[str, str] with profiler_status/current_step/start_step/stop_step."},
+    {"slow_ranks", KWFN(ext_slow_ranks), METH_VARARGS | METH_KEYWORDS, EXT_SLOW_RANKS_DOC},
     {NULL, NULL, 0, NULL},
 };
 

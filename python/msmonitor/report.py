@@ -23,14 +23,10 @@ TIMELINE_CAP = 4000      # events drawn in the step timeline
 TRACE_MAX_BYTES = 256 * 1024 * 1024   # on disk (a .gz may hold more)
 LOG_TAIL_BYTES = 4 * 1024 * 1024
 
-# Slow-rank rule (documented in docs/report.md): a rank with at least SLOW_MIN_STEPS steps is
-# slow when its median step time exceeds, over the OTHER qualifying ranks' medians M and their
-# median absolute deviation MAD, M + max(SLOW_K * 1.4826 * MAD, SLOW_MIN_REL * M). Leaving the
-# rank out keeps one slow rank from widening its own yardstick (and makes 2 ranks work); the
-# relative floor keeps near-identical ranks (MAD ~ 0) from being flagged for noise.
-SLOW_K = 3.0
-SLOW_MIN_REL = 0.10
-SLOW_MIN_STEPS = 5
+# Slow-rank rule: the one of `dyno steps` (src/contract/slowrank.c through the extension's
+# slow_ranks(), docs/cluster.md §4) with its default parameters, on per-step samples built here
+# the way the plugin's step summaries are (docs/report.md).
+SLOW_RULE = {"threshold": 0.10, "mad_k": 3.0, "min_steps": 3, "min_ranks": 3}
 
 MARKER_CONN_BASE = 4000000000
 STEP_RE = re.compile(r"^(?:step |ProfilerStep#)(\d+)$")
@@ -63,6 +59,7 @@ class Rank:
         self.pids = set()
         self.files = []
         self.steps = {}           # step -> [host_ns, device_ns|None, start, end, dev_start, dev_end]
+        self.samples = {}         # step -> (wall, compute, comm, memcpy, host, wait, transfer) ns (DB only)
         self.kernels = {}         # name -> [count, total, min, max]
         self.comm = {}            # (name, group, dtype) -> [count, total, elements, bytes]
         self.hccl = {}            # (name, comm) -> [count, total, bandwidth_sum]
@@ -299,6 +296,11 @@ class Report:
                                d[0] if d else None, d[1] if d else None]
             if db.execute("SELECT 1 FROM MSTX_EVENTS LIMIT 1").fetchone():
                 rk.kinds.add("Marker")
+            if rk.steps:
+                try:
+                    _db_step_samples(db, tables, mstx_id, rk)
+                except sqlite3.Error as e:
+                    self.note(f"{rel}: per-step compute / communication split failed ({e}); step time only.")
         if "COMMUNICATION_OP" in tables:
             for op, grp, dt, n, total, elems, lo, hi in db.execute(
                     "SELECT opType, groupName, dataType, COUNT(*), SUM(endNs - startNs), SUM(count), "
@@ -548,21 +550,33 @@ class Report:
         return [p[1] for p in self.points(rk)]
 
     def slow_ranks(self):
+        """(slow ranks, per-rank verdicts, result) by the shared rule; sets the step basis."""
         self.basis = self.step_basis()
-        meds = {r: _median(self.values(rk)) for r, rk in self.ranks.items() if len(self.values(rk)) >= SLOW_MIN_STEPS}
-        slow = []
-        detail = {}
-        if len(meds) < 2:
-            return slow, detail, meds
-        for r, m in meds.items():
-            others = [v for q, v in meds.items() if q != r]
-            mo = _median(others)
-            mad = _median([abs(v - mo) for v in others])
-            thr = mo + max(SLOW_K * 1.4826 * mad, SLOW_MIN_REL * mo)
-            detail[r] = {"median_ns": m, "others_median_ns": mo, "others_mad_ns": mad, "threshold_ns": thr}
-            if m > thr:
-                slow.append(r)
-        return sorted(slow), detail, meds
+        self.slow_result = None
+        ranks = []
+        for r, rk in sorted(self.ranks.items()):
+            if r is None or not rk.steps:
+                continue
+            rows = []
+            for n in sorted(rk.steps):
+                smp = rk.samples.get(n)
+                if smp is None:
+                    v = rk.steps[n]
+                    lo = min(x for x in (v[2], v[4]) if x is not None)
+                    hi = max(x for x in (v[3], v[5]) if x is not None)
+                    smp = (max(hi - lo, 0), 0, 0, 0, 0, 0, 0)   # JSONL: step time only (the wall rule)
+                rows.append((n,) + tuple(int(x) for x in smp))
+            ranks.append((int(r), rows))
+        if not ranks:
+            return [], {}, None
+        from ._ipcmonitor_C import IPCMonitor_C  # pylint: disable=import-outside-toplevel
+        if IPCMonitor_C is None or not hasattr(IPCMonitor_C, "slow_ranks"):
+            self.note("the IPCMonitor_C extension is not available: no slow-rank verdict.")
+            return [], {}, None
+        res = IPCMonitor_C.slow_ranks(ranks, **SLOW_RULE)
+        self.slow_result = res
+        detail = {s["rank"]: s for s in res["slow"]}
+        return sorted(detail), detail, res
 
     def pick_rank_step(self):
         ranks = sorted(r for r, rk in self.ranks.items() if rk.steps)
@@ -610,6 +624,65 @@ class Report:
             events, capped = events[:TIMELINE_CAP], True
         src = "DB rows" if self.db_paths.get(rank) else "JSONL lines"
         return {"source": src, "window": [lo, hi], "lanes": _lane_list(lanes), "events": events, "capped": capped}
+
+
+def _db_step_samples(db, tables, mstx_id, rk):
+    """Per step, what the plugin's step summary holds (docs/cluster.md §1): the span from the
+    first to the last timestamp of the step range (host or device part), and the device
+    activity starting inside it — kernels, Communication (whole op), Hccl (transfer), memcpy +
+    memset — summed per class, wait = Communication − Hccl where both exist, host = the span
+    not covered by any activity. One streaming pass over the tables in start order."""
+    import heapq  # pylint: disable=import-outside-toplevel
+    spans = []
+    for n, v in rk.steps.items():
+        lo = min(x for x in (v[2], v[4]) if x is not None)
+        hi = max(x for x in (v[3], v[5]) if x is not None)
+        if hi > lo:
+            spans.append((lo, hi, n))
+    spans.sort()
+    if not spans:
+        return
+    first, last = spans[0][0], max(sp[1] for sp in spans)
+    queries = []
+    if "TASK" in tables and "COMPUTE_TASK_INFO" in tables:
+        queries.append(("SELECT t.startNs, t.endNs, 0 FROM TASK t JOIN COMPUTE_TASK_INFO c ON "
+                        "c.globalTaskId = t.globalTaskId WHERE t.startNs >= ? AND t.startNs < ? ORDER BY 1", ()))
+    elif "TASK" in tables:
+        queries.append(("SELECT startNs, endNs, 0 FROM TASK WHERE startNs >= ? AND startNs < ? AND taskType IS NOT ? "
+                        "ORDER BY 1", (mstx_id,)))
+    for table, cls in (("COMMUNICATION_OP", 1), ("MSMONITOR_MEMCPY", 2), ("MSMONITOR_MEMSET", 2),
+                       ("MSMONITOR_HCCL", 3)):
+        if table in tables:
+            queries.append((f"SELECT startNs, endNs, {cls} FROM {table} WHERE startNs >= ? AND startNs < ? "
+                            "ORDER BY 1", ()))
+    streams = [db.execute(q, (first, last) + extra) for q, extra in queries]
+    acc = {}
+    i = 0
+    for a, b, cls in heapq.merge(*streams):
+        while i < len(spans) and spans[i][1] <= a:
+            i += 1
+        if i == len(spans):
+            break
+        lo, hi, n = spans[i]
+        if a < lo or b is None:
+            continue
+        b = min(b, hi)
+        if b <= a:
+            continue
+        st = acc.setdefault(n, [0, 0, 0, 0, 0, None, None])   # 4 class sums, covered, open union
+        st[cls] += b - a
+        if st[5] is not None and a <= st[6]:
+            st[6] = max(st[6], b)
+        else:
+            if st[5] is not None:
+                st[4] += st[6] - st[5]
+            st[5], st[6] = a, b
+    for lo, hi, n in spans:
+        st = acc.get(n, [0, 0, 0, 0, 0, None, None])
+        covered = st[4] + (st[6] - st[5] if st[5] is not None else 0)
+        comm = st[1] or st[3]
+        transfer = st[3] if st[1] and st[3] and st[3] < st[1] else comm
+        rk.samples[n] = (hi - lo, st[0], comm, st[2], max(hi - lo - covered, 0), comm - transfer, transfer)
 
 
 def _median(xs):
@@ -1043,7 +1116,7 @@ def _section_header(pg):
 
 def _section_steps(pg):
     """Step time per rank: the series (capped), the slow-rank verdict and its table."""
-    slow, detail, _ = pg.rep.slow_ranks()
+    slow, detail, res = pg.rep.slow_ranks()
     steps = {}
     series = []
     ranked = sorted((r for r, rk in pg.rep.ranks.items() if rk.steps), key=lambda r: (r not in slow, r))
@@ -1066,8 +1139,8 @@ def _section_steps(pg):
     pg.data["steps"] = steps
     pg.data["step_basis"] = pg.rep.basis
     pg.data["slow_ranks"] = slow
-    pg.data["slow_rule"] = {"k": SLOW_K, "min_rel": SLOW_MIN_REL, "min_steps": SLOW_MIN_STEPS,
-                            "detail": {str(r): v for r, v in detail.items()}}
+    pg.data["slow_rule"] = dict(SLOW_RULE, detail={str(r): v for r, v in detail.items()},
+                                judged_steps=res["judged_steps"] if res else 0)
 
     pg.parts.append("<h2>Step time per rank</h2>")
     if series:
@@ -1079,18 +1152,22 @@ def _section_steps(pg):
         for r in ranked:
             st = steps[str(r)]
             dm = st["device_median_ns"]
+            d = detail.get(r)
+            verdict = (f"{d['cause']} since step {d['since_step']}, costs the job {d['cost_ms']:.2f} ms/step"
+                       if d else "—")
             rows.append((f"rank {r}" + (" — SLOW" if r in slow else ""), st["n"], _fmt_ns(st["host_median_ns"]),
-                         _fmt_ns(dm) if dm is not None else "—",
-                         _fmt_ns(detail[r]["threshold_ns"]) if r in detail else "—"))
-        pg.parts.append(_table(["rank", "steps", "median step (host)", "median step (device)", "slow threshold"],
-                               rows, numeric=(1, 2, 3, 4)))
+                         _fmt_ns(dm) if dm is not None else "—", verdict))
+        pg.parts.append(_table(["rank", "steps", "median step (host)", "median step (device)", "slow: cause"],
+                               rows, numeric=(1, 2, 3)))
         basis = ("device span of the <code>step N</code> marker (device start to device end of the range)"
                  if pg.rep.basis == "device" else "host duration of the <code>step N</code> marker range "
                  "(not every step has a device part)")
         pg.parts.append(f'<p class="muted">Step time drawn = {basis}. '
-                        f'Slow rule: a rank with ≥ {SLOW_MIN_STEPS} steps is slow when its median step time exceeds '
-                        f'M + max({SLOW_K:g}·1.4826·MAD, {SLOW_MIN_REL:.0%}·M), M and MAD being the median '
-                        f'and median absolute deviation of the other ranks\' medians.'
+                        f'Slow rule: the one of <code>dyno steps</code> (docs/cluster.md §4): per step judged '
+                        f'when ≥ {SLOW_RULE["min_ranks"]} ranks have it, a rank\'s wall time, or its compute, '
+                        f'host or transfer time, above the ranks\' median by more than '
+                        f'{SLOW_RULE["threshold"]:.0%} of the step and {SLOW_RULE["mad_k"]:g}·1.4826·MAD, on the '
+                        f'newest {SLOW_RULE["min_steps"]}+ consecutive judged steps, at a cost to the job.'
                         + (f' <span class="slow">Slow: {esc(", ".join("rank " + str(r) for r in slow))}.</span>'
                            if slow else " No slow rank.") + "</p>")
     else:

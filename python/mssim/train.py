@@ -113,6 +113,9 @@ def launch(args):
         env = dict(os.environ)
         env.update({"RANK": str(args.rank_offset + r), "LOCAL_RANK": str(r),
                     "WORLD_SIZE": str(args.world_size or args.ranks)})
+        if args.fabric_dir:
+            # synchronised all-reduces across every rank of the job (docs/simulator.md)
+            env["MSSIM_FABRIC_DIR"] = args.fabric_dir
         env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
         argv = [sys.executable, "-m", "mssim.train", "--worker", "--steps", str(args.steps)]
         if args.rate is not None:
@@ -153,6 +156,9 @@ def main(argv=None):
     ap.add_argument("--slow-kind", choices=sorted(_SLOW_KINDS), default="compute",
                     help="compute: longer kernels; communication: longer all-reduce; "
                          "host: a host-side stall with an idle device")
+    ap.add_argument("--fabric-dir", default=None,
+                    help="shared directory of the job's rendezvous: the ranks' all-reduces wait for the slowest "
+                         "rank (MSSIM_FABRIC_DIR, docs/simulator.md); default: unsynchronised")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if not 1 <= args.ranks <= 64:
@@ -161,6 +167,8 @@ def main(argv=None):
         ap.error(f"--steps {args.steps}: must be 0..4294967295")
     if args.rate is not None and not 0 <= args.rate <= 1e6:
         ap.error(f"--rate {args.rate}: must be 0..1000000")
+    if args.fabric_dir is not None and not os.path.isdir(args.fabric_dir):
+        ap.error(f"--fabric-dir {args.fabric_dir}: not a directory")
     if args.rank_offset < 0:
         ap.error(f"--rank-offset {args.rank_offset}: must be >= 0")
     if args.slow_rank is not None and args.slow_rank < 0:

@@ -21,174 +21,6 @@
 #include "common/log.h"
 #include "common/strutil.h"
 
-const char *steps_cause_name(enum steps_cause c)
-{
-    return c == STEPS_CAUSE_COMPUTE ? "compute" : c == STEPS_CAUSE_COMMUNICATION ? "communication" : "host";
-}
-
-/* ---------- the merge ---------- */
-
-struct flat {
-    int64_t step;
-    uint32_t ri;
-    uint32_t si;
-};
-
-struct judged {
-    bool judged, slow;
-    double ratio;
-    double excess[3];
-};
-
-static int flat_cmp(const void *x, const void *y)
-{
-    const struct flat *a = x, *b = y;
-    if (a->step != b->step)
-        return a->step < b->step ? -1 : 1;
-    return a->ri < b->ri ? -1 : a->ri > b->ri;
-}
-
-static int dbl_cmp(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
-/* Median of v[0..n) (sorts v). */
-static double median(double *v, size_t n)
-{
-    qsort(v, n, sizeof(*v), dbl_cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-void steps_result_fini(struct steps_result *r)
-{
-    free(r->slow);
-    r->slow = NULL;
-    r->nslow = 0;
-}
-
-int steps_merge(const struct steps_in_rank *in, size_t n, const struct steps_rule *rule, struct steps_result *ret)
-{
-    size_t total = 0, *off = NULL, nj = 0;
-    struct flat *all = NULL;
-    struct judged *jd = NULL;
-    double *tmp = NULL, *walls = NULL;
-    int rc = -ENOMEM;
-
-    memset(ret, 0, sizeof(*ret));
-    ret->ranks = n;
-    ret->first_step = ret->last_step = -1;
-    off = calloc(n + 1, sizeof(*off));
-    if (!off)
-        goto out;
-    for (size_t i = 0; i < n; i++) {
-        off[i] = total;
-        total += in[i].n;
-    }
-    off[n] = total;
-    all = malloc((total ? total : 1) * sizeof(*all));
-    jd = calloc(total ? total : 1, sizeof(*jd));
-    tmp = malloc((n ? n : 1) * 4 * sizeof(*tmp));
-    walls = malloc((total ? total : 1) * sizeof(*walls));
-    ret->slow = calloc(n ? n : 1, sizeof(*ret->slow));
-    if (!all || !jd || !tmp || !walls || !ret->slow)
-        goto out;
-    for (size_t i = 0, k = 0; i < n; i++)
-        for (size_t j = 0; j < in[i].n; j++, k++)
-            all[k] = (struct flat){ in[i].s[j].step, (uint32_t)i, (uint32_t)j };
-    qsort(all, total, sizeof(*all), flat_cmp);
-
-    /* Per step: medians over the ranks that have it, then each rank's verdict. */
-    for (size_t a = 0; a < total;) {
-        size_t b = a;
-        while (b < total && all[b].step == all[a].step)
-            b++;
-        size_t g = b - a;
-        if (g >= rule->min_ranks && g >= 1) {
-            double *w = tmp, *c = tmp + g, *m = tmp + 2 * g, *h = tmp + 3 * g;
-            for (size_t k = 0; k < g; k++) {
-                const struct steps_sample *s = &in[all[a + k].ri].s[all[a + k].si];
-                w[k] = (double)s->wall;
-                c[k] = (double)(s->compute + s->memcpy);
-                m[k] = (double)s->comm;
-                h[k] = (double)s->host;
-            }
-            double med = median(w, g), medc = median(c, g), medm = median(m, g), medh = median(h, g);
-            for (size_t k = 0; k < g; k++) {
-                const struct steps_sample *s = &in[all[a + k].ri].s[all[a + k].si];
-                w[k] = fabs((double)s->wall - med);
-            }
-            double mad = median(w, g);
-            for (size_t k = 0; k < g; k++) {
-                const struct steps_sample *s = &in[all[a + k].ri].s[all[a + k].si];
-                struct judged *j = &jd[off[all[a + k].ri] + all[a + k].si];
-                double wall = (double)s->wall;
-                j->judged = true;
-                j->ratio = med > 0 ? wall / med : 1;
-                j->slow = wall > med * (1 + rule->threshold) && wall - med > rule->mad_k * 1.4826 * mad;
-                j->excess[0] = ((double)(s->compute + s->memcpy) - medc) / 1e6;
-                j->excess[1] = ((double)s->comm - medm) / 1e6;
-                j->excess[2] = ((double)s->host - medh) / 1e6;
-                walls[nj++] = wall;
-            }
-            if (ret->first_step < 0)
-                ret->first_step = all[a].step;
-            ret->last_step = all[a].step;
-            ret->judged_steps++;
-        }
-        a = b;
-    }
-    if (nj) {
-        qsort(walls, nj, sizeof(*walls), dbl_cmp);
-        ret->median_ms = (nj % 2 ? walls[nj / 2] : (walls[nj / 2 - 1] + walls[nj / 2]) / 2) / 1e6;
-        size_t p = (size_t)ceil(0.99 * (double)nj);
-        ret->p99_ms = walls[(p ? p : 1) - 1] / 1e6;
-        ret->max_ms = walls[nj - 1] / 1e6;
-    }
-
-    /* Per rank: the run of slow judged steps that ends at its newest judged step. */
-    for (size_t i = 0; i < n; i++) {
-        struct steps_slow sl = { .rank_index = i, .since_step = -1, .last_step = -1 };
-        double ratio = 0, ex[3] = { 0, 0, 0 };
-        for (size_t j = in[i].n; j-- > 0;) {
-            const struct judged *x = &jd[off[i] + j];
-            if (!x->judged)
-                continue;
-            if (!x->slow)
-                break;
-            if (sl.last_step < 0)
-                sl.last_step = in[i].s[j].step;
-            sl.since_step = in[i].s[j].step;
-            sl.run++;
-            ratio += x->ratio;
-            for (int k = 0; k < 3; k++)
-                ex[k] += x->excess[k];
-        }
-        if (sl.run < rule->min_steps || sl.run == 0)
-            continue;
-        sl.ratio = ratio / sl.run;
-        int best = 0;
-        for (int k = 0; k < 3; k++) {
-            sl.excess_ms[k] = ex[k] / sl.run;
-            if (sl.excess_ms[k] > sl.excess_ms[best])
-                best = k;
-        }
-        sl.cause = (enum steps_cause)best;
-        ret->slow[ret->nslow++] = sl;
-    }
-    rc = 0;
-out:
-    if (rc < 0)
-        steps_result_fini(ret);
-    free(off);
-    free(all);
-    free(jd);
-    free(tmp);
-    free(walls);
-    return rc;
-}
-
 /* ---------- the command ---------- */
 
 static const struct cli_flag steps_flags[] = {
@@ -205,7 +37,7 @@ static const struct cli_flag steps_flags[] = {
 };
 
 struct steps_opts {
-    struct steps_rule rule;
+    struct slowrank_rule rule;
     int64_t count, interval_s, last;
     bool json, watch;
 };
@@ -216,7 +48,7 @@ static int parse_opts(const struct cli_args *a, struct steps_opts *o, char *err,
     int64_t i;
     double d;
 
-    o->rule = (struct steps_rule)STEPS_RULE_DEFAULT;
+    o->rule = (struct slowrank_rule)SLOWRANK_RULE_DEFAULT;
     o->json = cli_flags_bool(a, "json");
     o->watch = cli_flags_bool(a, "watch");
     if (cli_val_i64("count", cli_flags_get(a, "count"), 0, INT32_MAX, "Must be a non-negative integer", &o->count,
@@ -272,8 +104,8 @@ static uint64_t u64_of(const cJSON *v)
 }
 
 /* The ranks of all replies as merge input. Samples are owned by *ret_samples. */
-static int collect(const struct cli_reply *r, size_t nh, struct steps_in_rank **ret_in, size_t *ret_n,
-                   struct steps_sample **ret_samples)
+static int collect(const struct cli_reply *r, size_t nh, struct slowrank_in **ret_in, size_t *ret_n,
+                   struct slowrank_sample **ret_samples)
 {
     size_t nr = 0, ns = 0;
     const cJSON *rk, *row;
@@ -284,8 +116,8 @@ static int collect(const struct cli_reply *r, size_t nh, struct steps_in_rank **
             ns += (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(rk, "steps"));
         }
     }
-    struct steps_in_rank *in = calloc(nr ? nr : 1, sizeof(*in));
-    struct steps_sample *s = calloc(ns ? ns : 1, sizeof(*s));
+    struct slowrank_in *in = calloc(nr ? nr : 1, sizeof(*in));
+    struct slowrank_sample *s = calloc(ns ? ns : 1, sizeof(*s));
     if (!in || !s) {
         free(in);
         free(s);
@@ -295,7 +127,7 @@ static int collect(const struct cli_reply *r, size_t nh, struct steps_in_rank **
     for (size_t i = 0; i < nh; i++) {
         const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(r[i].json, "ranks");
         cJSON_ArrayForEach(rk, ranks) {
-            struct steps_in_rank *x = &in[k++];
+            struct slowrank_in *x = &in[k++];
             const cJSON *f;
             x->host = r[i].host;
             f = cJSON_GetObjectItemCaseSensitive(rk, "rank");
@@ -306,10 +138,11 @@ static int collect(const struct cli_reply *r, size_t nh, struct steps_in_rank **
             x->job = cli_json_i64(f, INT64_MIN, INT64_MAX, 0);
             x->s = &s[q];
             cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(rk, "steps")) {
-                /* columns: step, start_ns, wall_ns, compute_ns, comm_ns, memcpy_ns, host_ns */
+                /* columns: step, start_ns, wall_ns, compute_ns, comm_ns, memcpy_ns, host_ns
+                 * [, wait_ns, transfer_ns] (an older daemon sends the first seven) */
                 if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) < 7 || !cJSON_IsNumber(row->child))
                     continue;
-                struct steps_sample *y = &s[q];
+                struct slowrank_sample *y = &s[q];
                 const cJSON *c = row->child;
                 y->step = cli_json_i64(c, INT64_MIN, INT64_MAX, 0);
                 c = c->next->next;
@@ -317,7 +150,16 @@ static int collect(const struct cli_reply *r, size_t nh, struct steps_in_rank **
                 y->compute = u64_of(c = c->next);
                 y->comm = u64_of(c = c->next);
                 y->memcpy = u64_of(c = c->next);
-                y->host = u64_of(c->next);
+                y->host = u64_of(c = c->next);
+                y->transfer = y->comm;
+                if (c->next && c->next->next) {
+                    y->wait = u64_of(c->next);
+                    y->transfer = u64_of(c->next->next);
+                    if (y->wait > y->comm || y->transfer > y->comm) {
+                        y->wait = 0; /* inconsistent: no split */
+                        y->transfer = y->comm;
+                    }
+                }
                 q++;
                 x->n++;
             }
@@ -330,7 +172,7 @@ static int collect(const struct cli_reply *r, size_t nh, struct steps_in_rank **
 }
 
 static void print_view(const struct steps_opts *o, const struct cli_targets *t, const struct cli_reply *r,
-                       const struct steps_in_rank *in, const struct steps_result *res, FILE *out)
+                       const struct slowrank_in *in, const struct slowrank_result *res, FILE *out)
 {
     size_t nfail = 0;
     for (size_t i = 0; i < t->hosts->n; i++)
@@ -354,10 +196,12 @@ static void print_view(const struct steps_opts *o, const struct cli_targets *t, 
         cJSON_AddNumberToObject(rule, "threshold", o->rule.threshold);
         cJSON *sr = cJSON_AddArrayToObject(root, "slow_ranks");
         for (size_t i = 0; i < res->nslow; i++) {
-            const struct steps_slow *s = &res->slow[i];
-            const struct steps_in_rank *x = &in[s->rank_index];
+            const struct slowrank_slow *s = &res->slow[i];
+            const struct slowrank_in *x = &in[s->rank_index];
             cJSON *e = cJSON_CreateObject(), *ex;
-            cJSON_AddStringToObject(e, "cause", steps_cause_name(s->cause));
+            cJSON_AddStringToObject(e, "cause", slowrank_cause_name(s->cause));
+            cJSON_AddNumberToObject(e, "cost_ms", round(s->cost_ms * 1000) / 1000);
+            cJSON_AddNumberToObject(e, "cost_to_step", (double)s->cost_last_step);
             ex = cJSON_AddObjectToObject(e, "excess_ms");
             cJSON_AddNumberToObject(ex, "communication", s->excess_ms[1]);
             cJSON_AddNumberToObject(ex, "compute", s->excess_ms[0]);
@@ -409,14 +253,14 @@ static void print_view(const struct steps_opts *o, const struct cli_targets *t, 
     }
     fprintf(out, "slow ranks: %zu\n", res->nslow);
     if (res->nslow)
-        fprintf(out, "%-24s %6s %8s %8s %6s %-13s %s\n", "HOST", "RANK", "PID", "SINCE", "RATIO", "CAUSE",
-                "EXCESS (compute/comm/host ms)");
+        fprintf(out, "%-24s %6s %8s %8s %6s %-13s %9s %s\n", "HOST", "RANK", "PID", "SINCE", "RATIO", "CAUSE",
+                "COST_MS", "EXCESS (compute/transfer/host ms)");
     for (size_t i = 0; i < res->nslow; i++) {
-        const struct steps_slow *s = &res->slow[i];
-        const struct steps_in_rank *x = &in[s->rank_index];
-        fprintf(out, "%-24s %6d %8d %8lld %6.2f %-13s %+.2f/%+.2f/%+.2f\n", x->host, x->rank, x->pid,
-                (long long)s->since_step, s->ratio, steps_cause_name(s->cause), s->excess_ms[0], s->excess_ms[1],
-                s->excess_ms[2]);
+        const struct slowrank_slow *s = &res->slow[i];
+        const struct slowrank_in *x = &in[s->rank_index];
+        fprintf(out, "%-24s %6d %8d %8lld %6.2f %-13s %9.2f %+.2f/%+.2f/%+.2f\n", x->host, x->rank, x->pid,
+                (long long)s->since_step, s->ratio, slowrank_cause_name(s->cause), s->cost_ms, s->excess_ms[0],
+                s->excess_ms[1], s->excess_ms[2]);
     }
     fflush(out);
 }
@@ -426,9 +270,9 @@ static int one_view(const struct steps_opts *o, struct cmd_req *req, const struc
 {
     size_t nh = t->hosts->n, nr = 0;
     struct cli_reply *r = calloc(nh, sizeof(*r));
-    struct steps_in_rank *in = NULL;
-    struct steps_sample *samples = NULL;
-    struct steps_result res = { 0 };
+    struct slowrank_in *in = NULL;
+    struct slowrank_sample *samples = NULL;
+    struct slowrank_result res = { 0 };
     int rc = -ENOMEM;
 
     /* each view of --watch gets the whole --timeout-s (docs/cli.md) */
@@ -444,14 +288,14 @@ static int one_view(const struct steps_opts *o, struct cmd_req *req, const struc
         }
         *ret_failed |= r[i].failed;
     }
-    if (collect(r, nh, &in, &nr, &samples) < 0 || steps_merge(in, nr, &o->rule, &res) < 0)
+    if (collect(r, nh, &in, &nr, &samples) < 0 || slowrank_merge(in, nr, &o->rule, &res) < 0)
         goto out;
     print_view(o, t, r, in, &res, out);
     rc = 0;
 out:
     if (rc < 0)
         fprintf(errf, "error: out of memory merging the step windows\n");
-    steps_result_fini(&res);
+    slowrank_result_fini(&res);
     free(in);
     free(samples);
     if (r)

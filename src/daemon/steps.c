@@ -75,6 +75,13 @@ static int parse_row(const cJSON *o, struct steps_row *r)
         get_u64(o, "compute", &r->compute_ns) || get_u64(o, "comm", &r->comm_ns) ||
         get_u64(o, "memcpy", &r->memcpy_ns) || get_u64(o, "host", &r->host_ns))
         return -EINVAL;
+    /* the split came later: a summary without it is all transfer */
+    r->wait_ns = 0;
+    r->transfer_ns = r->comm_ns;
+    if ((cjx_get(o, "wait") && get_u64(o, "wait", &r->wait_ns)) ||
+        (cjx_get(o, "transfer") && get_u64(o, "transfer", &r->transfer_ns)) ||
+        r->wait_ns > r->comm_ns || r->transfer_ns > r->comm_ns)
+        return -EINVAL;
     return 0;
 }
 
@@ -143,7 +150,7 @@ static bool put_row(struct win *w, const struct steps_row *row)
  * record's job/pid/rank labels; values in ns like the other duration families. */
 static void emit(struct data_router *dr, const struct steps_row *r, const struct steps_rank *who, uint64_t wall_ns)
 {
-    struct sink_kv kv[7];
+    struct sink_kv kv[9];
     size_t n = 0;
 #define U(k, v) kv[n++] = (struct sink_kv){ .key = k, .type = SINK_UINT, .u = (v) }
     kv[n++] = (struct sink_kv){ .key = "msmonitor_step", .type = SINK_INT, .i = r->step };
@@ -151,6 +158,8 @@ static void emit(struct data_router *dr, const struct steps_row *r, const struct
     U("msmonitor_step_compute_ns", r->compute_ns);
     U("msmonitor_step_host_ns", r->host_ns);
     U("msmonitor_step_memcpy_ns", r->memcpy_ns);
+    U("msmonitor_step_transfer_ns", r->transfer_ns);
+    U("msmonitor_step_wait_ns", r->wait_ns);
     U("msmonitor_step_wall_ns", r->wall_ns);
     U("timestamp", r->start_ns);
 #undef U

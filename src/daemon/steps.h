@@ -19,6 +19,7 @@ struct data_router;
 struct steps_row {
     int64_t step;
     uint64_t start_ns, wall_ns, compute_ns, comm_ns, memcpy_ns, host_ns;
+    uint64_t wait_ns, transfer_ns; /* comm split (docs/cluster.md §1); older plugins: 0, comm */
 };
 
 /* One (job, rank) window as copied out by steps_snapshot. */

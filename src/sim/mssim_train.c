@@ -28,6 +28,8 @@ struct flag {
 /* One sorted table drives parsing and --help. */
 static const struct flag flags[] = {
     {"--device", F_U32, "device id of the workload (default: LOCAL_RANK, RANK % MSSIM_DEVICES, 0)"},
+    {"--fabric-dir", F_PATH, "synchronise the all-reduce with the job's other ranks through this shared directory "
+                             "(MSSIM_FABRIC_DIR; world size WORLD_SIZE; docs/simulator.md)"},
     {"--help", F_HELP, "print this help"},
     {"--layers", F_U32, "transformer layers, at most 1024 (default 4)"},
     {"--no-comm", F_OFF, "do not emit the gradient all-reduce"},
@@ -93,6 +95,10 @@ static int apply(struct opts *o, const char *name, const char *val)
         o->cfg.slow_kind = k;
     } else if (strcmp(name, "--with-plugin") == 0) {
         o->plugin = val;
+    } else if (strcmp(name, "--fabric-dir") == 0) {
+        /* read by the simulator at the first collective */
+        if (!*val || setenv("MSSIM_FABRIC_DIR", val, 1) != 0)
+            goto bad;
     } else if (strcmp(name, "--ready-file") == 0) {
         o->ready_file = val;
     }

@@ -15,6 +15,7 @@
 #include "sim/sim_core.h"
 #include "sim/sim_dev.h"
 #include "sim/sim_dump.h"
+#include "sim/sim_fabric.h"
 #include "sim/sim_intern.h"
 #include "sim/sim_mspti.h"
 
@@ -231,8 +232,23 @@ SIM_EXPORT uint64_t mssim_collective(uint32_t stream, const char *name, const ch
     if (cbid)
         sim_callback(MSPTI_CB_DOMAIN_HCCL, cbid, MSPTI_API_ENTER, iname);
     uint64_t t = mssim_now_ns();
-    uint64_t start = sim_dev_place(dev, stream, t + sim_knobs()->launch_latency_ns, duration_ns, true);
-    uint64_t end = start + duration_ns;
+    uint64_t start, end, xfer_start;
+    if (sim_fabric_on()) {
+        /* Synchronised (docs/simulator.md): this rank arrives when its stream reaches the
+         * collective; the data moves once the last member has arrived, so the wait is inside
+         * the Communication record and the Hccl record covers the transfer only. */
+        uint64_t last = 0;
+        start = sim_dev_place(dev, stream, t + sim_knobs()->launch_latency_ns, 0, false);
+        if (sim_fabric_arrive(icomm, start, duration_ns, &last) != 0 || last < start)
+            last = start;
+        xfer_start = last;
+        end = last + duration_ns;
+        (void)sim_dev_place(dev, stream, start, end - start, true);
+    } else {
+        start = sim_dev_place(dev, stream, t + sim_knobs()->launch_latency_ns, duration_ns, true);
+        xfer_start = start;
+        end = start + duration_ns;
+    }
     if (sim_subscribed() && sim_kind_produces(MSPTI_ACTIVITY_KIND_COMMUNICATION)) {
         msptiActivityCommunication r = {.kind = MSPTI_ACTIVITY_KIND_COMMUNICATION, .dataType = data_type,
                                         .count = count, .start = start, .end = end, .algType = ialg,
@@ -242,7 +258,7 @@ SIM_EXPORT uint64_t mssim_collective(uint32_t stream, const char *name, const ch
         submit_dev(dev, end, &r, sizeof(r));
     }
     if (sim_subscribed() && sim_kind_produces(MSPTI_ACTIVITY_KIND_HCCL)) {
-        msptiActivityHccl r = {.kind = MSPTI_ACTIVITY_KIND_HCCL, .start = start, .end = end,
+        msptiActivityHccl r = {.kind = MSPTI_ACTIVITY_KIND_HCCL, .start = xfer_start, .end = end,
                                .bandWidth = duration_ns ? (double)bytes / (double)duration_ns : 0.0,
                                .name = iname, .commName = icomm};
         r.ds.deviceId = dev;

@@ -12,6 +12,7 @@
 #include "common/strutil.h"
 #include "sim/sim_core.h"
 #include "sim/sim_dev.h"
+#include "sim/sim_fabric.h"
 
 #define MIB (1024ull * 1024ull)
 
@@ -275,8 +276,15 @@ SIM_EXPORT int mssim_workload_run(const struct mssim_workload_cfg *cfg)
         done++;
         if (cfg->on_step_end)
             cfg->on_step_end(done, cfg->arg);
-        if (cfg->steps_per_s > 0)
+        if (cfg->steps_per_s > 0 && sim_fabric_on()) {
+            /* Synchronised ranks pace to one wall-clock grid: their steps end together, so
+             * they all start the next one at the same tick, as a real job's ranks would. */
+            uint64_t period = (uint64_t)(1e9 / cfg->steps_per_s);
+            if (period > 0)
+                sleep_until((mssim_now_ns() / period + 1) * period);
+        } else if (cfg->steps_per_s > 0) {
             sleep_until(step_start + (uint64_t)(1e9 / cfg->steps_per_s));
+        }
     }
     g_stop = 0;
     return (int)(done > INT32_MAX ? INT32_MAX : done);

@@ -1,7 +1,9 @@
 """The per-rank step series in Prometheus (docs/cluster.md §2): 4 daemons as 4 hosts with
-their /metrics, 2 simulated ranks each, one rank 20 % slower in compute; the real Prometheus
-scrapes them and evaluates the documented alert rule (window and `for` shortened), which
-fires for exactly that rank. Skipped where the daemon has no Prometheus exposition."""
+their /metrics, 2 simulated ranks each, SYNCHRONISED through the simulator's fabric (every
+rank's wall time is the same), one rank 20 % slower in compute; the real Prometheus scrapes
+them and evaluates the documented alert rule on the wall-less-wait series (window and `for`
+shortened), which fires for exactly that rank. Skipped where the daemon has no Prometheus
+exposition."""
 import json
 import os
 import subprocess
@@ -17,9 +19,10 @@ RULE = """groups:
   rules:
   - alert: MsmonitorSlowRank
     expr: |
-      avg_over_time(msmonitor_step_wall_ns[10s])
+      (avg_over_time(msmonitor_step_wall_ns[10s]) - avg_over_time(msmonitor_step_wait_ns[10s]))
         > on(job) group_left()
-      1.10 * quantile by (job) (0.5, avg_over_time(msmonitor_step_wall_ns[10s]))
+      1.10 * quantile by (job) (0.5,
+        avg_over_time(msmonitor_step_wall_ns[10s]) - avg_over_time(msmonitor_step_wait_ns[10s]))
     for: 3s
 """
 
@@ -37,9 +40,12 @@ def test_alert_rule_fires_for_the_slow_rank(tmp_path):
                               "--prometheus_port", str(pport)], port=port)
             d.wait_log("prometheus: serving /metrics")
             daemons.append(d)
+        fabric = tmp_path / "fabric"
+        fabric.mkdir()
         for r in range(HOSTS * 2):
             d = daemons[r // 2]
-            env = d.client_env(MSMONITOR_USE_DAEMON=1, MSMONITOR_NATIVE_POLL=1, RANK=r,
+            env = d.client_env(MSMONITOR_USE_DAEMON=1, MSMONITOR_NATIVE_POLL=1, RANK=r, WORLD_SIZE=HOSTS * 2,
+                               MSSIM_FABRIC_DIR=str(fabric), MSSIM_CHECK_PRELOAD=0,
                                MSMONITOR_MSPTI_LIB=binpath("libmspti.so"))
             argv = [binpath("mssim-train"), "--with-plugin", binpath("libmsmonitor.so"), "--steps", "0", "--rate", "10",
                     "--slow-rank", "5", "--slow-factor", "1.2", "--slow-from-step", "1", "--slow-kind", "compute"]
@@ -56,7 +62,7 @@ def test_alert_rule_fires_for_the_slow_rank(tmp_path):
         wait_until(all_polling, 60, "every rank polling", diag=lambda: last["r"].stdout + last["r"].stderr,
                    interval=0.3)
         r = subprocess.run(dyno + ["npu-monitor", "--npu-monitor-start", "--mspti-activity-kind",
-                                   "Kernel,Marker,Communication", "--report-interval-s", "1"],
+                                   "Kernel,Marker,Communication,Hccl", "--report-interval-s", "1"],
                            capture_output=True, text=True, timeout=60)
         assert r.stdout.count('"commandStatus":"effective"') == HOSTS, r.stdout + r.stderr
         pdir = tempfile.mkdtemp(prefix="mmp")
@@ -71,6 +77,9 @@ def test_alert_rule_fires_for_the_slow_rank(tmp_path):
                     "      - targets: [" + ", ".join(f"'{a}:{pport}'" for a in addrs) + "]\n")
         prom.start()
         res = prom.wait_query('count(msmonitor_step_wall_ns)', pred=lambda x: x and int(x[0]["value"][1]) == 2 * HOSTS)
+        # synchronised: the others wait for the slow rank inside the collective
+        waits = prom.wait_query('max(msmonitor_step_wait_ns)', pred=lambda x: x and float(x[0]["value"][1]) > 0)
+        assert waits
         firing = prom.wait_query('ALERTS{alertname="MsmonitorSlowRank",alertstate="firing"}', timeout=90)
         prom.wait_rule_evaluations(3)   # later evaluations must not flag another rank
         firing = prom.query('ALERTS{alertname="MsmonitorSlowRank",alertstate="firing"}')

@@ -395,8 +395,9 @@ def _synthetic_ranks(d, n, slow, factor, steps=8):
 
 
 def test_report_slow_rule_small_runs(tmp_path):
-    """2 ranks: 1.3x is slow, 1.05x is not (the 10 % floor); 4 even ranks: none; 4 steps: too few."""
-    cases = [(2, 1.3, 8, [1]), (2, 1.05, 8, []), (4, 1.0, 8, []), (2, 2.0, 4, [])]
+    """The rule of dyno steps: 3 ranks: 1.3x is slow, 1.05x is not (the 10 % floor); 4 even ranks:
+    none; 2 slow steps: too few (3 consecutive needed); 2 ranks: no step is judged (3 needed)."""
+    cases = [(3, 1.3, 8, [1]), (3, 1.05, 8, []), (4, 1.0, 8, []), (3, 2.0, 2, []), (2, 2.0, 8, [])]
     for i, (n, factor, steps, want) in enumerate(cases):
         d = tmp_path / f"c{i}"
         d.mkdir()

@@ -14,7 +14,7 @@
 #include "common/strutil.h"
 
 #define DGRAM_MAX 4096
-#define ROWS_PER_DGRAM 24 /* ~140 bytes a row: well inside one datagram */
+#define ROWS_PER_DGRAM 20 /* ~160 bytes a row: well inside one datagram */
 
 struct sstep {
     int64_t step;
@@ -135,7 +135,7 @@ void stepsum_feed(struct stepsum *s, const struct pl_batch *b)
             st = r->u.comm.start, en = r->u.comm.end, cls = 1;
             break;
         case MON_KIND_HCCL:
-            st = r->u.hccl.start, en = r->u.hccl.end, cls = 1;
+            st = r->u.hccl.start, en = r->u.hccl.end, cls = 3;
             break;
         case MON_KIND_MEMCPY:
             st = r->u.memcpy.start, en = r->u.memcpy.end, cls = 2;
@@ -193,7 +193,7 @@ static size_t lower_bound(const struct stepsum_iv *ivs, size_t n, uint64_t t)
 
 void stepsum_compute(const struct stepsum_iv *ivs, size_t n, uint64_t s, uint64_t e, struct stepsum_row *ret)
 {
-    uint64_t sums[3] = { 0, 0, 0 }, covered = 0, cur_s = 0, cur_e = 0;
+    uint64_t sums[4] = { 0, 0, 0, 0 }, covered = 0, cur_s = 0, cur_e = 0;
     bool open = false;
 
     ret->start_ns = s;
@@ -203,7 +203,7 @@ void stepsum_compute(const struct stepsum_iv *ivs, size_t n, uint64_t s, uint64_
         uint64_t a = ivs[i].s, b = ivs[i].e < e ? ivs[i].e : e;
         if (b <= a)
             continue;
-        sums[ivs[i].cls < 3 ? ivs[i].cls : 0] += b - a;
+        sums[ivs[i].cls < 4 ? ivs[i].cls : 0] += b - a;
         if (open && a <= cur_e) {
             if (b > cur_e)
                 cur_e = b;
@@ -218,7 +218,12 @@ void stepsum_compute(const struct stepsum_iv *ivs, size_t n, uint64_t s, uint64_
     if (open)
         covered += cur_e - cur_s;
     ret->compute_ns = sums[0];
-    ret->comm_ns = sums[1];
+    /* The Communication record spans the whole op (arrival to end), the Hccl record the
+     * data movement: the difference is the wait for the other members. With only one of the
+     * two kinds there is no split (all transfer). */
+    ret->comm_ns = sums[1] ? sums[1] : sums[3];
+    ret->transfer_ns = sums[1] && sums[3] && sums[3] < sums[1] ? sums[3] : ret->comm_ns;
+    ret->wait_ns = ret->comm_ns - ret->transfer_ns;
     ret->memcpy_ns = sums[2];
     ret->host_ns = ret->wall_ns > covered ? ret->wall_ns - covered : 0;
 }
@@ -264,6 +269,10 @@ size_t stepsum_json(const struct stepsum_row *rows, size_t n, int32_t rank, int3
         jw_uint(&w, r->start_ns);
         jw_key(&w, "step");
         jw_int(&w, r->step);
+        jw_key(&w, "transfer");
+        jw_uint(&w, r->transfer_ns);
+        jw_key(&w, "wait");
+        jw_uint(&w, r->wait_ns);
         jw_key(&w, "wall");
         jw_uint(&w, r->wall_ns);
         jw_obj_end(&w);

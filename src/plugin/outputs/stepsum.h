@@ -19,7 +19,9 @@ struct stepsum_row {
     uint64_t start_ns;   /* first timestamp of the step (host or device part) */
     uint64_t wall_ns;    /* step end - start */
     uint64_t compute_ns; /* kernel time inside the step (sum over streams) */
-    uint64_t comm_ns;    /* communication time inside the step */
+    uint64_t comm_ns;    /* communication time inside the step (= wait + transfer) */
+    uint64_t wait_ns;    /* of comm: waiting for the other members (0 when the backend does not split) */
+    uint64_t transfer_ns; /* of comm: moving data (the Hccl records' time; comm when none) */
     uint64_t memcpy_ns;  /* memcpy + memset time inside the step */
     uint64_t host_ns;    /* wall time with no device activity at all: host-side gaps */
 };
@@ -38,7 +40,8 @@ int stepsum_tick(struct stepsum *s, proc_send_fn send, void *ctx, uint64_t now_n
 /* Pure: "step <N>" (N a decimal integer, optional leading '-') -> 1 and *ret_n, else 0. */
 int stepsum_step_name(const char *name, int64_t *ret_n);
 /* Pure: one summary per step range from intervals ivs (start-sorted) — used by the tick and
- * the unit tests. cls: 0 compute, 1 communication, 2 memcpy/memset. */
+ * the unit tests. cls: 0 compute, 1 communication (whole op), 2 memcpy/memset, 3 transfer (the
+ * Hccl records: the data movement of a collective, docs/cluster.md §1). */
 struct stepsum_iv {
     uint64_t s, e;
     uint32_t cls;

@@ -71,6 +71,30 @@ static void test_window(void **state)
     steps_destroy(s);
 }
 
+/* The comm split: taken when consistent, defaulted for older plugins, refused beyond comm. */
+static void test_wait_transfer(void **state)
+{
+    (void)state;
+    struct steps_store *s = steps_create();
+    struct steps_rank *rs;
+    size_t n;
+    assert_int_equal(take(s, "{\"pid\":7,\"rank\":1,\"steps\":[{\"comm\":10,\"compute\":2,\"host\":3,\"memcpy\":4,"
+                             "\"start\":5,\"step\":1,\"transfer\":4,\"wait\":6,\"wall\":30},{\"comm\":10,"
+                             "\"compute\":2,\"host\":3,\"memcpy\":4,\"start\":5,\"step\":2,\"wall\":30}]}"), 2);
+    assert_int_equal(steps_snapshot(s, &rs, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(rs[0].rows[0].wait_ns, 6);
+    assert_int_equal(rs[0].rows[0].transfer_ns, 4);
+    assert_int_equal(rs[0].rows[1].wait_ns, 0); /* no split: all transfer */
+    assert_int_equal(rs[0].rows[1].transfer_ns, 10);
+    free(rs);
+    assert_int_equal(take(s, "{\"pid\":7,\"rank\":1,\"steps\":[{\"comm\":10,\"compute\":2,\"host\":3,\"memcpy\":4,"
+                             "\"start\":5,\"step\":3,\"transfer\":4,\"wait\":11,\"wall\":30}]}"), -EINVAL);
+    assert_int_equal(take(s, "{\"pid\":7,\"rank\":1,\"steps\":[{\"comm\":10,\"compute\":2,\"host\":3,\"memcpy\":4,"
+                             "\"start\":5,\"step\":3,\"transfer\":\"x\",\"wall\":30}]}"), -EINVAL);
+    steps_destroy(s);
+}
+
 /* getSteps through the RPC layer: every rank of a crowded daemon fits the reply cap. */
 static void test_rpc_get_steps(void **state)
 {
@@ -108,6 +132,7 @@ static void test_rpc_get_steps(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = { cmocka_unit_test(test_window), cmocka_unit_test(test_rpc_get_steps) };
+    const struct CMUnitTest tests[] = { cmocka_unit_test(test_window), cmocka_unit_test(test_wait_transfer),
+                                        cmocka_unit_test(test_rpc_get_steps) };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,6 +21,8 @@ static void test_compute(void **state)
     assert_int_equal(r.comm_ns, 20);
     assert_int_equal(r.memcpy_ns, 10);
     assert_int_equal(r.host_ns, 20);
+    assert_int_equal(r.wait_ns, 0); /* no Hccl record: no split */
+    assert_int_equal(r.transfer_ns, 20);
     int64_t n = 0;
     assert_int_equal(stepsum_step_name("step 42", &n), 1);
     assert_int_equal(n, 42);
@@ -28,16 +30,38 @@ static void test_compute(void **state)
     assert_int_equal(stepsum_step_name("stepper 1", &n), 0);
 }
 
+/* A synchronised collective: the Communication record spans arrival..end, the Hccl record the
+ * transfer after the last member arrived; the difference is the wait. */
+static void test_wait_split(void **state)
+{
+    (void)state;
+    const struct stepsum_iv iv[] = { { 100, 150, 0 }, { 150, 190, 1 }, { 175, 190, 3 } };
+    struct stepsum_row r;
+    stepsum_compute(iv, 3, 100, 200, &r);
+    assert_int_equal(r.comm_ns, 40);
+    assert_int_equal(r.transfer_ns, 15);
+    assert_int_equal(r.wait_ns, 25);
+    assert_int_equal(r.host_ns, 10);
+    /* Hccl only: it is the communication, no wait known */
+    const struct stepsum_iv iv2[] = { { 100, 150, 0 }, { 175, 190, 3 } };
+    stepsum_compute(iv2, 2, 100, 200, &r);
+    assert_int_equal(r.comm_ns, 15);
+    assert_int_equal(r.transfer_ns, 15);
+    assert_int_equal(r.wait_ns, 0);
+}
+
 static void test_json(void **state)
 {
     (void)state;
-    struct stepsum_row r = { 7, 1000, 100, 60, 20, 10, 20 };
+    struct stepsum_row r = { .step = 7, .start_ns = 1000, .wall_ns = 100, .compute_ns = 60, .comm_ns = 20,
+                             .wait_ns = 5, .transfer_ns = 15, .memcpy_ns = 10, .host_ns = 20 };
     char buf[512];
     size_t len = stepsum_json(&r, 1, 3, 99, "step", 0, 5, buf, sizeof(buf));
     assert_true(len > 0);
     assert_string_equal(buf, "{\"deviceId\":-1,\"dropped\":0,\"duration\":100,\"kind\":\"StepSummary\",\"pid\":99,"
                              "\"rank\":3,\"src\":\"step\",\"steps\":[{\"comm\":20,\"compute\":60,\"host\":20,"
-                             "\"memcpy\":10,\"start\":1000,\"step\":7,\"wall\":100}],\"timestamp\":5}");
+                             "\"memcpy\":10,\"start\":1000,\"step\":7,\"transfer\":15,\"wait\":5,\"wall\":100}],"
+                             "\"timestamp\":5}");
     assert_int_equal(stepsum_json(&r, 1, 3, 99, "step", 0, 5, buf, 40), 0);
 }
 
@@ -91,7 +115,7 @@ static void test_tick(void **state)
     assert_non_null(strstr(c.last, "\"rank\":4"));
     assert_non_null(strstr(c.last, "\"pid\":77"));
     assert_non_null(strstr(c.last, "{\"comm\":0,\"compute\":200,\"host\":300,\"memcpy\":0,\"start\":2000,"
-                                   "\"step\":1,\"wall\":500}"));
+                                   "\"step\":1,\"transfer\":0,\"wait\":0,\"wall\":500}"));
     /* step 2 completes: the carried kernel belongs to it; no step, no datagram */
     struct pl_range r2 = r;
     r2.host_start = 2500;
@@ -109,7 +133,7 @@ static void test_tick(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = { cmocka_unit_test(test_compute), cmocka_unit_test(test_json),
+    const struct CMUnitTest tests[] = { cmocka_unit_test(test_compute), cmocka_unit_test(test_wait_split), cmocka_unit_test(test_json),
                                         cmocka_unit_test(test_tick) };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
