@@ -61,7 +61,14 @@ int control_apply_text(const char *text, size_t len)
     int rc;
 
     if (!memmem(text, len, CFGKEY_NPU_MONITOR_START, strlen(CFGKEY_NPU_MONITOR_START))) {
+        char id[ACK_ID_CAP] = "";
         LOG_INFO("MsMonitorPoll: ignored a config that is not an npu-monitor config (%zu bytes)", len);
+        if (kvtext_parse(text, len, &kv) == 0) {
+            ack_find_id(kv.keys, kv.values, kv.n, id);
+            kvtext_fini(&kv);
+        }
+        (void)ack_send(id, "rejected", "not an npu-monitor or nputrace config (gputrace targets Kineto clients)",
+                       monitor_running() ? "Running" : "Idle");
         return -ENOMSG;
     }
     rc = kvtext_parse(text, len, &kv); /* the one KEY=value rule, as on the shm path */
