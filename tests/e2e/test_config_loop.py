@@ -34,8 +34,8 @@ def npu_monitor(daemon, *args):
 
 def workloads(daemon, n, extra_env=None):
     ws = []
-    for _ in range(n):
-        env = dict(POLL)
+    for i in range(n):
+        env = dict(POLL, RANK=str(i))
         env.update(extra_env or {})
         w = Workload(daemon, tempfile.mkdtemp(prefix="mcl"), extra_env=env)
         ws.append(w)
@@ -69,8 +69,9 @@ def test_start_applied_and_status_shows_config(daemon, one):
     r = npu_monitor(daemon, "--npu-monitor-start", *WAIT)
     assert r.returncode == 0, r.stdout + r.stderr
     [o] = outcomes(r.stdout)
-    assert (o["pid"], o["outcome"], o["state"], o["host"]) == (one.p.pid, "applied", "Running", "localhost")
-    assert re.search(r"^Outcome: localhost pid %d rank \d+: applied \(Running\)$" % one.p.pid, r.stdout, re.M)
+    assert (o["pid"], o["rank"], o["outcome"], o["state"], o["host"]) == (
+        one.p.pid, 0, "applied", "Running", "localhost")
+    assert re.search(r"^Outcome: localhost pid %d rank 0: applied \(Running\)$" % one.p.pid, r.stdout, re.M)
     assert "Outcomes: 1 applied, 0 rejected" in r.stdout
     # getStatus keeps the last config per process under its own key
     p = wait_status(daemon, one.p.pid, "Running")
@@ -228,14 +229,17 @@ def test_backend_cannot_enable_kind_is_rejected(daemon):
     the backend and kind, not Running with 0 records; the session it would start is stopped."""
     [w] = workloads(daemon, 1, extra_env={"MSSIM_PROFILE": "8.0"})
     try:
-        r = npu_monitor(daemon, "--npu-monitor-start", "--mspti-activity-kind", "Kernel", *WAIT)
+        # msPTI 8.0 knows Marker, Kernel and API only
+        r = npu_monitor(daemon, "--npu-monitor-start", "--mspti-activity-kind", "Memory", *WAIT)
         assert r.returncode == 3, r.stdout + r.stderr
         [o] = outcomes(r.stdout)
         assert o["outcome"] == "rejected" and o["state"] == "Idle", o
-        assert o["reason"].startswith("mspti could not enable Kernel: MsptiMonitor enableActivity failed, "
-                                      "kind: Kernel"), o
-        assert re.search(r"^Outcome: localhost pid %d rank \d+: rejected \(Idle\): mspti could not enable Kernel"
+        assert o["reason"].startswith("mspti could not enable Memory: MsptiMonitor enableActivity failed, "
+                                      "kind: Memory"), o
+        assert re.search(r"^Outcome: localhost pid %d rank 0: rejected \(Idle\): mspti could not enable Memory"
                          % w.p.pid, r.stdout, re.M)
+        # and the process is Idle, not Running with nothing enabled
+        wait_status(daemon, w.p.pid, "Idle")
     finally:
         w.stop()
 
