@@ -292,3 +292,33 @@ def test_unacknowledged_client(daemon):
         assert q["config"]["outcome"] == "delivered (unacknowledged)"
     finally:
         c.close()
+
+
+def test_case3_nputrace_start_step_passed_is_rejected(daemon, tmp_path):
+    """Case 3: dyno-mode ranks already past --start-step: the creator rank rejects the config
+    with its log line, dyno prints it and exits 3 (no 'Trace output files' promise kept)."""
+    from dyn_util import dyn_rank, plugin_log, rank_env, wait_until
+    from conftest import Proc
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    logdir = tmp_path / "rank0"
+    logdir.mkdir()
+    env = rank_env(daemon.client_env(), shm, logdir, 0, MSSIM_WL_RATE=20, WORLD_SIZE=1,
+                   MSSIM_CHECK_PRELOAD=0, MSMONITOR_POLL_INTERVAL_S="0.2")
+    p = Proc([dyn_rank()], env=env, logname="rank0", tmpdir=str(logdir))
+    try:
+        p.wait_log("init 0", timeout=30)
+
+        def step():
+            st = rpc_json(daemon.port, {"fn": "getStatus"}) or {}
+            return max([q["current_step"] for q in st.get("processes", []) if q["pid"] == p.p.pid] or [-1])
+        wait_until(lambda: step() >= 3, 60, "the rank to pass step 3", lambda: plugin_log(logdir))
+        r = run_dyno(daemon, "nputrace", "--start-step", "1", "--iterations", "2",
+                     "--log-file", str(tmp_path / "out"), *WAIT, timeout=120)
+        assert r.returncode == 3, r.stdout + r.stderr
+        [o] = outcomes(r.stdout)
+        assert (o["pid"], o["outcome"]) == (p.p.pid, "rejected"), o
+        assert "start step 1 already passed" in o["reason"], o
+        assert '"commandStatus":"effective"' in r.stdout
+    finally:
+        p.stop(timeout=30)
