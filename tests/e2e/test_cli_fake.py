@@ -2,6 +2,7 @@
 bytes, output lines for fixed replies, no connection on validation errors, multi-host
 fan-out with a silent server, unreachable and closed-without-reply failures."""
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -152,7 +153,9 @@ def test_npu_monitor_output_and_note(servers):
     body = s.requests[0][4:]
     assert struct.unpack("<i", s.requests[0][:4])[0] == len(body)
     assert body.startswith(b'\n{\n    "fn": "setKinetOnDemandRequest",\n    "config": "NPU_MONITOR_START=true\\n')
-    assert body.endswith(b'",\n    "job_id": 0,\n    "pids": [0],\n    "process_limit": 3\n}')
+    # every matching process by default (issue 22), and the token the outcomes are read with
+    assert re.search(rb'",\n    "job_id": 0,\n    "pids": \[0\],\n    "process_limit": 4096,\n'
+                     rb'    "client_token": "[0-9a-f]{16}"\n}$', body), body
 
 
 def test_npu_monitor_log_file_hints_at_the_report(servers, tmp_path):
