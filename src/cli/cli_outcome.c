@@ -243,12 +243,10 @@ static void wait_outcomes(const struct cmd_req *req, const char *target, uint16_
     char err[512] = "";
     unsigned pause = 20;
 
-    if (!cJSON_IsNumber(skipped)) {
-        /* our daemon answers a client_token with processesSkipped: this one predates outcomes */
-        cli_buf_puts(out, "Note: this dynolog does not report per-process outcomes (an older version); "
-                          "not waiting\n");
+    /* our daemon answers a client_token with processesSkipped: without it the daemon predates
+     * outcomes (upstream dynolog), and its output stays exactly as before */
+    if (!cJSON_IsNumber(skipped))
         return;
-    }
     if (skipped->valuedouble > 0)
         cli_buf_printf(out, "Matched %d processes; %lld skipped by --process-limit (not triggered)\n",
                        cJSON_GetArraySize(matched), (long long)skipped->valuedouble);

@@ -322,3 +322,14 @@ def test_case3_nputrace_start_step_passed_is_rejected(daemon, tmp_path):
         assert '"commandStatus":"effective"' in r.stdout
     finally:
         p.stop(timeout=30)
+
+
+def test_option_not_for_this_target_is_named(daemon, one, tmp_path):
+    """Item 5: --async-mode on a process that is not PyTorch: applied, and the outcome names
+    the option that does not apply."""
+    r = run_dyno(daemon, "nputrace", "--start-step", "-1", "--iterations", "2", "--log-file",
+                 str(tmp_path / "t"), "--analyse", "--async-mode", *WAIT, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    [o] = outcomes(r.stdout)
+    assert (o["outcome"], o["state"]) == ("applied", "Ready"), o
+    assert o["reason"] == "--async-mode applies to PyTorch processes only; ignored by this native process"

@@ -217,7 +217,8 @@ def test_npu_monitor_and_gputrace_kept_apart(d):
         # npu-monitor configs never reach the Kineto process
         m.status("monitor", "Idle", pid=MS)
         wait_status(d.port, "Idle", "Idle")
-        r = run_dyno(d, "npu-monitor", "--npu-monitor-start")
+        # --no-wait: this fake process polls only after dyno returned (issue 22)
+        r = run_dyno(d, "npu-monitor", "--npu-monitor-start", "--no-wait")
         assert r.returncode == 0, r.stderr
         assert reply_of(r.stdout)["processesMatched"] == [MS]
         assert m.poll(pids=[MS]).startswith("\n" + IND + "NPU_MONITOR_START=true")

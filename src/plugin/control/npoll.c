@@ -9,12 +9,14 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
+#include <strings.h>
 
 #include "common/log.h"
+#include "contract/cfgkeys.h"
+#include "contract/kvtext.h"
 #include "contract/rank.h"
 #include "msmon/ipc_wire.h"
-#include "common/log.h"
-#include "contract/kvtext.h"
 #include "plugin/control/ack.h"
 #include "plugin/control/control.h"
 #include "plugin/control/dynamic.h"
@@ -42,11 +44,16 @@ static int32_t npoll_rank(void)
 static void npoll_trace_config(const char *text, size_t len)
 {
     char id[ACK_ID_CAP] = "", why[ACK_REASON_CAP + 1];
+    const char *note = "";
     struct kvtext kv;
     int rc;
 
     if (kvtext_parse(text, len, &kv) == 0) {
+        const char *am = kvtext_get(&kv, CFGKEY_PROFILE_ASYNC_MODE);
         ack_find_id(kv.keys, kv.values, kv.n, id);
+        /* an option of the PyTorch profiler: named, so a user does not wait for it */
+        if (am && strcasecmp(am, "true") == 0)
+            note = "--async-mode applies to PyTorch processes only; ignored by this native process";
         kvtext_fini(&kv);
     }
     log_reason_begin(why, sizeof(why));
@@ -54,7 +61,7 @@ static void npoll_trace_config(const char *text, size_t len)
     log_reason_end();
     if (rc == 0 && why[0])
         rc = -EINVAL; /* ignored with an ERROR line (a rank not in the list, a passed step) */
-    (void)ack_send(id, rc == 0 ? "applied" : "rejected", rc == 0 ? "" : why[0] ? why : "not applied",
+    (void)ack_send(id, rc == 0 ? "applied" : "rejected", rc == 0 ? note : why[0] ? why : "not applied",
                    rc == 0 ? "Ready" : "Idle");
 }
 
