@@ -62,6 +62,10 @@ static void client_main(const char *dir, int npu, double poll_s)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     struct ipc_ctxt c = { npu, pid, 0 };
     send_to(fd, dir, "dynolog", IPC_TYPE_CTXT, &c, sizeof(c));
+    {
+        uint8_t rep[IPC_MAX_DATAGRAM]; /* the ctxt reply: unread, it would shift every poll's reply */
+        (void)recv(fd, rep, sizeof(rep), 0);
+    }
     struct ipc_status st = { 0, -1, -1, -1, pid, 0, 0 };
     send_to(fd, dir, "dynolog", IPC_TYPE_TRACE_STATUS, &st, sizeof(st));
     send_to(fd, dir, "dynolog", IPC_TYPE_MONITOR_STATUS, &st, sizeof(st));
