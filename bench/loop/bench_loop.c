@@ -102,13 +102,16 @@ static void client_main(const char *dir, int npu, double poll_s)
     }
 }
 
+static int last_rc; /* exit code of the last dyno */
+static char out_path[64];
+
 static double run_dyno(const char *dyno, const char *hosts, const char *port, bool wait, bool start)
 {
     fflush(stdout); /* the child must not inherit (and print again) our buffered lines */
     double t0 = now_s();
     pid_t pid = fork();
     if (pid == 0) {
-        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
+        if (!freopen(out_path, "w", stdout) || !freopen("/dev/null", "w", stderr))
             _exit(126);
         execl(dyno, dyno, "--hostname", hosts, "--port", port, "--parallel", "64", "npu-monitor",
               start ? "--npu-monitor-start" : "--npu-monitor-stop", wait ? "--wait-s" : "--no-wait",
@@ -117,7 +120,27 @@ static double run_dyno(const char *dyno, const char *hosts, const char *port, bo
     }
     int st = 0;
     waitpid(pid, &st, 0);
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? now_s() - t0 : -1;
+    last_rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    return last_rc == 0 ? now_s() - t0 : -1;
+}
+
+/* The first failed command's non-applied outcome lines, once: why it failed. */
+static void show_failure(void)
+{
+    static bool shown;
+    char line[1024];
+    int n = 0;
+    FILE *f;
+    if (shown || !(f = fopen(out_path, "r")))
+        return;
+    shown = true;
+    printf("  first failed command: exit %d\n", last_rc);
+    while (fgets(line, sizeof(line), f) && n < 5)
+        if (strstr(line, ": no answer") || strstr(line, "could not read") || strstr(line, "ERROR")) {
+            printf("  %s", line);
+            n++;
+        }
+    fclose(f);
 }
 
 static int dcmp(const void *a, const void *b)
@@ -169,6 +192,8 @@ static void round_trip(const char *dyno, const char *hosts, const char *port, in
         double c0 = daemons_cpu(d, nd);
         w[i] = run_dyno(dyno, hosts, port, true, i % 2 == 0);
         cpu_w += daemons_cpu(d, nd) - c0;
+        if (w[i] < 0)
+            show_failure();
         bad += w[i] < 0 || nw[i] < 0;
     }
     printf("dyno npu-monitor, %s, waiting for every outcome: p50 %.0f ms, p99 %.0f ms "
@@ -195,6 +220,7 @@ int main(int argc, char **argv)
     char (*dirs)[64] = calloc((size_t)H, 64), (*addr)[32] = calloc((size_t)H, 32);
     char port[16];
     snprintf(port, sizeof(port), "%d", 20000 + (int)(getpid() % 20000));
+    snprintf(out_path, sizeof(out_path), "/tmp/bloop-dyno.%d.txt", (int)getpid());
     fflush(stdout);
     for (int i = 0; i < H; i++) {
         snprintf(addr[i], 32, "127.0.0.%d", i + 2);
@@ -256,6 +282,7 @@ int main(int argc, char **argv)
         if (system(cmd) != 0)
             break;
     }
+    unlink(out_path);
     free(d);
     free(cl);
     free(dirs);
