@@ -136,7 +136,7 @@ static void show_failure(void)
     shown = true;
     printf("  first failed command: exit %d\n", last_rc);
     while (fgets(line, sizeof(line), f) && n < 5)
-        if (strstr(line, ": no answer") || strstr(line, "could not read") || strstr(line, "ERROR")) {
+        if (strstr(line, ": no answer") || strstr(line, "could not read") || strstr(line, "ERROR") || strstr(line, "Note: ")) {
             printf("  %s", line);
             n++;
         }

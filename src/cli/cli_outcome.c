@@ -241,7 +241,7 @@ static void wait_outcomes(const struct cmd_req *req, const char *target, uint16_
     size_t ntrig = (size_t)cJSON_GetArraySize(trig);
     cJSON *got = NULL;
     char err[512] = "";
-    unsigned pause = 20;
+    unsigned pause = 20, nfail = 0;
 
     /* our daemon answers a client_token with processesSkipped: without it the daemon predates
      * outcomes (upstream dynolog), and its output stays exactly as before */
@@ -260,6 +260,8 @@ static void wait_outcomes(const struct cmd_req *req, const char *target, uint16_
             err[0] = '\0';
             if (all_final(cJSON_GetObjectItemCaseSensitive(got, "outcomes"), ntrig))
                 break;
+        } else {
+            nfail++;
         }
         if (clock_mono_ns() >= deadline)
             break;
@@ -274,6 +276,12 @@ static void wait_outcomes(const struct cmd_req *req, const char *target, uint16_
         return;
     }
     note(render_outcomes(target, cJSON_GetObjectItemCaseSensitive(got, "outcomes"), trig, req->wait_s, out));
+    if (err[0]) {
+        /* the lines above are the last outcomes read; later reads failed, so they may be old */
+        cli_buf_printf(out, "Note: %u reads of the outcomes from %s failed, the last one: ", nfail, target);
+        put_clean(out, err);
+        cli_buf_puts(out, "\n");
+    }
     cJSON_Delete(got);
 }
 

@@ -134,6 +134,17 @@ def test_version_request_bytes(servers):
     assert lines(r.stdout)[-2] == '{"version":"0.3.2"}'
 
 
+def test_reply_of_789_bytes_is_not_tls(servers):
+    """A plain reply whose little-endian length starts 15 03 (789 bytes) is a reply, not a
+    TLS alert from a TLS daemon (found by bench_loop: 8 outcomes are about that long)."""
+    reply = '{"version":"' + "v" * (789 - len('{"version":""}')) + '"}'
+    assert len(reply) == 789
+    s = servers(reply)
+    r = dyno("--hostname", "127.0.0.1", "--port", str(s.port), "version")
+    assert r.returncode == 0, r.stderr
+    assert lines(r.stdout)[-2] == reply
+
+
 def test_npu_monitor_output_and_note(servers):
     s = servers('{"commandStatus":"ineffective"}')
     r = dyno("--hostname", "localhost", "--port", str(s.port), "npu-monitor",
