@@ -170,9 +170,10 @@ def test_case5_every_process_triggered_and_process_limit(daemon):
             w.stop()
 
 
-def test_case7_filter_keeps_nothing_is_named(daemon, one):
-    """Case 7 (the plugin half): a filter naming a kind that is not collected is applied, and
-    a typo in a key is named in the outcome instead of passing silently."""
+def test_unknown_key_is_named_in_the_outcome(daemon, one):
+    """Item 5: a typo in a key (NPU_MONITR_FILTER) is named in the outcome instead of passing
+    silently; the rest of the config applies. (Case 7, a filter that keeps nothing, is a valid
+    config: its mark is the status's filter_keeps_nothing.)"""
     cfg = ("NPU_MONITOR_START=true\nNPU_MONITOR_STOP=false\nMSPTI_ACTIVITY_KIND=Marker\n"
            "NPU_MONITR_FILTER=Kernel:MatMul")
     tok = "typo-1"
