@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/cli_outcome.h"
 #include "cli/cli_val.h"
 #include "cli/hosts.h"
 #include "cli/rpc_client.h"
@@ -280,6 +281,8 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
     const struct cli_cmd *cmd;
     const char *certs;
     struct rpc_tls *tls = NULL;
+
+    cli_outcome_reset();
     bool any_unix = false, any_tcp = false;
     size_t nfail = 0;
 
@@ -428,7 +431,8 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
     if (hosts.n > 1)
         fprintf(out, "Summary: %zu hosts, %zu succeeded, %zu failed\n", hosts.n,
                 hosts.n - nfail, nfail);
-    rc = nfail ? CLI_EXIT_RUNTIME : CLI_EXIT_OK;
+    /* every host replied: the worst per-process outcome decides (cli_outcome.h) */
+    rc = nfail ? CLI_EXIT_RUNTIME : cli_outcome_exit();
 out_results:
     for (size_t i = 0; i < hosts.n; i++)
         cli_buf_fini(&f.results[i].out);

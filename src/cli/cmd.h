@@ -29,6 +29,10 @@ struct cmd_req {
     bool fail_on_no_process;
     const struct cli_args *args;   /* the subcommand's parsed flags (borrowed; for run_host) */
     const struct rpc_tls *tls;     /* mutual TLS for TCP targets, NULL = plain (borrowed) */
+    /* Waiting commands (cli_outcome.h): the request's client_token ("" = none, the reply is
+     * not waited for) and the wait in seconds (< 0: --no-wait). */
+    char client_token[40];
+    double wait_s;
 };
 
 struct cli_cmd {
@@ -67,7 +71,10 @@ extern const struct cli_cmd cmd_steps;
 void cmd_req_init(struct cmd_req *req);
 void cmd_req_fini(struct cmd_req *req);
 
-/* Body of 02-cli.md §3 for setKinetOnDemandRequest from req->config. */
+/* Body of 02-cli.md §3 for setKinetOnDemandRequest from req->config, plus "client_token"
+ * when req has one (ours: the daemon keeps the outcomes under it). process_limit 0 means
+ * every matching process (CMD_PROCESS_LIMIT_ALL is sent). */
+#define CMD_PROCESS_LIMIT_ALL 4096ull /* the daemon's registry cap */
 void cmd_build_kineto_body(struct cmd_req *req, long long job_id, const char *pids,
                            unsigned long long process_limit);
 /* Render helpers shared by the commands. */

@@ -25,8 +25,11 @@ void cmd_build_kineto_body(struct cmd_req *req, long long job_id, const char *pi
     struct cli_buf *b = &req->body;
     cli_buf_puts(b, "\n{\n    \"fn\": \"setKinetOnDemandRequest\",\n    \"config\": \"");
     cli_buf_json_str(b, cli_buf_str(&req->config), req->config.len);
-    cli_buf_printf(b, "\",\n    \"job_id\": %lld,\n    \"pids\": [%s],\n    \"process_limit\": %llu\n}",
-                   job_id, pids, process_limit);
+    cli_buf_printf(b, "\",\n    \"job_id\": %lld,\n    \"pids\": [%s],\n    \"process_limit\": %llu",
+                   job_id, pids, process_limit ? process_limit : CMD_PROCESS_LIMIT_ALL);
+    if (req->client_token[0])
+        cli_buf_printf(b, ",\n    \"client_token\": \"%s\"", req->client_token);
+    cli_buf_puts(b, "\n}");
 }
 
 void cmd_render_verbatim(const struct cmd_req *req, const char *reply, size_t len, const cJSON *json,

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "cli/cli_outcome.h"
 #include "cli/cli_val.h"
 #include "cli/cmd.h"
 #include "common/strutil.h"
@@ -19,9 +20,13 @@ static const struct cli_flag npu_monitor_flags[] = {
     {"json-rotate-log-lines", CLI_FLAG_VALUE, false, "", "Jsonl lines per file: 100..500000"},
     {"log-file", CLI_FLAG_VALUE, false, "", "Directory for DB/Jsonl output on the node (empty = metrics to dynolog)"},
     {"mspti-activity-kind", CLI_FLAG_VALUE, false, "Marker", "Comma list of msPTI activity kinds"},
-    {"npu-monitor-start", CLI_FLAG_BOOL, false, NULL, "Start monitoring"},
+    CLI_OUTCOME_FLAG_NO_WAIT,
+    {"npu-monitor-start", CLI_FLAG_BOOL, false, NULL, "Start monitoring (a start with another --log-file, "
+                                                      "--export-type or --duration restarts a running session)"},
     {"npu-monitor-stop", CLI_FLAG_BOOL, false, NULL, "Stop monitoring (wins over start)"},
+    {"process-limit", CLI_FLAG_VALUE, false, "0", "Most processes to trigger; 0 = every matching process"},
     {"report-interval-s", CLI_FLAG_VALUE, false, "60", "Report/flush period in seconds; 0 = keep current"},
+    CLI_OUTCOME_FLAG_WAIT_S,
 };
 
 /* Trimmed view copied into out (cap bytes); returns out. */
@@ -46,7 +51,7 @@ static int npu_monitor_prepare(const struct cli_args *a, struct cmd_req *req, ch
     const char *filter = cli_flags_get(a, "filter");
     char dur[CLI_VAL_F32_LEN], lines_t[32], files_t[32];
     uint64_t interval_v;
-    int64_t v;
+    int64_t v, limit = 0;
 
     if (cli_val_u64("report-interval-s", interval, "Must be an integer in [0, 4294967295]",
                     &interval_v, err, errcap) < 0 || interval_v > UINT32_MAX) {
@@ -72,7 +77,10 @@ static int npu_monitor_prepare(const struct cli_args *a, struct cmd_req *req, ch
                     "Must be -1 or an integer greater than or equal to 2");
         return -EINVAL;
     }
-    if (cli_val_filter("filter", filter, err, errcap) < 0)
+    if (cli_val_filter("filter", filter, err, errcap) < 0 ||
+        cli_val_i64("process-limit", cli_flags_get(a, "process-limit"), 0, CMD_PROCESS_LIMIT_ALL,
+                    "Must be an integer in [0, 4096] (0 = every matching process)", &limit, err, errcap) < 0 ||
+        cli_outcome_prepare(a, req, err, errcap) < 0)
         return -EINVAL;
 
     bool start = cli_flags_bool(a, "npu-monitor-start");
@@ -85,7 +93,7 @@ static int npu_monitor_prepare(const struct cli_args *a, struct cmd_req *req, ch
                    CFGKEY_JSONL_ROTATE_LOG_FILES "=%s\n" CFGKEY_NPU_MONITOR_FILTER "=%s",
                    start ? "true" : "false", stop ? "true" : "false", interval_v, dur, kinds,
                    log_file, export_type, lines_t, files_t, filter);
-    cmd_build_kineto_body(req, 0, "0", 3);
+    cmd_build_kineto_body(req, 0, "0", (unsigned long long)limit);
     if (log_file[0])
         cli_val_path_warnings(log_file, &req->echo);
     cli_buf_printf(&req->echo, "Npu monitor config = \n%s\n", cli_buf_str(&req->config));
@@ -111,6 +119,12 @@ static void npu_monitor_render(const struct cmd_req *req, const char *reply, siz
                        req->log_file);
 }
 
+static void npu_monitor_run_host(const struct cmd_req *req, const char *target, uint16_t port, int timeout_s,
+                                 struct cli_buf *out, bool *ret_failed, char *err, size_t errcap)
+{
+    cli_outcome_run_host(req, target, port, timeout_s, out, ret_failed, err, errcap, npu_monitor_render);
+}
+
 const struct cli_cmd cmd_npu_monitor = {
     .name = "npu-monitor",
     .about = "Start, stop or retune msPTI monitoring of the registered training processes",
@@ -118,4 +132,5 @@ const struct cli_cmd cmd_npu_monitor = {
     .nflags = sizeof(npu_monitor_flags) / sizeof(npu_monitor_flags[0]),
     .prepare = npu_monitor_prepare,
     .render = npu_monitor_render,
+    .run_host = npu_monitor_run_host,
 };

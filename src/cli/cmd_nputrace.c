@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_outcome.h"
 #include "cli/cli_val.h"
 #include "cli/cmd.h"
 #include "cli/hosts.h"
@@ -40,9 +41,10 @@ static const struct cli_flag nputrace_flags[] = {
     {"msprof-tx", CLI_FLAG_BOOL, false, NULL, "Collect mstx/msprof-tx markers"},
     {"mstx-domain-exclude", CLI_FLAG_VALUE, false, NULL, "mstx domains to exclude"},
     {"mstx-domain-include", CLI_FLAG_VALUE, false, NULL, "mstx domains to include"},
+    CLI_OUTCOME_FLAG_NO_WAIT,
     {"op-attr", CLI_FLAG_BOOL, false, NULL, "Collect operator attributes"},
     {"pids", CLI_FLAG_VALUE, false, "0", "Comma list of pids (0 = all)"},
-    {"process-limit", CLI_FLAG_VALUE, false, "3", "Max processes to trace"},
+    {"process-limit", CLI_FLAG_VALUE, false, "0", "Most processes to trace; 0 = every matching process"},
     {"profile-memory", CLI_FLAG_BOOL, false, NULL, "Profile memory"},
     {"profile-start-time", CLI_FLAG_VALUE, false, "0", "Duration trigger start (not used)"},
     {"profiler-level", CLI_FLAG_VALUE, false, "Level0", "Level0 | Level1 | Level2 | Level_none"},
@@ -51,6 +53,7 @@ static const struct cli_flag nputrace_flags[] = {
     {"start-step", CLI_FLAG_VALUE, true, NULL, "First step to trace; -1 = next step"},
     {"sys-interconnection", CLI_FLAG_BOOL, false, NULL, "Collect interconnection data"},
     {"sys-io", CLI_FLAG_BOOL, false, NULL, "Collect I/O data"},
+    CLI_OUTCOME_FLAG_WAIT_S,
     {"with-flops", CLI_FLAG_BOOL, false, NULL, "Estimate FLOPs"},
     {"with-modules", CLI_FLAG_BOOL, false, NULL, "Record module hierarchy"},
     {"with-stack", CLI_FLAG_BOOL, false, NULL, "Record call stacks"},
@@ -92,7 +95,8 @@ static int nputrace_prepare(const struct cli_args *a, struct cmd_req *req, char 
         cli_val_i64("start-step", cli_flags_get(a, "start-step"), -1, INT64_MAX,
                     "Must be non-negative integer or -1", &start_step, err, errcap) < 0 ||
         cli_val_i64("process-limit", cli_flags_get(a, "process-limit"), 0, UINT32_MAX,
-                    "Must be an integer in [0, 4294967295]", &v, err, errcap) < 0 ||
+                    "Must be an integer in [0, 4294967295] (0 = every matching process)", &v, err, errcap) < 0 ||
+        cli_outcome_prepare(a, req, err, errcap) < 0 ||
         cli_val_enum("activities", cli_flags_get(a, "activities"), activities, err, errcap) < 0 ||
         cli_val_enum("profiler-level", cli_flags_get(a, "profiler-level"), levels, err, errcap) < 0 ||
         cli_val_enum("aic-metrics", cli_flags_get(a, "aic-metrics"), aic_metrics, err, errcap) < 0 ||
@@ -276,6 +280,12 @@ out:
     return rc;
 }
 
+static void nputrace_run_host(const struct cmd_req *req, const char *target, uint16_t port, int timeout_s,
+                              struct cli_buf *out, bool *ret_failed, char *err, size_t errcap)
+{
+    cli_outcome_run_host(req, target, port, timeout_s, out, ret_failed, err, errcap, nputrace_render);
+}
+
 const struct cli_cmd cmd_nputrace = {
     .name = "nputrace",
     .about = "Trace the registered processes with the Ascend profiler for some steps",
@@ -284,4 +294,5 @@ const struct cli_cmd cmd_nputrace = {
     .prepare = nputrace_prepare,
     .render = nputrace_render,
     .run_all = nputrace_run_all,
+    .run_host = nputrace_run_host,
 };

@@ -360,11 +360,15 @@ void rpc_tls_destroy(struct rpc_tls *t)
     free(t);
 }
 
-/* A reply that starts with a TLS record header (alert 0x15 or handshake 0x16, version 3.x)
- * came from a TLS daemon answering our plain request. */
+/* A reply that starts with a TLS record header (alert 0x15 or handshake 0x16, record version
+ * 3.1-3.4, record length below 64 KiB) came from a TLS daemon answering our plain request.
+ * The version and length bytes matter: a plain reply of 789 bytes starts 15 03 00 00 (its
+ * little-endian length), which the first two bytes alone took for a TLS alert. */
 static bool looks_like_tls(const unsigned char *h, size_t got)
 {
-    return got >= 2 && (h[0] == 0x15 || h[0] == 0x16) && h[1] == 0x03;
+    if (got < 2 || (h[0] != 0x15 && h[0] != 0x16) || h[1] != 0x03)
+        return false;
+    return got < 4 || (h[2] >= 0x01 && h[2] <= 0x04 && h[3] == 0x00);
 }
 
 /* One-line message for a failed read of the reply (length or body). */

@@ -138,8 +138,32 @@ void log_write_long(enum log_level lvl, const char *file, int line, const char *
     free(buf);
 }
 
+/* The calling thread's capture buffer (log_reason_begin), NULL when none. */
+static _Thread_local char *cap_buf;
+static _Thread_local size_t cap_len;
+
+void log_reason_begin(char *buf, size_t cap)
+{
+    cap_buf = cap > 0 ? buf : NULL;
+    cap_len = cap;
+    if (cap_buf)
+        cap_buf[0] = '\0';
+}
+
+void log_reason_end(void)
+{
+    cap_buf = NULL;
+    cap_len = 0;
+}
+
 void log_vwrite(enum log_level lvl, const char *file, int line, const char *fmt, va_list ap)
 {
+    if (cap_buf && lvl >= LOG_LVL_ERROR && !cap_buf[0]) {
+        va_list cp;
+        va_copy(cp, ap);
+        (void)vsnprintf(cap_buf, cap_len, fmt, cp);
+        va_end(cp);
+    }
     if ((int)lvl < atomic_load(&g_level))
         return;
     char buf[8192];

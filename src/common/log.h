@@ -34,6 +34,12 @@ void log_vwrite(enum log_level lvl, const char *file, int line, const char *fmt,
  * a big host exceed the 8 KiB cut of log_write. */
 void log_write_long(enum log_level lvl, const char *file, int line, const char *msg, size_t len);
 
+/* While a capture is active on the calling thread, the first ERROR message it logs (without
+ * the prefix, cut to cap) is copied into buf as well: the plugin tells a rejected config's
+ * reason back to dyno in the very words of the job log. buf[0] is cleared at begin. */
+void log_reason_begin(char *buf, size_t cap);
+void log_reason_end(void);
+
 #define LOG_DEBUG(...) do { if (log_get_level() <= LOG_LVL_DEBUG) log_write(LOG_LVL_DEBUG, __FILE__, __LINE__, __VA_ARGS__); } while (0)
 #define LOG_INFO(...)  log_write(LOG_LVL_INFO, __FILE__, __LINE__, __VA_ARGS__)
 #define LOG_WARN(...)  log_write(LOG_LVL_WARNING, __FILE__, __LINE__, __VA_ARGS__)

@@ -11,6 +11,7 @@
 #include "common/jw.h"
 #include "common/log.h"
 #include "common/logesc.h"
+#include "common/strutil.h"
 #include "contract/cjx.h"
 #include "daemon/health.h"
 #include "daemon/steps.h"
@@ -265,6 +266,54 @@ static void take_info(struct data_router *dr, const cJSON *msg, int32_t sender)
         !printable(lv->valuestring, REG_LIBRARY_CAP) || !from_sender(dr, "PluginInfo", pid, sender))
         return;
     (void)registry_set_library(dr->reg, (int32_t)pid, bv->valuestring, lv->valuestring);
+    if (cJSON_IsTrue(cjx_get(msg, "acks")))
+        (void)registry_set_acks(dr->reg, (int32_t)pid, true);
+}
+
+/* ConfigAck (ours, issue 22): {"id":"<REQUEST_TRACE_ID>","outcome":"applied"|"rejected"|
+ * "superseded","pid":<int>,"rank":<int>,"reason":"<line>","state":"<state>"} beside the usual
+ * keys: what the process made of one config. Like the counters it speaks for its sender
+ * only; it is recorded for getStatus and waiting dyno clients, never acted on. */
+static void bad_ack(struct data_router *dr, const char *why)
+{
+    static struct log_ratelimit rl;
+    dr->bad_acks++;
+    LOG_RL(&rl, 1000, LOG_LVL_WARNING, "data: ignored ConfigAck: %s (%llu so far)", why,
+           (unsigned long long)dr->bad_acks);
+}
+
+static void take_ack(struct data_router *dr, const cJSON *msg, int32_t sender)
+{
+    const cJSON *idv = cjx_get(msg, "id"), *ov = cjx_get(msg, "outcome"), *rv = cjx_get(msg, "reason");
+    const cJSON *sv = cjx_get(msg, "state");
+    int64_t pid = 0, rank = -1;
+    uint64_t id = 0;
+    enum reg_outcome o;
+
+    if (!dr->reg || !is_str(idv) || !is_str(ov) || str_to_u64(idv->valuestring, &id) != 0 || id == 0 ||
+        cjx_number(cjx_get(msg, "pid"), &pid, NULL, NULL) != CJX_INT || pid <= 0 || pid > INT32_MAX ||
+        (rv && (!is_str(rv) || !printable(rv->valuestring, REG_REASON_CAP))) ||
+        (sv && (!is_str(sv) || !printable(sv->valuestring, REG_STATE_CAP))) ||
+        !from_sender(dr, "ConfigAck", pid, sender)) {
+        bad_ack(dr, "malformed or not from the process it names");
+        return;
+    }
+    if (cjx_number(cjx_get(msg, "rank"), &rank, NULL, NULL) != CJX_INT || rank < -1 || rank > INT32_MAX)
+        rank = -1;
+    if (strcmp(ov->valuestring, "applied") == 0)
+        o = REG_OUT_APPLIED;
+    else if (strcmp(ov->valuestring, "rejected") == 0)
+        o = REG_OUT_REJECTED;
+    else if (strcmp(ov->valuestring, "superseded") == 0)
+        o = REG_OUT_SUPERSEDED;
+    else {
+        bad_ack(dr, "unknown outcome");
+        return;
+    }
+    int rc = registry_ack(dr->reg, (int32_t)pid, id, o, (int32_t)rank, rv ? rv->valuestring : "",
+                          sv ? sv->valuestring : "");
+    if (rc != 0)
+        bad_ack(dr, rc == -EALREADY ? "the config already has its outcome" : "no such delivery to that pid");
 }
 
 /* PluginHealth (ours, daemon/health.h): shown by getStatus, never acted on. A report from a
@@ -336,7 +385,10 @@ int data_handle_from(struct data_router *dr, const char *payload, size_t len, ui
                     take_stats(dr, msg, sender, &stats, &stats_pid);
     if (strcmp(kind->valuestring, "PluginInfo") == 0)
         take_info(dr, msg, sender);
-    if (is_stats) {
+    if (strcmp(kind->valuestring, "ConfigAck") == 0) {
+        take_ack(dr, msg, sender);
+        rc = 0;   /* control traffic: recorded in the registry, not a metric for the sinks */
+    } else if (is_stats) {
         rc = emit_stats(dr, dev, dur, ts, &stats, stats_pid, now_ns);
     } else if (strcmp(kind->valuestring, STEPS_KIND) == 0) {
         /* per-rank step summaries: the window for getSteps, one sink record per new step */

@@ -24,6 +24,7 @@ struct data_router {
     uint64_t accepted;   /* messages that passed validation */
     uint64_t rejected;
     uint64_t spoofed;    /* PluginStats/PluginInfo naming a pid other than their sender's */
+    uint64_t bad_acks;   /* ConfigAck malformed, spoofed or naming an unknown delivery */
     struct log_ratelimit rl_spoof;
     uint64_t health_rejected; /* PluginHealth reports that failed validation */
     struct log_ratelimit rl_health;

@@ -27,6 +27,10 @@ struct reg_proc {
     uid_t uid;                         /* who registered it (quota) */
     char backend[REG_BACKEND_CAP];     /* PluginInfo: "" until reported */
     char library[REG_LIBRARY_CAP];     /* PluginInfo: "" = not found (when backend is set) */
+    bool acks;                         /* PluginInfo: it acknowledges configs */
+    uint64_t pending_id;               /* id of `pending` */
+    struct reg_cfg_entry hist[REG_CFG_HISTORY];   /* ring of recent deliveries */
+    unsigned nhist;                    /* deliveries so far; newest at (nhist - 1) % CAP */
 };
 
 struct reg_ctxt {
@@ -48,6 +52,7 @@ struct registry {
     struct log_ratelimit rl_dead;      /* and a registration of a dead pid */
     int uid_quota;                     /* <= 0: none */
     bool check_alive;
+    uint64_t seq;                      /* deliveries so far: makes each config id unique */
 };
 
 void registry_set_policy(struct registry *r, int uid_quota, bool check_alive)
@@ -140,14 +145,19 @@ uint64_t registry_fnv1a64(const char *s, size_t n)
     return h;
 }
 
-char *registry_wrap_config(const char *hostname, int32_t leaf, int64_t secs, const char *cfg,
-                           size_t cfg_len, size_t *ret_len)
+uint64_t registry_config_id(const char *hostname, int32_t leaf, int64_t secs, uint64_t seq)
 {
-    char key[320];
-    int kn = snprintf(key, sizeof(key), "%s:%d:%lld", hostname, leaf, (long long)secs);
+    char key[360];
+    int kn = snprintf(key, sizeof(key), "%s:%d:%lld:%llu", hostname, leaf, (long long)secs,
+                      (unsigned long long)seq);
     if (kn < 0 || (size_t)kn >= sizeof(key))
         kn = (int)strlen(key);
     uint64_t id = registry_fnv1a64(key, (size_t)kn);
+    return id ? id : 1;   /* 0 means "no id" in the outcome table */
+}
+
+char *registry_wrap_config(uint64_t id, const char *cfg, size_t cfg_len, size_t *ret_len)
+{
     static const char pad[] = "            "; /* 12 spaces */
     size_t cap = cfg_len + 2 * 12 + 64;
     char *out = malloc(cap);
@@ -166,6 +176,43 @@ char *registry_wrap_config(const char *hostname, int32_t leaf, int64_t secs, con
     o += (size_t)n;
     *ret_len = o;
     return out;
+}
+
+const char *registry_outcome_name(enum reg_outcome o)
+{
+    switch (o) {
+    case REG_OUT_NONE: return "none";
+    case REG_OUT_PENDING: return "pending";
+    case REG_OUT_DELIVERED: return "delivered";
+    case REG_OUT_UNACKED: return "delivered (unacknowledged)";
+    case REG_OUT_APPLIED: return "applied";
+    case REG_OUT_REJECTED: return "rejected";
+    case REG_OUT_SUPERSEDED: return "superseded";
+    }
+    return "none";
+}
+
+bool registry_outcome_final(enum reg_outcome o)
+{
+    return o == REG_OUT_UNACKED || o == REG_OUT_APPLIED || o == REG_OUT_REJECTED ||
+           o == REG_OUT_SUPERSEDED;
+}
+
+static struct reg_cfg_entry *hist_find(struct reg_proc *p, uint64_t id)
+{
+    unsigned n = p->nhist < REG_CFG_HISTORY ? p->nhist : REG_CFG_HISTORY;
+    for (unsigned i = 0; i < n; i++)
+        if (p->hist[i].id == id)
+            return &p->hist[i];
+    return NULL;
+}
+
+static struct reg_cfg_entry *hist_push(struct reg_proc *p)
+{
+    struct reg_cfg_entry *e = &p->hist[p->nhist++ % REG_CFG_HISTORY];
+    memset(e, 0, sizeof(*e));
+    e->rank = -1;
+    return e;
 }
 
 /* Key order: job, then the sorted sets lexicographically (a proper prefix first). */
@@ -307,6 +354,10 @@ int registry_poll_uid(struct registry *r, uid_t uid, int64_t job, const int32_t 
         *ret_len = p->pending_len + 1;
         p->pending = NULL;
         p->pending_len = 0;
+        struct reg_cfg_entry *e = hist_find(p, p->pending_id);
+        if (e && e->outcome == REG_OUT_PENDING)
+            e->outcome = p->acks ? REG_OUT_DELIVERED : REG_OUT_UNACKED;
+        p->pending_id = 0;
         join_pids(p->pids, p->npids, txt, sizeof(txt));
         LOG_INFO("Returning activity profiler config for process (%s) in job %lld", txt, (long long)job);
     }
@@ -409,12 +460,13 @@ static bool requested(const struct reg_proc *p, const int32_t *pids, size_t npid
 
 int registry_set_config(struct registry *r, int64_t job, const int32_t *pids, size_t npids,
                         const char *config, size_t config_len, int64_t limit,
-                        reg_eligible_fn eligible, void *arg, struct reg_set_result *res)
+                        reg_eligible_fn eligible, void *arg, const char *token,
+                        struct reg_set_result *res)
 {
     int rc = 0;
     bool trace_all = npids == 0 || (npids == 1 && pids[0] == 0);
     char txt[256];
-    size_t o = 0;
+    size_t o = 0, len = 0;
     int64_t secs = (int64_t)time(NULL);
     memset(res, 0, sizeof(*res));
     txt[0] = '\0';
@@ -444,29 +496,45 @@ int registry_set_config(struct registry *r, int64_t job, const int32_t *pids, si
         if (eligible && !eligible(p->origin, arg))
             continue;
         res->matched[res->n_matched++] = p->pids[0];
-        /* only triggered processes count against the limit: busy ones do not, and beyond
-         * the limit a process is neither triggered nor counted busy (§4.3) */
-        if ((int64_t)res->n_triggered >= limit)
-            continue;
-        if (p->pending) {
-            res->busy++;
+        /* beyond the limit a process is matched but neither triggered nor replaced; it is
+         * counted as skipped so the reply can say so */
+        if ((int64_t)res->n_triggered >= limit) {
+            res->n_skipped++;
             continue;
         }
-        p->pending = registry_wrap_config(r->hostname, p->pids[0], secs, config, config_len,
-                                          &p->pending_len);
-        if (!p->pending) {
+        uint64_t id = registry_config_id(r->hostname, p->pids[0], secs, ++r->seq);
+        char *text = registry_wrap_config(id, config, config_len, &len);
+        if (!text) {
             rc = -ENOMEM;
             goto out_unlock;
         }
+        if (p->pending) {
+            /* last wins: the process never saw the older config, so a stop right after a
+             * start replaces it instead of being refused as busy (and lost) */
+            struct reg_cfg_entry *old = hist_find(p, p->pending_id);
+            if (old && old->outcome == REG_OUT_PENDING) {
+                old->outcome = REG_OUT_SUPERSEDED;
+                snprintf(old->reason, sizeof(old->reason),
+                         "replaced by a newer command before the process polled");
+            }
+            free(p->pending);
+            res->busy++;
+        }
+        p->pending = text;
+        p->pending_len = len;
+        p->pending_id = id;
+        struct reg_cfg_entry *e = hist_push(p);
+        e->id = id;
+        e->pid = p->pids[0];
+        e->outcome = REG_OUT_PENDING;
+        if (token)
+            snprintf(e->token, sizeof(e->token), "%s", token);
         res->triggered[res->n_triggered++] = p->pids[0];
-        char key[320];
-        int kn = snprintf(key, sizeof(key), "%s:%d:%lld", r->hostname, p->pids[0], (long long)secs);
-        LOG_INFO(" PID: %d, Trace Id: %llu", p->pids[0],
-                 (unsigned long long)registry_fnv1a64(key, (size_t)kn));
+        LOG_INFO(" PID: %d, Trace Id: %llu", p->pids[0], (unsigned long long)id);
     }
     LOG_INFO("On-demand request: %zu matching processes", res->n_matched);
-    LOG_INFO("Installed activity profiler config for %zu process(es) (%d busy)", res->n_triggered,
-             res->busy);
+    LOG_INFO("Installed activity profiler config for %zu process(es) (%d replaced a pending one, "
+             "%zu beyond the process limit)", res->n_triggered, res->busy, res->n_skipped);
 out_unlock:
     pthread_mutex_unlock(&r->mu);
     if (rc)
@@ -566,4 +634,112 @@ int registry_ctxt_count(struct registry *r)
     int n = r->nctxt;
     pthread_mutex_unlock(&r->mu);
     return n;
+}
+
+static struct reg_proc *leaf_proc(struct registry *r, int32_t pid)
+{
+    /* several ancestor sets may share a leaf: the one polled last holds the deliveries */
+    struct reg_proc *best = NULL;
+    for (size_t i = 0; i < r->nprocs; i++)
+        if (r->procs[i]->pids[0] == pid && (!best || r->procs[i]->last_ns > best->last_ns))
+            best = r->procs[i];
+    return best;
+}
+
+int registry_ack(struct registry *r, int32_t pid, uint64_t id, enum reg_outcome outcome,
+                 int32_t rank, const char *reason, const char *state)
+{
+    int rc = -ENOENT;
+    if (outcome != REG_OUT_APPLIED && outcome != REG_OUT_REJECTED && outcome != REG_OUT_SUPERSEDED)
+        return -EINVAL;
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nprocs; i++) {
+        struct reg_proc *p = r->procs[i];
+        struct reg_cfg_entry *e;
+        if (p->pids[0] != pid || !(e = hist_find(p, id)))
+            continue;
+        /* an id the process never received (still pending, or replaced) cannot be answered */
+        /* an id the process never received (pending, replaced) cannot be answered; an
+         * unacknowledged one can (its PluginInfo came after the delivery) */
+        if (e->outcome != REG_OUT_DELIVERED && e->outcome != REG_OUT_UNACKED) {
+            rc = e->outcome == REG_OUT_PENDING ? -ENOENT : -EALREADY;
+            continue;
+        }
+        e->outcome = outcome;
+        e->rank = rank;
+        snprintf(e->reason, sizeof(e->reason), "%s", reason ? reason : "");
+        snprintf(e->state, sizeof(e->state), "%s", state ? state : "");
+        rc = 0;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int registry_set_acks(struct registry *r, int32_t pid, bool acks)
+{
+    int rc = -ENOENT;
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nprocs; i++) {
+        if (r->procs[i]->pids[0] != pid)
+            continue;
+        r->procs[i]->acks = acks;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int registry_outcomes(struct registry *r, const char *token, struct reg_cfg_entry **ret,
+                      size_t *ret_n)
+{
+    size_t n = 0, cap = 16;
+    int rc = 0;
+    *ret = NULL;
+    *ret_n = 0;
+    if (!token || !token[0])
+        return -EINVAL;
+    struct reg_cfg_entry *v = malloc(cap * sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nprocs; i++) {
+        struct reg_proc *p = r->procs[i];
+        unsigned k = p->nhist < REG_CFG_HISTORY ? p->nhist : REG_CFG_HISTORY;
+        for (unsigned j = 0; j < k; j++) {
+            if (strcmp(p->hist[j].token, token) != 0)
+                continue;
+            if (n == cap) {
+                struct reg_cfg_entry *nv = realloc(v, 2 * cap * sizeof(*v));
+                if (!nv) {
+                    rc = -ENOMEM;
+                    goto out_unlock;
+                }
+                v = nv;
+                cap *= 2;
+            }
+            v[n++] = p->hist[j];
+        }
+    }
+out_unlock:
+    pthread_mutex_unlock(&r->mu);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}
+
+int registry_last_outcome(struct registry *r, int32_t pid, struct reg_cfg_entry *ret)
+{
+    int rc = -ENOENT;
+    pthread_mutex_lock(&r->mu);
+    struct reg_proc *p = leaf_proc(r, pid);
+    if (p && p->nhist > 0) {
+        *ret = p->hist[(p->nhist - 1) % REG_CFG_HISTORY];
+        rc = 0;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rc;
 }

@@ -58,13 +58,59 @@ struct reg_set_result {
     size_t n_matched;
     int32_t *triggered;
     size_t n_triggered;
-    int busy;
+    int busy;                /* triggered processes whose older pending config was replaced */
+    size_t n_skipped;        /* matched but beyond the process limit */
 };
 /* setOnDemandConfig (§4.3). pids must be sorted ascending (upstream's std::set<int>). The
- * stored text is the wrapped config with REQUEST_TRACE_ID. */
+ * stored text is the wrapped config with REQUEST_TRACE_ID, an id unique per delivery
+ * (docs/troubleshooting.md). A process whose mailbox still holds an older config gets the
+ * new one instead (last wins; the old id's outcome becomes superseded). token (NULL or "":
+ * none) tags the deliveries for registry_outcomes(). */
 int registry_set_config(struct registry *r, int64_t job, const int32_t *pids, size_t npids,
                         const char *config, size_t config_len, int64_t limit,
-                        reg_eligible_fn eligible, void *arg, struct reg_set_result *ret);
+                        reg_eligible_fn eligible, void *arg, const char *token,
+                        struct reg_set_result *ret);
+
+/* ---- config outcomes (docs/troubleshooting.md) ---- */
+enum reg_outcome {
+    REG_OUT_NONE = 0,
+    REG_OUT_PENDING,      /* in the mailbox, the process has not polled since */
+    REG_OUT_DELIVERED,    /* handed over, waiting for the process's acknowledgement */
+    REG_OUT_UNACKED,      /* handed over to a client that never acknowledges (Kineto, upstream) */
+    REG_OUT_APPLIED,
+    REG_OUT_REJECTED,
+    REG_OUT_SUPERSEDED,
+};
+/* "pending", "delivered", "delivered (unacknowledged)", "applied", "rejected", "superseded". */
+const char *registry_outcome_name(enum reg_outcome o);
+/* Final: nothing the process does later changes it (delivered and pending are not). */
+bool registry_outcome_final(enum reg_outcome o);
+
+#define REG_TOKEN_CAP 65
+#define REG_REASON_CAP 256
+#define REG_STATE_CAP 16
+#define REG_CFG_HISTORY 4     /* deliveries remembered per process */
+struct reg_cfg_entry {
+    uint64_t id;              /* REQUEST_TRACE_ID; 0 = none */
+    int32_t pid;              /* leaf */
+    int32_t rank;             /* from the acknowledgement; -1 unknown */
+    enum reg_outcome outcome;
+    char token[REG_TOKEN_CAP];
+    char reason[REG_REASON_CAP];
+    char state[REG_STATE_CAP];  /* session state after it ("Running", "Idle"), "" unknown */
+};
+/* An acknowledgement from the process whose leaf is pid: outcome must be applied, rejected
+ * or superseded; reason/state are copied (cut to the caps). -ENOENT when pid or id is
+ * unknown, -EINVAL for another outcome, -EALREADY when the id already has a final outcome. */
+int registry_ack(struct registry *r, int32_t pid, uint64_t id, enum reg_outcome outcome,
+                 int32_t rank, const char *reason, const char *state);
+/* PluginInfo said the process acknowledges configs: its deliveries wait for the answer. */
+int registry_set_acks(struct registry *r, int32_t pid, bool acks);
+/* Every remembered delivery tagged with token, registry order. Caller owns *ret (free()). */
+int registry_outcomes(struct registry *r, const char *token, struct reg_cfg_entry **ret,
+                      size_t *ret_n);
+/* The newest delivery of the process whose leaf is pid (getStatus); -ENOENT when none. */
+int registry_last_outcome(struct registry *r, int32_t pid, struct reg_cfg_entry *ret);
 void reg_set_result_fini(struct reg_set_result *res);
 
 /* GC pass (§4.6): forget processes idle for more than age_ns, and then empty jobs with their
@@ -89,9 +135,11 @@ size_t registry_count(struct registry *r);
 int registry_ctxt_count(struct registry *r);
 
 /* Wrapped config (§4.5) into a new string: "\n" + 12 spaces + cfg + "\n" + 12 spaces +
- * "REQUEST_TRACE_ID=<fnv1a64("<host>:<leaf>:<secs>")>". Caller owns. */
-char *registry_wrap_config(const char *hostname, int32_t leaf, int64_t secs, const char *cfg,
-                           size_t cfg_len, size_t *ret_len);
+ * "REQUEST_TRACE_ID=<id>". Caller owns. */
+char *registry_wrap_config(uint64_t id, const char *cfg, size_t cfg_len, size_t *ret_len);
+/* The id of one delivery: fnv1a64("<host>:<leaf>:<secs>:<seq>"), seq a per-daemon counter so
+ * two deliveries within a second differ; never 0. */
+uint64_t registry_config_id(const char *hostname, int32_t leaf, int64_t secs, uint64_t seq);
 uint64_t registry_fnv1a64(const char *s, size_t n);
 
 #endif

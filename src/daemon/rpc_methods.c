@@ -46,11 +46,13 @@ static int pid_cmp(const void *a, const void *b)
 }
 
 static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w);
+static int m_get_outcomes(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w);
 
 static const struct {
     const char *name;
     rpc_handler_fn fn;
 } methods[] = {
+    { "getConfigOutcomes", m_get_outcomes },
     { "getStatus", m_get_status },
     { "getSteps", rpc_steps_get },
     { "getVersion", m_get_version },
@@ -101,6 +103,40 @@ void rpc_set_pid_gone(bool (*fn)(int32_t pid))
 static bool pid_gone(int32_t pid)
 {
     return pid_gone_fn && pid_gone_fn(pid);
+}
+
+/* One delivery's outcome as a JSON object (keys sorted). */
+static void write_outcome(struct jw *w, const struct reg_cfg_entry *e, bool with_pid)
+{
+    char id[24];
+    snprintf(id, sizeof(id), "%llu", (unsigned long long)e->id);
+    jw_obj_begin(w);
+    jw_key(w, "id");          /* a string: 64-bit ids do not survive a double */
+    jw_str(w, id);
+    jw_key(w, "outcome");
+    jw_str(w, registry_outcome_name(e->outcome));
+    if (with_pid) {
+        jw_key(w, "pid");
+        jw_int(w, e->pid);
+    }
+    jw_key(w, "rank");
+    jw_int(w, e->rank);
+    jw_key(w, "reason");
+    jw_str(w, e->reason);
+    jw_key(w, "state");
+    jw_str(w, e->state);
+    jw_obj_end(w);
+}
+
+/* Ours (issue 22): the last config this process was handed and what became of it, under a
+ * key of its own so that other per-process additions merge beside it. */
+static void write_config_status(const struct rpc_ctx *ctx, struct jw *w, int32_t pid)
+{
+    struct reg_cfg_entry e;
+    if (registry_last_outcome(ctx->reg, pid, &e) != 0)
+        return;
+    jw_key(w, "config");
+    write_outcome(w, &e, false);
 }
 
 static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
@@ -184,6 +220,7 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
             jw_key(w, "backend");
             jw_str(w, lib_backend);
         }
+        write_config_status(ctx, w, e.pid);
         jw_key(w, "current_step");
         jw_int(w, e.current_step);
         if (health_has(&e, gone)) { /* ours (issue 22): live health and its marks */
@@ -296,8 +333,9 @@ static void write_int_array(struct jw *w, const int32_t *v, size_t n)
     jw_arr_end(w);
 }
 
+/* skipped >= 0 (a client that sent client_token) adds processesSkipped (ours). */
 static void write_full(struct jw *w, int busy, const int32_t *trig, size_t ntrig,
-                       const char *cmd, const int32_t *matched, size_t nmatched)
+                       const char *cmd, const int32_t *matched, size_t nmatched, long long skipped)
 {
     jw_obj_begin(w);
     jw_key(w, "activityProfilersBusy");
@@ -313,6 +351,10 @@ static void write_full(struct jw *w, int busy, const int32_t *trig, size_t ntrig
     jw_arr_end(w);
     jw_key(w, "processesMatched");
     write_int_array(w, matched, nmatched);
+    if (skipped >= 0) {
+        jw_key(w, "processesSkipped");
+        jw_int(w, skipped);
+    }
     jw_obj_end(w);
 }
 
@@ -393,12 +435,54 @@ out:
     return rc;
 }
 
+/* client_token (ours): what a waiting dyno asks getConfigOutcomes for. */
+static bool token_ok(const char *t)
+{
+    size_t n = strlen(t);
+    if (n == 0 || n >= REG_TOKEN_CAP)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((t[i] >= '0' && t[i] <= '9') || (t[i] >= 'a' && t[i] <= 'z') ||
+              (t[i] >= 'A' && t[i] <= 'Z') || t[i] == '_' || t[i] == '-'))
+            return false;
+    return true;
+}
+
+/* getConfigOutcomes (ours, issue 22): {"fn":"getConfigOutcomes","client_token":"<t>"} ->
+ * {"outcomes":[{"id","outcome","pid","rank","reason","state"}, ...]}, every delivery the
+ * setKinetOnDemandRequest with that token made that the daemon still remembers. */
+static int m_get_outcomes(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
+{
+    const cJSON *t = cjx_get(req, "client_token");
+    struct reg_cfg_entry *v = NULL;
+    size_t n = 0;
+    int rc;
+    if (!cJSON_IsString(t) || !token_ok(t->valuestring)) {
+        write_status_only(w, "failed: client_token must be 1-64 characters [0-9A-Za-z_-]");
+        return 0;
+    }
+    rc = registry_outcomes(ctx->reg, t->valuestring, &v, &n);
+    if (rc)
+        return rc;
+    jw_obj_begin(w);
+    jw_key(w, "outcomes");
+    jw_arr_begin(w);
+    for (size_t i = 0; i < n; i++)
+        write_outcome(w, &v[i], true);
+    jw_arr_end(w);
+    jw_obj_end(w);
+    free(v);
+    return 0;
+}
+
 static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
 {
     const cJSON *config = cjx_get(req, "config");
     const cJSON *pids = cjx_get(req, "pids");
     const cJSON *job = cjx_get(req, "job_id");
     const cJSON *limit_v = cjx_get(req, "process_limit");
+    const cJSON *token_v = cjx_get(req, "client_token");
+    const char *token = NULL;
     int32_t *pidv = NULL;
     char *canon = NULL;
     size_t npids = 0, config_len = 0;
@@ -415,6 +499,18 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
     if (!cJSON_IsArray(pids)) {
         type_error(w, "array", pids);
         return 0;
+    }
+    if (token_v) {
+        if (!cJSON_IsString(token_v)) {
+            type_error(w, "string", token_v);
+            return 0;
+        }
+        if (!token_ok(token_v->valuestring)) {
+            LOG_RL(&rl_field, 1000, LOG_LVL_ERROR, "setKinetOnDemandRequest: invalid client_token");
+            write_status_only(w, "failed: client_token must be 1-64 characters [0-9A-Za-z_-]");
+            return 0;
+        }
+        token = token_v->valuestring;
     }
     pidv = malloc(((size_t)cJSON_GetArraySize(pids) + 1) * sizeof(*pidv));
     if (!pidv)
@@ -486,16 +582,17 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
     int elig[2] = { kind, strcmp(gate, "effective") == 0 };
     struct reg_set_result res;
     rc = registry_set_config(ctx->reg, job_id, pidv, npids, canon, config_len, limit,
-                             eligible, elig, &res);
+                             eligible, elig, token, &res);
     if (rc)
         goto out_pids;
     if (res.n_matched > 0) {
-        write_full(w, res.busy, res.triggered, res.n_triggered, "effective", res.matched,
-                   res.n_matched);
+        /* a replaced pending config is not busy any more: the process gets this one */
+        write_full(w, 0, res.triggered, res.n_triggered, "effective", res.matched,
+                   res.n_matched, token ? (long long)res.n_skipped : -1);
     } else {
         const char *cmd = elig[1] ? "ineffective" : gate;
         if (kind == REG_KIND_TRACE && !last.any_received) {
-            write_full(w, 0, NULL, 0, cmd, NULL, 0);   /* Kineto's dyno needs the keys */
+            write_full(w, 0, NULL, 0, cmd, NULL, 0, -1);   /* Kineto's dyno needs the keys */
         } else if (busy[0]) {
             jw_obj_begin(w);
             jw_key(w, "commandStatus");

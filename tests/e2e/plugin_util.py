@@ -172,7 +172,7 @@ def kinds_after(daemon, t_ns):
     out = {}
     for d in data_lines(daemon):
         ts = int(d["timestamp"])
-        if d.get("kind") in ("OpStats", "Marker", "PluginStats") or ts <= t_ns:
+        if d.get("kind") in ("OpStats", "Marker", "PluginStats", "ConfigAck") or ts <= t_ns:
             continue
         out.setdefault(ts, set()).add(d["kind"])
     return sorted(out.items())

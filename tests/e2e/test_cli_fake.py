@@ -2,6 +2,7 @@
 bytes, output lines for fixed replies, no connection on validation errors, multi-host
 fan-out with a silent server, unreachable and closed-without-reply failures."""
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -143,6 +144,17 @@ def test_version_request_bytes(servers):
     assert lines(r.stdout)[-2] == '{"version":"0.3.2"}'
 
 
+def test_reply_of_789_bytes_is_not_tls(servers):
+    """A plain reply whose little-endian length starts 15 03 (789 bytes) is a reply, not a
+    TLS alert from a TLS daemon (found by bench_loop: 8 outcomes are about that long)."""
+    reply = '{"version":"' + "v" * (789 - len('{"version":""}')) + '"}'
+    assert len(reply) == 789
+    s = servers(reply)
+    r = dyno("--hostname", "127.0.0.1", "--port", str(s.port), "version")
+    assert r.returncode == 0, r.stderr
+    assert lines(r.stdout)[-2] == reply
+
+
 def test_npu_monitor_output_and_note(servers):
     s = servers('{"commandStatus":"ineffective"}')
     r = dyno("--hostname", "localhost", "--port", str(s.port), "npu-monitor",
@@ -162,7 +174,9 @@ def test_npu_monitor_output_and_note(servers):
     body = s.requests[0][4:]
     assert struct.unpack("<i", s.requests[0][:4])[0] == len(body)
     assert body.startswith(b'\n{\n    "fn": "setKinetOnDemandRequest",\n    "config": "NPU_MONITOR_START=true\\n')
-    assert body.endswith(b'",\n    "job_id": 0,\n    "pids": [0],\n    "process_limit": 3\n}')
+    # every matching process by default (issue 22), and the token the outcomes are read with
+    assert re.search(rb'",\n    "job_id": 0,\n    "pids": \[0\],\n    "process_limit": 4096,\n'
+                     rb'    "client_token": "[0-9a-f]{16}"\n}$', body), body
 
 
 def test_npu_monitor_log_file_hints_at_the_report(servers, tmp_path):

@@ -44,8 +44,10 @@ class Cluster:
         """mssim-train (native poller) per rank; rank r on host r // 2."""
         for r in range(HOSTS * RANKS_PER_HOST):
             d = self.daemons[r // RANKS_PER_HOST]
+            # MSSIM_CHECK_PRELOAD=0: MemCpy needs LD_PRELOAD under the simulated CANN 26; without it
+            # the start is (rightly, issue 22) rejected for that kind
             env = d.client_env(MSMONITOR_USE_DAEMON=1, MSMONITOR_NATIVE_POLL=1, RANK=r, LOCAL_RANK=r % 2,
-                               MSMONITOR_MSPTI_LIB=binpath("libmspti.so"))
+                               MSMONITOR_MSPTI_LIB=binpath("libmspti.so"), MSSIM_CHECK_PRELOAD=0)
             argv = [binpath("mssim-train"), "--with-plugin", binpath("libmsmonitor.so"), "--steps", str(steps),
                     "--rate", str(RATE)] + list(args)
             self.ranks.append(Proc(argv, env=env, logname=f"rank{r}", tmpdir=tempfile.mkdtemp(dir=self.tmp)))

@@ -171,8 +171,11 @@ def test_cupti_lib_missing_keeps_app_running(daemon):
     app = CudaApp(daemon, tmp, steps=5, extra_env={"MSMONITOR_CUPTI_LIB": os.path.join(tmp, "nope.so")})
     try:
         wait_registered(daemon, app.p.pid)
-        r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Kernel")
-        assert r.returncode == 0, r.stderr + r.stdout
+        r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Kernel",
+                     "--wait-s", "60", timeout=120)
+        # issue 22: the refused start is dyno's outcome with the reason, exit 3
+        assert r.returncode == 3, r.stderr + r.stdout
+        assert "rejected (Idle): CUPTI library not found" in r.stdout, r.stdout
         app.wait_plugin_log("CUPTI library not found (searched: MSMONITOR_CUPTI_LIB=")
         app.go()
         app.p.wait(30)

@@ -92,8 +92,11 @@ def test_read_only_log_dir_is_refused_and_process_keeps_running(daemon):
             # an existing read-only directory, then one that would have to be created
             for i, target in enumerate((fs, os.path.join(fs, "sub"))):
                 r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--report-interval-s", "1",
-                             "--mspti-activity-kind", "Kernel", "--log-file", target)
-                assert r.returncode == 0, r.stderr + r.stdout
+                             "--mspti-activity-kind", "Kernel", "--log-file", target, "--wait-s", "60",
+                             timeout=120)
+                # issue 22: the refusal is dyno's outcome, with the reason, exit 3
+                assert r.returncode == 3, r.stderr + r.stdout
+                assert "rejected (Idle): " in r.stdout, r.stdout
                 w.wait_plugin_log("Invalid log path, mspti monitor start failed", count=i + 1, timeout=30)
             assert "MsptiMonitor start successfully" not in w.plugin_log()
             wait_until(lambda: '"npumonitor":"Idle"' in _status(daemon), 30, "npumonitor Idle",

@@ -144,10 +144,10 @@ def test_gputrace_iteration_mode_spec_example_and_keepalive(d):
         r = run_dyno(d, "gputrace", "--log-file", "/tmp/t.pt.trace.json", "--iterations", "2")
         assert r.returncode == 0, r.stderr
         assert "    /tmp/t_%d.pt.trace.json" % k.pid in r.stdout.splitlines()
-        # a second command before the poll: busy, not queued
+        # a second command before the poll replaces the first (issue 22: last wins)
         r2 = run_dyno(d, "gputrace", "--log-file", "/tmp/t.pt.trace.json", "--iterations", "2")
-        assert reply_of(r2.stdout)["activityProfilersBusy"] == 1
-        assert reply_of(r2.stdout)["activityProfilersTriggered"] == []
+        assert reply_of(r2.stdout)["activityProfilersBusy"] == 0
+        assert reply_of(r2.stdout)["activityProfilersTriggered"] == [k.pid]
         # type 0 keep-alive gets an (empty) reply and leaves the config pending
         assert k.poll(type=0, timeout=5)[0] == ""
         text = k.poll(type=2, timeout=5)[0]
@@ -197,7 +197,8 @@ def test_npu_monitor_and_gputrace_kept_apart(d):
         # npu-monitor configs never reach the Kineto process
         m.status("monitor", "Idle", pid=MS)
         wait_status(d.port, "Idle", "Idle")
-        r = run_dyno(d, "npu-monitor", "--npu-monitor-start")
+        # --no-wait: this fake process polls only after dyno returned (issue 22)
+        r = run_dyno(d, "npu-monitor", "--npu-monitor-start", "--no-wait")
         assert r.returncode == 0, r.stderr
         assert reply_of(r.stdout)["processesMatched"] == [MS]
         assert m.poll(pids=[MS]).startswith("\n" + IND + "NPU_MONITOR_START=true")

@@ -8,6 +8,7 @@ non-directory --log-file, a start step already passed; the job leaving mid-windo
 valid partial trace."""
 import json
 import os
+import re
 import signal
 import time
 
@@ -119,14 +120,20 @@ def test_refusals_and_partial_window(make_daemon, tmp_path):
         real.mkdir()
         link = tmp_path / "link"
         os.symlink(str(real), str(link))
-        r = run_dyno(daemon, "nputrace", "--start-step", "-1", "--iterations", "2", "--log-file", str(link))
-        assert r.returncode == 0, r.stderr
+        r = run_dyno(daemon, "nputrace", "--start-step", "-1", "--iterations", "2", "--log-file", str(link),
+                     "--wait-s", "60", timeout=120)
+        # issue 22: the rank's refusal is dyno's outcome, exit 3
+        assert r.returncode == 3, r.stdout + r.stderr
+        assert re.search(r"^Outcome: localhost pid %d rank 0: rejected \(Idle\): .*is a symbolic link" % p.p.pid,
+                         r.stdout, re.M), r.stdout
         wait_until(lambda: "is a symbolic link" in plugin_log(d), 15, "the symlink refusal", diag(ranks))
         # A start step already passed.
         step = max(2, [q for q in status(daemon)["processes"] if q["pid"] == p.p.pid][0]["current_step"])
         next_second(int(time.time()))  # the segment keeps whole-second times: a second config in one second is unseen
-        r = run_dyno(daemon, "nputrace", "--start-step", "1", "--iterations", "2", "--log-file", str(out))
-        assert r.returncode == 0, r.stderr
+        r = run_dyno(daemon, "nputrace", "--start-step", "1", "--iterations", "2", "--log-file", str(out),
+                     "--wait-s", "60", timeout=120)
+        assert r.returncode == 3, r.stdout + r.stderr
+        assert "start step 1 already passed" in r.stdout, r.stdout
         wait_until(lambda: "start step 1 already passed" in plugin_log(d), 15, "the passed-step refusal",
                    diag(ranks))
         assert step >= 2

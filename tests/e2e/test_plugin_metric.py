@@ -126,7 +126,11 @@ def test_invalid_config_keeps_running(daemon):
         # a log path that cannot be created: rejected, process keeps running, status Idle
         bad = os.path.join(tmp, "file")
         open(bad, "w").close()
-        _start(daemon, "--mspti-activity-kind", "Kernel", "--log-file", os.path.join(bad, "sub"))
+        r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Kernel",
+                     "--log-file", os.path.join(bad, "sub"), "--wait-s", "60", timeout=120)
+        # issue 22: dyno says so, with the process's reason, exit 3
+        assert r.returncode == 3, r.stderr + r.stdout
+        assert "rejected (Idle): outfile: cannot access log path" in r.stdout, r.stdout
         w.wait_plugin_log("Invalid log path, mspti monitor start failed")
         assert w.p.poll() is None
         _start(daemon, "--report-interval-s", "1", "--mspti-activity-kind", "Kernel")

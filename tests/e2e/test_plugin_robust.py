@@ -35,6 +35,15 @@ def _start(daemon, kinds, *extra, interval="1"):
     assert r.returncode == 0, r.stderr + r.stdout
 
 
+def _start_rejected(daemon, kinds, reason):
+    """Issue 22: a start the process refuses (in whole or in part) is exit 3 with its reason."""
+    r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--report-interval-s", "1",
+                 "--mspti-activity-kind", kinds, "--wait-s", "60", timeout=120)
+    assert r.returncode == 3, r.stderr + r.stdout
+    assert reason in r.stdout, r.stdout
+    return r
+
+
 def _stop(daemon):
     r = run_dyno(daemon, "npu-monitor", "--npu-monitor-stop")
     assert r.returncode == 0, r.stderr + r.stdout
@@ -134,7 +143,8 @@ def test_invalid_raw_configs_rejected(daemon):
     """Configs dyno would never send, delivered raw through the daemon: each is rejected with
     the §3 log line, nothing starts, no status is reported, the process keeps running."""
     cases = [
-        (_config(REPORT_INTERVAL_S=None), "Missing required key: REPORT_INTERVAL_S"),
+        # issue 22: only NPU_MONITOR_START is required; an absent key takes its default
+        (_config(NPU_MONITOR_STOP="maybe"), "Invalid value for NPU_MONITOR_STOP = 'maybe' (true or false)"),
         (_config(MSPTI_ACTIVITY_KIND="Kernel,kernel"),
          "Invalid value for MSPTI_ACTIVITY_KIND = 'Kernel,kernel' (comma list of Marker, Kernel, API, "
          "Hccl, Memory, MemSet, MemCpy, Communication, AclAPI, NodeAPI, RuntimeAPI)"),
@@ -217,7 +227,9 @@ def test_enable_error_profile_8_0_hccl(daemon):
     w = Workload(daemon, tmp, extra_env={"MSSIM_PROFILE": "8.0"})
     try:
         wait_registered(daemon, w.p.pid)
-        _start(daemon, "Kernel,Hccl")
+        # the start is rejected naming the kind, and runs with the kinds that could be enabled
+        _start_rejected(daemon, "Kernel,Hccl", "rejected (Running): mspti could not enable Hccl: MsptiMonitor "
+                                               "enableActivity failed, kind: Hccl")
         _wait_any(w, [ENABLE_FAILED.format("Hccl", r) for r in
                       ("MSPTI_ERROR_INVALID_PARAMETER", "One or more of the parameters is invalid.")])
         daemon.wait_log('"kind":"Kernel"', timeout=20)
@@ -232,7 +244,8 @@ def test_enable_error_26_0_without_preload(daemon):
     w = Workload(daemon, tmp, extra_env={"MSSIM_PROFILE": "26.0"})
     try:
         wait_registered(daemon, w.p.pid)
-        _start(daemon, "Memory,Kernel")
+        _start_rejected(daemon, "Memory,Kernel", "rejected (Running): mspti could not enable Memory: MsptiMonitor "
+                                                 "enableActivity failed, kind: Memory")
         _wait_any(w, [ENABLE_FAILED.format("Memory", r) + PRELOAD_HINT for r in
                       ("MSPTI_ERROR_WITHOUT_LD_PRELOAD", "The operation requires LD_PRELOAD injection.")])
         daemon.wait_log('"kind":"Kernel"', timeout=20)
@@ -248,7 +261,7 @@ def test_mspti_lib_missing(daemon):
     w = Workload(daemon, tmp, extra_env={"MSMONITOR_MSPTI_LIB": os.path.join(tmp, "nope", "libmspti.so")})
     try:
         wait_registered(daemon, w.p.pid)
-        _start(daemon, "Kernel")
+        _start_rejected(daemon, "Kernel", "rejected (Idle): msPTI library not found")
         w.wait_plugin_log("msPTI library not found, mspti monitor start failed")
         assert "MsptiMonitor start successfully" not in w.plugin_log()
         assert "MsptiMonitor" not in thread_names(w.p.pid)

@@ -21,6 +21,7 @@
 #include "contract/cfgkeys.h"
 #include "contract/kvtext.h"
 #include "msmon/ipc_wire.h"
+#include "plugin/control/ack.h"
 #include "plugin/control/dyno.h"
 #include "plugin/control/mconfig.h"
 #include "plugin/control/monitor.h"
@@ -33,14 +34,24 @@
 int control_apply_config(const char *const *keys, const char *const *values, size_t n)
 {
     struct mconfig *cfg;
+    char id[ACK_ID_CAP], why[ACK_REASON_CAP + 1];
     int rc;
 
+    ack_find_id(keys, values, n, id);
     cfg = malloc(sizeof(*cfg)); /* ~5 KiB: keep it off small framework thread stacks */
-    if (!cfg)
+    if (!cfg) {
+        (void)ack_send(id, "rejected", "out of memory", monitor_running() ? "Running" : "Idle");
         return -ENOMEM;
+    }
+    log_reason_begin(why, sizeof(why));
     rc = mconfig_parse(keys, values, n, cfg);
-    if (rc == 0)
-        (void)monitor_handle_config(cfg); /* reports npuMonitorStatus itself */
+    log_reason_end();
+    if (rc == 0) {
+        memcpy(cfg->id, id, sizeof(cfg->id));
+        (void)monitor_handle_config(cfg); /* reports npuMonitorStatus and the outcome itself */
+    } else {
+        (void)ack_send(id, "rejected", why[0] ? why : "invalid config", monitor_running() ? "Running" : "Idle");
+    }
     free(cfg);
     return rc;
 }
@@ -51,7 +62,14 @@ int control_apply_text(const char *text, size_t len)
     int rc;
 
     if (!memmem(text, len, CFGKEY_NPU_MONITOR_START, strlen(CFGKEY_NPU_MONITOR_START))) {
+        char id[ACK_ID_CAP] = "";
         LOG_INFO("MsMonitorPoll: ignored a config that is not an npu-monitor config (%zu bytes)", len);
+        if (kvtext_parse(text, len, &kv) == 0) {
+            ack_find_id(kv.keys, kv.values, kv.n, id);
+            kvtext_fini(&kv);
+        }
+        (void)ack_send(id, "rejected", "not an npu-monitor or nputrace config (gputrace targets Kineto clients)",
+                       monitor_running() ? "Running" : "Idle");
         return -ENOMSG;
     }
     rc = kvtext_parse(text, len, &kv); /* the one KEY=value rule, as on the shm path */
@@ -217,6 +235,8 @@ static void control_send_plugin_info(void)
         lib = "";
     jw_init(&w, buf, sizeof(buf));
     jw_obj_begin(&w);
+    jw_key(&w, "acks"); /* it answers every config with a ConfigAck (ack.h) */
+    jw_bool(&w, true);
     jw_key(&w, "backend");
     jw_str(&w, name);
     jw_key(&w, "deviceId");

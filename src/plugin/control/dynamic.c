@@ -28,6 +28,7 @@
 #include "contract/rank.h"
 #include "ipc/ipc_msg.h"
 #include "msmon/ipc_wire.h"
+#include "plugin/control/ack.h"
 #include "plugin/control/control.h"
 #include "plugin/control/health.h"
 #include "plugin/control/monitor.h"
@@ -992,6 +993,26 @@ static bool dyn_is_true(const char *v)
     return v && (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0);
 }
 
+/* An nputrace config read at a step: 0 armed, else -EINVAL (the reason is logged). */
+static int dyn_apply_trace(const struct kvtext *kv, int32_t step)
+{
+    struct tracewin_cfg c;
+    struct dyn_trace t = dyn.trace;
+    if (dyn.trace.state != DYN_TRACE_IDLE) {
+        LOG_ERROR("dynamic_profile: nputrace config ignored on rank %d: a window [%d, %d) is already %s",
+                  (int)dyn.rank, (int)dyn.trace.start, (int)dyn.trace.stop,
+                  dyn.trace.state == DYN_TRACE_RUNNING ? "running" : "armed");
+        return -EBUSY;
+    }
+    if (dyn_trace_config(&t, kv, dyn.rank, step) != 1 || tracewin_parse(kv, &c) != 0)
+        return -EINVAL;
+    dyn.trace = t;
+    dyn.tcfg = c;
+    tracewin_note(t.state, t.start, t.stop, step, dyn.rank, &c);
+    dyn.status_due = true; /* report the new state at once */
+    return 0;
+}
+
 static void dyn_apply(int32_t step)
 {
     struct kvtext kv;
@@ -1008,20 +1029,16 @@ static void dyn_apply(int32_t step)
         goto out;
     }
     {
-        struct tracewin_cfg c;
-        struct dyn_trace t = dyn.trace;
-        if (dyn.trace.state != DYN_TRACE_IDLE) {
-            LOG_ERROR("dynamic_profile: nputrace config ignored on rank %d: a window [%d, %d) is already %s",
-                      (int)dyn.rank, (int)dyn.trace.start, (int)dyn.trace.stop,
-                      dyn.trace.state == DYN_TRACE_RUNNING ? "running" : "armed");
-            goto out;
-        }
-        if (dyn_trace_config(&t, &kv, dyn.rank, step) != 1 || tracewin_parse(&kv, &c) != 0)
-            goto out;
-        dyn.trace = t;
-        dyn.tcfg = c;
-        tracewin_note(t.state, t.start, t.stop, step, dyn.rank, &c);
-        dyn.status_due = true; /* report the new state at once */
+        /* answered to the daemon (ack.h) with the reason the line below logs */
+        char id[ACK_ID_CAP], why[ACK_REASON_CAP + 1];
+        int rc;
+        ack_find_id(kv.keys, kv.values, kv.n, id);
+        log_reason_begin(why, sizeof(why));
+        rc = dyn_apply_trace(&kv, step);
+        log_reason_end();
+        (void)ack_send(id, rc == 0 ? "applied" : "rejected", rc == 0 ? "" : why[0] ? why : "not applied",
+                       dyn.trace.state == DYN_TRACE_RUNNING ? "Running"
+                       : dyn.trace.state == DYN_TRACE_READY ? "Ready" : "Idle");
     }
 out:
     kvtext_fini(&kv);

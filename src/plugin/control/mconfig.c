@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -59,6 +60,33 @@ static const char *const mconfig_rules[MK_REQUIRED] = {
     "db or jsonl",
 };
 
+/* What an absent key means (NULL: required). */
+static const char *const mconfig_defaults[MK_REQUIRED] = {
+    "Marker", "0", "0", NULL, "false", "", "db",
+};
+
+static void mconfig_note_unknown(struct mconfig *c, const char *key)
+{
+    size_t o = strlen(c->notes);
+    char shown[48];
+    size_t i;
+
+    for (i = 0; key[i] && i < sizeof(shown) - 1; i++)
+        shown[i] = (unsigned char)key[i] < 0x20 || (unsigned char)key[i] >= 0x7f ? '?' : key[i];
+    shown[i] = '\0';
+    if (o < sizeof(c->notes) - 1)
+        snprintf(c->notes + o, sizeof(c->notes) - o, "%sunknown key '%s' ignored", o ? "; " : "", shown);
+}
+
+static bool mconfig_known(const char *key)
+{
+    for (int k = 0; k < MK_COUNT; k++)
+        if (strcmp(key, mconfig_keys[k]) == 0)
+            return true;
+    /* the daemon's id line, and the shm handoff's validity flag (dynamic.h) */
+    return strcmp(key, CFGKEY_REQUEST_TRACE_ID) == 0 || strcmp(key, "is_valid") == 0;
+}
+
 static int mconfig_check(enum mconfig_key k, const char *v, struct mconfig *c)
 {
     double d;
@@ -102,9 +130,14 @@ int mconfig_parse(const char *const *keys, const char *const *values, size_t n, 
     if (n > 0 && (!keys || !values))
         return -EINVAL;
     for (size_t i = 0; i < n; i++) {
-        char key[64];
-        if (!keys[i] || !values[i] || mconfig_trim(keys[i], key, sizeof(key)) != 0)
+        char key[64] = "";
+        if (!keys[i] || !values[i])
             continue;
+        if (mconfig_trim(keys[i], key, sizeof(key)) != 0 || !mconfig_known(key)) {
+            if (key[0] || strlen(keys[i]) >= sizeof(key))
+                mconfig_note_unknown(ret, key[0] ? key : keys[i]);
+            continue;
+        }
         for (int k = 0; k < MK_COUNT; k++)
             if (strcmp(key, mconfig_keys[k]) == 0)
                 found[k] = values[i]; /* a repeated key: the last one wins */
@@ -115,10 +148,12 @@ int mconfig_parse(const char *const *keys, const char *const *values, size_t n, 
         size_t vlen;
 
         if (!found[k]) {
-            if (k < MK_REQUIRED) {
+            if (k < MK_REQUIRED && !mconfig_defaults[k]) {
                 LOG_ERROR("Missing required key: %s", mconfig_keys[k]);
                 return -EINVAL;
             }
+            if (k < MK_REQUIRED)
+                (void)mconfig_check((enum mconfig_key)k, mconfig_defaults[k], ret);
             continue;
         }
         vlen = strlen(found[k]);

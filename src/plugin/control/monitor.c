@@ -15,14 +15,17 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "common/log.h"
 #include "common/strutil.h"
+#include "contract/kinds.h"
 #include "contract/rank.h"
 #include "msmon/ipc_wire.h"
+#include "plugin/control/ack.h"
 #include "plugin/control/dyno.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/outputs/proc_trace.h"
@@ -83,6 +86,8 @@ struct mon_session {
     uint64_t next_tick_ns;        /* monotonic; 0 = no periodic report */
     uint64_t flush_ns;            /* monitor_start_args.flush_ms; 0 = none */
     bool filter_logged;           /* last_filter was logged this session */
+    char log_file[MCONFIG_MAX_LOG_FILE + 1]; /* the running npu-monitor session's, as given */
+    bool export_db;
     char last_filter[MCONFIG_MAX_FILTER + 1];
 };
 
@@ -311,6 +316,8 @@ static void mon_teardown(void)
     s->filter_logged = false;
     s->running = false;
     s->trace = false;
+    s->log_file[0] = '\0';
+    s->export_db = false;
     s->enabled_mask = 0;
     s->duration_s = 0;
     s->deadline_ns = s->next_tick_ns = 0;
@@ -476,19 +483,65 @@ static int mon_do_kinds(uint32_t mask)
     return 0;
 }
 
-/* §4 DealMonitorReq; returns the status reported (1 running, 0 not). */
+/* A start while a session runs with other output settings restarts it with the new ones
+ * (docs/troubleshooting.md): the old session's files are closed first, so the two runs never
+ * share a file and a new --duration counts from this config. */
+static bool mon_settings_differ(const struct mconfig *cfg)
+{
+    const struct mon_session *s = &mon.sess;
+
+    if (strcmp(s->log_file, cfg->log_file) != 0)
+        return true;
+    if (cfg->log_file[0] && s->export_db != cfg->export_db)
+        return true;
+    return fabs(s->duration_s - (cfg->duration_s > 0 ? cfg->duration_s : 0)) > 1e-9;
+}
+
+/* Enable the config's kinds; when the backend refused some, why into `why` ("<backend> could
+ * not enable Kernel, Memory: <its error>"). Returns the kinds still missing. */
+static uint32_t mon_enable_checked(uint32_t mask, char *why, size_t cap)
+{
+    struct mon_session *s = &mon.sess;
+    char err[ACK_REASON_CAP + 1] = "", names[160] = "";
+    uint32_t missing;
+    size_t o = 0;
+
+    log_reason_begin(err, sizeof(err));
+    (void)mon_do_kinds(mask);
+    log_reason_end();
+    missing = mask & ~s->enabled_mask;
+    if (!missing)
+        return 0;
+    for (int k = 0; k < 32 && o < sizeof(names); k++) {
+        const char *n = (missing & (1u << k)) ? kinds_name(k) : NULL;
+        if (n) {
+            int w = snprintf(names + o, sizeof(names) - o, "%s%s", o ? ", " : "", n);
+            o += w > 0 ? (size_t)w : 0;
+        }
+    }
+    snprintf(why, cap, "%s could not enable %s: %s", s->be->ops->name, names, err[0] ? err : "refused");
+    return missing;
+}
+
+/* §4 DealMonitorReq; returns the status reported (1 running, 0 not). Every config that came
+ * from the daemon is answered with its outcome (ack.h). */
 static int mon_do_config(const struct mconfig *cfg)
 {
     struct mon_session *s = &mon.sess;
     char *dir = NULL;
+    char why[ACK_REASON_CAP + 1] = "", err[ACK_REASON_CAP + 1] = "";
+    bool rejected = false, started = false;
     int status;
 
+    log_reason_begin(err, sizeof(err));
     if (s->running && s->trace) {
         /* 01 §5: the daemon refuses npu-monitor while nputrace runs; a config that still
          * arrives (an older daemon, a direct API caller) must not end the window. */
         LOG_ERROR("npu-monitor config refused: nputrace is tracing steps [%d, %d) in this process; "
                   "retry after the window", (int)s->trace_start, (int)s->trace_stop);
+        log_reason_end();
         mon_status_post(IPC_STATUS_IDLE);
+        (void)ack_send(cfg->id, "rejected", err, "Tracing");
         return 0;
     }
     if (cfg->stop) {
@@ -497,6 +550,11 @@ static int mon_do_config(const struct mconfig *cfg)
     }
     if (cfg->report_interval_s != 0)
         mon_do_interval(cfg->report_interval_s);
+    if (cfg->start && s->running && mon_settings_differ(cfg)) {
+        LOG_INFO("MsptiMonitor: a start with new settings (log file '%s' -> '%s', duration %gs -> %gs): "
+                 "restarting the session", s->log_file, cfg->log_file, s->duration_s, cfg->duration_s);
+        (void)mon_do_stop();
+    }
     if (cfg->start && !s->running) {
         struct monitor_start_args a = {
             .mode = PROC_METRIC, .duration_s = cfg->duration_s,
@@ -506,26 +564,46 @@ static int mon_do_config(const struct mconfig *cfg)
             dir = malloc(MON_LOG_DIR_CAP);
             if (!dir || outfile_prepare_dir(cfg->log_file, dir, MON_LOG_DIR_CAP) != 0) {
                 LOG_ERROR("Invalid log path, mspti monitor start failed");
+                rejected = true;
                 goto report;
             }
             a.log_dir = dir;
             a.mode = cfg->export_db ? PROC_DB : PROC_JSONL;
         }
-        (void)mon_do_start(&a);
+        if (mon_do_start(&a) != 0) {
+            rejected = true;
+            goto report;
+        }
+        started = true;
+        (void)str_copy(s->log_file, sizeof(s->log_file), cfg->log_file, strlen(cfg->log_file));
+        s->export_db = cfg->export_db;
     }
     if (s->running) {
-        if (s->filter && filter_state_set(s->filter, cfg->filter) != 0)
+        if (s->filter && filter_state_set(s->filter, cfg->filter) != 0) {
             LOG_ERROR("MsptiMonitor: filter '%s' not applied", cfg->filter);
-        else if (s->filter)
+            rejected = true;
+        } else if (s->filter) {
             mon_log_filter(cfg->filter);
-        if (cfg->kinds_mask)
-            (void)mon_do_kinds(cfg->kinds_mask);
+        }
+        if (cfg->kinds_mask && mon_enable_checked(cfg->kinds_mask, why, sizeof(why))) {
+            LOG_ERROR("MsptiMonitor: %s", why);
+            rejected = true;
+            /* a session this config started that collects nothing is no session */
+            if (started && !s->enabled_mask)
+                (void)mon_do_stop();
+        }
     }
 report:
+    log_reason_end();
     free(dir);
     status = s->running ? 1 : 0;
     /* Queued in order on this thread: an expiry's later Idle always replaces this Running. */
     mon_status_post(status ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE);
+    if (rejected)
+        (void)ack_send(cfg->id, "rejected", why[0] ? why : err[0] ? err : "not applied",
+                       status ? "Running" : "Idle");
+    else
+        (void)ack_send(cfg->id, "applied", cfg->notes, status ? "Running" : "Idle");
     return status;
 }
 

@@ -9,16 +9,21 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
+#include <strings.h>
 
 #include "common/log.h"
+#include "contract/cfgkeys.h"
+#include "contract/kvtext.h"
 #include "contract/rank.h"
 #include "msmon/ipc_wire.h"
+#include "plugin/control/ack.h"
 #include "plugin/control/control.h"
+#include "plugin/control/dynamic.h"
 #include "plugin/control/health.h"
 #include "plugin/control/tracewin.h"
 #include "plugin/penv.h"
 
-#define NPOLL_PERIOD_S 2.0
 
 static pthread_mutex_t npoll_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct control_poller *npoll_poller;
@@ -36,13 +41,38 @@ static int32_t npoll_rank(void)
     return r == RANK_UNKNOWN ? 0 : r;
 }
 
+/* An nputrace config, answered to the daemon (ack.h) with the reason its line logs. */
+static void npoll_trace_config(const char *text, size_t len)
+{
+    char id[ACK_ID_CAP] = "", why[ACK_REASON_CAP + 1];
+    const char *note = "";
+    struct kvtext kv;
+    int rc;
+
+    if (kvtext_parse(text, len, &kv) == 0) {
+        const char *am = kvtext_get(&kv, CFGKEY_PROFILE_ASYNC_MODE);
+        ack_find_id(kv.keys, kv.values, kv.n, id);
+        /* an option of the PyTorch profiler: named, so a user does not wait for it */
+        if (am && strcasecmp(am, "true") == 0)
+            note = "--async-mode applies to PyTorch processes only; ignored by this native process";
+        kvtext_fini(&kv);
+    }
+    log_reason_begin(why, sizeof(why));
+    rc = tracewin_native_config(text, len, npoll_rank());
+    log_reason_end();
+    if (rc == 0 && why[0])
+        rc = -EINVAL; /* ignored with an ERROR line (a rank not in the list, a passed step) */
+    (void)ack_send(id, rc == 0 ? "applied" : "rejected", rc == 0 ? note : why[0] ? why : "not applied",
+                   rc == 0 ? "Ready" : "Idle");
+}
+
 static void npoll_on_config(void *ctx, const char *text, size_t len)
 {
     (void)ctx;
     health_note_config();
     /* nputrace: no step call here; the program's `step <N>` marker ranges delimit it */
     if (tracewin_is_trace_text(text, len))
-        (void)tracewin_native_config(text, len, npoll_rank());
+        npoll_trace_config(text, len);
     else
         (void)control_apply_text(text, len);
 }
@@ -66,7 +96,9 @@ static void npoll_on_exit(void *ctx)
 int npoll_start(void)
 {
     struct control_poller_cfg cfg = {
-        .name = "MsMonitorPoll", .rank = npoll_rank(), .period_s = NPOLL_PERIOD_S,
+        .name = "MsMonitorPoll", .rank = npoll_rank(),
+        /* MSMONITOR_POLL_INTERVAL_S as in dyno mode (dynamic.h), default 2 s */
+        .period_s = dyn_poll_interval(penv_get(PENV_POLL_INTERVAL_S)),
         .on_config = npoll_on_config, .on_tick = npoll_on_tick, .on_exit = npoll_on_exit,
     };
     int rc = 0;

@@ -109,18 +109,44 @@ static void test_npu_monitor_body(void **state)
     const char *none[] = {NULL};
     cmd_req_init(&req);
     assert_int_equal(prepare("npu-monitor", none, &req, err, sizeof(err)), 0);
-    assert_string_equal(cli_buf_str(&req.body),
-                        "\n{\n    \"fn\": \"setKinetOnDemandRequest\",\n    \"config\": \""
-                        "NPU_MONITOR_START=false\\nNPU_MONITOR_STOP=false\\nREPORT_INTERVAL_S=60\\n"
-                        "DURATION=0\\nMSPTI_ACTIVITY_KIND=Marker\\nNPU_MONITOR_LOG_FILE=\\n"
-                        "NPU_MONITOR_EXPORT_TYPE=DB\\nJSONL_ROTATE_LOG_LINES=\\n"
-                        "JSONL_ROTATE_LOG_FILES=\\nNPU_MONITOR_FILTER=\",\n    \"job_id\": 0,\n"
-                        "    \"pids\": [0],\n    \"process_limit\": 3\n}");
+    /* issue 22: every matching process by default (the registry cap is sent), and a random
+     * client_token the outcomes are read back with */
+    char want[1024];
+    snprintf(want, sizeof(want),
+             "\n{\n    \"fn\": \"setKinetOnDemandRequest\",\n    \"config\": \""
+             "NPU_MONITOR_START=false\\nNPU_MONITOR_STOP=false\\nREPORT_INTERVAL_S=60\\n"
+             "DURATION=0\\nMSPTI_ACTIVITY_KIND=Marker\\nNPU_MONITOR_LOG_FILE=\\n"
+             "NPU_MONITOR_EXPORT_TYPE=DB\\nJSONL_ROTATE_LOG_LINES=\\n"
+             "JSONL_ROTATE_LOG_FILES=\\nNPU_MONITOR_FILTER=\",\n    \"job_id\": 0,\n"
+             "    \"pids\": [0],\n    \"process_limit\": 4096,\n    \"client_token\": \"%s\"\n}",
+             req.client_token);
+    assert_int_equal(strlen(req.client_token), 16);
+    assert_true(strspn(req.client_token, "0123456789abcdef") == 16);
+    assert_string_equal(cli_buf_str(&req.body), want);
     assert_string_equal(cli_buf_str(&req.echo),
                         "Npu monitor config = \nNPU_MONITOR_START=false\nNPU_MONITOR_STOP=false\n"
                         "REPORT_INTERVAL_S=60\nDURATION=0\nMSPTI_ACTIVITY_KIND=Marker\n"
                         "NPU_MONITOR_LOG_FILE=\nNPU_MONITOR_EXPORT_TYPE=DB\nJSONL_ROTATE_LOG_LINES=\n"
                         "JSONL_ROTATE_LOG_FILES=\nNPU_MONITOR_FILTER=\n");
+    assert_true(req.wait_s == 5.0);
+    cmd_req_fini(&req);
+    /* --no-wait: no token, nothing to wait for; --process-limit is sent as given */
+    const char *nw[] = {"--no-wait", "--process-limit", "2", NULL};
+    cmd_req_init(&req);
+    assert_int_equal(prepare("npu-monitor", nw, &req, err, sizeof(err)), 0);
+    assert_string_equal(req.client_token, "");
+    assert_true(req.wait_s < 0);
+    assert_non_null(strstr(cli_buf_str(&req.body), "\"process_limit\": 2\n}"));
+    cmd_req_fini(&req);
+    const char *bad[] = {"--wait-s", "-1", NULL};
+    cmd_req_init(&req);
+    assert_int_equal(prepare("npu-monitor", bad, &req, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "wait-s"));
+    cmd_req_fini(&req);
+    const char *badl[] = {"--process-limit", "5000", NULL};
+    cmd_req_init(&req);
+    assert_int_equal(prepare("npu-monitor", badl, &req, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "process-limit"));
     cmd_req_fini(&req);
 }
 
@@ -173,7 +199,10 @@ static void test_nputrace_config(void **state)
     assert_int_equal(prepare("nputrace", all, &req, err, sizeof(err)), 0);
     const char *tail = strstr(cli_buf_str(&req.body), "\",\n    \"job_id\"");
     assert_non_null(tail);
-    assert_string_equal(tail, "\",\n    \"job_id\": 7,\n    \"pids\": [1,2],\n    \"process_limit\": 8\n}");
+    char want_tail[256];
+    snprintf(want_tail, sizeof(want_tail), "\",\n    \"job_id\": 7,\n    \"pids\": [1,2],\n    \"process_limit\": 8,\n"
+             "    \"client_token\": \"%s\"\n}", req.client_token);
+    assert_string_equal(tail, want_tail);
     cmd_req_fini(&req);
 }
 

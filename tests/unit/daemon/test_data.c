@@ -160,6 +160,55 @@ static void test_logger_large_record(void **state)
     free(big);
 }
 
+/* Issue 22: ConfigAck records the outcome of a delivery for the process it names, only from
+ * that process, only for an id it was handed; PluginInfo's "acks" makes deliveries wait. */
+static void test_config_ack(void **state)
+{
+    (void)state;
+    struct data_router dr;
+    struct registry *reg = registry_create("h");
+    struct reg_set_result res;
+    struct reg_cfg_entry e;
+    char *cfg = NULL, msg[512];
+    size_t len;
+    int32_t pid = 4321;
+    data_router_init(&dr);
+    dr.reg = reg;
+    assert_int_equal(registry_poll(reg, 0, &pid, 1, 3, REG_ORIGIN_MSMON, 1, &cfg, &len), 0);
+    const char *info = "{\"acks\":true,\"backend\":\"mspti\",\"deviceId\":-1,\"duration\":0,"
+                       "\"kind\":\"PluginInfo\",\"library\":\"\",\"pid\":4321,\"timestamp\":1}";
+    data_handle_from(&dr, info, strlen(info), 1, pid);
+    assert_int_equal(registry_set_config(reg, 0, NULL, 0, "A=1", 3, 10, NULL, NULL, "t", &res), 0);
+    reg_set_result_fini(&res);
+    assert_int_equal(registry_poll(reg, 0, &pid, 1, 3, REG_ORIGIN_MSMON, 2, &cfg, &len), 0);
+    free(cfg);
+    assert_int_equal(registry_last_outcome(reg, pid, &e), 0);
+    assert_int_equal(e.outcome, REG_OUT_DELIVERED);
+    const char *fmt = "{\"deviceId\":-1,\"duration\":0,\"id\":\"%llu\",\"kind\":\"ConfigAck\",\"outcome\":\"%s\","
+                      "\"pid\":%d,\"rank\":2,\"reason\":\"%s\",\"state\":\"Idle\",\"timestamp\":1}";
+    /* another process speaking for 4321, an unknown outcome, an unknown id: all ignored */
+    snprintf(msg, sizeof(msg), fmt, (unsigned long long)e.id, "applied", pid, "");
+    assert_int_equal(data_handle_from(&dr, msg, strlen(msg), 1, 999), 0);
+    snprintf(msg, sizeof(msg), fmt, (unsigned long long)e.id, "maybe", pid, "");
+    data_handle_from(&dr, msg, strlen(msg), 1, pid);
+    snprintf(msg, sizeof(msg), fmt, (unsigned long long)e.id + 1, "applied", pid, "");
+    data_handle_from(&dr, msg, strlen(msg), 1, pid);
+    assert_int_equal(dr.bad_acks, 3);
+    assert_int_equal(registry_last_outcome(reg, pid, &e), 0);
+    assert_int_equal(e.outcome, REG_OUT_DELIVERED);
+    /* the real one */
+    snprintf(msg, sizeof(msg), fmt, (unsigned long long)e.id, "rejected", pid, "Invalid value for DURATION");
+    assert_int_equal(data_handle_from(&dr, msg, strlen(msg), 1, pid), 0);
+    assert_int_equal(registry_last_outcome(reg, pid, &e), 0);
+    assert_int_equal(e.outcome, REG_OUT_REJECTED);
+    assert_int_equal(e.rank, 2);
+    assert_string_equal(e.reason, "Invalid value for DURATION");
+    assert_string_equal(e.state, "Idle");
+    assert_int_equal(dr.bad_acks, 3);
+    data_router_fini(&dr);
+    registry_destroy(reg);
+}
+
 int main(void)
 {
     log_set_level(LOG_LVL_FATAL);
@@ -169,6 +218,7 @@ int main(void)
         cmocka_unit_test(test_marker_and_opstats),
         cmocka_unit_test(test_logger_line),
         cmocka_unit_test(test_logger_large_record),
+        cmocka_unit_test(test_config_ack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

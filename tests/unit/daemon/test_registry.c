@@ -1,5 +1,6 @@
 /* Unit tests of the process registry (matching, one-shot mailbox, busy, limit, ancestors,
- * iteration order, cap, GC, ctxt cap/idempotence, wrapping) and the status table. */
+ * iteration order, cap, GC, ctxt cap/idempotence, wrapping, config outcomes) and the status
+ * table. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -29,7 +30,7 @@ static char *poll1(struct registry *r, int64_t job, const int32_t *pids, int n, 
 static void set(struct registry *r, int64_t job, const int32_t *pids, size_t n, int64_t limit,
                 struct reg_set_result *res)
 {
-    assert_int_equal(registry_set_config(r, job, pids, n, "A=1", 3, limit, NULL, NULL, res), 0);
+    assert_int_equal(registry_set_config(r, job, pids, n, "A=1", 3, limit, NULL, NULL, NULL, res), 0);
 }
 
 static void test_wrap_and_one_shot(void **state)
@@ -39,21 +40,25 @@ static void test_wrap_and_one_shot(void **state)
     int32_t p[] = { 42, 7 };
     assert_null(poll1(r, 0, p, 2, 3));
     struct reg_set_result res;
-    int64_t now = (int64_t)time(NULL);
+    struct reg_cfg_entry last;
     set(r, 0, NULL, 0, 1000, &res);
     assert_int_equal(res.n_matched, 1);
     assert_int_equal(res.triggered[0], 42);
     reg_set_result_fini(&res);
+    assert_int_equal(registry_last_outcome(r, 42, &last), 0);
+    assert_int_equal(last.outcome, REG_OUT_PENDING);
     char *cfg = poll1(r, 0, p, 2, 3);
     assert_non_null(cfg);
     size_t wl;
-    char *want = registry_wrap_config("nodeA", 42, now, "A=1", 3, &wl);
-    /* the second may have ticked between the two calls; compare the prefix then */
+    char *want = registry_wrap_config(last.id, "A=1", 3, &wl);
     assert_memory_equal(cfg, "\n            A=1\n            REQUEST_TRACE_ID=", 46);
-    if (strncmp(cfg, want, wl) == 0)
-        assert_string_equal(cfg + wl, "\n");
+    assert_memory_equal(cfg, want, wl);
+    assert_string_equal(cfg + wl, "\n");
     free(want);
     free(cfg);
+    /* a process that never said it acknowledges: delivered (unacknowledged) */
+    assert_int_equal(registry_last_outcome(r, 42, &last), 0);
+    assert_int_equal(last.outcome, REG_OUT_UNACKED);
     assert_null(poll1(r, 0, p, 2, 3));       /* exactly once */
     /* type 0 keep-alive and type 1 do not take the config */
     set(r, 0, NULL, 0, 1000, &res);
@@ -72,13 +77,86 @@ static void test_fnv(void **state)
     assert_true(registry_fnv1a64("", 0) == 0xcbf29ce484222325ull);
     assert_true(registry_fnv1a64("a", 1) == 0xaf63dc4c8601ec8cull);
     size_t len;
-    char *w = registry_wrap_config("h", 1, 2, "X=1\nY=2", 7, &len);
+    uint64_t id = registry_config_id("h", 1, 2, 3);
+    assert_true(id == registry_fnv1a64("h:1:2:3", 7));
+    /* unique per delivery: the same process in the same second gets another id */
+    assert_true(id != registry_config_id("h", 1, 2, 4));
+    char *w = registry_wrap_config(id, "X=1\nY=2", 7, &len);
     char want[128];
     snprintf(want, sizeof(want), "\n            X=1\nY=2\n            REQUEST_TRACE_ID=%llu",
-             (unsigned long long)registry_fnv1a64("h:1:2", 5));
+             (unsigned long long)id);
     assert_string_equal(w, want);
     assert_int_equal(len, strlen(want));
     free(w);
+}
+
+/* Issue 22: last wins in the mailbox, outcomes per delivery, acknowledgements. */
+static void test_outcomes(void **state)
+{
+    (void)state;
+    struct registry *r = registry_create("h");
+    int32_t a[] = { 11 }, b[] = { 12 };
+    struct reg_set_result res;
+    struct reg_cfg_entry *v = NULL, last;
+    size_t n = 0;
+    poll1(r, 0, a, 1, 3);
+    poll1(r, 0, b, 1, 3);
+    assert_int_equal(registry_set_acks(r, 11, true), 0);
+    assert_int_equal(registry_set_acks(r, 99, true), -ENOENT);
+    /* start, then stop before anyone polled: the stop replaces the start */
+    assert_int_equal(registry_set_config(r, 0, NULL, 0, "START", 5, 1000, NULL, NULL, "t1", &res), 0);
+    assert_int_equal(res.n_triggered, 2);
+    assert_int_equal(res.busy, 0);
+    reg_set_result_fini(&res);
+    assert_int_equal(registry_set_config(r, 0, NULL, 0, "STOP", 4, 1, NULL, NULL, "t2", &res), 0);
+    assert_int_equal(res.n_triggered, 1);
+    assert_int_equal(res.busy, 1);       /* 11's start was replaced */
+    assert_int_equal(res.n_skipped, 1);  /* 12 is beyond the limit of 1 */
+    reg_set_result_fini(&res);
+    assert_int_equal(registry_outcomes(r, "t1", &v, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(v[0].pid, 11);
+    assert_int_equal(v[0].outcome, REG_OUT_SUPERSEDED);
+    assert_string_equal(v[0].reason, "replaced by a newer command before the process polled");
+    assert_int_equal(v[1].pid, 12);
+    assert_int_equal(v[1].outcome, REG_OUT_PENDING);   /* 12 still gets the start */
+    free(v);
+    char *cfg = poll1(r, 0, a, 1, 3);
+    assert_non_null(strstr(cfg, "STOP"));
+    assert_null(strstr(cfg, "START"));
+    free(cfg);
+    assert_int_equal(registry_outcomes(r, "t2", &v, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(v[0].outcome, REG_OUT_DELIVERED);   /* 11 acknowledges: waiting */
+    uint64_t id = v[0].id;
+    free(v);
+    assert_false(registry_outcome_final(REG_OUT_DELIVERED));
+    /* a forged or unknown id, a wrong pid, a non-answer outcome */
+    assert_int_equal(registry_ack(r, 11, id + 1, REG_OUT_APPLIED, 0, "", ""), -ENOENT);
+    assert_int_equal(registry_ack(r, 12, id, REG_OUT_APPLIED, 0, "", ""), -ENOENT);
+    assert_int_equal(registry_ack(r, 11, id, REG_OUT_PENDING, 0, "", ""), -EINVAL);
+    assert_int_equal(registry_ack(r, 11, id, REG_OUT_APPLIED, 3, "note", "Idle"), 0);
+    assert_int_equal(registry_ack(r, 11, id, REG_OUT_REJECTED, 3, "late", "Idle"), -EALREADY);
+    assert_int_equal(registry_last_outcome(r, 11, &last), 0);
+    assert_int_equal(last.outcome, REG_OUT_APPLIED);
+    assert_int_equal(last.rank, 3);
+    assert_string_equal(last.reason, "note");
+    assert_string_equal(last.state, "Idle");
+    assert_string_equal(registry_outcome_name(REG_OUT_UNACKED), "delivered (unacknowledged)");
+    /* an id that is still pending cannot be answered (the process never saw it) */
+    assert_int_equal(registry_outcomes(r, "t1", &v, &n), 0);
+    assert_int_equal(registry_ack(r, 12, v[1].id, REG_OUT_APPLIED, 0, "", ""), -ENOENT);
+    free(v);
+    assert_int_equal(registry_outcomes(r, "", &v, &n), -EINVAL);
+    /* the history is bounded: old deliveries are forgotten, the newest kept */
+    for (int i = 0; i < REG_CFG_HISTORY + 2; i++) {
+        assert_int_equal(registry_set_config(r, 0, a, 1, "X", 1, 1000, NULL, NULL, "t3", &res), 0);
+        reg_set_result_fini(&res);
+    }
+    assert_int_equal(registry_outcomes(r, "t3", &v, &n), 0);
+    assert_int_equal(n, REG_CFG_HISTORY);
+    free(v);
+    registry_destroy(r);
 }
 
 static void test_match_busy_limit_order(void **state)
@@ -103,25 +181,22 @@ static void test_match_busy_limit_order(void **state)
     assert_int_equal(res.matched[3], 10);
     assert_int_equal(res.n_triggered, 2);
     assert_int_equal(res.busy, 0);
+    assert_int_equal(res.n_skipped, 2);
     reg_set_result_fini(&res);
-    /* again: the first two are busy, which does not count against the limit (only
-     * triggered processes do, 03-ipc.md §4.3), so the other two are triggered */
+    /* again (issue 22): a pending config is replaced, last wins; the limit counts every
+     * triggered process, so the first three get the new one */
     set(r, 0, zero, 1, 3, &res);
     assert_int_equal(res.busy, 2);
-    assert_int_equal(res.n_triggered, 2);
-    assert_int_equal(res.triggered[0], 20);
-    assert_int_equal(res.triggered[1], 10);
+    assert_int_equal(res.n_triggered, 3);
+    assert_int_equal(res.triggered[0], 30);
+    assert_int_equal(res.triggered[2], 20);
+    assert_int_equal(res.n_skipped, 1);
     reg_set_result_fini(&res);
-    /* all four busy now: with limit 1 nothing is triggered, so every one counts busy */
-    set(r, 0, zero, 1, 1, &res);
-    assert_int_equal(res.n_matched, 4);
-    assert_int_equal(res.busy, 4);
-    assert_int_equal(res.n_triggered, 0);
-    reg_set_result_fini(&res);
-    /* limit 0: matched, but neither triggered nor counted busy */
+    /* limit 0: matched, but neither triggered nor replaced */
     set(r, 0, zero, 1, 0, &res);
     assert_int_equal(res.n_matched, 4);
     assert_int_equal(res.busy, 0);
+    assert_int_equal(res.n_skipped, 4);
     reg_set_result_fini(&res);
     /* ancestor pid 3 selects {3} and {3,20}; job 5 only sees its own process */
     int32_t anc[] = { 3 };
@@ -293,6 +368,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wrap_and_one_shot),
         cmocka_unit_test(test_fnv),
+        cmocka_unit_test(test_outcomes),
         cmocka_unit_test(test_match_busy_limit_order),
         cmocka_unit_test(test_cap_and_gc),
         cmocka_unit_test(test_ctxt),

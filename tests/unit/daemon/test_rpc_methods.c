@@ -376,9 +376,27 @@ static void test_pid_matching_unsorted(void **state)
     EXPECT(f, body,
            "{\"activityProfilersBusy\":0,\"activityProfilersTriggered\":[20,10],\"commandStatus\":\"effective\","
            "\"eventProfilersBusy\":0,\"eventProfilersTriggered\":[],\"processesMatched\":[20,10]}");
+    /* issue 22: the pending configs of 20 and 10 are replaced (last wins), nobody is busy */
     EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"A=1\",\"pids\":[0,0]}",
-           "{\"activityProfilersBusy\":2,\"activityProfilersTriggered\":[30],\"commandStatus\":\"effective\","
+           "{\"activityProfilersBusy\":0,\"activityProfilersTriggered\":[20,30,10],\"commandStatus\":\"effective\","
            "\"eventProfilersBusy\":0,\"eventProfilersTriggered\":[],\"processesMatched\":[20,30,10]}");
+    /* with a client_token (ours): processesSkipped in the reply, and the outcomes by token */
+    EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"A=1\",\"pids\":[0],\"process_limit\":1,"
+              "\"client_token\":\"tok-1\"}",
+           "{\"activityProfilersBusy\":0,\"activityProfilersTriggered\":[20],\"commandStatus\":\"effective\","
+           "\"eventProfilersBusy\":0,\"eventProfilersTriggered\":[],\"processesMatched\":[20,30,10],"
+           "\"processesSkipped\":2}");
+    EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"A=1\",\"pids\":[0],\"client_token\":\"a b\"}",
+           "{\"status\":\"failed: client_token must be 1-64 characters [0-9A-Za-z_-]\"}");
+    EXPECT(f, "{\"fn\":\"getConfigOutcomes\",\"client_token\":7}",
+           "{\"status\":\"failed: client_token must be 1-64 characters [0-9A-Za-z_-]\"}");
+    char *rep = NULL;
+    size_t rlen = 0;
+    const char *q = "{\"fn\":\"getConfigOutcomes\",\"client_token\":\"tok-1\"}";
+    assert_int_equal(rpc_handle(&f->ctx, q, strlen(q), &rep, &rlen), 0);
+    assert_non_null(strstr(rep, "\"outcome\":\"pending\",\"pid\":20,\"rank\":-1,\"reason\":\"\",\"state\":\"\"}]}"));
+    assert_int_equal(strncmp(rep, "{\"outcomes\":[{\"id\":\"", strlen("{\"outcomes\":[{\"id\":\"")), 0);
+    free(rep);
 }
 
 int main(void)

@@ -248,7 +248,7 @@ static void test_registry_policy(void **state)
     assert_int_equal(registry_poll(r, 0, &parent, 1, 3, REG_ORIGIN_MSMON, 1, &cfg, &len), 0);
     registry_set_policy(r, 0, true);
     struct reg_set_result res;
-    assert_int_equal(registry_set_config(r, 0, NULL, 0, "A=1", 3, 1, NULL, NULL, &res), 0);
+    assert_int_equal(registry_set_config(r, 0, NULL, 0, "A=1", 3, 1, NULL, NULL, NULL, &res), 0);
     assert_int_equal(res.n_triggered, 1);
     assert_int_equal(res.triggered[0], parent);
     reg_set_result_fini(&res);

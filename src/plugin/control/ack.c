@@ -1,0 +1,97 @@
+/* ack: ConfigAck messages (ack.h). They travel on the data socket like PluginStats, so the
+ * daemon checks that the sender is the pid the message names. */
+#include "plugin/control/ack.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/jw.h"
+#include "common/log.h"
+#include "common/strutil.h"
+#include "contract/cfgkeys.h"
+#include "contract/rank.h"
+#include "contract/utf8.h"
+#include "plugin/control/dyno.h"
+#include "plugin/penv.h"
+
+void ack_find_id(const char *const *keys, const char *const *values, size_t n, char *id)
+{
+    uint64_t v;
+
+    id[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        const char *k = keys[i], *val = values[i];
+        size_t kn, vn;
+        char buf[ACK_ID_CAP];
+
+        if (!k || !val)
+            continue;
+        kn = strlen(k);
+        str_trim_view(&k, &kn, " \t");
+        if (kn != strlen(CFGKEY_REQUEST_TRACE_ID) || memcmp(k, CFGKEY_REQUEST_TRACE_ID, kn) != 0)
+            continue;
+        vn = strlen(val);
+        str_trim_view(&val, &vn, " \t");
+        if (str_copy(buf, sizeof(buf), val, vn) == 0 && str_to_u64(buf, &v) == 0 && v != 0)
+            memcpy(id, buf, vn + 1); /* the last one wins, like every key */
+        else
+            id[0] = '\0';
+    }
+}
+
+/* A reason that the daemon's JSON reader accepts: valid UTF-8, no control bytes, bounded. */
+static void ack_clean(const char *in, char *out, size_t cap)
+{
+    size_t n = strlen(in), m = utf8_cut(in, n, cap - 1);
+
+    if (!utf8_valid(in, m)) {
+        for (size_t i = 0; i < m; i++)
+            out[i] = (unsigned char)in[i] < 0x80 ? in[i] : '?';
+    } else {
+        memcpy(out, in, m);
+    }
+    out[m] = '\0';
+    for (size_t i = 0; i < m; i++)
+        if ((unsigned char)out[i] < 0x20 || out[i] == 0x7f)
+            out[i] = '?';
+}
+
+int ack_send(const char *id, const char *outcome, const char *reason, const char *state)
+{
+    char why[ACK_REASON_CAP + 1], buf[1024];
+    struct jw w;
+
+    if (!id || !id[0] || !dyno_reachable())
+        return 0;
+    ack_clean(reason ? reason : "", why, sizeof(why));
+    jw_init(&w, buf, sizeof(buf));
+    jw_obj_begin(&w);
+    jw_key(&w, "deviceId");
+    jw_int(&w, -1);
+    jw_key(&w, "duration");
+    jw_int(&w, 0);
+    jw_key(&w, "id");
+    jw_str(&w, id);
+    jw_key(&w, "kind");
+    jw_str(&w, "ConfigAck");
+    jw_key(&w, "name");
+    jw_str(&w, outcome);
+    jw_key(&w, "outcome");
+    jw_str(&w, outcome);
+    jw_key(&w, "pid");
+    jw_int(&w, getpid());
+    jw_key(&w, "rank");
+    jw_int(&w, rank_resolve(penv_get(PENV_RANK), penv_get(PENV_RANK_ID)));
+    jw_key(&w, "reason");
+    jw_str(&w, why);
+    jw_key(&w, "state");
+    jw_str(&w, state ? state : "");
+    jw_key(&w, "timestamp");
+    jw_uint(&w, clock_real_ns());
+    jw_obj_end(&w);
+    if (w.err)
+        return w.err;
+    LOG_INFO("config %s: %s%s%s (session %s)", id, outcome, why[0] ? ": " : "", why, state ? state : "?");
+    return dyno_send_data(NULL, w.buf, w.len);
+}
