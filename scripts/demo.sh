@@ -72,7 +72,7 @@ wait_for 30 "both ranks to start" sh -c "[ \$(grep -c 'started: device' '$WORK/t
 polling() { "$BUILD_DIR/src/cli/dyno" --port "$PORT" status 2>/dev/null | grep -q '"polling":true'; }
 wait_for 30 "the poller's first poll" polling
 # A rank applies a config only if it was written in a later whole second than the rank
-# started (03-ipc.md §7.4, as torch_npu does): let the ranks' start second pass.
+# started (docs/design/ipc.md#ranks, as torch_npu does): let the ranks' start second pass.
 t_started=$(date +%s)
 wait_for 5 "the next second" sh -c "[ \$(date +%s) -gt $t_started ]"
 

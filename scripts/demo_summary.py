@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarise the npu-monitor DB files of the demo (05-outputs.md §3): top kernels by total
+"""Summarise the npu-monitor DB files of the demo (docs/design/outputs.md#db-schema): top kernels by total
 device time, per-step host/device time from the `step <N>` markers as one line per rank (median/p99/max and the slowest
 steps), communication totals.
 Usage: demo_summary.py DIR [--top N]. Reads every msmonitor_*.db under DIR with sqlite3."""

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu-check.sh: the prepared check of the CUPTI backend on a machine with an NVIDIA GPU
-# (07 §3.6 item 3). Builds msmonitor, compiles a small CUDA program with the local nvcc,
+# (docs/design/session.md#cupti-backend item 3). Builds msmonitor, compiles a small CUDA program with the local nvcc,
 # runs it under CUDA_INJECTION64_PATH=libmsmonitor.so with a local dynolog, collects
 # Kernel/MemCpy/Marker in metric mode and in JSONL export, traces an nputrace window (the
 # program's own NVTX `step <N>` ranges delimit it: it never calls a step function), and

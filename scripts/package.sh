@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # package.sh: build the release artifacts into OUTDIR (default out/): dynolog_<v>_<arch>.deb and
 # .rpm (dynolog + dyno linked statically apart from glibc, unit, gflags, logrotate; 00-overview
-# §5) and one mindstudio_monitor wheel per CPython with headers. See docs/packaging.md.
+# docs/design/contract.md#packaging) and one mindstudio_monitor wheel per CPython with headers. See docs/packaging.md.
 #
 # Usage: scripts/package.sh [OUTDIR]
 #        scripts/package.sh --deps-only   fetch/build the static cJSON archive, print its path

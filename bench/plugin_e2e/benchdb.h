@@ -1,6 +1,6 @@
 /* benchdb: the DB export's SQLite shape for the baselines of bench_plugin_e2e and
  * bench_sqlite_rows — proc_db.c's pragmas, its 64-row INSERT with parameters rebound only when
- * they change, its transaction size and the TASK / COMPUTE_TASK_INFO columns (05 §3.3). */
+ * they change, its transaction size and the TASK / COMPUTE_TASK_INFO columns (docs/design/outputs.md#tables). */
 #ifndef MSMON_BENCH_BENCHDB_H
 #define MSMON_BENCH_BENCHDB_H
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Benchmark of `python -m msmonitor report` on a large run: a synthetic DB with the real schema
-(05-outputs.md §3; default 5 M rows: kernels in TASK + COMPUTE_TASK_INFO, host APIs in CANN_API,
+(docs/design/outputs.md#db-schema; default 5 M rows: kernels in TASK + COMPUTE_TASK_INFO, host APIs in CANN_API,
 step markers, all-reduces), written fast with executemany. Prints the generation time, two
 baselines over the same file (a plain count(*) of every table, and the kernel GROUP BY join the
 report also runs), and the report's wall time (best and median of --runs).

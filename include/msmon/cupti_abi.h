@@ -1,4 +1,4 @@
-/* cupti_abi: the slice of NVIDIA's CUPTI activity ABI that msmonitor uses (07 §3.4), written
+/* cupti_abi: the slice of NVIDIA's CUPTI activity ABI that msmonitor uses (docs/design/session.md#cupti-backend), written
  * from the published layouts so nothing here needs the CUDA toolkit at build time. Shared by
  * the plugin's CUPTI backend and our simulated libcupti.so; tests/unit compares every offset
  * with the real cupti_activity.h when that header is installed. Names carry a CUPTI_ABI_ /
@@ -45,7 +45,7 @@ enum {
     CUPTI_ABI_MEMCPY_DTOD = 8,
     CUPTI_ABI_MEMCPY_HTOH = 9,
 };
-/* cuptiGetVersion() from which a request callback may decline with *buffer = NULL (§3.2). */
+/* cuptiGetVersion() from which a request callback may decline with *buffer = NULL (docs/design/session.md#cupti-backend). */
 #define CUPTI_ABI_VERSION_DECLINE_OK 27u
 
 /* Every struct below is the CUDA 13.0 one, at its full size; fields we do not read are

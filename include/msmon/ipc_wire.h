@@ -1,5 +1,5 @@
 /* ipc_wire: byte layout of every datagram between dynolog and monitored processes
- * (spec 03-ipc.md §2). Shared verbatim by the daemon, the plugin and the tests; offsets are
+ * (spec docs/design/ipc.md#datagrams). Shared verbatim by the daemon, the plugin and the tests; offsets are
  * the contract with torch_npu's mindstudio_monitor and with Kineto. Native byte order, LP64. */
 #ifndef MSMON_IPC_WIRE_H
 #define MSMON_IPC_WIRE_H

@@ -1,4 +1,4 @@
-/* msmonitor: the exported C API of libmsmonitor.so (spec 04-plugin.md §1.4). The CPython
+/* msmonitor: the exported C API of libmsmonitor.so (spec docs/design/session.md#python-surface). The CPython
  * extension IPCMonitor_C, the native poller, mssim-train --with-plugin and the CUDA injection
  * path all go through these functions. Return 0 on success or a negative errno-style code
  * unless stated otherwise. Thread-safe. */
@@ -14,12 +14,12 @@ extern "C" {
 
 #define MSMON_API __attribute__((visibility("default")))
 
-/* Registration with the daemon (03-ipc.md §6.2). Returns 1 registered, 0 failed. */
+/* Registration with the daemon (docs/design/ipc.md#plugin-client). Returns 1 registered, 0 failed. */
 MSMON_API int msmon_init_dyno(int32_t npu_id);
-/* One poll (03-ipc.md §6.3). *len = 0: nothing. -ENOSPC: *len = bytes needed (config kept
+/* One poll (docs/design/ipc.md#plugin-client). *len = 0: nothing. -ENOSPC: *len = bytes needed (config kept
  * for the next call). buf is NUL-terminated when it fits. Blocks up to ~50 ms. */
 MSMON_API int msmon_poll_dyno(char *buf, size_t cap, size_t *len);
-/* Apply an npu-monitor config map (04-plugin.md §3–4). Invalid configs are logged and
+/* Apply an npu-monitor config map (docs/design/session.md#applying-a-config). Invalid configs are logged and
  * ignored (returns -EINVAL); a valid one returns 0 whatever the outcome of a start. */
 MSMON_API int msmon_enable_npu_monitor(const char *const *keys, const char *const *values, size_t n);
 /* Stop a running session (normal stop path, no status report). */
@@ -27,11 +27,11 @@ MSMON_API void msmon_finalize(void);
 MSMON_API int msmon_set_cluster_config(const char *key, const char *value);
 MSMON_API int msmon_update_profiler_status(int32_t status, int32_t current_step, int32_t start_step,
                                            int32_t stop_step);
-/* Native poller thread MsMonitorPoll (04-plugin.md §12). */
+/* Native poller thread MsMonitorPoll (docs/design/session.md#control-sources). */
 MSMON_API int msmon_native_poll_start(void);
 MSMON_API void msmon_native_poll_stop(void);
 
-/* Standalone Monitor API (04-plugin.md §13). kinds are msPTI kind values. */
+/* Standalone Monitor API (docs/design/session.md#standalone-monitor). kinds are msPTI kind values. */
 MSMON_API int msmon_monitor_start(const int32_t *kinds, size_t n);
 MSMON_API int msmon_monitor_stop(void);
 
@@ -56,7 +56,7 @@ struct msmon_result {
 MSMON_API int msmon_monitor_kinds(int32_t *out, size_t cap, size_t *ret_n);
 MSMON_API int msmon_monitor_results(int32_t kind, const struct msmon_result **ret_arr, size_t *ret_n);
 
-/* Framework side for non-Python programs (04-plugin.md §15), interoperable with
+/* Framework side for non-Python programs (docs/design/ipc.md#shared-memory-handoff), interoperable with
  * msmonitor.dynamic_profile. init: 0 active, -ENOTSUP when MSMONITOR_USE_DAEMON is not 1,
  * -ESTALE stale segment (logged with the `rm -f` hint), else -errno. step: call once per
  * iteration; 0 (a no-op when inactive). */
@@ -109,7 +109,7 @@ struct msmon_trace_info {
 };
 MSMON_API int msmon_dynamic_trace_info(struct msmon_trace_info *ret);
 
-/* CUDA injection entry point (07 §3.5): returns 1. */
+/* CUDA injection entry point (docs/design/session.md#cupti-backend): returns 1. */
 MSMON_API int InitializeInjection(void);
 
 #ifdef __cplusplus

@@ -1,4 +1,4 @@
-/* mspti: our own declaration of the msPTI ABI (spec 06-mspti-abi.md §2–7), written from the
+/* mspti: our own declaration of the msPTI ABI (spec docs/design/mspti.md#library-facts, #runtime-semantics), written from the
  * spec, not copied from CANN headers. Used by the plugin's msPTI backend and by the simulated
  * libmspti.so; every record layout is pinned by static assertions below. LP64 only. */
 #ifndef MSMON_MSPTI_H

@@ -1,4 +1,4 @@
-/* mssim: driver API of the simulated msPTI runtime (spec 06-mspti-abi.md §9.3), exported by
+/* mssim: driver API of the simulated msPTI runtime (spec docs/design/mspti.md#driver-api), exported by
  * the simulator's libmspti.so next to the msPTI ABI of mspti.h. It exists so the whole system
  * can be built and tested on machines WITHOUT an Ascend NPU; it is never a production library. */
 #ifndef MSMON_MSSIM_H
@@ -13,7 +13,7 @@ extern "C" {
 
 #define MSSIM_API __attribute__((visibility("default")))
 
-/* ---- core (§9.3.1) ---- */
+/* ---- core (docs/design/mspti.md#driver-api) ---- */
 MSSIM_API int mssim_is_simulator(void);             /* always 1 (the real library lacks it) */
 MSSIM_API uint64_t mssim_now_ns(void);              /* CLOCK_REALTIME ns */
 /* Current device of the calling thread (default 0). -EINVAL if device >= MSSIM_DEVICES. */
@@ -34,7 +34,7 @@ struct mssim_stats {
 };
 MSSIM_API void mssim_get_stats(struct mssim_stats *out);
 
-/* ---- activity (§9.3.2). Functions returning an id return 0 on error. ---- */
+/* ---- activity (docs/design/mspti.md#driver-api). Functions returning an id return 0 on error. ---- */
 enum { MSSIM_LEVEL_ACL = 0, MSSIM_LEVEL_RUNTIME = 1, MSSIM_LEVEL_NODE = 2, MSSIM_LEVEL_OTHER = 3 };
 /* Host API record [now, now + duration_ns] with a new correlationId. */
 MSSIM_API uint64_t mssim_api(const char *name, int level, uint64_t duration_ns);
@@ -63,7 +63,7 @@ MSSIM_API int mssim_emit_raw(const void *record, size_t size);
  * mask is enabled. */
 MSSIM_API int64_t mssim_bench_fill(uint32_t kind_mask, uint64_t n);
 
-/* ---- mstx-style markers (§9.3.3) ---- */
+/* ---- mstx-style markers (docs/design/mspti.md#driver-api) ---- */
 MSSIM_API uint64_t mssim_mstx_mark(const char *message, int32_t stream);   /* -1 = host only */
 MSSIM_API uint64_t mssim_mstx_range_start(const char *message, int32_t stream);
 MSSIM_API void mssim_mstx_range_end(uint64_t range_id);
@@ -73,7 +73,7 @@ MSSIM_API uint64_t mssim_mstx_domain_mark(void *domain, const char *message, int
 MSSIM_API uint64_t mssim_mstx_domain_range_start(void *domain, const char *message, int32_t stream);
 MSSIM_API void mssim_mstx_domain_range_end(void *domain, uint64_t range_id);
 
-/* ---- built-in workload (§9.5) ---- */
+/* ---- built-in workload (docs/design/mspti.md#workload) ---- */
 struct mssim_workload_cfg {
     uint32_t device;        /* MSSIM_WL_DEVICE; default LOCAL_RANK, else RANK % MSSIM_DEVICES, else 0 */
     uint32_t steps;         /* MSSIM_WL_STEPS; 0 = until mssim_workload_stop() */

@@ -1,4 +1,4 @@
-/* ext_module: the CPython extension `IPCMonitor_C` (04-plugin.md §1.3) — top-level dyno
+/* ext_module: the CPython extension `IPCMonitor_C` (docs/design/session.md#python-surface) — top-level dyno
  * functions over libmsmonitor's C API plus the `monitor` and `dynamic` submodules. Arguments are checked
  * here (TypeError for wrong types, the only exception that escapes); everything that may
  * block (sends with retries, polls, stops) runs with the GIL released. */
@@ -201,7 +201,7 @@ static PyObject *f_set_cluster_config_data(PyObject *mod, PyObject *args, PyObje
     Py_RETURN_NONE;
 }
 
-/* A missing or non-integer value becomes -1 (03-ipc.md §5.3). */
+/* A missing or non-integer value becomes -1 (docs/design/ipc.md#status-tracking). */
 static int32_t status_field(PyObject *d, const char *key)
 {
     PyObject *v = PyDict_GetItemString(d, key);

@@ -15,9 +15,9 @@
 
 pthread_mutex_t ext_results_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The kinds the standalone monitor exposes as ActivityKind, in member order (04-plugin.md
- * §13); names and values come from the contract's one kind table. */
-enum { /* msPTI kind values (06-mspti-abi.md §4) */
+/* The kinds the standalone monitor exposes as ActivityKind, in member order (docs/design/session.md
+ * docs/design/session.md#standalone-monitor); names and values come from the contract's one kind table. */
+enum { /* msPTI kind values (docs/design/mspti.md#kinds-and-records) */
     KIND_MARKER = 1,
     KIND_KERNEL = 2,
     KIND_API = 3,
@@ -57,7 +57,7 @@ typedef struct {
     int64_t n[REC_NNUM];     /* numbers; unsigned fields stored as their bit pattern */
 } RecObject;
 
-/* Field tables in to_tuple() order (04-plugin.md §1.3). */
+/* Field tables in to_tuple() order (docs/design/session.md#python-surface). */
 static const struct fdesc api_fields[] = {
     {"name", F_STR, 0},    {"startNs", F_NS, 0}, {"endNs", F_NS, 1},
     {"pid", F_U32, 2},     {"tid", F_U32, 3},    {"correlationId", F_U64, 4},

@@ -1,4 +1,4 @@
-/* ext_monitor: the `IPCMonitor_C.monitor` submodule (04-plugin.md §1.3, §13) — the
+/* ext_monitor: the `IPCMonitor_C.monitor` submodule (docs/design/session.md#python-surface, #standalone-monitor) — the
  * ActivityKind enum, the API/Kernel/Communication/Marker record classes and the standalone
  * Monitor functions over libmsmonitor's msmon_monitor_* API. */
 #ifndef MSMON_EXT_MONITOR_H

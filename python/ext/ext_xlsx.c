@@ -1,5 +1,5 @@
 /* ext_xlsx: Monitor.save(path) — writes the last standalone session as an xlsx workbook
- * with libxlsxwriter (05-outputs.md §5). The workbook is written to a mkstemp() file in the
+ * with libxlsxwriter (docs/design/outputs.md#xlsx). The workbook is written to a mkstemp() file in the
  * target directory (so no symlink can be followed) and renamed over the final name. */
 #include "ext_xlsx.h"
 

@@ -1,4 +1,4 @@
-/* ext_xlsx: Monitor.save(path) in C with libxlsxwriter (05-outputs.md §5): one sheet per
+/* ext_xlsx: Monitor.save(path) in C with libxlsxwriter (docs/design/outputs.md#xlsx): one sheet per
  * activity kind of the last standalone session, numbers as numeric cells, the file created
  * 0640 next to its final name and renamed into place, parent directories 0750. */
 #ifndef MSMON_EXT_XLSX_H
@@ -7,7 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-/* save_xlsx(path) -> bool. Prints the [INFO]/[WARNING]/[ERROR] lines of 05 §5 to
+/* save_xlsx(path) -> bool. Prints the [INFO]/[WARNING]/[ERROR] lines of docs/design/outputs.md#xlsx to
  * sys.stdout; raises only TypeError (path not a str). */
 PyObject *ext_xlsx_save(PyObject *mod, PyObject *args, PyObject *kw);
 

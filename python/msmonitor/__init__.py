@@ -1,6 +1,6 @@
 """msMonitor in-process plugin (mindstudio_monitor): PyDynamicMonitorProxy for frameworks in
 dyno mode, the standalone Monitor API and ActivityKind. The packages IPCMonitor and msmonitor
-are built from this one source directory and have identical content (04-plugin.md §1.1):
+are built from this one source directory and have identical content (docs/design/session.md#python-surface):
 torch_npu and MindSpore import IPCMonitor, users import msmonitor."""
 from .dynamic_monitor_proxy import PyDynamicMonitorProxy
 from .monitor import ActivityKind, Monitor

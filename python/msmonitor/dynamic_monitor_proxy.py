@@ -1,4 +1,4 @@
-"""PyDynamicMonitorProxy: the interface torch_npu and MindSpore call (04-plugin.md §1.2).
+"""PyDynamicMonitorProxy: the interface torch_npu and MindSpore call (docs/design/session.md#python-surface).
 Every method is a classmethod over IPCMonitor_C; without the extension they return the
 "nothing happened" value."""
 from ._ipcmonitor_C import IPCMonitor_C
@@ -26,7 +26,7 @@ class PyDynamicMonitorProxy:
             return
         if isinstance(config_map, dict) and \
                 str(config_map.get("NPU_MONITOR_STOP")).lower() in ("true", "1"):
-            # The session end writes the cluster layout next to the data (05-outputs.md).
+            # The session end writes the cluster layout next to the data (docs/design/outputs.md).
             cls.set_cluster_config_data({"parallel_group_info": get_parallel_group_info()})
         IPCMonitor_C.enable_dyno_npu_monitor(config_map)
 

@@ -1,5 +1,5 @@
 """msmonitor.dynamic_profile: the framework side of dyno mode for any training loop
-(04-plugin.md §15, 03-ipc.md §7). The handoff itself is implemented once, in libmsmonitor
+(docs/design/ipc.md#shared-memory-handoff, docs/design/ipc.md#shared-memory-handoff). The handoff itself is implemented once, in libmsmonitor
 (msmon_dynamic_*, reached through IPCMonitor_C.dynamic): init() joins the per-node shared
 memory segment (creating it, or taking over a killed job's leftover) and, on the one creator
 rank, starts the poller thread; the segment is per job and lives in a directory only the
@@ -24,7 +24,7 @@ SHM_PREFIX = "DynamicProfileNpuShm"
 SHM_SIZE = 1 << 20
 STALE_SECONDS = 60
 
-# nputrace states as the daemon encodes them (03-ipc.md §2: -1 Uninitialized, 0 Idle,
+# nputrace states as the daemon encodes them (docs/design/ipc.md#datagrams: -1 Uninitialized, 0 Idle,
 # 1 Running, 2 Ready).
 TRACE_IDLE, TRACE_RUNNING, TRACE_READY = 0, 1, 2
 
@@ -32,7 +32,7 @@ _ESTALE = 116
 
 
 class StaleShmError(RuntimeError):
-    """The segment of a live creator predates this process by more than 60 s (03-ipc.md §7.2)."""
+    """The segment of a live creator predates this process by more than 60 s (docs/design/ipc.md#segment)."""
 
 
 def _log(level, msg):
@@ -130,7 +130,7 @@ def attach_or_create(path):
 
 
 def parse_config_text(text):
-    """The poller's line parsing (03-ipc.md §7.3), for tools and tests: split on newlines,
+    """The poller's line parsing (docs/design/ipc.md#poller), for tools and tests: split on newlines,
     keep a line only if it splits on '=' into exactly two parts, strip both."""
     cfg = {}
     for line in text.split("\n"):
@@ -169,7 +169,7 @@ def read_config(mm):
 
 def _before_stop():
     """Runs inside step() before an NPU_MONITOR_STOP config: the session end writes the
-    cluster layout next to the data (05-outputs.md)."""
+    cluster layout next to the data (docs/design/outputs.md)."""
     PyDynamicMonitorProxy().set_cluster_config_data({"parallel_group_info": get_parallel_group_info()})
 
 

@@ -1,4 +1,4 @@
-"""Monitor: the standalone activity monitor (04-plugin.md §13). No daemon needed; records
+"""Monitor: the standalone activity monitor (docs/design/session.md#standalone-monitor). No daemon needed; records
 are kept in memory until the next start, so use it for short captures."""
 from ._ipcmonitor_C import IPCMonitor_C
 from .file_manager import is_valid_path
@@ -41,7 +41,7 @@ class Monitor:
         return {k: getattr(_mon, _GETTERS[k.name])() for k in kinds}
 
     def save(self, path):
-        """Write the last session as an xlsx workbook (05-outputs.md §5)."""
+        """Write the last session as an xlsx workbook (docs/design/outputs.md#xlsx)."""
         if not is_valid_path(path):
             print("[ERROR] Invalid file path")
             return

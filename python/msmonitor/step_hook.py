@@ -1,6 +1,6 @@
 """msmonitor.step_hook: run a function after every step of the training loop's optimizer, on
 every PyTorch we support, so a loop that only calls `dynamic_profile.init()` and
-`optimizer.step()` is monitored (04-plugin.md §15). No torch import happens unless torch is
+`optimizer.step()` is monitored (docs/design/ipc.md#shared-memory-handoff). No torch import happens unless torch is
 installed; nothing here may ever break the training script.
 
 Two strategies, chosen once per process:

@@ -1,4 +1,4 @@
-"""Rank and communicator discovery for the plugin (04-plugin.md §1.2). Frameworks are only
+"""Rank and communicator discovery for the plugin (docs/design/session.md#python-surface). Frameworks are only
 consulted when the process already imported them: a framework that is not loaded cannot have
 initialised its distributed runtime, and importing one here would cost seconds."""
 import json

@@ -1,7 +1,7 @@
-"""ctypes bindings of the msPTI SIMULATOR's driver API (spec 06 §9.3) — the test double of
+"""ctypes bindings of the msPTI SIMULATOR's driver API (spec docs/design/mspti.md#driver-api) — the test double of
 libmspti.so for machines without an Ascend NPU. `load()` finds the library; `Sim` wraps
 the mssim_* functions and a few msPTI ones; `run_workload()` runs the built-in transformer
-step (§9.5) with an optional Python per-step callback."""
+step (docs/design/mspti.md#workload) with an optional Python per-step callback."""
 import ctypes
 import os
 

@@ -1,6 +1,6 @@
 """`python -m mssim.train --ranks N --steps S [--rate R]`: a simulated multi-rank training
 job (SIMULATOR, not an NPU). The launcher spawns N rank processes with RANK / LOCAL_RANK /
-WORLD_SIZE set; each runs the simulator's built-in workload (06-mspti-abi.md §9.5) with
+WORLD_SIZE set; each runs the simulator's built-in workload (docs/design/mspti.md#workload) with
 msmonitor.dynamic_profile (init() before the loop, step() after every step), so the daemon,
 the CLI and the plugin are exercised exactly as with a real framework in dyno mode."""
 import argparse

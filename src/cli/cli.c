@@ -331,7 +331,7 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
             any_tcp = true;
     }
 
-    /* Start-up lines (02-cli.md §1.2). */
+    /* Start-up lines (docs/design/cli.md#invocation). */
     certs = cli_flags_get(&g, "certs-dir");
     if (geteuid() == 0)
         fprintf(out, "Security Warning: Do not run this tool as root. Running with elevated "
@@ -362,7 +362,7 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
     }
     fputs(cli_buf_str(&req.echo), out);
     if (strcmp(certs, NO_CERTS) != 0 && any_tcp) {
-        /* 01-rpc.md §7.2: certificates checked and the key decrypted once, before any
+        /* docs/design/rpc.md#cli-certificates: certificates checked and the key decrypted once, before any
          * connection, whatever the number of hosts; a failure is exit 1 with the reason. */
         r = rpc_tls_create(certs, cli_flags_get(&g, "certs-passphrase-file"), out, &tls, err,
                            sizeof(err));

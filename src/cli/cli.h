@@ -1,5 +1,5 @@
 /* cli: dyno's top level — global flags, the command table, the start-up lines, and the
- * multi-host fan-out with ordered, prefixed output (02-cli.md §1, §2). main.c only calls
+ * multi-host fan-out with ordered, prefixed output (docs/design/cli.md#invocation, #targets). main.c only calls
  * cli_main(); tests call it too with their own output streams. */
 #ifndef MSMON_CLI_CLI_H
 #define MSMON_CLI_CLI_H
@@ -8,7 +8,7 @@
 
 #include "cli/cmd.h"
 
-/* The one exit-code enum of dyno (02-cli.md §6). */
+/* The one exit-code enum of dyno (docs/design/cli.md#exit-codes). */
 enum cli_exit {
     CLI_EXIT_OK = 0,        /* every target replied */
     CLI_EXIT_RUNTIME = 1,   /* some target failed (connect, timeout, no/bad reply, TLS, ...) */

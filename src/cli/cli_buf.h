@@ -21,7 +21,7 @@ void cli_buf_fini(struct cli_buf *b);
 void cli_buf_append(struct cli_buf *b, const char *s, size_t n);
 void cli_buf_puts(struct cli_buf *b, const char *s);
 void cli_buf_printf(struct cli_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Append s as the body of a JSON string (02-cli.md §3): newline -> \n, '"' -> \", '\' -> \\,
+/* Append s as the body of a JSON string (docs/design/cli.md#request-bodies): newline -> \n, '"' -> \", '\' -> \\,
  * other bytes < 0x20 -> \u00xx; everything else is copied. */
 void cli_buf_json_str(struct cli_buf *b, const char *s, size_t n);
 /* Terminal-safe text (docs/security.md, "dyno and hostile replies"): a string from a reply

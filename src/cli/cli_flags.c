@@ -1,4 +1,4 @@
-/* cli_flags: argv parsing over a typed flag table (02-cli.md §1). The table is the single
+/* cli_flags: argv parsing over a typed flag table (docs/design/cli.md#invocation). The table is the single
  * source for parsing and for --help, so the two never drift apart. */
 #include "cli/cli_flags.h"
 

@@ -1,6 +1,6 @@
 /* cli_flags: one typed, sorted flag table per command level drives argv parsing and --help.
- * Values stay as text here; each command validates them with its own error reasons (02 §5.2),
- * so parsing only enforces the syntax rules of 02 §1 (unknown, duplicate, missing value). */
+ * Values stay as text here; each command validates them with its own error reasons (docs/design/cli.md#validation),
+ * so parsing only enforces the syntax rules of docs/design/cli.md#invocation (unknown, duplicate, missing value). */
 #ifndef MSMON_CLI_FLAGS_H
 #define MSMON_CLI_FLAGS_H
 

@@ -1,4 +1,4 @@
-/* cli_val: validators and formatters for the dyno flag values (02-cli.md §5). Every error
+/* cli_val: validators and formatters for the dyno flag values (docs/design/cli.md#validation). Every error
  * names the flag and the offending value in one line; nothing here prints or exits. */
 #include "cli/cli_val.h"
 
@@ -242,7 +242,7 @@ int cli_val_filter(const char *flag, const char *s, char *err, size_t cap)
     char reason[CLI_VAL_STR_MAX + 256];
     int rc;
 
-    /* Length first, then the config-text rule, then the grammar (02-cli.md §5.2). */
+    /* Length first, then the config-text rule, then the grammar (docs/design/cli.md#validation). */
     if (strlen(s) > FGRAM_MAX_TEXT) {
         cli_val_err(err, cap, flag, s, "longer than 1024 bytes");
         return -EINVAL;

@@ -1,5 +1,5 @@
-/* cli_val: the value rules of 02-cli.md §5 — strict parsers and validators that produce the
- * exact one-line errors of §5.2, the f32 formatting of §5.1 and the upstream path warnings.
+/* cli_val: the value rules of docs/design/cli.md#validation — strict parsers and validators that produce the
+ * exact one-line errors of docs/design/cli.md#validation, the f32 formatting of docs/design/contract.md#value-rules and the upstream path warnings.
  * Pure functions except cli_val_log_dir/cli_val_path_warnings, which look at the file system. */
 #ifndef MSMON_CLI_VAL_H
 #define MSMON_CLI_VAL_H

@@ -71,14 +71,14 @@ extern const struct cli_cmd cmd_steps;
 void cmd_req_init(struct cmd_req *req);
 void cmd_req_fini(struct cmd_req *req);
 
-/* Body of 02-cli.md §3 for setKinetOnDemandRequest from req->config, plus "client_token"
+/* Body of docs/design/cli.md#request-bodies for setKinetOnDemandRequest from req->config, plus "client_token"
  * when req has one (ours: the daemon keeps the outcomes under it). process_limit 0 means
  * every matching process (CMD_PROCESS_LIMIT_ALL is sent). */
 #define CMD_PROCESS_LIMIT_ALL 4096ull /* the daemon's registry cap */
 void cmd_build_kineto_body(struct cmd_req *req, long long job_id, const char *pids,
                            unsigned long long process_limit);
 /* Render helpers shared by the commands. */
-/* `render` of status/version: the reply JSON unchanged on one line (02-cli.md §4.1-4.2). */
+/* `render` of status/version: the reply JSON unchanged on one line (docs/design/cli.md#status, #version). */
 void cmd_render_verbatim(const struct cmd_req *req, const char *reply, size_t len, const cJSON *json,
                          struct cli_buf *out, bool *ret_failed, char *err, size_t errcap);
 void cmd_render_reply_line(const char *reply, struct cli_buf *out);
@@ -87,7 +87,7 @@ void cmd_render_note(const cJSON *json, struct cli_buf *out);
  * matched pids (-1 when the key is absent). */
 int cmd_render_matched(const cJSON *json, const char *log_file, bool kineto,
                        bool profile_memory, struct cli_buf *out);
-/* Output path for pid (nputrace: every ".json" -> "_<pid>.json"; kineto: see §4.5). */
+/* Output path for pid (nputrace: every ".json" -> "_<pid>.json"; kineto: see docs/design/cli.md#gputrace). */
 void cmd_trace_path(const char *log_file, long long pid, bool kineto, struct cli_buf *out);
 
 #endif

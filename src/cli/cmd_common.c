@@ -1,5 +1,5 @@
 /* cmd_common: pieces shared by the subcommands — the setKinetOnDemandRequest body layout
- * kept from upstream, the Note line and the processesMatched block (02-cli.md §3, §4). */
+ * kept from upstream, the Note line and the processesMatched block (docs/design/cli.md#request-bodies, #subcommands). */
 #include "cli/cmd.h"
 
 #include <string.h>

@@ -193,7 +193,7 @@ static void check_processes(struct report *r, const cJSON *procs, const struct o
             n > PIDS_SHOWN ? ", ..." : "");
         if (polling == 0)
             say(r, M_FAIL, "none of them polls for configs - fix: the framework's dynamic profiler "
-                "(torch_npu dyno mode or msmonitor.dynamic_profile) must be running (03 §7.3)");
+                "(torch_npu dyno mode or msmonitor.dynamic_profile) must be running (docs/design/ipc.md#poller)");
     }
     if (o->has_pid) {
         if (pid_found)

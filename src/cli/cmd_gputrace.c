@@ -1,5 +1,5 @@
 /* cmd_gputrace: `dyno gputrace` — upstream dynolog's Kineto trace request, duration or
- * iteration triggered (02-cli.md §4.5, 07-kineto-and-cupti.md). */
+ * iteration triggered (docs/design/cli.md#gputrace, docs/design/daemon.md). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* cmd_npu_monitor: `dyno npu-monitor` — start/stop/retune the msPTI monitor on the node
- * (02-cli.md §4.3). All ten keys are always sent, so an omitted flag resets its setting. */
+ * (docs/design/cli.md#npu-monitor). All ten keys are always sent, so an omitted flag resets its setting. */
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* cmd_nputrace: `dyno nputrace` — one-shot torch_npu/MindSpore profiler trace on the
- * registered processes, always iteration-triggered (02-cli.md §4.4). */
+ * registered processes, always iteration-triggered (docs/design/cli.md#nputrace). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -152,7 +152,7 @@ static int nputrace_prepare(const struct cli_args *a, struct cmd_req *req, char 
         { CFGKEY_PROFILE_IS_RANK, ranks ? "true" : "false" },
         { CFGKEY_PROFILE_RANK_LIST, ranks ? cli_buf_str(&rank_list) : "None" },
     };
-    /* one key per line in the order of 02-cli.md §4.4, '\n'-joined, no trailing newline */
+    /* one key per line in the order of docs/design/cli.md#nputrace, '\n'-joined, no trailing newline */
     for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
         cli_buf_printf(&req->config, "%s%s=%s", i ? "\n" : "", lines[i].key, lines[i].value);
     cmd_build_kineto_body(req, (long long)job_id, cli_buf_str(&pids), (unsigned long long)limit);

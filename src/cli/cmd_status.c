@@ -1,5 +1,5 @@
 /* cmd_status: `dyno status` — one host: sends {"fn":"getStatus"} and prints the reply
- * unchanged (02-cli.md §4.1). Several hosts or --json: one merged view (docs/cluster.md §3):
+ * unchanged (docs/design/cli.md#status). Several hosts or --json: one merged view (docs/cluster.md §3):
  * a table (host, pid, rank, npu-monitor and nputrace state, current step, last poll age) or
  * one JSON object whose `processes` carry `host`. Ranks come from the step windows. Each
  * process's health marks follow it, one line each (docs/cli.md "Status marks"). */

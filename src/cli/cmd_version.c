@@ -1,5 +1,5 @@
 /* cmd_version: `dyno version` — sends {"fn":"getVersion"} and prints the reply unchanged
- * (02-cli.md §4.2). */
+ * (docs/design/cli.md#version). */
 #include "cli/cmd.h"
 
 static int version_prepare(const struct cli_args *a, struct cmd_req *req, char *err,

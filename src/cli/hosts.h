@@ -1,4 +1,4 @@
-/* hosts: the dyno target list (02-cli.md §2.1) — comma split outside brackets, SLURM
+/* hosts: the dyno target list (docs/design/cli.md#targets) — comma split outside brackets, SLURM
  * bracket expansion (cartesian, leftmost outermost, zero padding), `unix:` targets,
  * --hostfile lines, first-occurrence dedupe and the 65536-host cap. */
 #ifndef MSMON_CLI_HOSTS_H

@@ -487,7 +487,7 @@ static int call_once(const struct rpc_tls *tls, const char *target, uint16_t por
         *ret_fail = RPC_FAIL_CONNECT;
         return r;
     }
-    /* dyno.sock is never TLS (01-rpc.md §1.4) */
+    /* dyno.sock is never TLS (docs/design/rpc.md#local-socket) */
     if (tls && strncmp(target, HOSTS_UNIX_PREFIX, 5) != 0) {
         r = tls_handshake(tls, &io, target, timeout_s, err, errcap);
         if (r < 0) {
@@ -539,7 +539,7 @@ static int call_once(const struct rpc_tls *tls, const char *target, uint16_t por
     memcpy(&len32, head, 4);
     if (len32 == 0 || len32 > RPC_REPLY_MAX) {
         *ret_fail = RPC_FAIL_BAD_REPLY;
-        /* The frame length is an int32 on the wire (01-rpc.md §1.2): show it signed. */
+        /* The frame length is an int32 on the wire (docs/design/rpc.md#framing): show it signed. */
         snprintf(err, errcap, "Invalid reply length %" PRId32 " from the server (limit %u)",
                  (int32_t)len32, RPC_REPLY_MAX);
         r = -EBADMSG;

@@ -1,4 +1,4 @@
-/* rpc_client: one dyno RPC (01-rpc.md §1.2) — connect (TCP via getaddrinfo, or the local
+/* rpc_client: one dyno RPC (docs/design/rpc.md#framing) — connect (TCP via getaddrinfo, or the local
  * stream socket for `unix:` targets), send one length-prefixed request, read one framed
  * reply, all under a single deadline. Used by dyno and by the tests. */
 #ifndef MSMON_CLI_RPC_CLIENT_H
@@ -41,10 +41,10 @@ struct rpc_transport {
 /* NULL restores the network. Set before starting worker threads. */
 void rpc_set_transport(const struct rpc_transport *t);
 
-/* Mutual TLS client state (01-rpc.md §7.2): the checked certificates and the decrypted key,
+/* Mutual TLS client state (docs/design/rpc.md#cli-certificates): the checked certificates and the decrypted key,
  * loaded once for every host and shared by the worker threads. */
 struct rpc_tls;
-/* Load dir's client.crt, client.key, ca.crt and optional ca.crl, printing the §7.2 progress
+/* Load dir's client.crt, client.key, ca.crt and optional ca.crl, printing the docs/design/rpc.md#cli-certificates progress
  * lines to progress. An encrypted key is decrypted with passphrase_file (NULL/"": prompt on
  * the terminal). Caller owns *ret; free with rpc_tls_destroy(). 0 or -errno with the one-line
  * reason ("<path>: <why>") in err. */

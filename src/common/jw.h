@@ -44,7 +44,7 @@ void jw_double(struct jw *w, double v);             /* shortest round-trip, like
 void jw_raw(struct jw *w, const char *json, size_t n); /* pre-serialised value */
 
 /* Append the escaped body of a JSON string (no quotes) to a plain buffer; returns bytes
- * written or -ENOSPC. Escaping rules of 01-rpc.md §3 (invalid UTF-8 -> U+FFFD). */
+ * written or -ENOSPC. Escaping rules of docs/design/rpc.md#reply-serialisation (invalid UTF-8 -> U+FFFD). */
 long jw_escape(char *dst, size_t cap, const char *s, size_t n);
 
 /* Shortest decimal that parses back to the same double ("%.17g" fallback). */

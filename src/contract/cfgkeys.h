@@ -1,5 +1,5 @@
-/* cfgkeys: every key of the npu-monitor, nputrace and gputrace config text (02-cli.md §4.3-4.5,
- * 04-plugin.md §3), written once. Macros, so the CLI can paste them into its format strings;
+/* cfgkeys: every key of the npu-monitor, nputrace and gputrace config text (docs/design/cli.md#npu-monitor, #gputrace,
+ * docs/design/session.md#applying-a-config), written once. Macros, so the CLI can paste them into its format strings;
  * the plugin, the daemon and the extension compare against the same spelling. */
 #ifndef MSMON_CONTRACT_CFGKEYS_H
 #define MSMON_CONTRACT_CFGKEYS_H
@@ -19,7 +19,7 @@
 #define CFGKEY_JSONL_ROTATE_LOG_FILES "JSONL_ROTATE_LOG_FILES"
 #define CFGKEY_NPU_MONITOR_FILTER "NPU_MONITOR_FILTER"
 
-/* nputrace, in the order the CLI sends them (02-cli.md §4.4) */
+/* nputrace, in the order the CLI sends them (docs/design/cli.md#nputrace) */
 #define CFGKEY_ACTIVITIES_LOG_FILE "ACTIVITIES_LOG_FILE"
 #define CFGKEY_PROFILE_START_ITERATION "PROFILE_START_ITERATION"
 #define CFGKEY_PROFILE_START_STEP "PROFILE_START_STEP"
@@ -48,7 +48,7 @@
 #define CFGKEY_PROFILE_IS_RANK "PROFILE_IS_RANK"
 #define CFGKEY_PROFILE_RANK_LIST "PROFILE_RANK_LIST"
 
-/* gputrace (Kineto, 02-cli.md §4.5) adds these to the shared ACTIVITIES_* / PROFILE_* keys */
+/* gputrace (Kineto, docs/design/cli.md#gputrace) adds these to the shared ACTIVITIES_* / PROFILE_* keys */
 #define CFGKEY_PROFILE_START_TIME "PROFILE_START_TIME"
 #define CFGKEY_ACTIVITIES_DURATION_MSECS "ACTIVITIES_DURATION_MSECS"
 #define CFGKEY_PROFILE_START_ITERATION_ROUNDUP "PROFILE_START_ITERATION_ROUNDUP"
@@ -56,11 +56,11 @@
 #define CFGKEY_PROFILE_MEMORY "PROFILE_MEMORY"
 #define CFGKEY_PROFILE_MEMORY_DURATION_MSECS "PROFILE_MEMORY_DURATION_MSECS"
 
-/* Members the handoff adds or the framework passes along; never validated (04-plugin.md §3). */
+/* Members the handoff adds or the framework passes along; never validated (docs/design/session.md#applying-a-config). */
 #define CFGKEY_IS_VALID "is_valid"
 #define CFGKEY_REQUEST_TRACE_ID "REQUEST_TRACE_ID"
 
-/* The daemon's classification of a config (01-rpc.md §5.3): npu-monitor when the text starts
+/* The daemon's classification of a config (docs/design/rpc.md#status-gate): npu-monitor when the text starts
  * with the bytes NPU_MONITOR_START, trace otherwise. */
 bool cfgkeys_is_npu_monitor_text(const char *text, size_t len);
 

@@ -41,7 +41,7 @@ int cjx_to_i64(const cJSON *v, int64_t lo, int64_t hi, int64_t *ret);
  * exact, doubles shortest round-trip. Errors land in w->err. */
 void cjx_write(struct jw *w, const cJSON *v);
 
-/* The shm handoff's config object (03-ipc.md §7.2): one flat object whose members are
+/* The shm handoff's config object (docs/design/ipc.md#segment): one flat object whose members are
  * strings, true/false or numbers (null, arrays and objects are refused). Values take
  * Python's str() form: strings as is, true -> "True", false -> "False", numbers verbatim.
  * Member "is_valid" is not stored; its truthiness goes to *ret_is_valid (false when absent).
@@ -49,7 +49,7 @@ void cjx_write(struct jw *w, const cJSON *v);
 int cjx_flat_object(const char *text, size_t len, struct kvtext *ret, bool *ret_is_valid);
 /* The writer side of the same object: compact JSON, keys sorted byte-wise, every value a
  * string, plus "is_valid": true in its sorted place when is_valid (a kv key "is_valid" is
- * skipped). What the poller writes into the segment (03-ipc.md §7.3). Errors in w->err. */
+ * skipped). What the poller writes into the segment (docs/design/ipc.md#poller). Errors in w->err. */
 void cjx_flat_object_write(struct jw *w, const struct kvtext *kv, bool is_valid);
 
 #endif

@@ -1,5 +1,5 @@
-/* fgram: the npu-monitor filter grammar `Kind:Name,Name;Kind:Name` (R19, 02-cli.md §5.2,
- * 04-plugin.md §6.1) with ONE trim rule — spaces and tabs — and two modes over one tokenizer:
+/* fgram: the npu-monitor filter grammar `Kind:Name,Name;Kind:Name` (R19, docs/design/cli.md#validation,
+ * docs/design/contract.md#filter-grammar) with ONE trim rule — spaces and tabs — and two modes over one tokenizer:
  * strict (the CLI: the first bad item is an error) and lenient (the plugin: bad items are
  * skipped with a WARNING). For every text strict accepts, lenient yields the same items. */
 #ifndef MSMON_CONTRACT_FGRAM_H
@@ -22,11 +22,11 @@ typedef int (*fgram_fn)(void *arg, int kind, const char *name, size_t len);
  * empty items are ignored. A non-empty item must be `Kind:Names` with exactly one ':', Kind
  * one of the 11 kind names (case-sensitive, trimmed), Names split on ',' and trimmed.
  *   strict:  an empty name is an error too; nothing is reported to fn unless the whole text
- *            is valid. -EINVAL with the reason of 02-cli.md §5.2 in err ("item '...' must
+ *            is valid. -EINVAL with the reason of docs/design/cli.md#validation in err ("item '...' must
  *            have the form Kind:Name[,Name...]", "unknown activity kind '...' (possible
  *            values: ...)", "empty operator name in item '...'").
  *   lenient: empty names are dropped; a bad item is skipped with a WARNING naming it; a
- *            non-empty text without any valid item logs the ERROR of §6.1 and returns 0.
+ *            non-empty text without any valid item logs the ERROR of docs/design/contract.md#filter-grammar and returns 0.
  * Both: -E2BIG ("longer than 1024 bytes" in err) when len > FGRAM_MAX_TEXT, nothing reported.
  * *ret_items (may be NULL) gets the number of valid items. err may be NULL. */
 int fgram_parse(const char *text, size_t len, enum fgram_mode mode, fgram_fn fn, void *arg,

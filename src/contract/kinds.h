@@ -1,4 +1,4 @@
-/* kinds: the 11 user-visible msPTI activity kinds (R9, 06-mspti-abi.md §4) — names, values and
+/* kinds: the 11 user-visible msPTI activity kinds (R9, docs/design/mspti.md#kinds-and-records) — names, values and
  * the comma-list rule of --mspti-activity-kind / MSPTI_ACTIVITY_KIND. Names are case-sensitive
  * everywhere (CLI, config text, filter); this is the only table of them. */
 #ifndef MSMON_CONTRACT_KINDS_H

@@ -1,5 +1,5 @@
 /* kvtext: the KEY=value config text that travels dyno → daemon → poller → shm → ranks
- * (02-cli.md §4, 03-ipc.md §7.3). One parser for every hop: the torch_npu rule, so C and
+ * (docs/design/cli.md#subcommands, docs/design/ipc.md#poller). One parser for every hop: the torch_npu rule, so C and
  * Python ranks read the same dict from the same text. */
 #ifndef MSMON_CONTRACT_KVTEXT_H
 #define MSMON_CONTRACT_KVTEXT_H

@@ -1,6 +1,6 @@
-/* rank: the one rank reader for the C side (04-plugin.md §1.2, §11): RANK (PyTorch), then
+/* rank: the one rank reader for the C side (docs/design/session.md#python-surface, docs/design/contract.md#environment-variables): RANK (PyTorch), then
  * RANK_ID (MindSpore). Default RANK_UNKNOWN (-1), the value get_rank_id() and the DB file
- * name use for "unknown" (05-outputs.md §3.1). Callers that need a non-negative number (an
+ * name use for "unknown" (docs/design/outputs.md#db-file). Callers that need a non-negative number (an
  * init_dyno id, a rank-list match) decide at their call site what -1 means for them. */
 #ifndef MSMON_CONTRACT_RANK_H
 #define MSMON_CONTRACT_RANK_H

@@ -1,4 +1,4 @@
-/* conn_tls: the TLS connection (01-rpc.md §7) behind the conn vtable. The server handshake runs
+/* conn_tls: the TLS connection (docs/design/rpc.md#mutual-tls) behind the conn vtable. The server handshake runs
  * on the loop, non-blocking: each step waits for whatever OpenSSL wants (read or write), so a
  * stalled peer costs one fd and never blocks others; the RPC server's deadline bounds it.
  * After the handshake, read/write map SSL_read/SSL_write onto the conn contract, including

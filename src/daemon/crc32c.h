@@ -1,5 +1,5 @@
 /* crc32c: CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) and the TFRecord masking of
- * 05-outputs.md §2.3, for the TensorBoard logger. Table-driven, no hardware dependency. */
+ * docs/design/outputs.md#tensorboard, for the TensorBoard logger. Table-driven, no hardware dependency. */
 #ifndef MSMON_DAEMON_CRC32C_H
 #define MSMON_DAEMON_CRC32C_H
 

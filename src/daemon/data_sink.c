@@ -115,7 +115,7 @@ int data_router_write(struct data_router *dr, const struct sink_record *rec)
     return 1;
 }
 
-/* OpStats: one record per entry of "ops" (05 §2.2), keys in sorted order. */
+/* OpStats: one record per entry of "ops" (docs/design/outputs.md#json-logger), keys in sorted order. */
 /* pid/job labels of a record from a kernel-vouched sender; the daemon never learns a rank */
 static void label_sender(struct data_router *dr, struct sink_record *rec, int32_t sender)
 {

@@ -1,4 +1,4 @@
-/* data_sink: the daemon side of `data` datagrams (05-outputs.md §2.1): validation, device
+/* data_sink: the daemon side of `data` datagrams (docs/design/outputs.md#acceptance): validation, device
  * normalisation (D7), OpStats expansion, and fan-out to the configured sinks. */
 #ifndef MSMON_DAEMON_DATA_SINK_H
 #define MSMON_DAEMON_DATA_SINK_H

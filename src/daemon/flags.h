@@ -1,4 +1,4 @@
-/* flags: the daemon's gflags-compatible command line (08-host-metrics.md §1). One sorted,
+/* flags: the daemon's gflags-compatible command line (docs/design/daemon.md#flags). One sorted,
  * typed table drives parsing, --help and docs/daemon.md; layers are defaults -> flagfile ->
  * argv, later occurrences win. Errors are one line naming the flag and the bad value. */
 #ifndef MSMON_DAEMON_FLAGS_H

@@ -1,4 +1,4 @@
-/* gc: the registry/status garbage collection of 03-ipc.md §4.6 (upstream's "kinetoConfigMgr"
+/* gc: the registry/status garbage collection of docs/design/ipc.md#garbage-collection (upstream's "kinetoConfigMgr"
  * thread), here a periodic timer on the daemon loop: every interval it forgets idle registry
  * processes and prunes the status table of dead reporters. */
 #ifndef MSMON_DAEMON_GC_H

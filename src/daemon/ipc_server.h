@@ -1,4 +1,4 @@
-/* ipc_server: the daemon's datagram endpoints (03-ipc.md §1, §3): msMonitor control
+/* ipc_server: the daemon's datagram endpoints (docs/design/ipc.md#endpoints, #daemon-receive-and-reply): msMonitor control
  * (dynolog.sock), data (dynolog_data.sock) and the Kineto control endpoint (abstract
  * "dynolog" or $KINETO_IPC_SOCKET_DIR/dynolog), served as read events on the daemon loop;
  * replies leave through the receiving socket without ever blocking. */

@@ -1,4 +1,4 @@
-/* json_logger: the --use_JSON sink (08-host-metrics.md §3, 05-outputs.md §2.2). Per record
+/* json_logger: the --use_JSON sink (docs/design/outputs.md#json-logger, docs/design/outputs.md#json-logger). Per record
  * two INFO lines: "Logging : <n> values" and "time = <local>.<mmm>Z data = <json>". */
 #ifndef MSMON_DAEMON_JSON_LOGGER_H
 #define MSMON_DAEMON_JSON_LOGGER_H

@@ -1,4 +1,4 @@
-/* kmon: previous-cycle state and the formulas of 08 §2. Deltas saturate at 0 (a counter that
+/* kmon: previous-cycle state and the formulas of docs/design/daemon.md#host-metrics. Deltas saturate at 0 (a counter that
  * went backwards, i.e. wrapped or was reset, reports 0); an entity seen for the first time
  * reports 0; a vanished one is simply not in the current file, so it is not reported. */
 #include "daemon/kmon.h"

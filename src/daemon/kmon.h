@@ -1,4 +1,4 @@
-/* kmon: the kernel monitor (08-host-metrics.md §2). Each cycle reads the /proc files under
+/* kmon: the kernel monitor (docs/design/daemon.md#host-metrics). Each cycle reads the /proc files under
  * --procfs_root, turns counters into per-interval deltas against the previous cycle and builds
  * one sink record (host metrics: device NULL, no pid/rank/job) for every logger. */
 #ifndef MSMON_DAEMON_KMON_H

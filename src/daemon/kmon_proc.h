@@ -1,4 +1,4 @@
-/* kmon_proc: parsers of the /proc files behind the host metrics (08-host-metrics.md §2): uptime,
+/* kmon_proc: parsers of the /proc files behind the host metrics (docs/design/daemon.md#host-metrics): uptime,
  * stat, net/dev, meminfo, loadavg, diskstats. Each takes a {ptr, len} view of the file text and
  * fills a plain struct; kmon_proc_read reads <root>/<rel> so tests run on fixture trees. */
 #ifndef MSMON_DAEMON_KMON_PROC_H
@@ -11,7 +11,7 @@
 #define KMON_FILE_MAX (256 * 1024) /* cap on one /proc file; a longer one is an error */
 #define KMON_MAX_IFACES 256
 #define KMON_MAX_DISKS 256
-#define KMON_NAME_CAP 16           /* names of 16 or more characters are skipped (§2.1) */
+#define KMON_NAME_CAP 16           /* names of 16 or more characters are skipped (docs/design/daemon.md#host-metrics) */
 #define KMON_DISK_NAME_CAP 32
 
 /* Reads <root>/<rel> into buf (NUL-terminated) with a cap of cap-1 bytes. Returns the length,

@@ -1,4 +1,4 @@
-/* dynolog: the per-node daemon. main() is the start-up sequence of 08-host-metrics.md §1.3,
+/* dynolog: the per-node daemon. main() is the start-up sequence of docs/design/daemon.md#flags,
  * each step undone in reverse order by the labels at the bottom. Everything runs on one event
  * loop (loop.h) in the main thread: RPC, the IPC sockets, GC as a timer, signals as events. */
 #include <errno.h>
@@ -102,11 +102,11 @@ static void on_sighup(struct loop_event *ev, int signo, void *arg)
 {
     (void)ev;
     (void)arg;
-    /* 08 §1.3: SIGHUP is ignored (no config reload); watched only so it cannot kill us */
+    /* docs/design/daemon.md#flags: SIGHUP is ignored (no config reload); watched only so it cannot kill us */
     LOG_DEBUG("Received signal %d (%s), ignored", signo, strsignal(signo));
 }
 
-/* --certs_dir (01-rpc.md §7.1): NO_CERTS serves plain TCP (*ret NULL); anything else must be a
+/* --certs_dir (docs/design/rpc.md#daemon-certificates): NO_CERTS serves plain TCP (*ret NULL); anything else must be a
  * directory whose files pass every check, or start-up fails with the reason. */
 static int tls_setup(const struct daemon_flags *f, SSL_CTX **ret)
 {
@@ -200,7 +200,7 @@ int main(int argc, char **argv)
     if (tls_setup(&flags, &tls) != 0)
         goto out_loop;
     if (tls)
-        conn_tls_factory_init(&tcp_conn, tls);   /* dyno.sock stays plain (§1.4) */
+        conn_tls_factory_init(&tcp_conn, tls);   /* dyno.sock stays plain (docs/design/rpc.md#local-socket) */
     if (flags.remote_write_url[0]) {
         /* configuration errors are fatal before anything listens */
         struct rw_headers hdr;
@@ -263,7 +263,7 @@ int main(int argc, char **argv)
                                                         : flags.use_prometheus ? "prometheus+remote_write"
                                                                                : "remote_write"));
     }
-    if (flags.metric_log_dir[0]) { /* 08 §1.3: a TensorBoard directory failure is fatal */
+    if (flags.metric_log_dir[0]) { /* docs/design/daemon.md#flags: a TensorBoard directory failure is fatal */
         struct tb_cfg tcfg = { flags.metric_log_dir, flags.tensorboard_op_stats };
         struct sink tb;
         if (tb_logger_create(&tcfg, &tb, err, sizeof(err)) != 0) {
@@ -311,7 +311,7 @@ int main(int argc, char **argv)
         LOG_ERROR("cannot start the registry GC timer");
         goto out_rpc;
     }
-    /* Prometheus HTTP: a bind failure is logged and the daemon runs on without it (08 §4) */
+    /* Prometheus HTTP: a bind failure is logged and the daemon runs on without it (docs/design/daemon.md#prometheus-endpoint) */
     if (flags.use_prometheus) {
         if (prom_http_create(loop, flags.prometheus_address, flags.prometheus_port, prom, &prom_http, err,
                              sizeof(err)) != 0)
@@ -330,7 +330,7 @@ int main(int argc, char **argv)
         }
     }
 
-    {   /* the kernel monitor (08 §2): always on, a fixed-cadence timer on the loop */
+    {   /* the kernel monitor (docs/design/daemon.md#host-metrics): always on, a fixed-cadence timer on the loop */
         struct kmon_cfg kcfg = { flags.procfs_root, flags.extended_host_metrics,
                                  flags.filter_nic_interfaces, flags.allow_interface_prefixes, 0 };
         if (kmon_create(&kcfg, &kmon) != 0 ||

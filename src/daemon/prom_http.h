@@ -1,4 +1,4 @@
-/* prom_http: the Prometheus pull endpoint (08 §4) on libevent's HTTP server (evhttp), run on
+/* prom_http: the Prometheus pull endpoint (docs/design/daemon.md#prometheus-endpoint) on libevent's HTTP server (evhttp), run on
  * the daemon's one loop: GET/HEAD /metrics renders the promfam store, other paths 404,
  * other methods 405, Connection: close, bounded connections and per-connection deadlines. */
 #ifndef MSMON_DAEMON_PROM_HTTP_H
@@ -10,7 +10,7 @@
 #include "daemon/loop.h"
 #include "daemon/promfam.h"
 
-#define PROM_HTTP_READ_TIMEOUT_S 2     /* 08 §4: idle read timeout per connection */
+#define PROM_HTTP_READ_TIMEOUT_S 2     /* docs/design/daemon.md#prometheus-endpoint: idle read timeout per connection */
 #define PROM_HTTP_CONN_DEADLINE_MS 10000 /* whole-connection cap (slowloris) */
 #define PROM_HTTP_MAX_CONNS 256        /* beyond this the listener pauses (fds stay for RPC/IPC) */
 #define PROM_HTTP_PAGE_TTL_MS 1000     /* a rendered page is reused by scrapes within this time */

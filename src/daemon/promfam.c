@@ -300,7 +300,7 @@ static int emit(promfam_emit_fn fn, void *arg, const char *family, const struct 
     return 1;
 }
 
-/* The entity label of "<metric>.<entity>" keys (08 §4): net for rx_/tx_, disk for disk_,
+/* The entity label of "<metric>.<entity>" keys (docs/design/daemon.md#prometheus-endpoint): net for rx_/tx_, disk for disk_,
  * cpu for per-core CPU keys, else entity. */
 static const char *entity_label(const char *metric)
 {

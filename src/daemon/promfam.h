@@ -1,6 +1,6 @@
 /* promfam: the one mapping from sink records to Prometheus samples (family, sorted labels,
  * value) and the store of their latest values, shared by /metrics (prom_http) and remote
- * write (rw_sender). Formatting does no I/O and is tested alone (08 §4, 05 §2.4). */
+ * write (rw_sender). Formatting does no I/O and is tested alone (docs/design/daemon.md#prometheus-endpoint, docs/design/outputs.md#prometheus). */
 #ifndef MSMON_DAEMON_PROMFAM_H
 #define MSMON_DAEMON_PROMFAM_H
 
@@ -10,7 +10,7 @@
 
 #include "daemon/sink.h"
 
-#define PROMFAM_MAX_OP_SERIES 10000   /* 05 §2.4: op series (one per op label set) */
+#define PROMFAM_MAX_OP_SERIES 10000   /* docs/design/outputs.md#prometheus: op series (one per op label set) */
 #define PROMFAM_MAX_SERIES 200000     /* every other family together: a memory bound */
 #define PROMFAM_MAX_LABELS 12
 #define PROMFAM_NAME_MAX 200          /* family names longer than this are refused */
@@ -31,7 +31,7 @@ struct promfam_sample {
 
 typedef void (*promfam_emit_fn)(void *arg, const struct promfam_sample *s);
 
-/* Map one record to its samples (05 §2.4, 08 §4): host metrics (device NULL, keys
+/* Map one record to its samples (docs/design/outputs.md#prometheus, docs/design/daemon.md#prometheus-endpoint): host metrics (device NULL, keys
  * "<metric>[.<entity>]"), upstream sum lines (npu_activity_duration_ns), markers
  * (npu_marker_duration_ns), OpStats entries (npu_op_*), and records without a "kind" key
  * (each numeric key one family). host is the host_name label. Returns the number of samples

@@ -1,4 +1,4 @@
-/* registry: processes that poll for on-demand configs (03-ipc.md §4): job -> pid set ->
+/* registry: processes that poll for on-demand configs (docs/design/ipc.md#registry): job -> pid set ->
  * process with a one-shot config mailbox, plus Kineto ctxt registrations. Thread-safe (one
  * internal mutex), although the daemon now calls it from its one loop thread only. */
 #ifndef MSMON_DAEMON_REGISTRY_H
@@ -35,22 +35,22 @@ int registry_poll_uid(struct registry *r, uid_t uid, int64_t job, const int32_t 
                       int32_t type, enum reg_origin origin, uint64_t now_ns, char **ret_cfg,
                       size_t *ret_len);
 
-/* `req` (§4.2): registers (job, set(pids)) if new, refreshes its last request time and, when
+/* `req` (docs/design/ipc.md#polling): registers (job, set(pids)) if new, refreshes its last request time and, when
  * type has the ACTIVITIES bit, moves the pending config (+ "\n") out of the mailbox.
  * *ret_cfg: NULL (nothing pending) or a string the caller owns (free()). Returns 0, or
  * -ENOSPC when the process is unknown and the 4096 cap is reached (not registered). */
 int registry_poll(struct registry *r, int64_t job, const int32_t *pids, int n, int32_t type,
                   enum reg_origin origin, uint64_t now_ns, char **ret_cfg, size_t *ret_len);
 
-/* `ctxt` (§4.4): returns the registration count of (job, npu) (>= 1) or -ENOSPC at the cap.
+/* `ctxt` (docs/design/ipc.md#registration): returns the registration count of (job, npu) (>= 1) or -ENOSPC at the cap.
  * Logs "Registered process (<pid>) for job <job>." at INFO the first time (pid, job) registers,
  * at DEBUG on every repeat. */
 int registry_ctxt(struct registry *r, int64_t job, int32_t npu, int32_t pid);
 
-/* An NPU status from `pid`: processes whose leaf is pid become MSMON (§4.1). */
+/* An NPU status from `pid`: processes whose leaf is pid become MSMON (docs/design/ipc.md#registry). */
 void registry_mark_msmon(struct registry *r, int32_t pid);
 
-/* Decides per process whether it may receive the config (01-rpc.md §5.3). */
+/* Decides per process whether it may receive the config (docs/design/rpc.md#status-gate). */
 typedef bool (*reg_eligible_fn)(enum reg_origin origin, void *arg);
 
 struct reg_set_result {
@@ -61,7 +61,7 @@ struct reg_set_result {
     int busy;                /* triggered processes whose older pending config was replaced */
     size_t n_skipped;        /* matched but beyond the process limit */
 };
-/* setOnDemandConfig (§4.3). pids must be sorted ascending (upstream's std::set<int>). The
+/* setOnDemandConfig (docs/design/ipc.md#installing-a-config). pids must be sorted ascending (upstream's std::set<int>). The
  * stored text is the wrapped config with REQUEST_TRACE_ID, an id unique per delivery
  * (docs/troubleshooting.md). A process whose mailbox still holds an older config gets the
  * new one instead (last wins; the old id's outcome becomes superseded). token (NULL or "":
@@ -113,7 +113,7 @@ int registry_outcomes(struct registry *r, const char *token, struct reg_cfg_entr
 int registry_last_outcome(struct registry *r, int32_t pid, struct reg_cfg_entry *ret);
 void reg_set_result_fini(struct reg_set_result *res);
 
-/* GC pass (§4.6): forget processes idle for more than age_ns, and then empty jobs with their
+/* GC pass (docs/design/ipc.md#garbage-collection): forget processes idle for more than age_ns, and then empty jobs with their
  * ctxt registrations. Returns the number of processes removed. */
 int registry_gc(struct registry *r, uint64_t now_ns, uint64_t age_ns);
 
@@ -134,7 +134,7 @@ int registry_leaves(struct registry *r, struct reg_leaf **ret, size_t *ret_n);
 size_t registry_count(struct registry *r);
 int registry_ctxt_count(struct registry *r);
 
-/* Wrapped config (§4.5) into a new string: "\n" + 12 spaces + cfg + "\n" + 12 spaces +
+/* Wrapped config (docs/design/ipc.md#config-wrapping) into a new string: "\n" + 12 spaces + cfg + "\n" + 12 spaces +
  * "REQUEST_TRACE_ID=<id>". Caller owns. */
 char *registry_wrap_config(uint64_t id, const char *cfg, size_t cfg_len, size_t *ret_len);
 /* The id of one delivery: fnv1a64("<host>:<leaf>:<secs>:<seq>"), seq a per-daemon counter so

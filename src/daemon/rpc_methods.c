@@ -75,7 +75,7 @@ const char *rpc_gate(enum reg_kind kind, int32_t trace, int32_t monitor)
     return "unknown";
 }
 
-/* start_step/stop_step are present only while a trace is Running or Ready (§4). */
+/* start_step/stop_step are present only while a trace is Running or Ready (docs/design/rpc.md#getstatus). */
 static bool has_steps(int32_t trace) { return trace == 1 || trace == 2; }
 
 static int leaf_cmp(const void *a, const void *b)

@@ -1,4 +1,4 @@
-/* rpc_methods: validation of one RPC request body and the three methods (01-rpc.md §2-6):
+/* rpc_methods: validation of one RPC request body and the three methods (docs/design/rpc.md#request-validation, #getversion):
  * getStatus, getVersion, setKinetOnDemandRequest, as a static {name, handler} table.
  * Transport-free: the server hands in the body and writes back whatever reply comes out. */
 #ifndef MSMON_DAEMON_RPC_METHODS_H
@@ -51,7 +51,7 @@ int rpc_handle(const struct rpc_ctx *ctx, const char *body, size_t len, char **r
 int rpc_check_log_dirs(const struct pathnorm_roots *roots, const char *config, size_t len,
                        bool trace, char *why, size_t whycap);
 
-/* The status gate of 01-rpc.md §5.3: "effective", "ineffective" or "unknown". */
+/* The status gate of docs/design/rpc.md#status-gate: "effective", "ineffective" or "unknown". */
 const char *rpc_gate(enum reg_kind kind, int32_t trace, int32_t monitor);
 
 #endif

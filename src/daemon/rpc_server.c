@@ -651,7 +651,7 @@ struct rpc_server *rpc_server_create(struct loop *l, int tcp_fd, const struct co
     s->max_per_peer = max_clients;   /* no per-peer cap until rpc_server_set_peer_limit */
     s->ctx = ctx;
     s->tcp.fd = s->local.fd = -1;
-    /* dyno.sock is never TLS (01-rpc.md §1.4) */
+    /* dyno.sock is never TLS (docs/design/rpc.md#local-socket) */
     if (listener_init(s, &s->tcp, tcp_fd, false, tcp_conn ? tcp_conn : &conn_tcp_factory) != 0 ||
         listener_init(s, &s->local, local_fd, true, &conn_tcp_factory) != 0)
         goto fail;

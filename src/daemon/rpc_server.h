@@ -1,4 +1,4 @@
-/* rpc_server: the RPC transport (01-rpc.md §1): TCP listener (dual-stack / IPv4 fallback /
+/* rpc_server: the RPC transport (docs/design/rpc.md#transport): TCP listener (dual-stack / IPv4 fallback /
  * --rpc_bind_address) and the local ~/dyno.sock stream socket, served concurrently on the
  * daemon loop (loop.h) with per-connection 3 s deadlines and a client cap; connection I/O goes
  * through struct conn (conn.h). */

@@ -1,5 +1,5 @@
 /* rw_curl: libcurl for remote write, loaded at run time (dlopen of libcurl.so.4) through a
- * table of function pointers. The packaged dynolog links only glibc dynamically (00 §5) and a
+ * table of function pointers. The packaged dynolog links only glibc dynamically (docs/design/contract.md#packaging) and a
  * static libcurl would pull in a dozen more libraries; without libcurl on the host, remote
  * write is refused at start-up with one clear line and everything else runs. */
 #ifndef MSMON_DAEMON_RW_CURL_H

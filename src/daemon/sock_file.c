@@ -1,4 +1,4 @@
-/* sock_file: the existence/ownership/liveness rules of 03-ipc.md §1.2 in one place, used for
+/* sock_file: the existence/ownership/liveness rules of docs/design/ipc.md#socket-files in one place, used for
  * dynolog.sock, dynolog_data.sock and dyno.sock. */
 #include "daemon/sock_file.h"
 

@@ -1,4 +1,4 @@
-/* sock_file: filesystem Unix socket endpoints created by the daemon (03-ipc.md §1.2):
+/* sock_file: filesystem Unix socket endpoints created by the daemon (docs/design/ipc.md#socket-files):
  * directory and length checks, ownership and live-daemon probe of an existing file, stale
  * unlink, bind + chmod, and an inode-checked unlink at shutdown. */
 #ifndef MSMON_DAEMON_SOCK_FILE_H

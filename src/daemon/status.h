@@ -1,4 +1,4 @@
-/* status: NPU status reports (03-ipc.md §5): the two upstream last-reporter records that
+/* status: NPU status reports (docs/design/ipc.md#status-tracking): the two upstream last-reporter records that
  * drive getStatus and the npu-monitor/nputrace gate, and our per-process table (D10).
  * Thread-safe (one internal mutex). */
 #ifndef MSMON_DAEMON_STATUS_H
@@ -90,7 +90,7 @@ int status_job_of(struct status_table *st, int32_t pid, int64_t *ret_job);
 void status_get_last(struct status_table *st, struct status_last *ret);
 /* Copy of the per-process table sorted by (pid, job). Caller owns *ret (free()). */
 int status_list(struct status_table *st, struct status_entry **ret, size_t *ret_n);
-/* GC (§5.2): drop entries older than age_ns whose pid no longer exists. Returns removed. */
+/* GC (docs/design/ipc.md#status-tracking): drop entries older than age_ns whose pid no longer exists. Returns removed. */
 int status_gc(struct status_table *st, uint64_t now_ns, uint64_t age_ns);
 
 /* Daemon-level facts for getStatus (ours, issue 12): when the daemon started and which

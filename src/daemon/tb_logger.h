@@ -1,4 +1,4 @@
-/* tb_logger: the --metric_log_dir sink (05-outputs.md §2.3): TFRecord files of tensorflow.Event
+/* tb_logger: the --metric_log_dir sink (docs/design/outputs.md#tensorboard): TFRecord files of tensorflow.Event
  * protobufs, one per device under DIR/device_<device>/tfevents.pb, scalar summaries of each
  * kind's duration (and, with --tensorboard_op_stats, of each op's total/count/avg). */
 #ifndef MSMON_DAEMON_TB_LOGGER_H

@@ -1,4 +1,4 @@
-/* ipc_msg: encode and validate the datagrams of 03-ipc.md §2, plus the socket addresses
+/* ipc_msg: encode and validate the datagrams of docs/design/ipc.md#datagrams, plus the socket addresses
  * both sides compute (abstract names with their exact lengths, <home>/<name>.sock paths).
  * Pure functions over {ptr, len} views: the daemon, the plugin and the fuzzer share them. */
 #ifndef MSMON_IPC_MSG_H
@@ -60,7 +60,7 @@ int ipc_addr_abstract(struct sockaddr_un *addr, socklen_t *ret_len, const char *
                       bool trailing_nul);
 int ipc_addr_path(struct sockaddr_un *addr, socklen_t *ret_len, const char *path);
 /* Directory for the msMonitor endpoints: override (flag), else MSMONITOR_SOCKET_DIR,
- * else the passwd home of getuid(). HOME is deliberately not consulted (03 §1.1). */
+ * else the passwd home of getuid(). HOME is deliberately not consulted (docs/design/ipc.md#endpoints). */
 int ipc_socket_dir(const char *override, char *out, size_t cap);
 /* "<dir>/<name>.sock"; -ENAMETOOLONG beyond 106 bytes. */
 int ipc_socket_path(const char *dir, const char *name, char *out, size_t cap);

@@ -26,7 +26,7 @@ static pthread_once_t api_once = PTHREAD_ONCE_INIT;
 static void api_atexit(void)
 {
     npoll_stop();           /* sends the -1 statuses */
-    (void)monitor_stop();   /* flushes the final interval; no status (§5.2) */
+    (void)monitor_stop();   /* flushes the final interval; no status (docs/design/session.md#session-life-cycle) */
 }
 
 static void api_do_init(void)
@@ -216,7 +216,7 @@ MSMON_API int InitializeInjection(void)
     return 1;
 }
 
-/* Load time: only when the environment asks for the native poller (C workloads, §12) do we
+/* Load time: only when the environment asks for the native poller (C workloads, docs/design/session.md#control-sources) do we
  * start anything; the thread does all the work, the constructor just launches it. */
 __attribute__((constructor)) static void api_ctor(void)
 {

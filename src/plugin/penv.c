@@ -1,4 +1,4 @@
-/* penv: reads the plugin's environment variables once (04-plugin.md §11). The values are
+/* penv: reads the plugin's environment variables once (docs/design/contract.md#environment-variables). The values are
  * copied so later setenv() calls in the host process cannot invalidate them. */
 #include "plugin/penv.h"
 

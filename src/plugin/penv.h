@@ -1,4 +1,4 @@
-/* penv: the plugin's environment variables (04-plugin.md §11), read once from one table so
+/* penv: the plugin's environment variables (docs/design/contract.md#environment-variables), read once from one table so
  * the hot paths never call getenv() and a value cannot change under a running session.
  * Tests that need other values call penv_reload() before the code under test runs. */
 #ifndef MSMON_PLUGIN_PENV_H
@@ -30,7 +30,7 @@ enum penv_id {
     PENV_SHM_STALE_S,           /* MSMONITOR_SHM_STALE_S: stale-rule threshold (tests) */
     PENV_RETRY_INITIAL_S,       /* MSMONITOR_RETRY_INITIAL_S: first registration retry delay (control.h) */
     PENV_RETRY_MAX_S,           /* MSMONITOR_RETRY_MAX_S: back-off cap, <= 30 s */
-    PENV_CUPTI_LIB,             /* MSMONITOR_CUPTI_LIB (07 §3.1) */
+    PENV_CUPTI_LIB,             /* MSMONITOR_CUPTI_LIB (docs/design/session.md#cupti-backend) */
     PENV_CUDA_HOME,             /* CUDA_HOME */
     PENV_CUDA_INJECTION,        /* CUDA_INJECTION64_PATH: set when the driver injected us */
     PENV_DATA_BACKLOG_BYTES,    /* MSMONITOR_DATA_BACKLOG_BYTES: undelivered metric data cap (backlog.h) */
@@ -47,7 +47,7 @@ enum penv_id {
 const char *penv_get(enum penv_id id);
 /* Set and non-empty. */
 bool penv_set(enum penv_id id);
-/* "1" exactly (the boolean switches of §11). */
+/* "1" exactly (the boolean switches of docs/design/contract.md#environment-variables). */
 bool penv_is_one(enum penv_id id);
 const char *penv_name(enum penv_id id);
 /* Re-read every variable (tests only; not thread-safe against concurrent penv_get). */

@@ -1,4 +1,4 @@
-/* plog: plugin logging set-up (04-plugin.md §10): one log file per process under
+/* plog: plugin logging set-up (docs/design/session.md#logging): one log file per process under
  * $MSMONITOR_LOG_PATH/msmonitor_log (else <cwd>/msmonitor_log), ERROR also on stderr. */
 #ifndef MSMON_PLUGIN_PLOG_H
 #define MSMON_PLUGIN_PLOG_H

@@ -1,4 +1,4 @@
-/* mssim-train: runs the simulator's built-in transformer workload (06 §9.5) on machines
+/* mssim-train: runs the simulator's built-in transformer workload (docs/design/mspti.md#workload) on machines
  * without an NPU; with --with-plugin it dlopens libmsmonitor.so and, when asked to through
  * MSMONITOR_USE_DAEMON=1 MSMONITOR_NATIVE_POLL=1, runs the plugin's native poller. */
 #include <dlfcn.h>

@@ -1,7 +1,7 @@
 /* sim_core: the consumer buffer path and its threads. One mutex guards the current buffer,
  * the queue of full buffers and the counters; the append path is a bounds check + memcpy
  * under it (no malloc, no syscall per record). Full buffers are completed on new short-lived
- * threads started by the ActivityManager thread, exactly like the real library (06 §7.7). */
+ * threads started by the ActivityManager thread, exactly like the real library (docs/design/mspti.md#runtime-semantics). */
 #include "sim/sim_core.h"
 
 #include <errno.h>
@@ -174,7 +174,7 @@ SIM_EXPORT msptiResult msptiUnsubscribe(msptiSubscriberHandle subscriber)
         rc = MSPTI_ERROR_INVALID_PARAMETER;
         goto out;
     }
-    /* Stops recording; neither disables kinds nor flushes buffers (06 §7.1). */
+    /* Stops recording; neither disables kinds nor flushes buffers (docs/design/mspti.md#runtime-semantics). */
     atomic_store(&g.subscribed, false);
     g.cb = NULL;
     g.cb_user = NULL;
@@ -366,7 +366,7 @@ SIM_EXPORT msptiResult msptiActivityFlushPeriod(uint32_t time)
 }
 
 /* Synchronous: queued full buffers in the caller's thread, then join outstanding completion
- * threads, then the current partial buffer whatever its validSize (06 §7.8). */
+ * threads, then the current partial buffer whatever its validSize (docs/design/mspti.md#runtime-semantics). */
 static void flush_all(void)
 {
     pthread_mutex_lock(&g.lock);

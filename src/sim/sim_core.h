@@ -1,6 +1,6 @@
 /* sim_core: process-wide state of the simulated msPTI runtime — subscription, enabled kinds,
  * callback domains, the consumer buffer path (lazy request, 80 % rotation, drops, NULL
- * completions), the ActivityManager thread and FlushAll (spec 06 §7, §9.2). */
+ * completions), the ActivityManager thread and FlushAll (spec docs/design/mspti.md#runtime-semantics, #simulator). */
 #ifndef MSMON_SIM_CORE_H
 #define MSMON_SIM_CORE_H
 
@@ -30,10 +30,10 @@ bool sim_subscribed(void);
 bool sim_kind_enabled(int kind);
 void sim_kind_set(int kind, bool on);
 /* Hccl/Memory/MemSet/MemCpy in profiles < 26.0 produce records only with LD_PRELOAD or the
- * check disabled (06 §9.4). */
+ * check disabled (docs/design/mspti.md#knobs). */
 bool sim_kind_produces(int kind);
 
-/* Callback domain/cbid enablement and delivery (§9.3.4). */
+/* Callback domain/cbid enablement and delivery (docs/design/mspti.md#driver-api). */
 int sim_callback_enable(bool on, msptiSubscriberHandle h, int domain, int cbid); /* msptiResult */
 void sim_callback(int domain, uint32_t cbid, int site, const char *function_name);
 

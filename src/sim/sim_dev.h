@@ -21,7 +21,7 @@ int sim_dev_submit(uint32_t device, uint64_t visible_ns, const void *rec, size_t
 void sim_dev_synchronize(int32_t device);
 /* Append now every queued record of `kind` (in visibility order) — what msptiActivityDisable
  * does for device kinds ("disabling a device kind first flushes that kind's device data",
- * 06 §7.3), so a consumer's stop sequence disable -> FlushAll loses nothing in flight. */
+ * docs/design/mspti.md#runtime-semantics), so a consumer's stop sequence disable -> FlushAll loses nothing in flight. */
 void sim_dev_flush_kind(int32_t kind);
 /* Drop queued records and timelines. */
 void sim_dev_reset(void);

@@ -1,4 +1,4 @@
-/* sim_driver: the mssim_* driver API (06 §9.3): host records appended during the call,
+/* sim_driver: the mssim_* driver API (docs/design/mspti.md#driver-api): host records appended during the call,
  * device records placed on per-(device, stream) timelines and handed to sim_dev, mstx-style
  * markers with domains, ENTER/EXIT callbacks, and the benchmark producer. */
 #include <errno.h>
@@ -202,7 +202,7 @@ SIM_EXPORT uint64_t mssim_launch_kernel(uint32_t stream, const char *name, const
     return corr;
 }
 
-/* HCCL callback id by case-insensitive substring, longest candidate first (06 §9.3.4). */
+/* HCCL callback id by case-insensitive substring, longest candidate first (docs/design/mspti.md#driver-api). */
 static uint32_t hccl_cbid(const char *name)
 {
     static const struct { const char *s; uint32_t id; } c[] = {

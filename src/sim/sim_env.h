@@ -1,4 +1,4 @@
-/* sim_env: the simulator's knobs (MSSIM_* environment, spec 06 §9.4), strictly validated, and
+/* sim_env: the simulator's knobs (MSSIM_* environment, spec docs/design/mspti.md#knobs), strictly validated, and
  * its "[mssim]" stderr logger. Every line says it comes from a simulator (no NPU involved). */
 #ifndef MSMON_SIM_ENV_H
 #define MSMON_SIM_ENV_H

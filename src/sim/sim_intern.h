@@ -1,4 +1,4 @@
-/* sim_intern: library-owned string cache (record strings live until process exit, §7.11) and
+/* sim_intern: library-owned string cache (record strings live until process exit, docs/design/mspti.md#runtime-semantics) and
  * the mstx marker domain registry (enabled by default; disabling may precede creation). */
 #ifndef MSMON_SIM_INTERN_H
 #define MSMON_SIM_INTERN_H

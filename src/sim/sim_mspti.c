@@ -15,7 +15,7 @@
 #define EXT_DEPTH 256
 #define DOMAIN_NAME_MAX 255
 
-/* Kind check shared by Enable and Disable (06 §7.3): outside the profile -> 1; in 26.x,
+/* Kind check shared by Enable and Disable (docs/design/mspti.md#runtime-semantics): outside the profile -> 1; in 26.x,
  * Hccl/Memory/MemSet/MemCpy need libmspti.so in LD_PRELOAD -> 6. */
 static msptiResult kind_check(msptiActivityKind kind)
 {
@@ -44,7 +44,7 @@ SIM_EXPORT msptiResult msptiActivityDisable(msptiActivityKind kind)
     msptiResult rc = kind_check(kind);
     if (rc != MSPTI_SUCCESS)
         return rc;
-    /* Device kinds drain their in-flight device records first (06 §7.3). */
+    /* Device kinds drain their in-flight device records first (docs/design/mspti.md#runtime-semantics). */
     if (kind == MSPTI_ACTIVITY_KIND_MARKER || kind == MSPTI_ACTIVITY_KIND_KERNEL ||
         kind == MSPTI_ACTIVITY_KIND_HCCL || kind == MSPTI_ACTIVITY_KIND_COMMUNICATION ||
         kind == MSPTI_ACTIVITY_KIND_MEMCPY || kind == MSPTI_ACTIVITY_KIND_MEMSET)
@@ -81,7 +81,7 @@ size_t sim_kind_stride(int32_t kind)
 }
 
 /* The real quirk (MSSIM_GETNEXT=cursor): *record is ignored; a thread-local cursor is reset
- * only when the end is reported (06 §7.10). The simulator's default (MSSIM_GETNEXT unset). */
+ * only when the end is reported (docs/design/mspti.md#runtime-semantics). The simulator's default (MSSIM_GETNEXT unset). */
 static inline msptiResult next_cursor(const struct sim_knobs *k, uint8_t *buffer, size_t valid,
                                                          msptiActivity **record)
 {

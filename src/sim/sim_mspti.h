@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Emit the ExternalCorrelation records that precede an API record (06 §7.15). */
+/* Emit the ExternalCorrelation records that precede an API record (docs/design/mspti.md#runtime-semantics). */
 void sim_ext_emit(uint64_t correlation_id);
 /* Forget the calling thread's external-correlation stacks (mssim_reset). */
 void sim_ext_reset_thread(void);

@@ -1,4 +1,4 @@
-/* sim_workload: the built-in synthetic transformer training step (06 §9.5) driven through
+/* sim_workload: the built-in synthetic transformer training step (docs/design/mspti.md#workload) driven through
  * the public mssim_* API, so its records take exactly the paths a test's records take. */
 #include <errno.h>
 #include <math.h>
@@ -270,7 +270,7 @@ SIM_EXPORT int mssim_workload_run(const struct mssim_workload_cfg *cfg)
                 cfg->slow_factor, cfg->slow_from_step);
     while (!g_stop && (cfg->steps == 0 || done < cfg->steps)) {
         /* Pace from this step's start: a step (or hook) that overran starts the next one at
-         * once, without a burst of catch-up steps after it (06 §9.5 item 9). */
+         * once, without a burst of catch-up steps after it (docs/design/mspti.md#workload item 9). */
         uint64_t step_start = mssim_now_ns();
         one_step(cfg, done + 1);
         done++;

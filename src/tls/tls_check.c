@@ -1,4 +1,4 @@
-/* tls_check: the §7 certificate and CRL rules. Every rule names what failed with the spec's
+/* tls_check: the docs/design/rpc.md#mutual-tls certificate and CRL rules. Every rule names what failed with the spec's
  * message prefix; checks run in the spec's table order so the first failure is the one
  * reported. Nothing here trusts the certificate: each accessor's NULL / error is a failure. */
 #include "tls/tls_check.h"
@@ -41,8 +41,8 @@ static void time_text(const ASN1_TIME *t, char *out, size_t cap)
     BIO_free(b);
 }
 
-/* Server: the two algorithms §7.1 lists. Client and CA: anything but the broken digests
- * §7.2 names (md2/md5/sha1 with RSA) — and, since the point is "no SHA-1", SHA-1 with DSA and
+/* Server: the two algorithms docs/design/rpc.md#daemon-certificates lists. Client and CA: anything but the broken digests
+ * docs/design/rpc.md#cli-certificates names (md2/md5/sha1 with RSA) — and, since the point is "no SHA-1", SHA-1 with DSA and
  * ECDSA too, and MD4. */
 static bool sig_allowed(int nid, enum tls_cert_role role)
 {
@@ -80,7 +80,7 @@ static int check_key(X509 *x, enum tls_cert_role role, char *err, size_t errcap)
         }
         return 0;
     }
-    /* §7.1 allows only RSA signatures for the server, so its key is RSA too. */
+    /* docs/design/rpc.md#daemon-certificates allows only RSA signatures for the server, so its key is RSA too. */
     if (role == TLS_CERT_SERVER) {
         const char *name = OBJ_nid2sn(id);
         snprintf(err, errcap, "Server certificate key is not RSA (%s)", name ? name : "unknown");

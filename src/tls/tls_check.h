@@ -1,4 +1,4 @@
-/* tls_check: the certificate rules of 01-rpc.md §7 written once, for the daemon's server.crt,
+/* tls_check: the certificate rules of docs/design/rpc.md#mutual-tls written once, for the daemon's server.crt,
  * the CLI's client.crt and ca.crt, and both sides' ca.crl. Pure functions over parsed OpenSSL
  * objects (or PEM/DER bytes, for the fuzz target): no file access, no global state. */
 #ifndef MSMON_TLS_TLS_CHECK_H
@@ -11,13 +11,13 @@
 #include <openssl/x509.h>
 
 #define TLS_MIN_RSA_BITS 3072
-#define TLS_CRL_DEFAULT_DAYS 365   /* a CRL without nextUpdate is valid this long (§7.2) */
+#define TLS_CRL_DEFAULT_DAYS 365   /* a CRL without nextUpdate is valid this long (docs/design/rpc.md#cli-certificates) */
 
-/* Which table of §7 a certificate is checked against. */
+/* Which table of docs/design/rpc.md#mutual-tls a certificate is checked against. */
 enum tls_cert_role {
-    TLS_CERT_SERVER,   /* server.crt (§7.1): sha256/sha512WithRSA only, RSA >= 3072 */
-    TLS_CERT_CLIENT,   /* client.crt (§7.2): no md2/md5/sha1; RSA >= 3072; not a CA */
-    TLS_CERT_CA,       /* each cert in ca.crt (§7.2): CA=true, keyCertSign + cRLSign */
+    TLS_CERT_SERVER,   /* server.crt (docs/design/rpc.md#daemon-certificates): sha256/sha512WithRSA only, RSA >= 3072 */
+    TLS_CERT_CLIENT,   /* client.crt (docs/design/rpc.md#cli-certificates): no md2/md5/sha1; RSA >= 3072; not a CA */
+    TLS_CERT_CA,       /* each cert in ca.crt (docs/design/rpc.md#cli-certificates): CA=true, keyCertSign + cRLSign */
 };
 
 /* Check x against role's table at time now. 0, or -EINVAL with the spec's message (prefixed

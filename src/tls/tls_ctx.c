@@ -1,4 +1,4 @@
-/* tls_ctx: certificate directory -> SSL_CTX. Order and messages follow 01-rpc.md §7: the
+/* tls_ctx: certificate directory -> SSL_CTX. Order and messages follow docs/design/rpc.md#mutual-tls: the
  * leaf certificate and (CLI) each CA certificate are checked by tls_check, the CRL is checked
  * against the leaf and installed for the peer's chain, the key is read once, decrypted with a
  * passphrase from a mode-checked file or the terminal prompt, and the passphrase wiped. */
@@ -139,7 +139,7 @@ out:
     return rc;
 }
 
-/* §7.1: the prompt on the controlling terminal, echo off, '*' per character, backspace and
+/* docs/design/rpc.md#daemon-certificates: the prompt on the controlling terminal, echo off, '*' per character, backspace and
  * DEL erase. The terminal settings are restored whatever happens. */
 static int prompt_passphrase(char *buf, size_t cap, const char *no_tty_msg, char *err,
                              size_t errcap)
@@ -241,7 +241,7 @@ static int load_leaf(const struct paths *p, bool server, time_t now, X509 **ret,
     return 0;
 }
 
-/* ca.crt into the context's trust store; the CLI checks each certificate as a CA (§7.2). */
+/* ca.crt into the context's trust store; the CLI checks each certificate as a CA (docs/design/rpc.md#cli-certificates). */
 static int load_ca(SSL_CTX *ctx, const struct paths *p, bool server, time_t now, char *err,
                    size_t errcap)
 {
@@ -280,7 +280,7 @@ static int load_ca(SSL_CTX *ctx, const struct paths *p, bool server, time_t now,
 }
 
 /* ca.crl (optional): checked against the leaf and installed so the peer's chain is checked
- * against it too. The daemon skips an out-of-date CRL for its own serial (§7.1) but still
+ * against it too. The daemon skips an out-of-date CRL for its own serial (docs/design/rpc.md#daemon-certificates) but still
  * installs it, so clients are refused ("CRL has expired") rather than let through unchecked. */
 static int load_crl(SSL_CTX *ctx, const struct paths *p, bool server, X509 *leaf, time_t now,
                     FILE *progress, char *err, size_t errcap)
@@ -463,7 +463,7 @@ int tls_ctx_create(const struct tls_ctx_cfg *cfg, SSL_CTX **ret, char *err, size
     if (rc)
         goto fail;
     if (cfg->server) {
-        /* mutual TLS is mandatory (§7.1); renegotiation is never needed for one request */
+        /* mutual TLS is mandatory (docs/design/rpc.md#daemon-certificates); renegotiation is never needed for one request */
         if (refusal_idx < 0)
             refusal_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, refusal_free);
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verify_client);

@@ -1,4 +1,4 @@
-/* tls_ctx: builds the OpenSSL context of one side of mutual TLS (01-rpc.md §7) from a
+/* tls_ctx: builds the OpenSSL context of one side of mutual TLS (docs/design/rpc.md#mutual-tls) from a
  * certificate directory: reads the files, applies tls_check's rules, loads and (when it is
  * encrypted) decrypts the key once, and sets TLS 1.2 minimum, peer verification and the CRL.
  * Shared by dynolog (server) and dyno (client); the result is thread-safe to share. */
@@ -17,7 +17,7 @@ struct tls_ctx_cfg {
     const char *dir;              /* the --certs_dir / --certs-dir directory */
     bool server;                  /* server.crt/.key (daemon) or client.crt/.key (CLI) */
     const char *passphrase_file;  /* NULL or "": an encrypted key is asked for on the terminal */
-    FILE *progress;               /* CLI: the §7.2 "Loading ..." lines go here; NULL: none */
+    FILE *progress;               /* CLI: the docs/design/rpc.md#cli-certificates "Loading ..." lines go here; NULL: none */
 };
 
 /* Caller owns *ret; free with SSL_CTX_free(). 0, or a negative errno with one line naming the

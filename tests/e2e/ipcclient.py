@@ -1,4 +1,4 @@
-"""A small test client for dynolog's IPC protocol (spec 03-ipc.md §2): binds the abstract
+"""A small test client for dynolog's IPC protocol (spec docs/design/ipc.md#datagrams): binds the abstract
 name dynoconfigclient<uuid4> like the plugin does, sends ctxt / req / status / data
 datagrams to <sockdir>/dynolog.sock (or dynolog_data.sock) and receives replies.
 
@@ -104,7 +104,7 @@ class IpcClient:
                 return r[1]
 
 
-# --- PyTorch Kineto's dynolog client (spec 07-kineto-and-cupti.md §1, 03-ipc.md §1.3/§2) ---
+# --- PyTorch Kineto's dynolog client (spec docs/design/daemon.md#kineto-clients, docs/design/ipc.md#kineto-endpoint, #datagrams) ---
 
 KINETO_DEST = b"\0dynolog\0"          # abstract, trailing NUL part of the name: addrlen 11
 KINETO_NONE, KINETO_EVENTS, KINETO_ACTIVITIES = 0, 1, 2

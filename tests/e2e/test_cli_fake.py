@@ -1,4 +1,4 @@
-"""dyno against fake RPC servers written here (framing of 01-rpc.md §1.2): exact request
+"""dyno against fake RPC servers written here (framing of docs/design/rpc.md#framing): exact request
 bytes, output lines for fixed replies, no connection on validation errors, multi-host
 fan-out with a silent server, unreachable and closed-without-reply failures."""
 import os
@@ -360,7 +360,7 @@ def test_certs_dir(tmp_path, servers):
     r = dyno("--certs-dir", str(tmp_path), "--port", str(s.port), "status")
     assert r.returncode == 1
     assert "Running in certificate mode" in r.stdout
-    # an empty directory: the first §7.2 file is missing, nothing is sent (test_tls.py: the rest)
+    # an empty directory: the first docs/design/rpc.md#cli-certificates file is missing, nothing is sent (test_tls.py: the rest)
     assert r.stderr == f"{tmp_path}/ca.crt: cannot open: No such file or directory\n"
     assert s.connections == 0
 

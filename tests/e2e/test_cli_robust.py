@@ -1,4 +1,4 @@
-"""dyno against hostile or broken RPC servers (01-rpc.md §1.2, 02-cli.md §6): a reply with
+"""dyno against hostile or broken RPC servers (docs/design/rpc.md#framing, docs/design/cli.md#exit-codes): a reply with
 a huge or negative length, garbage, trailing bytes after the JSON, an embedded NUL, a
 frame cut off midway, odd processesMatched entries. Each must end in one clear line and
 exit 1 (or render safely), never crash or hang past --timeout-s."""

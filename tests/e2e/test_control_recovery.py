@@ -1,4 +1,4 @@
-"""The control layer's poller never gives up (04-plugin.md §12/§15, docs/plugin.md "Daemon
+"""The control layer's poller never gives up (docs/design/session.md#control-sources, docs/design/ipc.md#shared-memory-handoff, docs/plugin.md "Daemon
 absent or restarted"): a job started before the daemon registers once the daemon is up and is
 monitored; a daemon killed mid-job (stale socket) and restarted gets the job back; a job killed
 with `kill -9` leaves its segment, and the next job in the same hour takes it over (one
@@ -62,7 +62,7 @@ def monitor_and_expect_data(daemon, pids, out, diag):
     """npu-monitor start answers effective and each pid writes kernel records."""
     t = int(time.time())
     # A rank acts on a config only if its whole-second time is later than the second it
-    # joined in (03-ipc.md §7.4).
+    # joined in (docs/design/ipc.md#ranks).
     wait_until(lambda: int(time.time()) > t, 2, "the next second")
     r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Kernel",
                  "--report-interval-s", "1", "--log-file", str(out), "--export-type", "Jsonl")

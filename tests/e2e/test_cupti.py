@@ -186,7 +186,7 @@ def test_cupti_lib_missing_keeps_app_running(daemon):
 
 def test_fallback_when_mspti_absent(daemon):
     """No MSMONITOR_BACKEND, no injection, no msPTI anywhere: the plugin (LD_PRELOAD) falls
-    back to CUPTI and finds the copy the program already mapped (RTLD_NOLOAD, §3.1)."""
+    back to CUPTI and finds the copy the program already mapped (RTLD_NOLOAD, docs/design/session.md#cupti-backend)."""
     tmp = tempfile.mkdtemp(prefix="mmc")
     pre = os.environ.get("LD_PRELOAD")  # the sanitizer runtime in the ASan tree comes first
     env = {"CUDA_INJECTION64_PATH": "", "LD_PRELOAD": (pre + ":" if pre else "") + binpath("libmsmonitor.so")}

@@ -1,4 +1,4 @@
-"""dynolog IPC end to end (spec 03-ipc.md, 01-rpc.md §5, 05-outputs.md §2): registration,
+"""dynolog IPC end to end (spec docs/design/ipc.md, docs/design/rpc.md#setkinetondemandrequest, docs/design/outputs.md#daemon-sinks): registration,
 one-shot config delivery, busy/limit/ancestor rules, the status gate, ctxt, drops, socket
 file rules and the JSON logger, using the real daemon and ipcclient.IpcClient."""
 import os

@@ -1,4 +1,4 @@
-"""01-rpc.md §1.1 / §8.9: when IPv6 is unavailable (socket(AF_INET6) fails, as with
+"""docs/design/rpc.md#transport, docs/design/rpc.md: when IPv6 is unavailable (socket(AF_INET6) fails, as with
 ipv6.disable=1) the daemon logs the fallback and serves RPC over IPv4 0.0.0.0."""
 import os
 

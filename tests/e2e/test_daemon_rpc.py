@@ -1,4 +1,4 @@
-"""dynolog RPC end to end (spec 01-rpc.md): framing limits, validation, method replies,
+"""dynolog RPC end to end (spec docs/design/rpc.md): framing limits, validation, method replies,
 concurrency limits, dyno.sock, flags and shutdown, against a real daemon over raw sockets."""
 import os
 import re

@@ -1,6 +1,6 @@
 """DB and JSONL export end to end: real dynolog and dyno, the simulator workload with
 libmsmonitor.so; after a stop and after a duration expiry, the files hold exactly the
-simulator's kernel and API records field by field (05-outputs.md §3, §4)."""
+simulator's kernel and API records field by field (docs/design/outputs.md#db-schema, #jsonl)."""
 import collections
 import glob
 import json

@@ -75,7 +75,7 @@ def test_disk_full_rolls_back_and_keeps_committed_batches(daemon):
         db = sqlite3.connect(files[0])
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         # batches committed before the disk filled are intact (each table's batch is its own
-        # transaction, 05 §3.1, so tables may stop at different ticks)
+        # transaction, docs/design/outputs.md#db-file, so tables may stop at different ticks)
         rows = {t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                 for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert rows.get("TASK", 0) > 0, rows

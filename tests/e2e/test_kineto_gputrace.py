@@ -1,5 +1,5 @@
-"""`dyno gputrace` against PyTorch Kineto's real dynolog client protocol (spec 07 §1-§2,
-03-ipc.md §1.3/§2/§4, 01-rpc.md §5.3-§5.4, 02-cli.md §4.5), real daemon and real dyno:
+"""`dyno gputrace` against PyTorch Kineto's real dynolog client protocol (spec docs/design/daemon.md#kineto-clients,
+docs/design/ipc.md#kineto-endpoint, #datagrams, #registry, docs/design/rpc.md#status-gate, #setkinetondemandrequest, docs/design/cli.md#gputrace), real daemon and real dyno:
 a Kineto-style client (ipcclient.KinetoClient / kineto_client.py: abstract
 dynoconfigclient<uuid> name with Kineto's trailing NUL, two-iovec datagrams to @dynolog,
 ctxt {gpu,pid,job}, req {type,n,job,pids} with own pid + ancestors) registers, polls and
@@ -62,7 +62,7 @@ def kineto_config_of(stdout):
 
 
 def test_datagrams_are_byte_exact():
-    # 03-ipc.md §2 worked example, and KinetoClient's two-iovec req is the same bytes
+    # docs/design/ipc.md#datagrams worked example, and KinetoClient's two-iovec req is the same bytes
     ex = bytes.fromhex("1c00000000000000" "72657100" + "00" * 28 +
                        "03000000" "03000000" + "00" * 8 + "d2040000" "e8030000" "84030000")
     assert build("req", struct.pack("<iiqiii", 3, 3, 0, 1234, 1000, 900)) == ex
@@ -113,7 +113,7 @@ def test_gputrace_duration_mode_end_to_end(d):
             "ACTIVITIES_LOG_FILE=" + log_file, "PROFILE_START_TIME=0",
             "ACTIVITIES_DURATION_MSECS=300", "PROFILE_REPORT_INPUT_SHAPES=false",
             "PROFILE_WITH_STACK=false", "PROFILE_WITH_FLOPS=false", "PROFILE_WITH_MODULES=false"]
-        # the next ACTIVITIES poll receives it, wrapped with the trace id line (03 §4.5)
+        # the next ACTIVITIES poll receives it, wrapped with the trace id line (docs/design/ipc.md#config-wrapping)
         got = wait_event(kc, "poll", lambda e: e["reply"])
         m = re.fullmatch(re.escape("\n" + IND + cfg + "\n" + IND + "REQUEST_TRACE_ID=") +
                          r"(\d+)\n", got["reply"])
@@ -151,7 +151,7 @@ def test_gputrace_iteration_mode_spec_example_and_keepalive(d):
         # type 0 keep-alive gets an (empty) reply and leaves the config pending
         assert k.poll(type=0, timeout=5)[0] == ""
         text = k.poll(type=2, timeout=5)[0]
-        # 07 §2's example, byte for byte
+        # docs/design/daemon.md#kineto-clients's example, byte for byte
         m = re.fullmatch(re.escape(
             "\n" + IND + "ACTIVITIES_LOG_FILE=/tmp/t.pt.trace.json\nPROFILE_START_ITERATION=0\n"
             "PROFILE_START_ITERATION_ROUNDUP=1\nACTIVITIES_ITERATIONS=2\n"
@@ -234,7 +234,7 @@ def test_kineto_origin_becomes_msmon_on_npu_status(d):
 def test_fail_on_no_process_kineto_only_daemon(d):
     r = run_dyno(d, "gputrace", "--log-file", "/tmp/t.json", "--fail-on-no-process")
     assert r.returncode == 1
-    # a Kineto-only daemon (no NPU status ever) still sends the upstream keys (01 §5.4)
+    # a Kineto-only daemon (no NPU status ever) still sends the upstream keys (docs/design/rpc.md#setkinetondemandrequest)
     assert reply_of(r.stdout) == {"activityProfilersBusy": 0, "activityProfilersTriggered": [],
                                   "commandStatus": "ineffective", "eventProfilersBusy": 0,
                                   "eventProfilersTriggered": [], "processesMatched": []}

@@ -39,7 +39,7 @@ def start_ranks(daemon, tmp_path, n=2, rate=20, **extra):
     t_init = int(time.time())
     creator = [p for p, d in ranks if "as creator" in plugin_log(d)][0]
     wait_polling(daemon, run_dyno)
-    # A rank acts on a segment time strictly greater than its init second (03-ipc.md §7.4).
+    # A rank acts on a segment time strictly greater than its init second (docs/design/ipc.md#ranks).
     wait_until(lambda: int(time.time()) > t_init, 2, "the next second")
     return ranks, creator
 

@@ -1,4 +1,4 @@
-"""Release packaging (00-overview.md §5, R34-R36): scripts/package.sh builds the .deb, .rpm and
+"""Release packaging (docs/design/contract.md#packaging, R34-R36): scripts/package.sh builds the .deb, .rpm and
 wheel into a temp dir; the .deb is installed with the FAQ's command into a private dpkg root
 (`dpkg --root`: its own admin dir, files and chrooted maintainer scripts), run, upgraded to a
 higher version and removed; the .rpm goes into a scratch root; the wheel into a fresh venv.

@@ -1,4 +1,4 @@
-"""The dyno-mode C API (msmon_dynamic_init/step, 04-plugin.md §15, 03-ipc.md §7) end to end:
+"""The dyno-mode C API (msmon_dynamic_init/step, docs/design/ipc.md#shared-memory-handoff, docs/design/ipc.md#shared-memory-handoff) end to end:
 two C ranks (tests/unit/plugin/control/dyn_rank over the simulator) and a real dynolog; one
 creator with the poller thread, the shm handoff of an npu-monitor config so each rank writes
 its own JSONL files with kernels and `step <N>` markers, the creator's step status, clean-up at
@@ -48,7 +48,7 @@ def test_two_c_ranks_shm_handoff(make_daemon, tmp_path):
         for p, _ in ranks:
             p.wait_log("init 0", timeout=30)
         # A rank acts on a segment time strictly greater than its init time in whole seconds
-        # (03-ipc.md §7.4): a config published within the second of init is ignored by design.
+        # (docs/design/ipc.md#ranks): a config published within the second of init is ignored by design.
         t_init = int(time.time())
         creators = [p for p, d in ranks if "as creator" in plugin_log(d)]
         assert len(creators) == 1, [plugin_log(d) for _, d in ranks]

@@ -1,4 +1,4 @@
-"""libmsmonitor.so record filter end to end (04-plugin.md §6, FAQ R19–R22): real dynolog
+"""libmsmonitor.so record filter end to end (docs/design/session.md#filter, FAQ R19–R22): real dynolog
 (--use_JSON), real dyno, the simulator workload with the plugin's native poller. The OpStats
 names the daemon receives must be exactly the workload's names that contain a configured
 substring, with the simulator's ground-truth counts."""

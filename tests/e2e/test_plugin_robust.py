@@ -141,7 +141,7 @@ def test_daemon_restart_while_monitoring(make_daemon):
 
 def test_invalid_raw_configs_rejected(daemon):
     """Configs dyno would never send, delivered raw through the daemon: each is rejected with
-    the §3 log line, nothing starts, no status is reported, the process keeps running."""
+    the docs/design/session.md#applying-a-config log line, nothing starts, no status is reported, the process keeps running."""
     cases = [
         # issue 22: only NPU_MONITOR_START is required; an absent key takes its default
         (_config(NPU_MONITOR_STOP="maybe"), "Invalid value for NPU_MONITOR_STOP = 'maybe' (true or false)"),
@@ -256,7 +256,7 @@ def test_enable_error_26_0_without_preload(daemon):
 
 def test_mspti_lib_missing(daemon):
     """MSMONITOR_MSPTI_LIB is authoritative: a missing file means no backend, the start is
-    refused with the §9 line, the status stays Idle and the job runs on."""
+    refused with the docs/design/session.md#backends line, the status stays Idle and the job runs on."""
     tmp = tempfile.mkdtemp(prefix="mmw")
     w = Workload(daemon, tmp, extra_env={"MSMONITOR_MSPTI_LIB": os.path.join(tmp, "nope", "libmspti.so")})
     try:

@@ -1,4 +1,4 @@
-"""msmonitor.dynamic_profile with `python -m mssim.train` (04-plugin.md §15, 03-ipc.md §7):
+"""msmonitor.dynamic_profile with `python -m mssim.train` (docs/design/ipc.md#shared-memory-handoff, docs/design/ipc.md#shared-memory-handoff):
 two ranks, one creator + poller, the shm handoff of an npu-monitor config to both ranks,
 step markers in each rank's DB, clean-up at exit; the stale-file rule; cleanup-shm; a
 missing daemon."""
@@ -103,7 +103,7 @@ def test_two_ranks_shm_handoff(make_daemon, tmp_path):
         assert len(poller_ranks(job.p.pid)) == 1       # exactly one poller per node
         wait_polling(daemon, run_dyno)
         # A rank acts on a config only if its whole-second time is strictly greater than the
-        # second the rank started in (03-ipc.md §7.4): let that second pass first.
+        # second the rank started in (docs/design/ipc.md#ranks): let that second pass first.
         t_started = int(time.time())
         wait_until(lambda: int(time.time()) > t_started, 5, "the next whole second")
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Marker,Kernel",

@@ -1,4 +1,4 @@
-"""The CPython extension IPCMonitor_C and the package surface (04-plugin.md §1), each
+"""The CPython extension IPCMonitor_C and the package surface (docs/design/session.md#python-surface), each
 scenario in a fresh interpreter: ActivityKind, record classes, argument checking,
 Singleton, identical packages, and a missing daemon."""
 import filecmp

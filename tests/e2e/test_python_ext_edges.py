@@ -1,4 +1,4 @@
-"""IPCMonitor_C edge cases (04-plugin.md §1.3, §13): start_monitor accepts any list of
+"""IPCMonitor_C edge cases (docs/design/session.md#python-surface, #standalone-monitor): start_monitor accepts any list of
 ActivityKind (repeats dropped), enable_dyno_npu_monitor is immune to a value whose str()
 mutates the caller's dict, and poll_dyno releases the GIL while it blocks."""
 import json

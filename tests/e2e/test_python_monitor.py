@@ -1,5 +1,5 @@
-"""Standalone Monitor API (04-plugin.md §13) against the simulator's ground truth
-(MSSIM_DUMP), and Monitor.save's xlsx (05-outputs.md §5) re-read with openpyxl."""
+"""Standalone Monitor API (docs/design/session.md#standalone-monitor) against the simulator's ground truth
+(MSSIM_DUMP), and Monitor.save's xlsx (docs/design/outputs.md#xlsx) re-read with openpyxl."""
 import os
 import stat
 

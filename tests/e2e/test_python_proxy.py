@@ -1,6 +1,6 @@
 """PyDynamicMonitorProxy against the real daemon, in the calling orders of torch_npu (string
 dict with is_valid, update_profiler_status, finalize_dyno) and MindSpore (is_valid removed,
-no Ready state) — 04-plugin.md §1.2, 03-ipc.md §5.3, §7."""
+no Ready state) — docs/design/session.md#python-surface, docs/design/ipc.md#status-tracking, #shared-memory-handoff."""
 import json
 import os
 

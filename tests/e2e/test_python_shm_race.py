@@ -1,4 +1,4 @@
-"""msmonitor.dynamic_profile shm attach vs `cleanup-shm` (04-plugin.md §15): cleanup never
+"""msmonitor.dynamic_profile shm attach vs `cleanup-shm` (docs/design/ipc.md#shared-memory-handoff): cleanup never
 removes a segment a live process uses, and a rank that opened the file just before cleanup
 unlinked it does not keep a segment no other rank can find."""
 import json

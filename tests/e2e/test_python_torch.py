@@ -80,7 +80,7 @@ def test_plain_torch_loop_is_monitored(daemon, tmp_path):
         assert " hook wrap" in log or " hook post_hook" in log, log
         assert "optimizer step hook not installed" not in log, log
         wait_polling(daemon, run_dyno)
-        # A config acts only after the whole second the rank started in (03-ipc.md §7.4).
+        # A config acts only after the whole second the rank started in (docs/design/ipc.md#ranks).
         t0 = int(time.time())
         wait_until(lambda: int(time.time()) > t0, 5, "the next whole second")
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Marker",

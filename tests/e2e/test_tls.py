@@ -1,4 +1,4 @@
-"""Mutual TLS end to end (01-rpc.md §7, issue 13 item 1): a real dynolog with --certs_dir and the
+"""Mutual TLS end to end (docs/design/rpc.md#mutual-tls, issue 13 item 1): a real dynolog with --certs_dir and the
 real dyno with --certs-dir, certificates made by the openssl CLI per test module. Every bad
 certificate gets one clear error; start-up failures exit 1; the daemon keeps serving others;
 stalled handshakes hold only their own connection."""
@@ -179,7 +179,7 @@ def test_sha1_signature_refused(pk):
 
 
 def test_server_cert_rules(pk):
-    """The other §7.1 rows: not a CA, key usage present, key matches."""
+    """The other docs/design/rpc.md#daemon-certificates rows: not a CA, key usage present, key matches."""
     crt = pk.ca.issue(pk.skey, "localhost", "DNS:localhost", ca=True)
     rc, out = start_fail("--certs_dir", mkdir(pk, "server", crt=crt))
     assert rc == 1 and "Server certificate must not be a CA" in out
@@ -320,7 +320,7 @@ def pty_run(argv, answer, until=None):
 
 
 def test_encrypted_key_terminal_prompt(pk, tls_daemon):
-    """§7.2: dyno asks on the terminal, echo off, one '*' per character, DEL erases; with three
+    """docs/design/rpc.md#cli-certificates: dyno asks on the terminal, echo off, one '*' per character, DEL erases; with three
     hosts the key is decrypted once (one prompt)."""
     d = tls_daemon()
     cenc = pki.encrypt_key(pk.ckey, os.path.join(pk.root, "client-enc2.key"), PASS)
@@ -336,7 +336,7 @@ def test_encrypted_key_terminal_prompt(pk, tls_daemon):
 
 
 def test_daemon_prompts_for_encrypted_server_key(pk):
-    """§7.1: the daemon asks on its controlling terminal; a wrong password is a start-up error."""
+    """docs/design/rpc.md#daemon-certificates: the daemon asks on its controlling terminal; a wrong password is a start-up error."""
     enc = pki.encrypt_key(pk.skey, os.path.join(pk.root, "server-enc3.key"), PASS)
     sdir = mkdir(pk, "server", key=enc)
     sock = tempfile.mkdtemp(prefix="mmd", dir="/tmp")
@@ -413,7 +413,7 @@ def test_stalled_handshakes_do_not_delay_a_client(pk, tls_daemon):
 
 
 def test_tls_1_1_refused(pk, tls_daemon):
-    """TLS 1.2 is the minimum (§7): a client offering only TLS 1.1 is refused."""
+    """TLS 1.2 is the minimum (docs/design/rpc.md#mutual-tls): a client offering only TLS 1.1 is refused."""
     d = tls_daemon()
     cdir = mkdir(pk, "client")
     p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{d.port}", "-tls1_1",

@@ -1,4 +1,4 @@
-"""An independent reader of TensorBoard event files (05-outputs.md §2.3), written from the
+"""An independent reader of TensorBoard event files (docs/design/outputs.md#tensorboard), written from the
 TFRecord and protobuf wire formats without TensorFlow (Debian packages neither): it checks both
 masked CRC32C values of every record and decodes tensorflow.Event / Summary / Value."""
 import struct

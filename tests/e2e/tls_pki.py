@@ -1,6 +1,6 @@
 """A throw-away PKI made with the openssl CLI for the mutual-TLS tests and the TLS benchmark:
 a CA (openssl ca, so certificates can be back-dated, revoked and listed in a CRL), leaf
-certificates with chosen key, digest, validity and SAN, and the §7 certificate directories."""
+certificates with chosen key, digest, validity and SAN, and the docs/design/rpc.md#mutual-tls certificate directories."""
 import os
 import shutil
 import subprocess

@@ -1,4 +1,4 @@
-/* fuzz_tls_check: the certificate rules of 01-rpc.md §7 (src/tls/tls_check.c) on mutated
+/* fuzz_tls_check: the certificate rules of docs/design/rpc.md#mutual-tls (src/tls/tls_check.c) on mutated
  * certificates and CRLs, the code path both dynolog and dyno run on their --certs_dir files.
  * The first byte picks the parser: 'P' PEM certificates, 'D' a DER certificate, 'L' a PEM CRL
  * followed by PEM certificates, 'R' a DER CRL. The seed corpus (corpus/fuzz_tls_check/) holds

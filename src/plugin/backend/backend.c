@@ -1,5 +1,5 @@
-/* backend: picks the backend named by MSMONITOR_BACKEND (04-plugin.md §9). The table is the
- * one place that knows which vendor backends exist; CUPTI (07 §3) is one more row. */
+/* backend: picks the backend named by MSMONITOR_BACKEND (docs/design/session.md#backends). The table is the
+ * one place that knows which vendor backends exist; CUPTI (docs/design/session.md#cupti-backend) is one more row. */
 #include "plugin/backend/backend.h"
 
 #include <errno.h>
@@ -40,7 +40,7 @@ int backend_create(struct backend **ret)
     int rc = -EINVAL;
 
     if (!want || !want[0]) {
-        /* 07 §3.1/§3.5: injected by the CUDA driver means CUDA; otherwise msPTI, and CUPTI
+        /* docs/design/session.md#cupti-backend: injected by the CUDA driver means CUDA; otherwise msPTI, and CUPTI
          * only when msPTI is absent, was not pinned by MSMONITOR_MSPTI_LIB, and CUPTI loads. */
         if (penv_set(PENV_CUDA_INJECTION)) {
             want = "cupti";

@@ -1,4 +1,4 @@
-/* backend: the vendor activity interface (04-plugin.md §9, 07-kineto-and-cupti.md §3). A
+/* backend: the vendor activity interface (docs/design/session.md#backends, docs/design/session.md#cupti-backend). A
  * backend owns its library loading, its buffer protocol and the conversion of its raw records
  * into struct mon_record; the core sees only this table and batches of normalised records.
  * One file per implementation: backend_mspti.c, backend_cupti.c, backend_fake.c (tests).
@@ -41,7 +41,7 @@ struct backend_ops {
     int (*set_kinds)(struct backend *be, uint32_t want, uint32_t *ret_enabled);
     /* Report-tick flush: on return every record produced so far has been through the sink. */
     int (*flush)(struct backend *be);
-    /* Close the session (04 §5.2 steps 1–3): disable every kind, flush synchronously, detach.
+    /* Close the session (docs/design/session.md#session-life-cycle steps 1–3): disable every kind, flush synchronously, detach.
      * After it returns the sink is never called again (late completions are discarded). */
     void (*stop)(struct backend *be);
     /* Session drop counters; safe from any thread. */
@@ -56,7 +56,7 @@ struct backend {
     const char *library;   /* the vendor library loaded ("" for fakes); borrowed for the object's life */
 };
 
-/* The backend chosen by MSMONITOR_BACKEND: "mspti" or "cupti" (07 §3). Unset or empty:
+/* The backend chosen by MSMONITOR_BACKEND: "mspti" or "cupti" (docs/design/session.md#cupti-backend). Unset or empty:
  * "cupti" under CUDA_INJECTION64_PATH, else msPTI, falling back to CUPTI when msPTI is not
  * found, MSMONITOR_MSPTI_LIB is unset and a CUPTI library loads. -ENOENT when the vendor
  * library is not found (logged with what was searched). Caller owns; free with

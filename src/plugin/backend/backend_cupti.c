@@ -1,9 +1,9 @@
-/* backend_cupti: CUPTI's activity buffer protocol behind the backend interface (07 §3.2).
+/* backend_cupti: CUPTI's activity buffer protocol behind the backend interface (docs/design/session.md#cupti-backend).
  * Requests come from whichever thread records activity, completions from CUPTI's worker
  * thread or from FlushAll callers; each completion walks its buffer with GetNextRecord
  * (stride from CUPTI, never assumed), converts records into batches and hands them to the
  * sink, which is attached under a rwlock taken shared once per buffer. The mon kinds we
- * serve map onto CUPTI kinds (§3.3); one CUPTI kind can feed several mon kinds. */
+ * serve map onto CUPTI kinds (docs/design/session.md#cupti-backend); one CUPTI kind can feed several mon kinds. */
 #include "plugin/backend/backend_cupti.h"
 
 #include <errno.h>
@@ -38,7 +38,7 @@ static struct {
     void *ctx;
     struct cupti_conv conv;       /* written under the lock held exclusively */
     struct bufpool *pool;         /* created once, never freed: late completions return to it */
-    _Atomic(uint8_t *) extra;     /* the one buffer beyond the cap for old CUPTI (§3.2) */
+    _Atomic(uint8_t *) extra;     /* the one buffer beyond the cap for old CUPTI (docs/design/session.md#cupti-backend) */
     atomic_bool capped;           /* old CUPTI hit the cap: collection stopped */
     atomic_uint version;          /* the started instance's cuptiGetVersion() */
     _Atomic(cupti_abi_enable_fn *) disable; /* its cuptiActivityDisable, for the request path */
@@ -112,7 +112,7 @@ static void bc_request(uint8_t **buf, size_t *size, size_t *max_records)
     }
 }
 
-/* Walk one buffer (§3.2), batch by batch. bc.lock held shared. */
+/* Walk one buffer (docs/design/session.md#cupti-backend), batch by batch. bc.lock held shared. */
 static void bc_consume(const struct cupti_lib *lib, uint8_t *buf, size_t valid)
 {
     struct mon_record batch[BC_BATCH + CUPTI_RECORD_MAX_OUT];
@@ -224,7 +224,7 @@ static int bc_start(struct backend *be, backend_sink_fn sink, void *ctx)
     atomic_store(&bc.version, m->version);
     atomic_store(&bc.disable, m->lib.disable);
     pthread_rwlock_unlock(&bc.lock);
-    /* A second registration replaces another tool's process-wide (§3.2): documented, not
+    /* A second registration replaces another tool's process-wide (docs/design/session.md#cupti-backend): documented, not
      * detectable. */
     r = m->lib.register_callbacks(bc_request, bc_complete);
     if (r != CUPTI_ABI_SUCCESS) {

@@ -1,4 +1,4 @@
-/* backend_cupti: the CUPTI backend (07 §3): CUPTI's activity buffer protocol (bufpool), record
+/* backend_cupti: the CUPTI backend (docs/design/session.md#cupti-backend): CUPTI's activity buffer protocol (bufpool), record
  * iteration with CUPTI's variable strides and conversion straight into struct mon_record
  * batches for the core's sink. CUPTI's buffer callbacks are process-wide and carry no user
  * data, so at most one instance is started at a time. */

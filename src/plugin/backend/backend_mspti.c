@@ -1,7 +1,7 @@
 /* backend_mspti: msPTI's buffer protocol behind the backend interface. Requests come from the
  * threads that record activities, completions from msPTI's completion threads (several at
  * once); each completion walks its buffer to the end on its own thread (msPTI keeps a
- * per-thread cursor, 06-mspti-abi.md §7), converts records into batches and hands them to
+ * per-thread cursor, docs/design/mspti.md#runtime-semantics), converts records into batches and hands them to
  * the sink. The sink is attached under a rwlock taken shared once per buffer, so stop() can
  * detach it while late completions are still possible. */
 #include "plugin/backend/backend_mspti.h"
@@ -50,12 +50,12 @@ static void bm_pool_create(void)
 static void bm_request(uint8_t **buf, size_t *size, size_t *max_records)
 {
     *max_records = 0;
-    *buf = bufpool_get(bm.pool, size); /* logs the decline, rate-limited (§7.1) */
+    *buf = bufpool_get(bm.pool, size); /* logs the decline, rate-limited (docs/design/mspti.md#runtime-semantics) */
     if (!*buf)
         atomic_fetch_add_explicit(&bm.declined, 1, memory_order_relaxed);
 }
 
-/* Walk one buffer (§7.2), batch by batch. bm.lock held shared. */
+/* Walk one buffer (docs/design/mspti.md#runtime-semantics), batch by batch. bm.lock held shared. */
 static void bm_consume(const struct mspti_lib *lib, uint8_t *buf, size_t valid)
 {
     struct mon_record batch[BM_BATCH];
@@ -220,7 +220,7 @@ static void bm_stop(struct backend *be)
 
     if (!m->started)
         return;
-    /* §5.2: no new records, then everything produced so far reaches the sink, then detach. */
+    /* docs/design/session.md#session-life-cycle: no new records, then everything produced so far reaches the sink, then detach. */
     for (int k = 1; k < MON_KIND_LIMIT; k++)
         if (m->enabled & (1u << k))
             (void)m->lib.disable((msptiActivityKind)k);
@@ -264,7 +264,7 @@ int backend_mspti_create_from(const struct mspti_lib *lib, struct backend **ret)
     m->lib = *lib;
     m->base.library = m->lib.path;
     if (m->lib.disable_marker_domain)
-        (void)m->lib.disable_marker_domain("communication"); /* hide HCCL's internal markers (§2) */
+        (void)m->lib.disable_marker_domain("communication"); /* hide HCCL's internal markers (docs/design/mspti.md#library-facts) */
     *ret = &m->base;
     return 0;
 }

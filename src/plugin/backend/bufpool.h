@@ -1,4 +1,4 @@
-/* bufpool: activity buffers handed to msPTI (04-plugin.md §7.1): 8 MiB, 8-byte aligned, at
+/* bufpool: activity buffers handed to msPTI (docs/design/session.md#buffers): 8 MiB, 8-byte aligned, at
  * most 32 outstanding, freed ones kept on a free list. Declines are logged rate-limited.
  *
  * Test knob: MSMONITOR_TEST_BUFFER_SIZE=<bytes> (read once at bufpool_init, ≥ 4096, a

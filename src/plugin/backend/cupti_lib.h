@@ -1,4 +1,4 @@
-/* cupti_lib: the CUPTI library found at run time (07 §3.1) and its symbols as a table of
+/* cupti_lib: the CUPTI library found at run time (docs/design/session.md#cupti-backend) and its symbols as a table of
  * function pointers filled by dlsym; no CUDA header or library is needed to build it. Only
  * the CUPTI backend, its tests and the CUPTI benchmark use it. Optional entries may be NULL. */
 #ifndef MSMON_PLUGIN_CUPTI_LIB_H
@@ -27,7 +27,7 @@ struct cupti_lib {
     cupti_abi_finalize_fn *finalize;
 };
 
-/* Search the candidates of §3.1 in order (MSMONITOR_CUPTI_LIB is authoritative when set;
+/* Search the candidates of docs/design/session.md#cupti-backend in order (MSMONITOR_CUPTI_LIB is authoritative when set;
  * an already mapped copy; $CUDA_HOME and /usr/local/cuda paths; plain dlopen) and fill *ret
  * from the first library with every mandatory symbol. -ENOENT (ERROR `CUPTI library not
  * found` naming what was searched) if none; `quiet` turns that ERROR into DEBUG (the

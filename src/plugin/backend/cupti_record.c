@@ -1,4 +1,4 @@
-/* cupti_record: CUPTI records → struct mon_record (07 §3.3). CUPTI records are naturally
+/* cupti_record: CUPTI records → struct mon_record (docs/design/session.md#cupti-backend). CUPTI records are naturally
  * aligned, but each field is still loaded with a memcpy at its ABI offset so a hand-built or
  * oddly placed record can never fault. Strings handed downstream must live for the process
  * and keep one pointer per name (the filter caches by pointer): ours are interned here. */
@@ -231,7 +231,7 @@ static int conv_kernel(const void *raw, const struct cupti_conv *cv, struct mon_
         struct mon_comm *o = &out[n].u.comm;
         out[n++].kind = MON_KIND_COMMUNICATION;
         o->data_type = dtype;
-        o->count = 0; /* NCCL kernels carry no message size (§3.5) */
+        o->count = 0; /* NCCL kernels carry no message size (docs/design/session.md#cupti-backend) */
         o->device_id = dev;
         o->stream_id = stream;
         o->start = start;

@@ -1,4 +1,4 @@
-/* cupti_record: converts one CUPTI activity record (07 §3.3, §3.4) straight into the
+/* cupti_record: converts one CUPTI activity record (docs/design/session.md#cupti-backend) straight into the
  * normalised struct mon_record(s) the core consumes: one record may give none (a kind that is
  * not wanted, a marker flag we do not keep) or several (an NCCL kernel is Kernel,
  * Communication and Hccl). Used by the CUPTI backend, its tests and the CUPTI benchmark. */
@@ -21,7 +21,7 @@ struct cupti_conv {
     uint32_t pid;          /* getpid(): markers on objects other than a process or thread */
 };
 
-/* Convert the record at raw (8-byte aligned, as CUPTI hands them out; only its §3.4 prefix
+/* Convert the record at raw (8-byte aligned, as CUPTI hands them out; only its docs/design/session.md#cupti-backend prefix
  * is read, so longer records of newer CUPTI versions convert too) into out[0..n). Returns n
  * (0..CUPTI_RECORD_MAX_OUT), or -ENOENT for a CUPTI kind the plugin does not convert. */
 int cupti_record_convert(const void *raw, const struct cupti_conv *cv,

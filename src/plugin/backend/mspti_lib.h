@@ -1,5 +1,5 @@
 /* mspti_lib: the msPTI library found at run time and its symbols as a table of function
- * pointers (04-plugin.md §9), filled by dlsym. Only the msPTI backend (and its tests and the
+ * pointers (docs/design/session.md#backends), filled by dlsym. Only the msPTI backend (and its tests and the
  * benchmarks that substitute the simulator's functions) use it. Optional entries may be NULL. */
 #ifndef MSMON_PLUGIN_MSPTI_LIB_H
 #define MSMON_PLUGIN_MSPTI_LIB_H
@@ -33,7 +33,7 @@ struct mspti_lib {
     __typeof__(msptiGetResultString) *get_result_string;
 };
 
-/* Search the candidates in order (§9, then a plain dlopen("libmspti.so") through the
+/* Search the candidates in order (docs/design/session.md#backends, then a plain dlopen("libmspti.so") through the
  * loader's own search path: LD_LIBRARY_PATH, as CANN's set_env.sh sets it; docs/plugin.md)
  * and fill *ret from the first library that has every mandatory symbol. -ENOENT (ERROR
  * `msPTI library not found` naming what was searched) if none. Not thread-safe: callers

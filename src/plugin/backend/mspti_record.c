@@ -145,7 +145,7 @@ int mon_record_from_mspti(const void *raw, struct mon_record *out)
     }
 }
 
-/* The normalised kinds keep msPTI's values (04-plugin.md §8), so the kind is copied as is. */
+/* The normalised kinds keep msPTI's values (docs/design/session.md#kind-replacement), so the kind is copied as is. */
 #define MON_SAME_KIND(m, k) ((int)(m) == (int)(k))
 _Static_assert(MON_SAME_KIND(MON_KIND_MARKER, MSPTI_ACTIVITY_KIND_MARKER) &&
                    MON_SAME_KIND(MON_KIND_KERNEL, MSPTI_ACTIVITY_KIND_KERNEL) &&

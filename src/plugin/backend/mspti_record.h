@@ -1,4 +1,4 @@
-/* mspti_record: converts one packed msPTI activity record (06-mspti-abi.md §6) into the
+/* mspti_record: converts one packed msPTI activity record (docs/design/mspti.md#kinds-and-records) into the
  * aligned struct mon_record the core consumes. Only the msPTI backend calls it (and the
  * ingestion benchmark and the record tests). */
 #ifndef MSMON_PLUGIN_MSPTI_RECORD_H

@@ -20,7 +20,7 @@
 
 /* ---- configs and status ---- */
 
-/* Validate one npu-monitor config map and apply it to the session (04-plugin.md §3–4);
+/* Validate one npu-monitor config map and apply it to the session (docs/design/session.md#applying-a-config);
  * the session reports npuMonitorStatus itself. -EINVAL invalid (logged, nothing changes),
  * -ENOMEM, else 0 whatever the outcome of a start. */
 int control_apply_config(const char *const *keys, const char *const *values, size_t n);

@@ -1,5 +1,5 @@
-/* dynamic: dyno mode (04-plugin.md §15), the one implementation of the segment handoff of
- * 03-ipc.md §7.2–7.4 for C programs and msmonitor.dynamic_profile alike: creator election and
+/* dynamic: dyno mode (docs/design/ipc.md#shared-memory-handoff), the one implementation of the segment handoff of
+ * docs/design/ipc.md#segment, #ranks for C programs and msmonitor.dynamic_profile alike: creator election and
  * killed-job takeover, the creator's poller (a control_poller), and the per-step work. */
 #include "plugin/control/dynamic.h"
 
@@ -39,7 +39,7 @@
 #define DYN_STATUS_PERIOD_NS 1000000000ull
 #define DYN_TAKEOVER_GRACE_US 100000
 
-_Static_assert(DYN_SHM_SIZE == 1048576, "segment size of 03-ipc.md §7.2");
+_Static_assert(DYN_SHM_SIZE == 1048576, "segment size of docs/design/ipc.md#segment");
 
 /* Python callers want the lifecycle lines on stderr too, as the Python module printed them
  * (DYN_INIT_ECHO); set before the first line of a join, read-only afterwards. */
@@ -1021,7 +1021,7 @@ static void dyn_apply(int32_t step)
     if (dyn_shm_read(dyn.shm, &kv, &valid) != 0 || !valid)
         goto out; /* empty or unparsable: ignored, like Python's read_config() -> None */
     if (kvtext_get(&kv, CFGKEY_NPU_MONITOR_START)) {
-        /* The session end writes the cluster layout next to the data (05-outputs.md). */
+        /* The session end writes the cluster layout next to the data (docs/design/outputs.md). */
         if (dyn.stop_hook && dyn_is_true(kvtext_get(&kv, CFGKEY_NPU_MONITOR_STOP)))
             dyn.stop_hook(dyn.stop_hook_ctx);
         /* Every rank runs its own monitor and writes its own files. */

@@ -1,4 +1,4 @@
-/* dynamic: the framework side of dyno mode (04-plugin.md §15, 03-ipc.md §7), implemented once:
+/* dynamic: the framework side of dyno mode (docs/design/ipc.md#shared-memory-handoff, docs/design/ipc.md#shared-memory-handoff), implemented once:
  * msmon_dynamic_*() for C programs, and python/msmonitor/dynamic_profile.py through
  * IPCMonitor_C.dynamic. One segment per job, in a directory of the job's uid: name, layout, creator election, the
  * killed-job takeover, stale rule and error text. The creator's poller is a control_poller
@@ -73,7 +73,7 @@ int dyn_shm_read(const uint8_t *shm, struct kvtext *kv, bool *ret_is_valid);
 int dyn_attach_or_create(const char *path, long stale_s, int *ret_fd, bool *ret_creator,
                          char *err, size_t errcap);
 
-/* nputrace window of one rank (03-ipc.md §7.4): Ready until start, Running in [start, stop),
+/* nputrace window of one rank (docs/design/ipc.md#ranks): Ready until start, Running in [start, stop),
  * then Idle. States as the daemon encodes them: 0 Idle, 1 Running, 2 Ready. */
 enum { DYN_TRACE_IDLE = 0, DYN_TRACE_RUNNING = 1, DYN_TRACE_READY = 2 };
 struct dyn_trace {

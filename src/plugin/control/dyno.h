@@ -1,4 +1,4 @@
-/* dyno: the DynoMonitor of a process (03-ipc.md §6.2–6.3, §5.3): registration with the
+/* dyno: the DynoMonitor of a process (docs/design/ipc.md#plugin-client, #status-tracking): registration with the
  * daemon, config polling without one-poll lag, status and data sends. One per process.
  *
  * Recovery policy (daemon restart while the job runs): the daemon's registry is rebuilt by

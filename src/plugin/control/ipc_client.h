@@ -1,4 +1,4 @@
-/* ipc_client: the plugin's datagram endpoint (03-ipc.md §1.4, §6.1, §6.4): one abstract
+/* ipc_client: the plugin's datagram endpoint (docs/design/ipc.md#plugin-endpoint, #plugin-client): one abstract
  * dynoconfigclient<uuid> socket per process, sends with exponential-backoff retries to
  * <home>/<name>.sock, and receives replies from <home>/dynolog.sock only. */
 #ifndef MSMON_PLUGIN_IPC_CLIENT_H

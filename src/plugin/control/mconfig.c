@@ -1,4 +1,4 @@
-/* mconfig: the validation table of 04-plugin.md §3. Each required key has one checker
+/* mconfig: the validation table of docs/design/session.md#applying-a-config. Each required key has one checker
  * that names its rule in the error line, so users see which value was wrong and why. */
 #include "plugin/control/mconfig.h"
 

@@ -1,4 +1,4 @@
-/* mconfig: parse and validate one npu-monitor config map (04-plugin.md §3). Pure: the
+/* mconfig: parse and validate one npu-monitor config map (docs/design/session.md#applying-a-config). Pure: the
  * caller passes the key/value arrays received from the framework; nothing is applied here. */
 #ifndef MSMON_PLUGIN_MCONFIG_H
 #define MSMON_PLUGIN_MCONFIG_H

@@ -142,7 +142,7 @@ static struct backend *mon_backend(void)
 
     pthread_mutex_lock(&mon.be_lock);
     if (!mon.test_be && !mon.loaded && backend_create(&mon.loaded) != 0)
-        mon.loaded = NULL; /* retried at every start (§9) */
+        mon.loaded = NULL; /* retried at every start (docs/design/session.md#backends) */
     be = mon.test_be ? mon.test_be : mon.loaded;
     pthread_mutex_unlock(&mon.be_lock);
     return be;
@@ -283,7 +283,7 @@ static void mon_publish(void)
     atomic_store(&mon.pub_trace, mon.sess.running && mon.sess.trace);
 }
 
-/* §5.2 steps 1–3 (the backend), 5–7. */
+/* docs/design/session.md#session-life-cycle steps 1–3 (the backend), 5–7. */
 static void mon_teardown(void)
 {
     struct mon_session *s = &mon.sess;
@@ -455,7 +455,7 @@ static int mon_do_stop(void)
     return 0;
 }
 
-/* §7.3: a different value while running reports the data of the old interval now. */
+/* docs/design/session.md#report-ticks: a different value while running reports the data of the old interval now. */
 static void mon_do_interval(uint32_t seconds)
 {
     struct mon_session *s = &mon.sess;
@@ -523,7 +523,7 @@ static uint32_t mon_enable_checked(uint32_t mask, char *why, size_t cap)
     return missing;
 }
 
-/* §4 DealMonitorReq; returns the status reported (1 running, 0 not). Every config that came
+/* docs/design/session.md#applying-a-config DealMonitorReq; returns the status reported (1 running, 0 not). Every config that came
  * from the daemon is answered with its outcome (ack.h). */
 static int mon_do_config(const struct mconfig *cfg)
 {
@@ -535,7 +535,7 @@ static int mon_do_config(const struct mconfig *cfg)
 
     log_reason_begin(err, sizeof(err));
     if (s->running && s->trace) {
-        /* 01 §5: the daemon refuses npu-monitor while nputrace runs; a config that still
+        /* docs/design/rpc.md#setkinetondemandrequest: the daemon refuses npu-monitor while nputrace runs; a config that still
          * arrives (an older daemon, a direct API caller) must not end the window. */
         LOG_ERROR("npu-monitor config refused: nputrace is tracing steps [%d, %d) in this process; "
                   "retry after the window", (int)s->trace_start, (int)s->trace_stop);
@@ -680,7 +680,7 @@ static void *mon_actor(void *arg)
             pthread_cond_broadcast(&mon.done_cond);
             continue;
         }
-        /* Commands first; then the session's own timers (§5.3, §7.3). */
+        /* Commands first; then the session's own timers (docs/design/session.md#session-life-cycle, #report-ticks). */
         now = clock_mono_ns();
         if (s->running && s->deadline_ns && now >= s->deadline_ns) {
             pthread_mutex_unlock(&mon.q_lock);

@@ -1,4 +1,4 @@
-/* monitor: the MsptiMonitor singleton (04-plugin.md §4–§8): one collection session at a time
+/* monitor: the MsptiMonitor singleton (docs/design/session.md#applying-a-config, #kind-replacement): one collection session at a time
  * over the backend (backend.h), its filter, enabled kinds and data processor. A session actor
  * thread owns the state; every entry point is thread-safe and posts a command to it (bounded
  * queue, bounded waits: docs/plugin.md "Session actor"). Nothing here waits for the daemon. */
@@ -17,21 +17,21 @@ struct monitor_start_args {
     const char *log_dir;        /* DB/JSONL: prepared absolute directory */
     double duration_s;          /* 0 = unlimited */
     const char *rotate_lines, *rotate_files;
-    bool standalone;            /* report interval 0 for this session (§13) */
+    bool standalone;            /* report interval 0 for this session (docs/design/session.md#standalone-monitor) */
     uint32_t kinds_mask;        /* enabled right after the start (0: none until a config) */
     const struct proc_trace_opts *trace; /* PROC_TRACE: the nputrace window (copied) */
     uint32_t flush_ms;          /* > 0: flush the backend this often (a marker-delimited window
                                  * must see the `step <N>` ranges while the job runs) */
 };
 
-/* Apply one validated config (§4) and queue npuMonitorStatus (03-ipc.md §5.3) ahead of any
+/* Apply one validated config (docs/design/session.md#applying-a-config) and queue npuMonitorStatus (docs/design/ipc.md#status-tracking) ahead of any
  * later expiry's Idle. Returns the status reported (1 running, 0 not). Waits at most 1 s for
  * the actor (the training step's path); on timeout the config still applies and 0 is returned. */
 int monitor_handle_config(const struct mconfig *cfg);
-/* §5.1; -EALREADY if running, -EBUSY if nputrace runs here, -ENOENT no backend, -errno;
+/* docs/design/session.md#session-life-cycle; -EALREADY if running, -EBUSY if nputrace runs here, -ENOENT no backend, -errno;
  * -ETIMEDOUT after 10 s of a busy actor (the start still happens). Arguments are copied. */
 int monitor_start(const struct monitor_start_args *a);
-/* §5.2; -ENOENT if no session was running. Waits up to 60 s for the final output. */
+/* docs/design/session.md#session-life-cycle; -ENOENT if no session was running. Waits up to 60 s for the final output. */
 int monitor_stop(void);
 /* The same stop, queued without waiting (the nputrace window's end on the stepping thread);
  * later commands run after it. 0 or -EAGAIN (queue full), -ENOENT. */
@@ -39,16 +39,16 @@ int monitor_stop_nowait(void);
 bool monitor_running(void);
 /* The running session is an nputrace window (PROC_TRACE). */
 bool monitor_tracing(void);
-/* §7.3 live interval change (stored while idle). Queued; does not wait. */
+/* docs/design/session.md#report-ticks live interval change (stored while idle). Queued; does not wait. */
 void monitor_set_interval(uint32_t seconds);
-/* §8; the mask holds bit (1u << kind). Only while running. */
+/* docs/design/session.md#kind-replacement; the mask holds bit (1u << kind). Only while running. */
 int monitor_replace_kinds(uint32_t mask);
 uint32_t monitor_enabled_kinds(void);
 /* Framework trace status (mutual exclusion with nputrace). */
 void monitor_set_trace_status(int32_t status);
-/* Stored for the session end (05-outputs.md); key "parallel_group_info" is used. */
+/* Stored for the session end (docs/design/outputs.md); key "parallel_group_info" is used. */
 int monitor_set_cluster_config(const char *key, const char *value);
-/* Load the backend once if possible (first use, §2); never fails. */
+/* Load the backend once if possible (first use, docs/design/session.md#layers); never fails. */
 void monitor_first_use(void);
 /* The backend in use and the vendor library it loaded (both borrowed for the process's
  * life), loading it first if needed; -ENOENT when no vendor library was found. */

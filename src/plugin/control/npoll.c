@@ -1,4 +1,4 @@
-/* npoll: the native poller (04-plugin.md §12) as one control_poller: every 2 s it polls,
+/* npoll: the native poller (docs/design/session.md#control-sources) as one control_poller: every 2 s it polls,
  * applies npu-monitor configs in this process, arms nputrace windows delimited by the
  * program's `step <N>` marker ranges (tracewin.h) and reports their status. Registration
  * retries with back-off until the daemon is reachable, so a job started before the daemon
@@ -33,7 +33,7 @@ int npoll_apply_text(const char *text, size_t len)
     return control_apply_text(text, len);
 }
 
-/* RANK, else RANK_ID (§12); unknown registers as npu 0. */
+/* RANK, else RANK_ID (docs/design/session.md#control-sources); unknown registers as npu 0. */
 static int32_t npoll_rank(void)
 {
     int32_t r = rank_resolve(penv_get(PENV_RANK), penv_get(PENV_RANK_ID));

@@ -1,4 +1,4 @@
-/* npoll: the native poller thread `MsMonitorPoll` (04-plugin.md §12) for processes without
+/* npoll: the native poller thread `MsMonitorPoll` (docs/design/session.md#control-sources) for processes without
  * torch_npu: registers, polls every 2 s, applies npu-monitor configs in-process and reports
  * trace status Idle; on stop it reports the -1 statuses. */
 #ifndef MSMON_PLUGIN_NPOLL_H

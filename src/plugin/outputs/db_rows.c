@@ -1,4 +1,4 @@
-/* db_rows: the DB export's row formatter (05-outputs.md §3.3–3.5): records and completed
+/* db_rows: the DB export's row formatter (docs/design/outputs.md#tables, #string-ids): records and completed
  * marker parts become int64 rows of the incremental tables, strings become ids in first-request
  * order. Pure: no SQLite, no I/O; proc_db.c's writer commits what it builds. */
 #include "plugin/outputs/db_rows.h"
@@ -179,7 +179,7 @@ static int add_comm(struct db_rows *p, const struct mon_comm *c)
     return 0;
 }
 
-/* Marker records only request their string ids (§3.5, every flag); rows come from the
+/* Marker records only request their string ids (docs/design/outputs.md#string-ids, every flag); rows come from the
  * completed parts (add_range). */
 static void marker_ids(struct db_rows *p, const struct mon_marker *m)
 {
@@ -188,7 +188,7 @@ static void marker_ids(struct db_rows *p, const struct mon_marker *m)
         (void)sid(p, m->domain);
     } else {
         (void)sid(p, "MsTx");
-        /* §3.3: a device START allocates its range's globalTaskId, so the ids follow the
+        /* docs/design/outputs.md#tables: a device START allocates its range's globalTaskId, so the ids follow the
          * order of the START records whatever order the parts complete in. */
         if ((m->flag & MON_MARKER_START) && !idmap_get(p->task_ids, m->id)) {
             int64_t *slot = idmap_put(p->task_ids, m->id, NULL);

@@ -1,4 +1,4 @@
-/* db_rows: pure row formatter of the DB export (05-outputs.md §3.3–3.5): records and marker
+/* db_rows: pure row formatter of the DB export (docs/design/outputs.md#tables, #string-ids): records and marker
  * parts (pipeline.h) → rows of the incremental tables, text → string ids in first-request
  * order (upstream numbering). No SQLite and no I/O; single-threaded (the DB writer thread). */
 #ifndef MSMON_PLUGIN_DB_ROWS_H

@@ -1,4 +1,4 @@
-/* jsonl_fmt: the JSONL line formatter (05-outputs.md §4.4): sorted-key lines written straight
+/* jsonl_fmt: the JSONL line formatter (docs/design/outputs.md#line-shapes): sorted-key lines written straight
  * into the caller's buffer, no allocation and no I/O; proc_jsonl.c writes what it produces. */
 #include "plugin/outputs/jsonl_fmt.h"
 
@@ -109,7 +109,7 @@ size_t jsonl_fmt_bound(size_t str_bytes)
 }
 
 /* The line of the part r completes: host lines take processId/threadId from the END record
- * (the record itself for instants), device lines deviceId/streamId likewise (§4.4). */
+ * (the record itself for instants), device lines deviceId/streamId likewise (docs/design/outputs.md#line-shapes). */
 char *jsonl_fmt_marker(char *o, const struct pl_range *l, size_t nlen, size_t dlen)
 {
     if (l->done == PL_PART_HOST) {

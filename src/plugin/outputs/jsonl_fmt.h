@@ -1,4 +1,4 @@
-/* jsonl_fmt: pure formatter of the JSONL export's lines (05-outputs.md §4.4), one record or
+/* jsonl_fmt: pure formatter of the JSONL export's lines (docs/design/outputs.md#line-shapes), one record or
  * one completed marker part per line, keys sorted, no '\n'. No I/O, no allocation: the
  * caller provides room for jsonl_fmt_bound() bytes. Tested alone (test_jsonl_fmt). */
 #ifndef MSMON_PLUGIN_JSONL_FMT_H

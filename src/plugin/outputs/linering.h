@@ -2,7 +2,7 @@
  * bounded queue), feeding the JSONL writer thread from the msPTI completion threads. A block
  * carries many '\n'-terminated lines, so one queue operation moves a whole consume() batch;
  * the capacity still counts lines. Pushes never block: linering_push refuses and counts the
- * lines that do not fit (05-outputs.md §4.3); linering_push_all lets the caller wait first. */
+ * lines that do not fit (docs/design/outputs.md#jsonl); linering_push_all lets the caller wait first. */
 #ifndef MSMON_PLUGIN_LINERING_H
 #define MSMON_PLUGIN_LINERING_H
 

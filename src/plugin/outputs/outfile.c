@@ -1,5 +1,5 @@
-/* outfile: names, modes and path checks shared by the DB and JSONL exporters (05 §3.1, §4.1)
- * and the start-time log directory check (04 §4 prepare_dir). Directories are created 0750
+/* outfile: names, modes and path checks shared by the DB and JSONL exporters (docs/design/outputs.md#db-file, #jsonl)
+ * and the start-time log directory check (docs/design/session.md#applying-a-config prepare_dir). Directories are created 0750
  * and files 0640 with an explicit chmod, so the application's umask never changes them. */
 #include "plugin/outputs/outfile.h"
 
@@ -22,7 +22,7 @@
 #include "common/strutil.h"
 
 /* Last millisecond stamp handed out: the reason for this global is that names must be unique
- * and ordered across every exporter and session of the process (05 §4.1). Atomic, no lock. */
+ * and ordered across every exporter and session of the process (docs/design/outputs.md#jsonl). Atomic, no lock. */
 static _Atomic uint64_t last_name_ms;
 
 static int make_absolute(const char *path, char *out, size_t cap)

@@ -1,6 +1,6 @@
 /* outfile: shared helpers of the file exporters (DB, JSONL, and the core's log-dir check):
  * output file names, 0640/0750 creation regardless of umask, the msprof HashId and host uid
- * (05-outputs.md §3.3), and prepare_dir of 04-plugin.md §4. */
+ * (docs/design/outputs.md#tables), and prepare_dir of docs/design/session.md#applying-a-config. */
 #ifndef MSMON_PLUGIN_OUTFILE_H
 #define MSMON_PLUGIN_OUTFILE_H
 
@@ -32,7 +32,7 @@ int outfile_create(const char *path, int truncate);
 /* msprof HashId: a = a*29 + b, c = c*131 + b (uint32) over the unsigned bytes; (a << 32) | c. */
 uint64_t outfile_hash_id(const char *s, size_t n);
 
-/* Host uid of 05 §3.3 as decimal text ("" when there is no interface). 0 or -errno. */
+/* Host uid of docs/design/outputs.md#tables as decimal text ("" when there is no interface). 0 or -errno. */
 int outfile_host_uid(char *buf, size_t cap);
 
 #endif

@@ -1,8 +1,8 @@
-/* proc_db: the SQLite writer of the DB export (--export-type DB, 05-outputs.md §3), streaming.
+/* proc_db: the SQLite writer of the DB export (--export-type DB, docs/design/outputs.md#db-schema), streaming.
  * consume() copies the batch (records + paired marker parts) into fixed chunks of a bounded
  * queue, waiting for room (back-pressure on the completion thread) before it drops and counts.
  * A writer thread turns items into rows in arrival order with the pure formatter db_rows.c
- * (string ids numbered like upstream, §3.5) and commits them in bounded transactions that also
+ * (string ids numbered like upstream, docs/design/outputs.md#string-ids) and commits them in bounded transactions that also
  * carry the new STRING_IDS and, once per file, the constant tables, so a killed process leaves
  * a DB whose every committed row resolves. A failed transaction is rolled back, logged and
  * counted; the session and the training go on. tick() waits until the queue is written. */

@@ -1,4 +1,4 @@
-/* proc_jsonl: the JSONL exporter (--export-type Jsonl, 05-outputs.md §4). Completion threads
+/* proc_jsonl: the JSONL exporter (--export-type Jsonl, docs/design/outputs.md#jsonl). Completion threads
  * format each record into one sorted-key JSON line, appended to a line block of their
  * consume() batch (no allocation per line); whole blocks go through a bounded lock-free queue
  * whose capacity counts lines. A full queue makes the completion thread wait for the writer
@@ -693,7 +693,7 @@ static int jsonl_start(struct proc *p)
 static int jsonl_tick(struct proc *p)
 {
     (void)p;
-    return 0; /* the writer thread paces itself (§4.3) */
+    return 0; /* the writer thread paces itself (docs/design/outputs.md#jsonl) */
 }
 
 static void jsonl_set_kinds(struct proc *p, uint32_t mask)

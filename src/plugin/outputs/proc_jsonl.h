@@ -1,4 +1,4 @@
-/* proc_jsonl: settings resolution of the JSONL exporter (05-outputs.md §4.2–4.3), split out
+/* proc_jsonl: settings resolution of the JSONL exporter (docs/design/outputs.md#rotation, #jsonl), split out
  * of proc_jsonl.c so the precedence, clamping and capacity rules are tested alone. The
  * processor itself is proc_jsonl_ops (proc.h). */
 #ifndef MSMON_PLUGIN_PROC_JSONL_H

@@ -80,7 +80,7 @@ static size_t g_nsigs, g_cap_sigs;
 static uint32_t *g_sig_slots;     /* open addressing, id + 1, 0 = empty */
 static size_t g_nsig_slots;
 /* True while a session collects: results are only handed out between stop and the next
- * session (04-plugin.md §13: "call after stop()"). */
+ * session (docs/design/session.md#standalone-monitor: "call after stop()"). */
 static bool g_collecting;
 
 struct proc {
@@ -498,7 +498,7 @@ int proc_memory_results(int32_t kind, const struct msmon_result **arr, size_t *r
 }
 
 /* One marker result per completed part (g_mu held): host lines carry the END record's
- * process/thread, device lines the END record's device/stream (05-outputs.md §4.4). */
+ * process/thread, device lines the END record's device/stream (docs/design/outputs.md#line-shapes). */
 static void add_marker(const struct pl_range *m)
 {
     struct c_marker *r = cvec_push(&g_store[MON_KIND_MARKER], MON_KIND_MARKER);

@@ -1,4 +1,4 @@
-/* proc_memory: the standalone Monitor processor (04-plugin.md §13): collects API kinds,
+/* proc_memory: the standalone Monitor processor (docs/design/session.md#standalone-monitor): collects API kinds,
  * Kernel, Communication and paired Marker records into msmon_result arrays that stay
  * readable after the session until the next standalone session is created. */
 #ifndef MSMON_PLUGIN_PROC_MEMORY_H

@@ -1,4 +1,4 @@
-/* proc_metric: the metric-mode processor (05-outputs.md §1). Completion threads aggregate
+/* proc_metric: the metric-mode processor (docs/design/outputs.md#metric-datagrams). Completion threads aggregate
  * into their own per-thread tables keyed by (kind, device, interned name pointer) under an
  * uncontended per-table lock; completed marker ranges come paired from the pipeline. Each
  * tick merges the tables by name text, sends the upstream per-device sum lines, the marker
@@ -42,7 +42,7 @@ struct ttab {
     struct ttab *next;
 };
 
-/* A completed marker range (§1.2), kept until the tick. */
+/* A completed marker range (docs/design/outputs.md#metric-datagrams), kept until the tick. */
 struct mdone {
     bool has_dev;
     uint32_t dev;

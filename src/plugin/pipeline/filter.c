@@ -1,4 +1,4 @@
-/* filter: parser and matcher of the record filter (04-plugin.md §6). A parsed filter is an
+/* filter: parser and matcher of the record filter (docs/design/session.md#filter). A parsed filter is an
  * immutable snapshot with per-kind name lists and a lock-free match cache keyed by the
  * (interned, stable) name pointer. Readers keep a counted reference to the snapshot in
  * thread-local storage and revalidate it with one atomic load of a generation number. */

@@ -1,4 +1,4 @@
-/* filter: the npu-monitor record filter (04-plugin.md §6): parses `Kind:Name,Name;Kind:Name`
+/* filter: the npu-monitor record filter (docs/design/session.md#filter): parses `Kind:Name,Name;Kind:Name`
  * and decides per record whether it reaches the processor. The hot path reads an immutable,
  * reference-counted snapshot through a per-thread cached reference: no lock, no copy. */
 #ifndef MSMON_PLUGIN_FILTER_H
@@ -25,7 +25,7 @@ void filter_state_destroy(struct filter_state *fs);
  * an ERROR and means no filter.
  * -EINVAL if text is longer than FILTER_MAX_TEXT bytes (nothing changed); -ENOMEM. */
 int filter_state_set(struct filter_state *fs, const char *text);
-/* ShouldKeepRecord (§6.2). Thread-safe, lock-free except for marker records (companion
+/* ShouldKeepRecord (docs/design/session.md#filter). Thread-safe, lock-free except for marker records (companion
  * set). Record names must stay valid and unchanged for the life of the process (msPTI
  * interns them): match results are cached per name pointer. */
 bool filter_state_keep(struct filter_state *fs, const struct mon_record *r);

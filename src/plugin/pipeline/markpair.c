@@ -229,7 +229,7 @@ size_t markpair_expire(struct markpair *mp, uint64_t now_ns, uint64_t max_age_ns
         if (e->have & DWAIT) {
             if (nout == cap)
                 break; /* the caller comes back for the rest */
-            /* its host START never came: the device records' own name, as before (05 §4.4) */
+            /* its host START never came: the device records' own name, as before (docs/design/outputs.md#line-shapes) */
             e->have &= ~(uint32_t)DWAIT;
             complete(mp, id, e, PL_PART_DEVICE, &out[nout++]);
         }

@@ -1,4 +1,4 @@
-/* markpair: the one marker pairing of the plugin (05-outputs.md §1.2, §3.3, §4.4). Records
+/* markpair: the one marker pairing of the plugin (docs/design/outputs.md#metric-datagrams, #tables, #line-shapes). Records
  * of one marker id may arrive in any order, in different buffers, on different msPTI
  * completion threads (an END before its START): each part completes when both of its
  * records are in. Pending ids are bounded (oldest evicted) and aged out. */

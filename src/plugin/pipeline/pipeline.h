@@ -45,7 +45,7 @@ struct pl_batch {
     size_t nranges;
 };
 
-/* The metric rule of 05-outputs.md §1.2: a range is reported once all its parts are in. */
+/* The metric rule of docs/design/outputs.md#metric-datagrams: a range is reported once all its parts are in. */
 static inline bool pl_range_complete(const struct pl_range *r)
 {
     return !r->instant && (r->with_device ? r->parts == (PL_PART_HOST | PL_PART_DEVICE) : r->done == PL_PART_HOST);
@@ -102,7 +102,7 @@ void pipeline_stats(struct pipeline *pl, struct pipeline_stats *ret);
 void pipeline_last_stats(struct pipeline_stats *ret);
 /* "consumed=… kept=… …" into buf (always terminated); returns the length. */
 size_t pipeline_stats_format(const struct pipeline_stats *s, char *buf, size_t cap);
-/* The `data` payload carrying a session's counters (05-outputs.md keys the daemon accepts,
+/* The `data` payload carrying a session's counters (docs/design/outputs.md keys the daemon accepts,
  * plus "pid" and "stats"): {"deviceId":-1,"duration":<cpu_ns>,"kind":"PluginStats",
  * "name":"consumed=… …","pid":<pid>,"stats":{…},"timestamp":<now>}. Pure; returns the length,
  * 0 if cap is too small. */

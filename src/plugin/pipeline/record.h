@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* msPTI kind values (06-mspti-abi.md §4); 8 (external correlation) is never enabled. */
+/* msPTI kind values (docs/design/mspti.md#kinds-and-records); 8 (external correlation) is never enabled. */
 enum mon_kind {
     MON_KIND_MARKER = 1,
     MON_KIND_KERNEL = 2,

@@ -1,5 +1,5 @@
 /* sim_cupti: our simulated libcupti.so — the activity-API subset the plugin's CUPTI backend
- * uses (07 §3.1) over one buffer path (request on demand, complete when full or flushed,
+ * uses (docs/design/session.md#cupti-backend) over one buffer path (request on demand, complete when full or flushed,
  * declines counted as drops), CUDA 13 record layouts from cupti_abi.h, and the mssimc_*
  * driver API that appends records (mssim_cupti.h). MSSIM_CUPTI_DUMP=<file> writes every
  * appended record as one JSON line: the ground truth the e2e tests compare against.

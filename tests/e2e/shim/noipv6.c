@@ -1,5 +1,5 @@
 /* noipv6: LD_PRELOAD shim for tests that makes socket(AF_INET6, ...) fail with EAFNOSUPPORT,
- * as on a kernel booted with ipv6.disable=1, so the daemon's IPv4 fallback (01-rpc.md §1.1)
+ * as on a kernel booted with ipv6.disable=1, so the daemon's IPv4 fallback (docs/design/rpc.md#transport)
  * runs for real without needing such a kernel. */
 #include <dlfcn.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* test_cli_cmds: config text of every subcommand byte-exact, request body layout and
- * escaping (round trip through cJSON), and every validation row of 02-cli.md §5.2 through
+ * escaping (round trip through cJSON), and every validation row of docs/design/cli.md#validation through
  * cli_main — exit code 2, the exact stderr line, and no connection to a listening socket. */
 #include <setjmp.h>
 #include <stdarg.h>

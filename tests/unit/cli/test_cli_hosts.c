@@ -1,4 +1,4 @@
-/* test_cli_hosts: target-list expansion (02-cli.md §2.1): comma split outside brackets,
+/* test_cli_hosts: target-list expansion (docs/design/cli.md#targets): comma split outside brackets,
  * SLURM ranges, padding, cartesian order, unix: targets, dedupe, errors, hostfiles. */
 #include <setjmp.h>
 #include <stdarg.h>

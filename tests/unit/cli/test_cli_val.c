@@ -1,4 +1,4 @@
-/* test_cli_val: f32 formatting/parsing (02-cli.md §5.1), JSON string escaping of the request
+/* test_cli_val: f32 formatting/parsing (docs/design/contract.md#value-rules), JSON string escaping of the request
  * body, and the list/filter validators with their exact reasons. */
 #include <setjmp.h>
 #include <stdarg.h>

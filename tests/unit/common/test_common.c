@@ -1,4 +1,4 @@
-/* test_common: JSON writer escaping/number rules (01-rpc.md §3) and strict parsers. The IPC
+/* test_common: JSON writer escaping/number rules (docs/design/rpc.md#reply-serialisation) and strict parsers. The IPC
  * datagram codec has its own test (tests/unit/ipc/test_ipc_msg.c). */
 #include <errno.h>
 #include <setjmp.h>

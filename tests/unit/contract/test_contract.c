@@ -168,7 +168,7 @@ static void test_fgram_lenient_skips(void **state)
     assert_non_null(strstr(log, "filter: unknown activity kind 'Bogus' in item 'Bogus:x'; skipped"));
     assert_non_null(strstr(log, "filter: invalid item 'Kernel:c:d' (expected Kind:Name[,Name...]); skipped"));
     assert_non_null(strstr(log, "filter: invalid item 'API:' (empty kind or name list); skipped"));
-    /* a name list of only commas still names the kind (04-plugin.md §6.1): kind on, no names */
+    /* a name list of only commas still names the kind (docs/design/contract.md#filter-grammar): kind on, no names */
     assert_int_equal(parse("Kernel: , ", FGRAM_LENIENT, &e, &ni, err), 0);
     assert_int_equal(ni, 1);
     assert_string_equal(e.buf, "2|");
@@ -232,7 +232,7 @@ static void test_kvtext(void **state)
     assert_int_equal(kvtext_parse("", 0, &kv), 0);
     assert_int_equal(kv.n, 0);
     kvtext_fini(&kv);
-    /* the CLI's npu-monitor defaults (02-cli.md §7 item 1) */
+    /* the CLI's npu-monitor defaults (docs/design/cli.md item 1) */
     t = "NPU_MONITOR_START=false\nNPU_MONITOR_STOP=false\nREPORT_INTERVAL_S=60\nDURATION=0\nMSPTI_ACTIVITY_KIND=Marker\n"
         "NPU_MONITOR_LOG_FILE=\nNPU_MONITOR_EXPORT_TYPE=DB\nJSONL_ROTATE_LOG_LINES=\nJSONL_ROTATE_LOG_FILES=\n"
         "NPU_MONITOR_FILTER=";

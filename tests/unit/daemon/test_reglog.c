@@ -1,4 +1,4 @@
-/* Unit test of the registration log levels (03-ipc.md §4.4, issue 10): a ctxt flood from one
+/* Unit test of the registration log levels (docs/design/ipc.md#registration, issue 10): a ctxt flood from one
  * (pid, job) through the IPC dispatch writes the FAQ's INFO line once, repeats go to DEBUG, and
  * every new (pid, job) gets its own INFO line; refusals at the cap are rate-limited. */
 #include <errno.h>

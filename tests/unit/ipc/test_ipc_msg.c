@@ -15,7 +15,7 @@
 static void test_ipc_worked_example(void **state)
 {
     (void)state;
-    /* 03-ipc.md §2 worked example: req from 1234 with ancestors 1000 and 900 */
+    /* docs/design/ipc.md#datagrams worked example: req from 1234 with ancestors 1000 and 900 */
     uint8_t payload[28];
     struct ipc_req r = {.type = 3, .n = 3, .job_id = 0};
     int32_t pids[3] = {1234, 1000, 900};

@@ -85,7 +85,7 @@ static void on_complete(uint8_t *buffer, size_t size, size_t valid)
             C.n++;
         }
     }
-    /* Stopped early (unknown kind): reset the thread-local cursor (06 §7.10). */
+    /* Stopped early (unknown kind): reset the thread-local cursor (docs/design/mspti.md#runtime-semantics). */
     if (rc != MSPTI_ERROR_MAX_LIMIT_REACHED)
         msptiActivityGetNextRecord(buffer, 0, &r);
     free(buffer);
@@ -677,7 +677,7 @@ static void test_bench_fill(void **state)
     assert_int_equal(bmm, 50000 / 8);
 }
 
-/* FlushAll is synchronous (06 §7.8): when it returns, every buffer handed out has been
+/* FlushAll is synchronous (docs/design/mspti.md#runtime-semantics): when it returns, every buffer handed out has been
  * completed, including full ones the ActivityManager was still starting threads for. */
 /* Several producer threads (kernels, markers with device twins, async copies) while the
  * consumer changes FlushPeriod: every record arrives exactly once. Run under TSan too. */
@@ -839,7 +839,7 @@ static void test_workload(void **state)
     assert_string_equal(m->name, "step 1");
 }
 
-/* Rate pacing (06 §9.5 item 9): steps start every 1/rate s; after a step that overran, the
+/* Rate pacing (docs/design/mspti.md#workload item 9): steps start every 1/rate s; after a step that overran, the
  * next starts at once and the one after is paced again, not squeezed in as catch-up. */
 static void on_step_stall(uint32_t step, void *arg)
 {

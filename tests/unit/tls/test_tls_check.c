@@ -1,4 +1,4 @@
-/* test_tls_check: every rule of 01-rpc.md §7 on real certificates (made by the openssl CLI,
+/* test_tls_check: every rule of docs/design/rpc.md#mutual-tls on real certificates (made by the openssl CLI,
  * tests/fuzz/make_corpus.py): the accepted server and client certificates, and one failing
  * certificate per rule with the spec's message; the CRL's validity window and serial lookup. */
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* test_backend: msPTI library search order (04-plugin.md §9, docs/plugin.md) over fake
+/* test_backend: msPTI library search order (docs/design/session.md#backends, docs/plugin.md) over fake
  * libraries built by this test's CMakeLists: explicit path is authoritative, LD_PRELOAD entry,
  * already-mapped copy, ASCEND_HOME_PATH, and last the loader's search path (LD_LIBRARY_PATH:
  * checked in a re-executed child, the loader reads it only at process start); a library

@@ -1,5 +1,5 @@
-/* test_backend_cupti: the CUPTI backend (07 §3) without CUDA. Hand-built records of every
- * §3.4 struct at their CUDA 13 sizes (and a longer "newer" kernel record) converted field by
+/* test_backend_cupti: the CUPTI backend (docs/design/session.md#cupti-backend) without CUDA. Hand-built records of every
+ * docs/design/session.md#cupti-backend struct at their CUDA 13 sizes (and a longer "newer" kernel record) converted field by
  * field; NCCL kernel-name parsing; callback-name suffix stripping and caching; the backend's
  * buffer protocol over a fake CUPTI table whose iterator uses variable strides and can stop
  * early on INVALID_KIND; kind mapping, drop counters, selection by MSMONITOR_BACKEND. When
@@ -806,7 +806,7 @@ static int fake_id_of(const struct cupti_lib *lib)
     return f ? f() : -1;
 }
 
-/* §3.1 order over fake libraries: $CUDA_HOME, then explicit and authoritative, then an already
+/* docs/design/session.md#cupti-backend order over fake libraries: $CUDA_HOME, then explicit and authoritative, then an already
  * mapped copy wins over every path. */
 static void test_library_search(void **state)
 {

@@ -1,4 +1,4 @@
-/* test_backend_mspti: the msPTI backend's buffer protocol (04-plugin.md §5.1–§8) over a
+/* test_backend_mspti: the msPTI backend's buffer protocol (docs/design/session.md#session-life-cycle, #kind-replacement) over a
  * hand-built msPTI table whose FlushAll writes scripted records into our buffers: call order
  * at start and stop, batches of converted records at the sink, empty buffers returned, the
  * drop counters (declined requests, unknown kinds, GetNextRecord errors and the cursor reset),

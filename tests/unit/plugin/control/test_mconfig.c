@@ -1,4 +1,4 @@
-/* test_mconfig: the validation table of 04-plugin.md §3 — the required key missing or a value
+/* test_mconfig: the validation table of docs/design/session.md#applying-a-config — the required key missing or a value
  * invalid rejects the whole config with the exact log text; valid forms normalise. */
 #include <setjmp.h>
 #include <stdarg.h>

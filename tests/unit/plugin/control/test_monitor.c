@@ -1,4 +1,4 @@
-/* test_monitor: the session actor (04-plugin.md §4, §5, §7.3, §8) over the fake backend
+/* test_monitor: the session actor (docs/design/session.md#applying-a-config, #session-life-cycle, #report-ticks, #kind-replacement) over the fake backend
  * (backend_fake.c: emits API records at flush) and a capture processor: start/stop order,
  * nothing lost at stop, start and enable failures, duration expiry, live interval change,
  * nputrace exclusion, drop counters, bounded waits, and a stale daemon socket that must not

@@ -14,7 +14,7 @@ static const char *text(struct db_rows *r, int64_t id)
     return pl_strpool_text(r->pool, (size_t)id, NULL);
 }
 
-/* §3.3: a device START allocates the globalTaskId of its range, so a kernel between the START
+/* docs/design/outputs.md#tables: a device START allocates the globalTaskId of its range, so a kernel between the START
  * and the completed part gets the next id, whatever the order the part completes in. */
 static void test_device_task_id_at_start(void **state)
 {

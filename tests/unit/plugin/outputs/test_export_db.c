@@ -1,4 +1,4 @@
-/* Unit tests of the DB exporter (05-outputs.md §3): schema of every table against the spec,
+/* Unit tests of the DB exporter (docs/design/outputs.md#db-schema): schema of every table against the spec,
  * string-id numbering, multi-row insert values, opName composition, marker pairing, lazy
  * creation, file mode, rollback on a size-limited file and durability of committed batches
  * across SIGKILL. */
@@ -93,7 +93,7 @@ static void feed_all_kinds(struct proc *p)
 struct col { const char *name, *type; int pk; };
 struct tbl { const char *name; struct col cols[16]; };
 
-/* Written from 05-outputs.md §3.3/§3.4, independently of proc_db.c. */
+/* Written from docs/design/outputs.md#tables, #extra-tables, independently of proc_db.c. */
 static const struct tbl spec_tables[] = {
     {"CANN_API", {{"startNs", "INTEGER", 0}, {"endNs", "INTEGER", 0}, {"type", "INTEGER", 0},
                   {"globalTid", "INTEGER", 0}, {"connectionId", "INTEGER", 0}, {"name", "INTEGER", 0}}},

@@ -1,4 +1,4 @@
-/* Unit tests of the JSONL exporter (05-outputs.md §4), the line ring and the outfile helpers:
+/* Unit tests of the JSONL exporter (docs/design/outputs.md#jsonl), the line ring and the outfile helpers:
  * byte-exact line shapes, rotation with maxLines 100 / maxFiles 3, flag/env precedence and
  * clamping, capacity rules, ring overflow counting, names, modes, prepare_dir, HashId. */
 #include <errno.h>

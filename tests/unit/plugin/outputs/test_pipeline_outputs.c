@@ -51,7 +51,7 @@ struct rcase {
     struct step steps[MAX_STEPS]; /* each step is one delivery, on its own thread; up to an empty one */
     const char *expect[MAX_EXPECT]; /* "H <id> <start> <end> <name>" / "D <id> <start> <end> <dev> <name>",
                                      * sorted (the DB has no device marker name: checked without it) */
-    bool no_metric; /* metric mode reports a range only once all its parts are in (05 §1.2) */
+    bool no_metric; /* metric mode reports a range only once all its parts are in (docs/design/outputs.md#metric-datagrams) */
 };
 
 #define M(flag, src, ts, id, o0, o1, name, dom) {1, flag, src, ts, id, o0, o1, name, dom}
