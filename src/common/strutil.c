@@ -182,3 +182,15 @@ const char *errno_name(int err)
     buf[n] = '\0';
     return buf;
 }
+
+bool str_printable(const char *s, size_t cap)
+{
+    size_t n = strnlen(s, cap);
+
+    if (n == cap)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return false;
+    return true;
+}

@@ -22,6 +22,9 @@ void str_trim_view(const char **s, size_t *n, const char *set);
 /* Copy at most cap-1 bytes and NUL-terminate; returns -ENOSPC if truncated. */
 int str_copy(char *dst, size_t cap, const char *src, size_t n);
 bool str_starts_with(const char *s, const char *prefix);
+/* s is NUL-terminated within cap bytes and holds no C0 control byte or DEL (a string another
+ * process sent that we show or log as it is). */
+bool str_printable(const char *s, size_t cap);
 
 /* Symbolic errno name ("ECONNREFUSED"); "E<number>" for unknown values (static storage). */
 const char *errno_name(int err);

@@ -244,26 +244,14 @@ static int emit_stats(struct data_router *dr, const char *dev, const cJSON *dur,
 /* PluginInfo (ours): {"backend":"mspti"|"cupti","library":"<path>"|"","pid":<int>} beside the
  * usual keys, sent after each registration: which vendor library the process loaded, "" when
  * none was found. Shown by getStatus (`dyno doctor`); like the counters, displayed only. */
-static bool printable(const char *s, size_t cap)
-{
-    size_t n = strnlen(s, cap);
-
-    if (n == cap)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-            return false;
-    return true;
-}
-
 static void take_info(struct data_router *dr, const cJSON *msg, int32_t sender)
 {
     const cJSON *pidv = cjx_get(msg, "pid"), *bv = cjx_get(msg, "backend"), *lv = cjx_get(msg, "library");
     int64_t pid = 0;
 
     if (!dr->reg || !is_str(bv) || !is_str(lv) || cjx_number(pidv, &pid, NULL, NULL) != CJX_INT || pid <= 0 ||
-        pid > INT32_MAX || !bv->valuestring[0] || !printable(bv->valuestring, REG_BACKEND_CAP) ||
-        !printable(lv->valuestring, REG_LIBRARY_CAP) || !from_sender(dr, "PluginInfo", pid, sender))
+        pid > INT32_MAX || !bv->valuestring[0] || !str_printable(bv->valuestring, REG_BACKEND_CAP) ||
+        !str_printable(lv->valuestring, REG_LIBRARY_CAP) || !from_sender(dr, "PluginInfo", pid, sender))
         return;
     (void)registry_set_library(dr->reg, (int32_t)pid, bv->valuestring, lv->valuestring);
     if (cJSON_IsTrue(cjx_get(msg, "acks")))
@@ -292,8 +280,8 @@ static void take_ack(struct data_router *dr, const cJSON *msg, int32_t sender)
 
     if (!dr->reg || !is_str(idv) || !is_str(ov) || str_to_u64(idv->valuestring, &id) != 0 || id == 0 ||
         cjx_number(cjx_get(msg, "pid"), &pid, NULL, NULL) != CJX_INT || pid <= 0 || pid > INT32_MAX ||
-        (rv && (!is_str(rv) || !printable(rv->valuestring, REG_REASON_CAP))) ||
-        (sv && (!is_str(sv) || !printable(sv->valuestring, REG_STATE_CAP))) ||
+        (rv && (!is_str(rv) || !str_printable(rv->valuestring, REG_REASON_CAP))) ||
+        (sv && (!is_str(sv) || !str_printable(sv->valuestring, REG_STATE_CAP))) ||
         !from_sender(dr, "ConfigAck", pid, sender)) {
         bad_ack(dr, "malformed or not from the process it names");
         return;

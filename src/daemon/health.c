@@ -1,24 +1,13 @@
 /* health: PluginHealth parsing and the status marks (health.h). The texts name the fix; the
  * codes are what scripts and `dyno doctor` match on. */
 #include "daemon/health.h"
+#include "common/strutil.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-static bool printable(const char *s, size_t cap)
-{
-    size_t n = strnlen(s, cap);
-
-    if (n == cap)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-            return false;
-    return true;
-}
 
 static int take_int(const cJSON *msg, const char *key, int64_t lo, int64_t hi, int64_t *ret)
 {
@@ -34,7 +23,7 @@ static int take_str(const cJSON *msg, const char *key, char *dst, size_t cap)
 {
     const cJSON *v = cjx_get(msg, key);
 
-    if (!cJSON_IsString(v) || !printable(v->valuestring, cap))
+    if (!cJSON_IsString(v) || !str_printable(v->valuestring, cap))
         return -EINVAL;
     snprintf(dst, cap, "%s", v->valuestring);
     return 0;

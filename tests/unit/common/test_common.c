@@ -120,6 +120,11 @@ static void test_strutil(void **state)
     assert_int_equal(str_to_decimal("1.", &d), 0);
     assert_string_equal(errno_name(ECONNREFUSED), "ECONNREFUSED");
     assert_string_equal(errno_name(9999), "E9999");
+    assert_true(str_printable("mspti /usr/lib/libmspti.so", 64));
+    assert_false(str_printable("a\x1b[2Jb", 64));
+    assert_false(str_printable("a\x7f", 64));
+    assert_false(str_printable("abcd", 4)); /* no NUL within cap */
+    assert_true(str_printable("abc", 4));
 }
 
 static void test_log_escape(void **state)
