@@ -413,7 +413,23 @@ def test_forward_hook_counts_outermost_forward_once():
     torch = pytest.importorskip("torch")
     sh = load_step_hook()
     calls = []
-    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+
+    class Fails(torch.nn.Module):
+        """Raises inside the forward when asked: a Python exception, since a C++ one thrown by
+        libtorch (a shape error) aborts the interpreter that the ASan tree preloads its runtime
+        into (libtorch is not built with ASan), whatever our hook does."""
+
+        def __init__(self):
+            super().__init__()
+            self.fail = False
+
+        def forward(self, x):
+            if self.fail:
+                raise RuntimeError("forward failed")
+            return x
+
+    fails = Fails()
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2), fails)
     assert sh.install_forward(model, lambda: calls.append(1))
     assert sh.install_forward(model, lambda: calls.append(1))      # not hooked twice
     assert sh.forward_installed()
@@ -421,7 +437,9 @@ def test_forward_hook_counts_outermost_forward_once():
     for _ in range(5):
         model(x)
     assert len(calls) == 5
+    fails.fail = True
     with pytest.raises(RuntimeError):
-        model(torch.randn(3, 5))                                    # shape error inside forward
+        model(x)                                                    # raised inside the forward
+    fails.fail = False
     model(x)
     assert len(calls) == 6
