@@ -152,15 +152,28 @@ int slowrank_merge(const struct slowrank_in *in, size_t n, const struct slowrank
         active += in[i].n > 0;
     all = malloc((total ? total : 1) * sizeof(*all));
     jd = calloc(total ? total : 1, sizeof(*jd));
-    tmp = malloc((n ? n : 1) * (Q_N + 1) * sizeof(*tmp));
     walls = malloc((total ? total : 1) * sizeof(*walls));
     ret->slow = calloc(n ? n : 1, sizeof(*ret->slow));
-    if (!all || !jd || !tmp || !walls || !ret->slow)
+    if (!all || !jd || !walls || !ret->slow)
         goto out;
     for (size_t i = 0, k = 0; i < n; i++)
         for (size_t j = 0; j < in[i].n; j++, k++)
             all[k] = (struct flat){ in[i].s[j].step, (uint32_t)i, (uint32_t)j };
     qsort(all, total, sizeof(*all), flat_cmp);
+    /* A step's group can hold more samples than there are ranks: a rank (or a hostile reply)
+     * may list one step twice. The scratch space follows the largest group, not n. */
+    size_t gmax = 1;
+    for (size_t a = 0; a < total;) {
+        size_t b = a;
+        while (b < total && all[b].step == all[a].step)
+            b++;
+        if (b - a > gmax)
+            gmax = b - a;
+        a = b;
+    }
+    tmp = malloc(gmax * (Q_N + 1) * sizeof(*tmp));
+    if (!tmp)
+        goto out;
 
     for (size_t a = 0; a < total;) {
         size_t b = a;

@@ -141,12 +141,30 @@ static void test_unsync_wall(void **state)
     slowrank_result_fini(&res);
 }
 
+/* A reply may list one step several times for a rank (the fuzzer's find: a step group larger
+ * than the number of ranks overran the scratch space). Every step judged, no fault. */
+static void test_repeated_steps(void **state)
+{
+    (void)state;
+    struct slowrank_rule rule = SLOWRANK_RULE_DEFAULT;
+    struct slowrank_result res;
+    fill_sync(5, 30, NONE, 0, 20000);
+    for (int i = 0; i < S; i++)
+        smp[0][i].step = 7; /* rank 0 reports step 7 sixty times */
+    assert_int_equal(slowrank_merge(in, R, &rule, &res), 0); /* step 7's group: 75 samples, 16 ranks */
+    assert_int_equal(res.judged_steps, S);
+    assert_int_equal(res.first_step, 1);
+    assert_int_equal(res.last_step, S);
+    slowrank_result_fini(&res);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sync_causes),
         cmocka_unit_test(test_sync_clean_and_blips),
         cmocka_unit_test(test_unsync_wall),
+        cmocka_unit_test(test_repeated_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
