@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import Proc, binpath
+from conftest import SANITIZED, Proc, binpath
 from test_cluster import HOSTS, RANKS_PER_HOST, Cluster
 
 WORLD = HOSTS * RANKS_PER_HOST
@@ -98,7 +98,10 @@ def check_flagged(cluster, v, views, kind, onset, per_interval):
     assert len(v["slow_ranks"]) == 1, v
     s = v["slow_ranks"][0]
     assert (s["rank"], s["host"], s["cause"]) == (SLOW, cluster.host_of(SLOW), kind), v
-    assert onset <= s["since_step"] <= onset + 3, v
+    # Under ASan+UBSan every rank runs several times slower and its steps' noise grows with it:
+    # the onset and the cost are measured in the release tree; here the rank, host and cause.
+    if not SANITIZED:
+        assert onset <= s["since_step"] <= onset + 3, v
     # within 2 report intervals of the onset (plus the 3 consecutive steps of the rule)
     assert s["last_step"] <= onset + 2 * per_interval + 3, v
     assert all(not x["slow_ranks"] for x in views[:-1]), [x for x in views if x["slow_ranks"]][0]
@@ -138,7 +141,7 @@ def test_sync_compute_straggler(cluster, rate):
     assert s["excess_ms"]["compute"] > 1.5, v
     # the job-wide cost per step (what the others wait) against the simulator's ground truth
     truth = job_cost_truth(cluster, s["since_step"], s["cost_to_step"])
-    assert abs(s["cost_ms"] - truth) <= 0.10 * truth, (s, truth)
+    assert SANITIZED or abs(s["cost_ms"] - truth) <= 0.10 * truth, (s, truth)
     # the text view names it too
     r = cluster.dyno("steps")
     assert r.returncode == 0, r.stderr
@@ -154,7 +157,7 @@ def test_sync_host_and_link(cluster, kind, factor):
     s = check_flagged(cluster, v, views, kind, onset, 5 * INTERVAL_S)
     if kind == "host":
         truth = job_cost_truth(cluster, s["since_step"], s["cost_to_step"])
-        assert abs(s["cost_ms"] - truth) <= 0.10 * truth, (s, truth)
+        assert SANITIZED or abs(s["cost_ms"] - truth) <= 0.10 * truth, (s, truth)
     else:
         assert s["excess_ms"]["communication"] > 2 and s["excess_ms"]["compute"] < 1, v
 
