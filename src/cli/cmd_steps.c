@@ -282,9 +282,10 @@ static int one_view(const struct steps_opts *o, struct cmd_req *req, const struc
     for (size_t i = 0; i < nh; i++) {
         if (!r[i].failed && !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(r[i].json, "ranks"))) {
             const cJSON *s = cJSON_GetObjectItemCaseSensitive(r[i].json, "status");
+            char esc[128]; /* the reply's own text: escaped before it joins ours (docs/security.md) */
             r[i].failed = true;
             snprintf(r[i].err, sizeof(r[i].err), "no step data in the reply (%s); is the daemon older than getSteps?",
-                     cJSON_IsString(s) ? s->valuestring : "no 'ranks'");
+                     cJSON_IsString(s) ? cli_term_str(s->valuestring, esc, sizeof(esc)) : "no 'ranks'");
         }
         *ret_failed |= r[i].failed;
     }
