@@ -87,3 +87,17 @@ def next_second(t, timeout=5.0):
     """Wall clock past the whole second `t`: the shm config handoff stamps whole seconds, so a
     second config in the same second would be unseen (docs/plugin.md)."""
     return wait_until(lambda: int(time.time()) > t, timeout, f"the second after {t}")
+
+
+def wait_equal(get, want, timeout, what):
+    """`get()` reaches `want`, and return it. For what the daemon received against what a
+    process that already exited sent: its last datagrams may still be queued in the daemon's
+    socket when the process is reaped, so the totals are waited for, never read once. A value
+    that overshoots never comes back, so a wrong total still fails, with both values shown."""
+    last = {}
+
+    def ok():
+        last["v"] = get()
+        return last["v"] == want
+    wait_until(ok, timeout, what, diag=lambda: f"got  {last.get('v')!r}\nwant {want!r}")
+    return last["v"]
