@@ -17,25 +17,17 @@ pthread_mutex_t ext_results_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The kinds the standalone monitor exposes as ActivityKind, in member order (docs/design/session.md
  * docs/design/session.md#standalone-monitor); names and values come from the contract's one kind table. */
-enum { /* msPTI kind values (docs/design/mspti.md#kinds-and-records) */
-    KIND_MARKER = 1,
-    KIND_KERNEL = 2,
-    KIND_API = 3,
-    KIND_COMMUNICATION = 9,
-    KIND_ACL_API = 10,
-    KIND_NODE_API = 11,
-    KIND_RUNTIME_API = 12,
+/* Kind values, the standalone subset and ActivityKind's order are the contract's (kinds.def). */
+enum {
+#define KIND(name, id, value, standalone) KIND_##id = value,
+#include "contract/kinds.def"
+#undef KIND
 };
-static const int32_t kinds[] = { KIND_API,    KIND_KERNEL,  KIND_COMMUNICATION, KIND_MARKER,
-                                 KIND_ACL_API, KIND_NODE_API, KIND_RUNTIME_API };
-#define N_KINDS (sizeof(kinds) / sizeof(kinds[0]))
+#define N_KINDS KINDS_STANDALONE_COUNT
 
 const char *ext_kind_name(int32_t kind)
 {
-    for (size_t i = 0; i < N_KINDS; i++)
-        if (kinds[i] == kind)
-            return kinds_name(kind);
-    return NULL;
+    return kinds_standalone(kind) ? kinds_name(kind) : NULL;
 }
 
 /* ---- record classes ---------------------------------------------------------------- */
@@ -532,8 +524,9 @@ static PyObject *activity_kind_create(void)
     members = PyList_New(0);
     if (!members)
         goto out;
-    for (size_t i = 0; i < N_KINDS; i++) {
-        PyObject *pair = Py_BuildValue("(si)", kinds_name(kinds[i]), (int)kinds[i]);
+    for (size_t i = 0; i < KINDS_STANDALONE_COUNT; i++) {
+        int k = kinds_standalone_at(i);
+        PyObject *pair = Py_BuildValue("(si)", kinds_name(k), k);
         if (!pair || PyList_Append(members, pair) < 0) {
             Py_XDECREF(pair);
             goto out;

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <xlsxwriter.h>
 
-#include "contract/utf8.h"
+#include "common/utf8.h"
 #include "ext_monitor.h"
 #include "msmon/msmonitor.h"
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "contract/utf8.h"
+#include "common/utf8.h"
 
 void cli_buf_init(struct cli_buf *b, size_t max)
 {

@@ -22,6 +22,7 @@
 #include "cli/cli_gather.h"
 #include "cli/cli_val.h"
 #include "cli/doctor_text.h"
+#include "contract/names.h"
 #include "cli/hosts.h"
 #include "cli/rpc_client.h"
 #include "ipc/ipc_msg.h"
@@ -29,7 +30,7 @@
 #define MARK_OK "\xe2\x9c\x94"    /* ✔ */
 #define MARK_FAIL "\xe2\x9c\x98"  /* ✘ */
 #define MARK_INFO "\xe2\x84\xb9"  /* ℹ: nothing to judge (data not reported, or not readable) */
-#define SHM_PREFIX "DynamicProfileNpuShm"
+#define SHM_PREFIX NAMES_SHM_PREFIX
 #define SHM_MAX 256               /* shm candidates examined per directory */
 #define PIDS_SHOWN 16
 #define DISK_MIN_FREE (1ull << 30)
@@ -419,7 +420,7 @@ static void check_sockets(struct report *r, const char *target)
     else
         snprintf(where, sizeof(where), "in %s, the home of %s", edir, pw ? pw->pw_name : "this user");
     for (int i = 0; i < 2; i++) {
-        const char *name = i == 0 ? "dynolog.sock" : "dyno.sock";
+        const char *name = i == 0 ? NAMES_SOCK_FILE(NAMES_SOCK_CTL) : NAMES_SOCK_FILE(NAMES_SOCK_RPC);
         struct stat sb;
         if (i == 1 && unix_path)
             snprintf(path, sizeof(path), "%s", unix_path);

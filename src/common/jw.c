@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "contract/utf8.h"
+#include "common/utf8.h"
 
 void jw_init(struct jw *w, char *buf, size_t cap)
 {

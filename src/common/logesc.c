@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "contract/utf8.h"
+#include "common/utf8.h"
 
 /* The unit at u[i]: *seq input bytes, written as esc[0..*el) when *el > 0, else copied. */
 static void unit(const unsigned char *u, size_t n, size_t i, char esc[4], size_t *el, size_t *seq)

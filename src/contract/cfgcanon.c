@@ -3,7 +3,7 @@
 #include "contract/cfgcanon.h"
 
 #include "contract/kvtext.h"
-#include "contract/utf8.h"
+#include "common/utf8.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -10,7 +10,7 @@
 
 #include "common/strutil.h"
 #include "contract/cfgkeys.h"
-#include "contract/utf8.h"
+#include "common/utf8.h"
 
 #define CJX_NUM_MAX 63 /* cJSON cannot read longer numbers either */
 

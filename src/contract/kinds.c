@@ -1,5 +1,5 @@
-/* kinds: the one kind table. Values are msPTI's (8, external correlation, is never user-visible);
- * the R9 order is the order of the table. */
+/* kinds: lookups over kinds.def, the one kind table; the order users see is the order of
+ * its rows. */
 #include "contract/kinds.h"
 
 #include <errno.h>
@@ -12,11 +12,19 @@
 static const struct {
     const char *name;
     int value;
+    int standalone;
 } kinds_table[KINDS_COUNT] = {
-    { "Marker", 1 },  { "Kernel", 2 },         { "API", 3 },     { "Hccl", 4 },
-    { "Memory", 5 },  { "MemSet", 6 },         { "MemCpy", 7 },  { "Communication", 9 },
-    { "AclAPI", 10 }, { "NodeAPI", 11 },       { "RuntimeAPI", 12 },
+#define KIND(name, id, value, standalone) { #name, value, standalone },
+#include "contract/kinds.def"
+#undef KIND
 };
+
+#define KIND(name, id, value, standalone)                                                        \
+    _Static_assert(value > 0 && value < KINDS_VALUE_LIMIT && value != KINDS_EXTERNAL_CORRELATION, \
+                   #name " has a value per-kind arrays cover");                                   \
+    _Static_assert(standalone >= 0 && standalone <= KINDS_STANDALONE_COUNT, #name " standalone position");
+#include "contract/kinds.def"
+#undef KIND
 
 const char kinds_list_text[] = KINDS_LIST_TEXT;
 
@@ -24,9 +32,9 @@ const char *kinds_name(int v)
 {
     /* Indexed by value: processors name a kind per record, so this must not scan. */
     static const char *const by_value[KINDS_VALUE_LIMIT] = {
-        [1] = "Marker", [2] = "Kernel",         [3] = "API",     [4] = "Hccl",
-        [5] = "Memory", [6] = "MemSet",         [7] = "MemCpy",  [9] = "Communication",
-        [10] = "AclAPI", [11] = "NodeAPI",      [12] = "RuntimeAPI",
+#define KIND(name, id, value, standalone) [value] = #name,
+#include "contract/kinds.def"
+#undef KIND
     };
 
     return v >= 0 && v < KINDS_VALUE_LIMIT ? by_value[v] : NULL;
@@ -45,6 +53,25 @@ int kinds_from_name(const char *name, size_t len)
 int kinds_at(size_t i)
 {
     return i < KINDS_COUNT ? kinds_table[i].value : -EINVAL;
+}
+
+bool kinds_standalone(int v)
+{
+    static const bool by_value[KINDS_VALUE_LIMIT] = {
+#define KIND(name, id, value, standalone) [value] = standalone > 0,
+#include "contract/kinds.def"
+#undef KIND
+    };
+
+    return v >= 0 && v < KINDS_VALUE_LIMIT && by_value[v];
+}
+
+int kinds_standalone_at(size_t i)
+{
+    for (size_t j = 0; j < KINDS_COUNT; j++)
+        if (kinds_table[j].standalone > 0 && (size_t)kinds_table[j].standalone == i + 1)
+            return kinds_table[j].value;
+    return -EINVAL;
 }
 
 int kinds_parse_list(const char *s, size_t len, bool strict, uint32_t *ret_mask,

@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/logesc.h"
 #include "common/strutil.h"
+#include "contract/names.h"
 #include "daemon/sock_file.h"
 #include "ipc/ipc_msg.h"
 
@@ -191,8 +192,8 @@ struct ipc_server *ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret
     /* dynolog.sock last: clients (and the e2e tests) take its existence as "the daemon is
      * up", so the Kineto and data endpoints must already be bound when it appears */
     s->kineto_fd = open_kineto(s);
-    sock_file_create(&s->data, cfg->sock_dir, "dynolog_data.sock", SOCK_DGRAM, cfg->mode);
-    int rc = sock_file_create(&s->ctl, cfg->sock_dir, "dynolog.sock", SOCK_DGRAM, cfg->mode);
+    sock_file_create(&s->data, cfg->sock_dir, NAMES_SOCK_FILE(NAMES_SOCK_DATA), SOCK_DGRAM, cfg->mode);
+    int rc = sock_file_create(&s->ctl, cfg->sock_dir, NAMES_SOCK_FILE(NAMES_SOCK_CTL), SOCK_DGRAM, cfg->mode);
     if (rc == -EADDRINUSE)
         *ret_live_conflict = true;
     return s;

@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "common/pathnorm.h"
+#include "contract/names.h"
 #include "daemon/conn.h"
 #include "daemon/data_sink.h"
 #include "daemon/flags.h"
@@ -236,7 +237,7 @@ int main(int argc, char **argv)
     }
 
     /* 4. local RPC socket dyno.sock (always) */
-    if (dir[0] && sock_file_create(&dyno_sock, dir, "dyno.sock", SOCK_STREAM,
+    if (dir[0] && sock_file_create(&dyno_sock, dir, NAMES_SOCK_FILE(NAMES_SOCK_RPC), SOCK_STREAM,
                                    (mode_t)flags.ipc_socket_mode) == -EADDRINUSE) {
         LOG_ERROR("refusing to start: another dynolog serves %s/dyno.sock", dir);
         close(tcp_fd);

@@ -14,7 +14,7 @@
 
 #include "common/log.h"
 #include "contract/kinds.h"
-#include "contract/utf8.h"
+#include "common/utf8.h"
 
 #define OP_CANON "npu_op_total_ns"   /* the family whose series count against the op cap */
 #define SCRATCH 16384

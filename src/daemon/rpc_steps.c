@@ -93,7 +93,7 @@ int rpc_steps_get(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
         jw_arr_begin(w);
         size_t from = r->n > (size_t)last ? r->n - (size_t)last : 0;
         for (size_t k = from; k < r->n; k++) {
-            const struct steps_row *x = &r->rows[k];
+            const struct datamsg_step *x = &r->rows[k];
             jw_arr_begin(w);
             jw_int(w, x->step);
             jw_uint(w, x->start_ns);

@@ -68,7 +68,7 @@ static int get_u64(const cJSON *o, const char *key, uint64_t *ret)
 }
 
 /* Parse one row; -EINVAL names nothing (the caller logs the message). */
-static int parse_row(const cJSON *o, struct steps_row *r)
+static int parse_row(const cJSON *o, struct datamsg_step *r)
 {
     if (!cJSON_IsObject(o) || cjx_to_i64(cjx_get(o, "step"), INT64_MIN, INT64_MAX, &r->step) != 0 ||
         get_u64(o, "start", &r->start_ns) || get_u64(o, "wall", &r->wall_ns) ||
@@ -113,20 +113,20 @@ static struct win *find(struct steps_store *s, int64_t job, int32_t rank, int32_
     return w;
 }
 
-static struct steps_row *row_at(struct win *w, size_t i)
+static struct datamsg_step *row_at(struct win *w, size_t i)
 {
     return &w->r.rows[(w->head + i) % STEPS_WINDOW];
 }
 
 /* mu held. Returns true when the row is new (not a repeat of a step already held). */
-static bool put_row(struct win *w, const struct steps_row *row)
+static bool put_row(struct win *w, const struct datamsg_step *row)
 {
     if (w->r.n > 0) {
-        const struct steps_row *last = row_at(w, w->r.n - 1);
+        const struct datamsg_step *last = row_at(w, w->r.n - 1);
         if (row->step <= last->step) {
             /* a repeat (or out of order): replace the same step if held, else drop */
             for (size_t i = 0; i < w->r.n; i++) {
-                struct steps_row *x = row_at(w, i);
+                struct datamsg_step *x = row_at(w, i);
                 if (x->step == row->step) {
                     *x = *row;
                     return false;
@@ -148,7 +148,7 @@ static bool put_row(struct win *w, const struct steps_row *row)
 /* The per-rank step series: a record without "kind" whose numeric keys are the family names
  * (docs/cluster.md §2), so a Prometheus-style sink exports each key as one family with the
  * record's job/pid/rank labels; values in ns like the other duration families. */
-static void emit(struct data_router *dr, const struct steps_row *r, const struct steps_rank *who, uint64_t wall_ns)
+static void emit(struct data_router *dr, const struct datamsg_step *r, const struct steps_rank *who, uint64_t wall_ns)
 {
     struct sink_kv kv[9];
     size_t n = 0;
@@ -172,7 +172,7 @@ int steps_take(struct steps_store *s, struct data_router *dr, const cJSON *msg, 
                uint64_t mono_ns)
 {
     const cJSON *rows = cjx_get(msg, "steps"), *src = cjx_get(msg, "src");
-    struct steps_row parsed[ROWS_PER_MSG_MAX];
+    struct datamsg_step parsed[ROWS_PER_MSG_MAX];
     int64_t pid = 0, rank = -1, job = 0;
     uint64_t dropped = 0;
     size_t n = 0;

@@ -10,17 +10,13 @@
 
 #include <cjson/cJSON.h>
 
-#define STEPS_KIND "StepSummary"
+#include "contract/datamsg.h"
+
+#define STEPS_KIND DATAMSG_STEP_SUMMARY
 #define STEPS_WINDOW 128      /* steps kept per (job, rank) */
 #define STEPS_MAX_RANKS 4096  /* (job, rank) windows per daemon; beyond: the stalest one goes */
 
 struct data_router;
-
-struct steps_row {
-    int64_t step;
-    uint64_t start_ns, wall_ns, compute_ns, comm_ns, memcpy_ns, host_ns;
-    uint64_t wait_ns, transfer_ns; /* comm split (docs/cluster.md §1); older plugins: 0, comm */
-};
 
 /* One (job, rank) window as copied out by steps_snapshot. */
 struct steps_rank {
@@ -31,7 +27,7 @@ struct steps_rank {
     uint64_t updated_ns; /* monotonic time of the last summary */
     uint64_t plugin_dropped;
     size_t n;            /* rows in use, oldest first */
-    struct steps_row rows[STEPS_WINDOW];
+    struct datamsg_step rows[STEPS_WINDOW];
 };
 
 struct steps_store;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "contract/kinds.h"
 #include "msmon/msmonitor.h"
 #include "plugin/outputs/proc_memory.h"
 #include "plugin/control/control.h"
@@ -147,12 +148,6 @@ MSMON_API int msmon_dynamic_attach(const char *path, int *ret_fd, int *ret_creat
     return rc;
 }
 
-static bool api_standalone_kind(int32_t k)
-{
-    return k == MON_KIND_API || k == MON_KIND_KERNEL || k == MON_KIND_MARKER || k == MON_KIND_COMMUNICATION ||
-           k == MON_KIND_ACL_API || k == MON_KIND_NODE_API || k == MON_KIND_RUNTIME_API;
-}
-
 MSMON_API int msmon_monitor_start(const int32_t *kinds, size_t n)
 {
     struct monitor_start_args a = { .mode = PROC_STANDALONE, .standalone = true };
@@ -163,7 +158,7 @@ MSMON_API int msmon_monitor_start(const int32_t *kinds, size_t n)
 
     api_init();
     for (size_t i = 0; kinds && i < n; i++) {
-        if (!api_standalone_kind(kinds[i]) || (mask & (1u << kinds[i])))
+        if (!kinds_standalone(kinds[i]) || (mask & (1u << kinds[i])))
             continue;
         mask |= 1u << kinds[i];
         kept[nk++] = kinds[i];

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/jw.h"
+#include "contract/kinds.h"
 #include "msmon/mspti.h"
 #include "sim/sim_env.h"
 
@@ -90,11 +91,9 @@ static void ks(struct jw *w, const char *k, const char *v) { jw_key(w, k); jw_st
 
 static const char *kind_name(int32_t kind)
 {
-    static const char *const names[] = {
-        NULL, "Marker", "Kernel", "API", "Hccl", "Memory", "MemSet", "MemCpy",
-        "ExternalCorrelation", "Communication", "AclAPI", "NodeAPI", "RuntimeAPI",
-    };
-    return kind >= 1 && kind <= 12 ? names[kind] : "Unknown";
+    const char *n = kinds_name(kind);
+
+    return n ? n : kind == KINDS_EXTERNAL_CORRELATION ? "ExternalCorrelation" : "Unknown";
 }
 
 /* Minimum record size per kind; shorter raw records are dumped as "Unknown". */

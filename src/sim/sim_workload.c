@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "common/strutil.h"
+#include "contract/names.h"
 #include "sim/sim_core.h"
 #include "sim/sim_dev.h"
 #include "sim/sim_fabric.h"
@@ -201,8 +202,8 @@ static void one_step(const struct mssim_workload_cfg *cfg, uint32_t n)
     double cf = slow && cfg->slow_kind == MSSIM_SLOW_COMMUNICATION ? cfg->slow_factor : 1;
 #define launch(k, sc) launch_k((k), (sc), kf)
     if (cfg->step_markers) {
-        snprintf(label, sizeof(label), "step %u", n);
-        range = mssim_mstx_range_start(label, 0);
+        if (names_step_format(label, sizeof(label), n) == 0)
+            range = mssim_mstx_range_start(label, 0);
     }
     mssim_malloc(16 * MIB, &addr);
     mssim_memcpy(0, MSPTI_ACTIVITY_MEMCPY_KIND_HTOD, 4 * MIB);

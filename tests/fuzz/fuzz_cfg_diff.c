@@ -12,7 +12,7 @@
 #include "common/log.h"
 #include "contract/cfgcanon.h"
 #include "contract/kvtext.h"
-#include "contract/utf8.h"
+#include "common/utf8.h"
 
 const char *const fuzz_seeds[] = {
     "NPU_MONITOR_START=true\nNPU_MONITOR_STOP=false\nREPORT_INTERVAL_S=60\nNPU_MONITOR_LOG_FILE=/ok/x\n",

@@ -11,7 +11,7 @@
 #include "common/strutil.h"
 #include "contract/cfgkeys.h"
 #include "contract/rank.h"
-#include "contract/utf8.h"
+#include "common/utf8.h"
 #include "plugin/control/dyno.h"
 #include "plugin/penv.h"
 

@@ -19,6 +19,7 @@
 #include "common/logesc.h"
 #include "common/strutil.h"
 #include "contract/cfgkeys.h"
+#include "contract/datamsg.h"
 #include "contract/kvtext.h"
 #include "msmon/ipc_wire.h"
 #include "plugin/control/ack.h"
@@ -233,28 +234,18 @@ static void control_send_plugin_info(void)
 
     if (monitor_backend_info(&name, &lib) != 0)
         lib = "";
+    const char *shown = lib[0] ? lib : "no vendor library found";
+    const struct datamsg m = { .kind = DATAMSG_PLUGIN_INFO, .device_id = -1, .timestamp = clock_real_ns(),
+                               .name = shown, .name_len = SIZE_MAX };
+    const struct datamsg_field extra[] = {
+        { .key = "acks", .type = DATAMSG_BOOL, .b = true }, /* it answers every config with a ConfigAck (ack.h) */
+        { .key = "backend", .type = DATAMSG_STR, .s = name, .slen = SIZE_MAX },
+        { .key = "library", .type = DATAMSG_STR, .s = lib, .slen = SIZE_MAX },
+        { .key = "pid", .type = DATAMSG_INT, .i = getpid() },
+    };
+
     jw_init(&w, buf, sizeof(buf));
-    jw_obj_begin(&w);
-    jw_key(&w, "acks"); /* it answers every config with a ConfigAck (ack.h) */
-    jw_bool(&w, true);
-    jw_key(&w, "backend");
-    jw_str(&w, name);
-    jw_key(&w, "deviceId");
-    jw_int(&w, -1);
-    jw_key(&w, "duration");
-    jw_int(&w, 0);
-    jw_key(&w, "kind");
-    jw_str(&w, "PluginInfo");
-    jw_key(&w, "library");
-    jw_str(&w, lib);
-    jw_key(&w, "name");
-    jw_str(&w, lib[0] ? lib : "no vendor library found");
-    jw_key(&w, "pid");
-    jw_int(&w, getpid());
-    jw_key(&w, "timestamp");
-    jw_uint(&w, clock_real_ns());
-    jw_obj_end(&w);
-    if (!w.err)
+    if (datamsg_write(&w, &m, extra, sizeof(extra) / sizeof(extra[0])) == 0)
         (void)dyno_send_data(NULL, w.buf, w.len);
 }
 

@@ -707,7 +707,8 @@ static uint64_t dyn_mstx_start(int32_t step)
 {
     char msg[32];
 
-    snprintf(msg, sizeof(msg), "step %d", (int)step);
+    if (names_step_format(msg, sizeof(msg), step) != 0)
+        return 0;
     if (dyn.sim_start)
         return dyn.sim_start(msg, 0);
     if (dyn.cann_start)

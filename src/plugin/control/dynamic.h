@@ -14,9 +14,10 @@
 #include <time.h>
 
 #include "contract/kvtext.h"
+#include "contract/names.h"
 #include "plugin/control/control.h"
 
-#define DYN_SHM_PREFIX "DynamicProfileNpuShm"
+#define DYN_SHM_PREFIX NAMES_SHM_PREFIX
 #define DYN_SHM_DIR "/dev/shm"
 #define DYN_SHM_SIZE (1u << 20)
 #define DYN_STALE_S 60

@@ -8,10 +8,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "contract/names.h"
 #include "ipc/ipc_msg.h"
 
-#define IPC_CLIENT_CTRL "dynolog"        /* control endpoint name */
-#define IPC_CLIENT_DATA "dynolog_data"   /* data endpoint name */
+#define IPC_CLIENT_CTRL NAMES_SOCK_CTL   /* control endpoint name */
+#define IPC_CLIENT_DATA NAMES_SOCK_DATA  /* data endpoint name */
 #define IPC_CLIENT_CTRL_RETRIES 10
 #define IPC_CLIENT_CTRL_FIRST_SLEEP_NS 10000000ull /* 10 ms */
 #define IPC_CLIENT_DATA_RETRIES 5

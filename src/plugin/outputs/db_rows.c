@@ -8,12 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "contract/names.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/pipeline/idmap.h"
 
 #define DB_MAX_STRINGS (16u * 1024 * 1024)
 #define DB_INVALID_U32 4294967295LL
-#define DB_MARKER_CONN_OFFSET 4000000000ULL
+#define DB_MARKER_CONN_OFFSET NAMES_DB_MARKER_CONN_OFFSET
 
 const struct db_table db_rows_tables[T_INCR_COUNT] = {
     [T_CANN_API] = {"CANN_API",

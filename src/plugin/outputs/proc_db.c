@@ -48,9 +48,9 @@ struct enum_row {
     const char *name;
 };
 static const struct enum_row enum_hccl_dtype[] = {
-    {0, "INT8"}, {1, "INT16"}, {2, "INT32"}, {3, "FP16"}, {4, "FP32"}, {5, "INT64"},
-    {6, "UINT64"}, {7, "UINT8"}, {8, "UINT16"}, {9, "UINT32"}, {10, "FP64"}, {11, "BFP16"},
-    {12, "INT128"}, {14, "HIF8"}, {15, "FP8E4M3"}, {16, "FP8E5M2"}, {17, "FP8E8M0"},
+#define DTYPE(value, name) {value, #name},
+#include "contract/recnames.def"
+#undef DTYPE
     {65535, "INVALID_TYPE"},
 };
 static const struct enum_row enum_mstx_type[] = {{0, "marker"}, {1, "push/pop"}, {2, "start/end"}, {3, "marker_ex"}};
@@ -58,8 +58,11 @@ static const struct enum_row enum_api_type[] = {
     {5000, "runtime"}, {5500, "communication"}, {10000, "node"}, {15000, "model"}, {20000, "acl"},
     {50001, "op"}, {50002, "queue"}, {50003, "trace"}, {50004, "mstx"},
 };
-static const struct enum_row enum_memcpy_kind[] = {{0, "UNKNOWN"}, {1, "HTOH"}, {2, "HTOD"},
-                                                   {3, "DTOH"}, {4, "DTOD"}, {5, "DEFAULT"}};
+static const struct enum_row enum_memcpy_kind[] = {
+#define MEMCPY_KIND(value, name) {value, #name},
+#include "contract/recnames.def"
+#undef MEMCPY_KIND
+};
 static const struct enum_row enum_mem_op[] = {{0, "ALLOCATION"}, {1, "RELEASE"}};
 static const struct enum_row enum_mem_kind[] = {{0, "UNKNOWN"}, {1, "DEVICE"}};
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 
 #include "common/log.h"
+#include "contract/kinds.h"
 #include "plugin/outputs/proc.h"
 #include "plugin/outputs/proc_memory.h"
 
@@ -86,12 +87,6 @@ static bool g_collecting;
 struct proc {
     int unused;
 };
-
-static bool standalone_kind(int32_t k)
-{
-    return k == MON_KIND_API || k == MON_KIND_KERNEL || k == MON_KIND_MARKER || k == MON_KIND_COMMUNICATION ||
-           k == MON_KIND_ACL_API || k == MON_KIND_NODE_API || k == MON_KIND_RUNTIME_API;
-}
 
 static size_t kind_esz(int32_t k)
 {
@@ -354,7 +349,7 @@ int proc_memory_set_requested_kinds(const int32_t *kinds, size_t n)
     size_t nk = 0;
     for (size_t i = 0; kinds && i < n; i++) {
         int32_t k = kinds[i];
-        if (k < 0 || k >= MON_KIND_LIMIT || !standalone_kind(k) || seen[k])
+        if (k < 0 || k >= MON_KIND_LIMIT || !kinds_standalone(k) || seen[k])
             continue;
         seen[k] = true;
         keep[nk++] = k;
@@ -479,7 +474,7 @@ int proc_memory_results(int32_t kind, const struct msmon_result **arr, size_t *r
 {
     int rc = 0;
 
-    if (!arr || !ret_n || kind < 0 || kind >= MON_KIND_LIMIT || !standalone_kind(kind))
+    if (!arr || !ret_n || kind < 0 || kind >= MON_KIND_LIMIT || !kinds_standalone(kind))
         return -EINVAL;
     pthread_mutex_lock(&g_mu);
     bool busy = g_collecting;

@@ -13,6 +13,8 @@
 #include "common/jw.h"
 #include "common/log.h"
 #include "common/strutil.h"
+#include "common/utf8.h"
+#include "contract/datamsg.h"
 #include "plugin/penv.h"
 #include "plugin/outputs/proc.h"
 #include "plugin/outputs/stepsum.h"
@@ -394,14 +396,10 @@ static int cmp_entry(const void *x, const void *y)
 
 /* ---------- tick: output ---------- */
 
-static size_t utf8_cut(const char *s, size_t max)
+/* Names are capped without cutting a character (the one UTF-8 rule, common/utf8.h). */
+static size_t name_cut(const char *s)
 {
-    size_t n = strlen(s);
-    if (n <= max)
-        return n;
-    while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80)
-        max--;
-    return max;
+    return utf8_cut(s, strlen(s), NAME_MAX_BYTES);
 }
 
 static int send_json(struct proc *p, const struct jw *w, int *first_err)
@@ -416,14 +414,6 @@ static int send_json(struct proc *p, const struct jw *w, int *first_err)
     if (rc < 0 && *first_err == 0)
         *first_err = rc;
     return rc;
-}
-
-static void write_dev(struct jw *w, int64_t dev)
-{
-    if (dev < 0)
-        jw_int(w, -1);
-    else
-        jw_uint(w, (uint64_t)dev);
 }
 
 static bool is_mem_kind(int32_t k)
@@ -458,14 +448,14 @@ static size_t op_entry_json(const struct agg *a, char *buf, size_t cap)
     if (a->kind == MON_KIND_MARKER) {
         const char *d = a->domain ? a->domain : "";
         jw_key(&w, "domain");
-        jw_strn(&w, d, utf8_cut(d, NAME_MAX_BYTES));
+        jw_strn(&w, d, name_cut(d));
     }
     jw_key(&w, "max");
     jw_uint(&w, a->max);
     jw_key(&w, "min");
     jw_uint(&w, a->min);
     jw_key(&w, "name");
-    jw_strn(&w, a->name, utf8_cut(a->name, NAME_MAX_BYTES));
+    jw_strn(&w, a->name, name_cut(a->name));
     jw_key(&w, "total");
     jw_uint(&w, a->total);
     jw_obj_end(&w);
@@ -480,32 +470,44 @@ struct opstats_ctx {
     size_t *off, *len; /* per entry */
 };
 
+struct opstats_range {
+    const struct opstats_ctx *c;
+    size_t from, to;
+};
+
+static void opstats_ops(struct jw *w, const void *ctx)
+{
+    const struct opstats_range *r = ctx;
+
+    jw_arr_begin(w);
+    for (size_t i = r->from; r->c && i < r->to; i++)
+        if (r->c->len[i])
+            jw_raw(w, r->c->entries + r->c->off[i], r->c->len[i]);
+    jw_arr_end(w);
+}
+
+/* An OpStats datagram with the entries of r (none when r->c is NULL). */
+static void opstats_msg(struct jw *w, const struct opstats_ctx *c, uint64_t sum, const struct opstats_range *r)
+{
+    const struct datamsg m = { .kind = DATAMSG_OP_STATS, .device_id = c->dev, .duration = sum, .timestamp = c->now };
+    const struct datamsg_field extra[] = {
+        { .key = "activity", .type = DATAMSG_STR, .s = c->kind_name, .slen = SIZE_MAX },
+        { .key = "interval_ns", .type = DATAMSG_UINT, .u = c->interval_ns },
+        { .key = "ops", .type = DATAMSG_FN, .fn = opstats_ops, .ctx = r },
+    };
+
+    (void)datamsg_write(w, &m, extra, sizeof(extra) / sizeof(extra[0]));
+}
+
 static int opstats_send_batch(struct proc *p, struct opstats_ctx *c, const struct agg *g, size_t from,
                               size_t to, uint64_t sum, int *first_err)
 {
     char buf[DGRAM_MAX + 1];
     struct jw w;
+    const struct opstats_range r = { c, from, to };
+
     jw_init(&w, buf, sizeof(buf));
-    jw_obj_begin(&w);
-    jw_key(&w, "activity");
-    jw_str(&w, c->kind_name);
-    jw_key(&w, "deviceId");
-    write_dev(&w, c->dev);
-    jw_key(&w, "duration");
-    jw_uint(&w, sum);
-    jw_key(&w, "interval_ns");
-    jw_uint(&w, c->interval_ns);
-    jw_key(&w, "kind");
-    jw_str(&w, "OpStats");
-    jw_key(&w, "ops");
-    jw_arr_begin(&w);
-    for (size_t i = from; i < to; i++)
-        if (c->len[i])
-            jw_raw(&w, c->entries + c->off[i], c->len[i]);
-    jw_arr_end(&w);
-    jw_key(&w, "timestamp");
-    jw_uint(&w, c->now);
-    jw_obj_end(&w);
+    opstats_msg(&w, c, sum, &r);
     (void)g;
     if (!w.err && w.len > DGRAM_MAX)
         w.err = -ENOSPC;
@@ -517,27 +519,14 @@ static int send_opstats(struct proc *p, struct agg *g, size_t n, uint64_t interv
                         int *first_err)
 {
     struct opstats_ctx c = { mon_kind_name(g[0].kind), g[0].dev, interval_ns, now, NULL, NULL, NULL };
-    /* Fixed part: everything but the duration digits and the entries. */
+    /* Fixed part: everything but the duration digits and the entries (a duration of 0 is
+     * one digit). */
     char tmp[256];
     struct jw w;
+    const struct opstats_range none = { NULL, 0, 0 };
     jw_init(&w, tmp, sizeof(tmp));
-    jw_obj_begin(&w);
-    jw_key(&w, "activity");
-    jw_str(&w, c.kind_name);
-    jw_key(&w, "deviceId");
-    write_dev(&w, c.dev);
-    jw_key(&w, "duration");
-    jw_key(&w, "interval_ns");
-    jw_uint(&w, interval_ns);
-    jw_key(&w, "kind");
-    jw_str(&w, "OpStats");
-    jw_key(&w, "ops");
-    jw_arr_begin(&w);
-    jw_arr_end(&w);
-    jw_key(&w, "timestamp");
-    jw_uint(&w, now);
-    jw_obj_end(&w);
-    size_t fixed = w.len;
+    opstats_msg(&w, &c, 0, &none);
+    size_t fixed = w.len - 1;
     int rc = -ENOMEM;
     c.entries = malloc(n * 1024 + DGRAM_MAX);
     c.off = calloc(n, sizeof(size_t));
@@ -595,17 +584,9 @@ static void send_sum_line(struct proc *p, int32_t kind, int64_t dev, uint64_t su
 {
     char buf[256];
     struct jw w;
+    const struct datamsg m = { .kind = mon_kind_name(kind), .device_id = dev, .duration = sum, .timestamp = now };
     jw_init(&w, buf, sizeof(buf));
-    jw_obj_begin(&w);
-    jw_key(&w, "deviceId");
-    write_dev(&w, dev);
-    jw_key(&w, "duration");
-    jw_uint(&w, sum);
-    jw_key(&w, "kind");
-    jw_str(&w, mon_kind_name(kind));
-    jw_key(&w, "timestamp");
-    jw_uint(&w, now);
-    jw_obj_end(&w);
+    (void)datamsg_write(&w, &m, NULL, 0);
     send_json(p, &w, first_err);
 }
 
@@ -615,20 +596,12 @@ static void send_marker_line(struct proc *p, bool host, const struct mdone *d, i
     struct jw w;
     jw_init(&w, buf, sizeof(buf));
     const char *dom = d->domain && *d->domain ? d->domain : "default";
-    jw_obj_begin(&w);
-    jw_key(&w, "deviceId");
-    jw_uint(&w, host ? 4294967295u : d->dev);
-    jw_key(&w, "domain");
-    jw_strn(&w, dom, utf8_cut(dom, NAME_MAX_BYTES));
-    jw_key(&w, "duration");
-    jw_uint(&w, host ? dur_of(d->hs, d->he) : dur_of(d->ds, d->de));
-    jw_key(&w, "kind");
-    jw_str(&w, "Marker");
-    jw_key(&w, "name");
-    jw_strn(&w, d->name, utf8_cut(d->name, NAME_MAX_BYTES));
-    jw_key(&w, "timestamp");
-    jw_uint(&w, host ? d->hs : d->ds);
-    jw_obj_end(&w);
+    /* a host marker's device is upstream's 4294967295, not -1 */
+    const struct datamsg m = { .kind = mon_kind_name(MON_KIND_MARKER), .device_id = host ? 4294967295LL : (int64_t)d->dev,
+                               .duration = host ? dur_of(d->hs, d->he) : dur_of(d->ds, d->de),
+                               .timestamp = host ? d->hs : d->ds, .name = d->name, .name_len = name_cut(d->name) };
+    const struct datamsg_field extra[] = { { .key = "domain", .type = DATAMSG_STR, .s = dom, .slen = name_cut(dom) } };
+    (void)datamsg_write(&w, &m, extra, 1);
     send_json(p, &w, first_err);
 }
 

@@ -19,6 +19,7 @@
 #include "common/jw.h"
 #include "common/log.h"
 #include "common/strutil.h"
+#include "contract/names.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/outputs/trace_fmt.h"
 #include "plugin/pipeline/pipeline.h"
@@ -244,17 +245,6 @@ static void tr_keep_between(struct proc *p, uint64_t t, uint64_t hi)
     p->nranges = kept;
 }
 
-/* "step <N>", N a non-negative decimal (the name dyno mode and annotated loops use). */
-static bool tr_step_of(const char *name, int32_t *ret)
-{
-    int64_t n;
-
-    if (!name || strncmp(name, "step ", 5) != 0 || str_to_i64(name + 5, &n) != 0 || n < 0 || n > INT32_MAX)
-        return false;
-    *ret = (int32_t)n;
-    return true;
-}
-
 /* The batch's host `step <N>` range starts move the window: the start of `step <start>`
  * opens it, the start of `step <stop>` closes it (the same boundaries as a step() call
  * between the steps). Called with p->lock held, before the batch's records are stored. */
@@ -262,9 +252,9 @@ static void tr_marker_scan(struct proc *p, const struct pl_batch *b)
 {
     for (size_t i = 0; i < b->nrecs; i++) {
         const struct mon_marker *m = &b->recs[i].u.marker;
-        int32_t n;
+        int64_t n;
         if (b->recs[i].kind != MON_KIND_MARKER || m->source_kind != 0 || !(m->flag & MON_MARKER_START) ||
-            !tr_step_of(m->name, &n))
+            names_step_parse(m->name, &n) != 0)
             continue;
         if (n > atomic_load(&g_mk_step))
             atomic_store(&g_mk_step, n);

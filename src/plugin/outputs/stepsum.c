@@ -12,6 +12,7 @@
 #include "common/jw.h"
 #include "common/log.h"
 #include "common/strutil.h"
+#include "contract/names.h"
 
 #define DGRAM_MAX 4096
 #define ROWS_PER_DGRAM 20 /* ~160 bytes a row: well inside one datagram */
@@ -59,16 +60,6 @@ void stepsum_destroy(struct stepsum *s)
     free(s);
 }
 
-int stepsum_step_name(const char *name, int64_t *ret_n)
-{
-    int64_t n;
-
-    if (!name || strncmp(name, "step ", 5) != 0 || str_to_i64(name + 5, &n) != 0)
-        return 0;
-    *ret_n = n;
-    return 1;
-}
-
 /* mu held. */
 static void add_iv(struct stepsum *s, uint64_t st, uint64_t en, uint32_t cls)
 {
@@ -93,7 +84,7 @@ static void add_step(struct stepsum *s, const struct pl_range *r)
     int64_t n;
     uint64_t st = r->host_start, en = r->host_end;
 
-    if (!stepsum_step_name(r->name, &n))
+    if (names_step_parse(r->name, &n) != 0)
         return;
     if (r->with_device && (r->parts & PL_PART_DEVICE)) {
         /* the device part ends when the step's device work does (the host part may end at
@@ -191,7 +182,7 @@ static size_t lower_bound(const struct stepsum_iv *ivs, size_t n, uint64_t t)
     return lo;
 }
 
-void stepsum_compute(const struct stepsum_iv *ivs, size_t n, uint64_t s, uint64_t e, struct stepsum_row *ret)
+void stepsum_compute(const struct stepsum_iv *ivs, size_t n, uint64_t s, uint64_t e, struct datamsg_step *ret)
 {
     uint64_t sums[4] = { 0, 0, 0, 0 }, covered = 0, cur_s = 0, cur_e = 0;
     bool open = false;
@@ -228,7 +219,22 @@ void stepsum_compute(const struct stepsum_iv *ivs, size_t n, uint64_t s, uint64_
     ret->host_ns = ret->wall_ns > covered ? ret->wall_ns - covered : 0;
 }
 
-size_t stepsum_json(const struct stepsum_row *rows, size_t n, int32_t rank, int32_t pid, const char *src,
+struct step_rows {
+    const struct datamsg_step *rows;
+    size_t n;
+};
+
+static void step_rows_write(struct jw *w, const void *ctx)
+{
+    const struct step_rows *sr = ctx;
+
+    jw_arr_begin(w);
+    for (size_t i = 0; i < sr->n; i++)
+        datamsg_step_write(w, &sr->rows[i]);
+    jw_arr_end(w);
+}
+
+size_t stepsum_json(const struct datamsg_step *rows, size_t n, int32_t rank, int32_t pid, const char *src,
                     uint64_t dropped, uint64_t now_ns, char *buf, size_t cap)
 {
     struct jw w;
@@ -236,57 +242,25 @@ size_t stepsum_json(const struct stepsum_row *rows, size_t n, int32_t rank, int3
 
     for (size_t i = 0; i < n; i++)
         total += rows[i].wall_ns;
+    const struct datamsg m = { .kind = STEPSUM_KIND, .device_id = -1, .duration = total, .timestamp = now_ns };
+    const struct step_rows sr = { rows, n };
+    const struct datamsg_field extra[] = {
+        { .key = "dropped", .type = DATAMSG_UINT, .u = dropped },
+        { .key = "pid", .type = DATAMSG_INT, .i = pid },
+        { .key = "rank", .type = DATAMSG_INT, .i = rank },
+        { .key = "src", .type = DATAMSG_STR, .s = src, .slen = SIZE_MAX },
+        { .key = "steps", .type = DATAMSG_FN, .fn = step_rows_write, .ctx = &sr },
+    };
+
     jw_init(&w, buf, cap);
-    jw_obj_begin(&w);
-    jw_key(&w, "deviceId");
-    jw_int(&w, -1);
-    jw_key(&w, "dropped");
-    jw_uint(&w, dropped);
-    jw_key(&w, "duration");
-    jw_uint(&w, total);
-    jw_key(&w, "kind");
-    jw_str(&w, STEPSUM_KIND);
-    jw_key(&w, "pid");
-    jw_int(&w, pid);
-    jw_key(&w, "rank");
-    jw_int(&w, rank);
-    jw_key(&w, "src");
-    jw_str(&w, src);
-    jw_key(&w, "steps");
-    jw_arr_begin(&w);
-    for (size_t i = 0; i < n; i++) {
-        const struct stepsum_row *r = &rows[i];
-        jw_obj_begin(&w);
-        jw_key(&w, "comm");
-        jw_uint(&w, r->comm_ns);
-        jw_key(&w, "compute");
-        jw_uint(&w, r->compute_ns);
-        jw_key(&w, "host");
-        jw_uint(&w, r->host_ns);
-        jw_key(&w, "memcpy");
-        jw_uint(&w, r->memcpy_ns);
-        jw_key(&w, "start");
-        jw_uint(&w, r->start_ns);
-        jw_key(&w, "step");
-        jw_int(&w, r->step);
-        jw_key(&w, "transfer");
-        jw_uint(&w, r->transfer_ns);
-        jw_key(&w, "wait");
-        jw_uint(&w, r->wait_ns);
-        jw_key(&w, "wall");
-        jw_uint(&w, r->wall_ns);
-        jw_obj_end(&w);
-    }
-    jw_arr_end(&w);
-    jw_key(&w, "timestamp");
-    jw_uint(&w, now_ns);
-    jw_obj_end(&w);
+    if (datamsg_write(&w, &m, extra, sizeof(extra) / sizeof(extra[0])) != 0)
+        return 0;
     if (w.err || w.len >= cap)
         return 0;
     return w.len;
 }
 
-static int send_rows(struct stepsum *s, const struct stepsum_row *rows, size_t n, const char *src,
+static int send_rows(struct stepsum *s, const struct datamsg_step *rows, size_t n, const char *src,
                      uint64_t dropped, proc_send_fn send, void *ctx, uint64_t now_ns)
 {
     char buf[DGRAM_MAX + 1];
@@ -314,7 +288,7 @@ int stepsum_tick(struct stepsum *s, proc_send_fn send, void *ctx, uint64_t now_n
 {
     struct stepsum_iv *ivs;
     struct sstep *steps;
-    struct stepsum_row *rows = NULL;
+    struct datamsg_step *rows = NULL;
     size_t niv, nsteps, nrows = 0, keep_from;
     uint64_t dropped;
     bool seen;
@@ -358,7 +332,7 @@ int stepsum_tick(struct stepsum *s, proc_send_fn send, void *ctx, uint64_t now_n
         keep_from = 0; /* a step is still running: its activity waits for its range */
     } else if (niv) {
         /* no step ranges in this session (yet): one summary for the interval */
-        struct stepsum_row r = { 0 };
+        struct datamsg_step r = { 0 };
         uint64_t e = ivs[0].e;
         for (size_t i = 0; i < niv; i++)
             if (ivs[i].e > e)

@@ -8,23 +8,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "contract/datamsg.h"
 #include "plugin/outputs/proc.h"
 
-#define STEPSUM_KIND "StepSummary"
+#define STEPSUM_KIND DATAMSG_STEP_SUMMARY
 #define STEPSUM_IV_CAP 262144   /* device activity intervals held between ticks */
 #define STEPSUM_STEP_CAP 4096   /* completed steps held between ticks */
 
-struct stepsum_row {
-    int64_t step;        /* N of `step <N>`; the interval number when src is "interval" */
-    uint64_t start_ns;   /* first timestamp of the step (host or device part) */
-    uint64_t wall_ns;    /* step end - start */
-    uint64_t compute_ns; /* kernel time inside the step (sum over streams) */
-    uint64_t comm_ns;    /* communication time inside the step (= wait + transfer) */
-    uint64_t wait_ns;    /* of comm: waiting for the other members (0 when the backend does not split) */
-    uint64_t transfer_ns; /* of comm: moving data (the Hccl records' time; comm when none) */
-    uint64_t memcpy_ns;  /* memcpy + memset time inside the step */
-    uint64_t host_ns;    /* wall time with no device activity at all: host-side gaps */
-};
 
 struct stepsum;
 
@@ -37,8 +27,6 @@ void stepsum_feed(struct stepsum *s, const struct pl_batch *b);
  * interval_ns: length of the interval ending now (for the per-interval fallback). */
 int stepsum_tick(struct stepsum *s, proc_send_fn send, void *ctx, uint64_t now_ns, uint64_t interval_ns);
 
-/* Pure: "step <N>" (N a decimal integer, optional leading '-') -> 1 and *ret_n, else 0. */
-int stepsum_step_name(const char *name, int64_t *ret_n);
 /* Pure: one summary per step range from intervals ivs (start-sorted) — used by the tick and
  * the unit tests. cls: 0 compute, 1 communication (whole op), 2 memcpy/memset, 3 transfer (the
  * Hccl records: the data movement of a collective, docs/cluster.md §1). */
@@ -46,9 +34,9 @@ struct stepsum_iv {
     uint64_t s, e;
     uint32_t cls;
 };
-void stepsum_compute(const struct stepsum_iv *ivs, size_t n, uint64_t s, uint64_t e, struct stepsum_row *ret);
+void stepsum_compute(const struct stepsum_iv *ivs, size_t n, uint64_t s, uint64_t e, struct datamsg_step *ret);
 /* Pure: the datagram for rows[0..n): returns its length (≤ cap) or 0 when it does not fit. */
-size_t stepsum_json(const struct stepsum_row *rows, size_t n, int32_t rank, int32_t pid, const char *src,
+size_t stepsum_json(const struct datamsg_step *rows, size_t n, int32_t rank, int32_t pid, const char *src,
                     uint64_t dropped, uint64_t now_ns, char *buf, size_t cap);
 
 #endif

@@ -336,14 +336,9 @@ void pipeline_stats(struct pipeline *pl, struct pipeline_stats *ret)
 {
     const struct pl_counters *c = &pl->c;
 
-    *ret = (struct pipeline_stats){
-        .consumed = atomic_load(&c->consumed), .kept = atomic_load(&c->kept),
-        .filtered = atomic_load(&c->filtered), .before_start = atomic_load(&c->before_start),
-        .dropped_queue = atomic_load(&c->dropped_queue), .dropped_declined = atomic_load(&c->dropped_declined),
-        .dropped_write = atomic_load(&c->dropped_write), .dropped_offline = atomic_load(&c->dropped_offline),
-        .written = atomic_load(&c->written),
-        .bytes_written = atomic_load(&c->bytes_written), .cpu_ns = atomic_load(&c->cpu_ns),
-    };
+#define STAT(key, label, what) ret->key = atomic_load(&c->key);
+#include "contract/stats.def"
+#undef STAT
 }
 
 void pipeline_last_stats(struct pipeline_stats *ret)
@@ -358,55 +353,64 @@ void pipeline_last_stats(struct pipeline_stats *ret)
 
 size_t pipeline_stats_format(const struct pipeline_stats *s, char *buf, size_t cap)
 {
-    int n = snprintf(buf, cap,
-                     "consumed=%llu kept=%llu filtered=%llu before_start=%llu dropped_queue=%llu "
-                     "dropped_declined=%llu dropped_write=%llu dropped_offline=%llu written=%llu bytes=%llu cpu_ns=%llu",
-                     (unsigned long long)s->consumed, (unsigned long long)s->kept, (unsigned long long)s->filtered,
-                     (unsigned long long)s->before_start, (unsigned long long)s->dropped_queue,
-                     (unsigned long long)s->dropped_declined, (unsigned long long)s->dropped_write,
-                     (unsigned long long)s->dropped_offline, (unsigned long long)s->written, (unsigned long long)s->bytes_written,
-                     (unsigned long long)s->cpu_ns);
-    if (n < 0)
-        n = 0;
-    return (size_t)n < cap ? (size_t)n : (cap ? cap - 1 : 0);
+    size_t len = 0;
+
+    if (cap)
+        buf[0] = '\0';
+#define STAT(key, label, what)                                                                          \
+    if (len < cap) {                                                                                    \
+        int n = snprintf(buf + len, cap - len, "%s" label "=%llu", len ? " " : "",                     \
+                         (unsigned long long)s->key);                                                   \
+        len += n > 0 ? (size_t)n : 0;                                                                   \
+    }
+#include "contract/stats.def"
+#undef STAT
+    return len < cap ? len : (cap ? cap - 1 : 0);
+}
+
+struct stat_field {
+    const char *k;
+    uint64_t v;
+};
+
+static int stat_field_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct stat_field *)a)->k, ((const struct stat_field *)b)->k);
+}
+
+/* The "stats" object: one key per counter, sorted like every JSON object we write. */
+static void stats_obj(struct jw *w, const void *ctx)
+{
+    const struct pipeline_stats *s = ctx;
+    struct stat_field f[] = {
+#define STAT(key, label, what) { #key, s->key },
+#include "contract/stats.def"
+#undef STAT
+    };
+
+    qsort(f, sizeof(f) / sizeof(f[0]), sizeof(f[0]), stat_field_cmp);
+    jw_obj_begin(w);
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+        jw_key(w, f[i].k);
+        jw_uint(w, f[i].v);
+    }
+    jw_obj_end(w);
 }
 
 size_t pipeline_stats_json(const struct pipeline_stats *s, int32_t pid, uint64_t now_ns, char *buf, size_t cap)
 {
     char text[512];
     struct jw w;
-    const struct { const char *k; uint64_t v; } f[] = {
-        {"before_start", s->before_start}, {"bytes_written", s->bytes_written}, {"consumed", s->consumed},
-        {"cpu_ns", s->cpu_ns}, {"dropped_declined", s->dropped_declined}, {"dropped_offline", s->dropped_offline},
-        {"dropped_queue", s->dropped_queue},
-        {"dropped_write", s->dropped_write}, {"filtered", s->filtered}, {"kept", s->kept},
-        {"written", s->written},
+    const struct datamsg m = { .kind = PIPELINE_STATS_KIND, .device_id = -1, .duration = s->cpu_ns,
+                               .timestamp = now_ns, .name = text, .name_len = SIZE_MAX };
+    const struct datamsg_field extra[] = {
+        { .key = "pid", .type = DATAMSG_INT, .i = pid },
+        { .key = "stats", .type = DATAMSG_FN, .fn = stats_obj, .ctx = s },
     };
 
     pipeline_stats_format(s, text, sizeof(text));
     jw_init(&w, buf, cap);
-    jw_obj_begin(&w);
-    jw_key(&w, "deviceId");
-    jw_int(&w, -1);
-    jw_key(&w, "duration");
-    jw_uint(&w, s->cpu_ns);
-    jw_key(&w, "kind");
-    jw_str(&w, PIPELINE_STATS_KIND);
-    jw_key(&w, "name");
-    jw_str(&w, text);
-    jw_key(&w, "pid");
-    jw_int(&w, pid);
-    jw_key(&w, "stats");
-    jw_obj_begin(&w);
-    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
-        jw_key(&w, f[i].k);
-        jw_uint(&w, f[i].v);
-    }
-    jw_obj_end(&w);
-    jw_key(&w, "timestamp");
-    jw_uint(&w, now_ns);
-    jw_obj_end(&w);
-    return w.err ? 0 : w.len;
+    return datamsg_write(&w, &m, extra, 2) == 0 ? w.len : 0;
 }
 
 /* The session's counters to the daemon, so `dyno status` and its loggers show them. */

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "contract/datamsg.h"
 #include "plugin/pipeline/record.h"
 
 struct filter_state;
@@ -51,27 +52,19 @@ static inline bool pl_range_complete(const struct pl_range *r)
     return !r->instant && (r->with_device ? r->parts == (PL_PART_HOST | PL_PART_DEVICE) : r->done == PL_PART_HOST);
 }
 
-/* Session counters, written by the pipeline and by the outputs' writers (relaxed atomics). */
+/* Session counters, written by the pipeline and by the outputs' writers (relaxed atomics);
+ * one field per row of the contract's stats.def. dropped_declined is set via
+ * pipeline_set_declined, dropped_offline via pipeline_add_offline_drops. */
 struct pl_counters {
-    _Atomic uint64_t consumed;          /* records delivered by the backend */
-    _Atomic uint64_t kept;              /* passed filter and cutoff */
-    _Atomic uint64_t filtered;          /* removed by the filter */
-    _Atomic uint64_t before_start;      /* ended before the session start */
-    _Atomic uint64_t dropped_queue;     /* output queue full after back-pressure */
-    _Atomic uint64_t dropped_declined;  /* buffers the backend asked for and we declined (their
-                                         * records were never seen; set via pipeline_set_declined) */
-    _Atomic uint64_t dropped_write;     /* lines/rows lost to a write error */
-    _Atomic uint64_t dropped_offline;   /* metric datagrams dropped from the full backlog while the
-                                         * daemon was unreachable (pipeline_add_offline_drops) */
-    _Atomic uint64_t written;           /* lines/rows on disk */
-    _Atomic uint64_t bytes_written;
-    _Atomic uint64_t cpu_ns;            /* completion path + writer threads */
+#define STAT(key, label, what) _Atomic uint64_t key;
+#include "contract/stats.def"
+#undef STAT
 };
 
 struct pipeline_stats {
-    uint64_t consumed, kept, filtered, before_start, dropped_queue, dropped_declined, dropped_write, dropped_offline,
-        written,
-        bytes_written, cpu_ns;
+#define STAT(key, label, what) uint64_t key;
+#include "contract/stats.def"
+#undef STAT
 };
 
 struct pipeline;
@@ -106,7 +99,7 @@ size_t pipeline_stats_format(const struct pipeline_stats *s, char *buf, size_t c
  * plus "pid" and "stats"): {"deviceId":-1,"duration":<cpu_ns>,"kind":"PluginStats",
  * "name":"consumed=… …","pid":<pid>,"stats":{…},"timestamp":<now>}. Pure; returns the length,
  * 0 if cap is too small. */
-#define PIPELINE_STATS_KIND "PluginStats"
+#define PIPELINE_STATS_KIND DATAMSG_PLUGIN_STATS
 size_t pipeline_stats_json(const struct pipeline_stats *s, int32_t pid, uint64_t now_ns, char *buf, size_t cap);
 /* Hook for the control layer's undelivered-data drops (added to the running session, if any;
  * drops between sessions are only in the control layer's own total). */

@@ -7,21 +7,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* msPTI kind values (docs/design/mspti.md#kinds-and-records); 8 (external correlation) is never enabled. */
+#include "contract/kinds.h"
+
+/* msPTI kind values, one per row of the contract's kind table (docs/design/contract.md#activity-kinds);
+ * 8 (external correlation) is never enabled. */
 enum mon_kind {
-    MON_KIND_MARKER = 1,
-    MON_KIND_KERNEL = 2,
-    MON_KIND_API = 3,
-    MON_KIND_HCCL = 4,
-    MON_KIND_MEMORY = 5,
-    MON_KIND_MEMSET = 6,
-    MON_KIND_MEMCPY = 7,
-    MON_KIND_COMMUNICATION = 9,
-    MON_KIND_ACL_API = 10,
-    MON_KIND_NODE_API = 11,
-    MON_KIND_RUNTIME_API = 12,
+#define KIND(name, id, value, standalone) MON_KIND_##id = value,
+#include "contract/kinds.def"
+#undef KIND
 };
-#define MON_KIND_LIMIT 13 /* kind values are < this; use for per-kind arrays */
+#define MON_KIND_LIMIT KINDS_VALUE_LIMIT /* kind values are < this; use for per-kind arrays */
 
 /* "Marker", "Kernel", ... for the 11 user-visible kinds; NULL otherwise. */
 const char *mon_kind_name(int kind);

@@ -16,7 +16,7 @@
 #include "contract/kinds.h"
 #include "contract/kvtext.h"
 #include "contract/rank.h"
-#include "contract/utf8.h"
+#include "common/utf8.h"
 
 static void test_kinds_table(void **state)
 {

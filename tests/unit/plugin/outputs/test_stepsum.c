@@ -14,7 +14,7 @@ static void test_compute(void **state)
     /* step [100, 200): kernels 100-140 and 130-150 (overlap), comm 160-180, memcpy 190-210
      * (clipped), one kernel after the step; idle 150-160 and 180-190 */
     const struct stepsum_iv iv[] = { { 100, 140, 0 }, { 130, 150, 0 }, { 160, 180, 1 }, { 190, 210, 2 }, { 220, 230, 0 } };
-    struct stepsum_row r;
+    struct datamsg_step r;
     stepsum_compute(iv, 5, 100, 200, &r);
     assert_int_equal(r.wall_ns, 100);
     assert_int_equal(r.compute_ns, 60);
@@ -23,11 +23,6 @@ static void test_compute(void **state)
     assert_int_equal(r.host_ns, 20);
     assert_int_equal(r.wait_ns, 0); /* no Hccl record: no split */
     assert_int_equal(r.transfer_ns, 20);
-    int64_t n = 0;
-    assert_int_equal(stepsum_step_name("step 42", &n), 1);
-    assert_int_equal(n, 42);
-    assert_int_equal(stepsum_step_name("step x", &n), 0);
-    assert_int_equal(stepsum_step_name("stepper 1", &n), 0);
 }
 
 /* A synchronised collective: the Communication record spans arrival..end, the Hccl record the
@@ -36,7 +31,7 @@ static void test_wait_split(void **state)
 {
     (void)state;
     const struct stepsum_iv iv[] = { { 100, 150, 0 }, { 150, 190, 1 }, { 175, 190, 3 } };
-    struct stepsum_row r;
+    struct datamsg_step r;
     stepsum_compute(iv, 3, 100, 200, &r);
     assert_int_equal(r.comm_ns, 40);
     assert_int_equal(r.transfer_ns, 15);
@@ -53,7 +48,7 @@ static void test_wait_split(void **state)
 static void test_json(void **state)
 {
     (void)state;
-    struct stepsum_row r = { .step = 7, .start_ns = 1000, .wall_ns = 100, .compute_ns = 60, .comm_ns = 20,
+    struct datamsg_step r = { .step = 7, .start_ns = 1000, .wall_ns = 100, .compute_ns = 60, .comm_ns = 20,
                              .wait_ns = 5, .transfer_ns = 15, .memcpy_ns = 10, .host_ns = 20 };
     char buf[512];
     size_t len = stepsum_json(&r, 1, 3, 99, "step", 0, 5, buf, sizeof(buf));

@@ -1,6 +1,6 @@
 /* utf8: byte-level decoding by the RFC 3629 table (first-byte ranges narrow the second byte
  * for E0/ED/F0/F4), which rejects overlongs and surrogates without computing code points. */
-#include "contract/utf8.h"
+#include "common/utf8.h"
 
 size_t utf8_seq_len(const unsigned char *s, size_t n)
 {

@@ -1,8 +1,8 @@
 /* utf8: the one UTF-8 validator (RFC 3629: no overlongs, no surrogates, nothing above
  * U+10FFFF), used by the JSON writer and reader, the metric names, the xlsx writer and the
  * shm handoff, so every component agrees on what "valid text" is. */
-#ifndef MSMON_CONTRACT_UTF8_H
-#define MSMON_CONTRACT_UTF8_H
+#ifndef MSMON_COMMON_UTF8_H
+#define MSMON_COMMON_UTF8_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,0 +1,58 @@
+/* names: the step marker codec and the record value name lookups over recnames.def. The
+ * marker is written and parsed only here, so every reader applies the same range. */
+#include "contract/names.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/strutil.h"
+
+int names_step_parse(const char *name, int64_t *ret_n)
+{
+    const size_t plen = sizeof(NAMES_STEP_PREFIX) - 1;
+    uint64_t n;
+
+    /* digits only: no sign, no spaces */
+    if (!name || strncmp(name, NAMES_STEP_PREFIX, plen) != 0 || str_to_u64(name + plen, &n) != 0 ||
+        n > NAMES_STEP_MAX)
+        return -EINVAL;
+    *ret_n = (int64_t)n;
+    return 0;
+}
+
+int names_step_format(char *buf, size_t cap, int64_t n)
+{
+    int len;
+
+    if (n < 0 || n > NAMES_STEP_MAX)
+        return -EINVAL;
+    len = snprintf(buf, cap, NAMES_STEP_PREFIX "%lld", (long long)n);
+    return len >= 0 && (size_t)len < cap ? 0 : -ENOSPC;
+}
+
+const char *names_dtype(int32_t dt)
+{
+    static const char *const by_value[] = {
+#define DTYPE(value, name) [value] = #name,
+#include "contract/recnames.def"
+#undef DTYPE
+    };
+
+    if (dt >= 0 && (size_t)dt < sizeof(by_value) / sizeof(by_value[0]) && by_value[dt])
+        return by_value[dt];
+    return "INVALID_TYPE";
+}
+
+const char *names_memcpy_kind(int32_t k)
+{
+    static const char *const by_value[] = {
+#define MEMCPY_KIND(value, name) [value] = #name,
+#include "contract/recnames.def"
+#undef MEMCPY_KIND
+    };
+
+    if (k >= 0 && (size_t)k < sizeof(by_value) / sizeof(by_value[0]) && by_value[k])
+        return by_value[k];
+    return "UNKNOWN";
+}

@@ -1,0 +1,35 @@
+/* names: the fixed names and numbers peers meet by (docs/design/contract.md#names): socket and
+ * segment names, the DB's marker connectionId offset, the `step <N>` marker and the names of
+ * enumerated record values. Written once here; Python gets them generated (_contract.py). */
+#ifndef MSMON_CONTRACT_NAMES_H
+#define MSMON_CONTRACT_NAMES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Sockets in the socket directory: <dir>/<base>.sock (NAMES_SOCK_FILE gives the file name). */
+#define NAMES_SOCK_CTL "dynolog"       /* control datagrams */
+#define NAMES_SOCK_DATA "dynolog_data" /* data datagrams */
+#define NAMES_SOCK_RPC "dyno"          /* local RPC stream socket */
+#define NAMES_SOCK_SUFFIX ".sock"
+#define NAMES_SOCK_FILE(base) base NAMES_SOCK_SUFFIX
+#define NAMES_SHM_PREFIX "DynamicProfileNpuShm"
+/* DB connectionId of a marker = its msPTI id + this, so marker ids never meet API ids. */
+#define NAMES_DB_MARKER_CONN_OFFSET 4000000000ULL
+
+/* The step marker: mstx range message "step <N>", N decimal digits (no sign) worth at most
+ * NAMES_STEP_MAX. */
+#define NAMES_STEP_PREFIX "step "
+#define NAMES_STEP_MAX INT32_MAX
+
+/* N of a step marker name: 0 and *ret_n, or -EINVAL (NULL, another name, N out of range). */
+int names_step_parse(const char *name, int64_t *ret_n);
+/* "step <n>" into buf; 0, -EINVAL for n out of range, -ENOSPC if cap is too small. */
+int names_step_format(char *buf, size_t cap, int64_t n);
+
+/* Communication data type name ("FP32", ...); "INVALID_TYPE" for other values. */
+const char *names_dtype(int32_t dt);
+/* MemCpy kind name ("HTOD", ...); "UNKNOWN" for other values. */
+const char *names_memcpy_kind(int32_t k);
+
+#endif

@@ -1,0 +1,164 @@
+/* test_names: the contract's tables and codecs that peers meet by — the standalone kind
+ * subset, the `step <N>` marker, record value names, the data-message envelope and the
+ * StepSummary row. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "common/jw.h"
+#include "contract/datamsg.h"
+#include "contract/kinds.h"
+#include "contract/names.h"
+
+static void test_standalone_kinds(void **state)
+{
+    (void)state;
+    static const int order[KINDS_STANDALONE_COUNT] = { 3, 2, 9, 1, 10, 11, 12 }; /* ActivityKind's */
+    int n = 0;
+
+    for (size_t i = 0; i < KINDS_STANDALONE_COUNT; i++) {
+        assert_int_equal(kinds_standalone_at(i), order[i]);
+        assert_true(kinds_standalone(order[i]));
+    }
+    assert_int_equal(kinds_standalone_at(KINDS_STANDALONE_COUNT), -EINVAL);
+    for (int v = -1; v <= KINDS_VALUE_LIMIT; v++)
+        n += kinds_standalone(v);
+    assert_int_equal(n, KINDS_STANDALONE_COUNT);
+    assert_false(kinds_standalone(4));  /* Hccl */
+    assert_false(kinds_standalone(7));  /* MemCpy */
+    assert_false(kinds_standalone(8));
+}
+
+static void test_step_marker(void **state)
+{
+    (void)state;
+    int64_t n = -5;
+    char buf[32];
+
+    assert_int_equal(names_step_parse("step 0", &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(names_step_parse("step 42", &n), 0);
+    assert_int_equal(n, 42);
+    assert_int_equal(names_step_parse("step 2147483647", &n), 0);
+    assert_int_equal(n, INT32_MAX);
+    n = -5;
+    static const char *const bad[] = { "step 2147483648", "step -1", "step +1", "step x", "stepper 1", "step ",
+                                       "step  1", "step 1 ", "Step 1", "step 99999999999999999999999", "" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(names_step_parse(bad[i], &n), -EINVAL);
+    assert_int_equal(names_step_parse(NULL, &n), -EINVAL);
+    assert_int_equal(n, -5); /* untouched on error */
+
+    assert_int_equal(names_step_format(buf, sizeof(buf), 7), 0);
+    assert_string_equal(buf, "step 7");
+    assert_int_equal(names_step_parse(buf, &n), 0);
+    assert_int_equal(n, 7);
+    assert_int_equal(names_step_format(buf, sizeof(buf), -1), -EINVAL);
+    assert_int_equal(names_step_format(buf, sizeof(buf), (int64_t)INT32_MAX + 1), -EINVAL);
+    assert_int_equal(names_step_format(buf, 6, 7), -ENOSPC); /* "step 7" needs 7 bytes */
+}
+
+static void test_record_value_names(void **state)
+{
+    (void)state;
+    assert_string_equal(names_dtype(0), "INT8");
+    assert_string_equal(names_dtype(4), "FP32");
+    assert_string_equal(names_dtype(11), "BFP16");
+    assert_string_equal(names_dtype(13), "INVALID_TYPE"); /* a hole in msPTI's numbering */
+    assert_string_equal(names_dtype(17), "FP8E8M0");
+    assert_string_equal(names_dtype(18), "INVALID_TYPE");
+    assert_string_equal(names_dtype(-1), "INVALID_TYPE");
+    assert_string_equal(names_memcpy_kind(2), "HTOD");
+    assert_string_equal(names_memcpy_kind(5), "DEFAULT");
+    assert_string_equal(names_memcpy_kind(6), "UNKNOWN");
+    assert_string_equal(names_memcpy_kind(-3), "UNKNOWN");
+}
+
+static void write_arr(struct jw *w, const void *ctx)
+{
+    jw_arr_begin(w);
+    jw_int(w, *(const int *)ctx);
+    jw_arr_end(w);
+}
+
+static void test_datamsg_envelope(void **state)
+{
+    (void)state;
+    char buf[512];
+    struct jw w;
+    int one = 1;
+    const struct datamsg m = { .kind = "OpStats", .device_id = 3, .duration = 10, .timestamp = 99,
+                               .name = "abc\"def", .name_len = 3 };
+    /* extras in any order come out sorted among the envelope keys */
+    const struct datamsg_field extra[] = {
+        { .key = "zeta", .type = DATAMSG_FN, .fn = write_arr, .ctx = &one },
+        { .key = "acks", .type = DATAMSG_BOOL, .b = true },
+        { .key = "pid", .type = DATAMSG_INT, .i = -7 },
+        { .key = "domain", .type = DATAMSG_STR, .s = "d\n", .slen = SIZE_MAX },
+        { .key = "interval_ns", .type = DATAMSG_UINT, .u = 18446744073709551615ull },
+    };
+
+    jw_init(&w, buf, sizeof(buf));
+    assert_int_equal(datamsg_write(&w, &m, extra, 5), 0);
+    assert_string_equal(buf, "{\"acks\":true,\"deviceId\":3,\"domain\":\"d\\n\",\"duration\":10,"
+                             "\"interval_ns\":18446744073709551615,\"kind\":\"OpStats\",\"name\":\"abc\","
+                             "\"pid\":-7,\"timestamp\":99,\"zeta\":[1]}");
+
+    /* no device: -1; no name: no key; a host marker's 4294967295 stays as it is */
+    const struct datamsg host = { .kind = "Marker", .device_id = -9, .duration = 0, .timestamp = 1 };
+    jw_init(&w, buf, sizeof(buf));
+    assert_int_equal(datamsg_write(&w, &host, NULL, 0), 0);
+    assert_string_equal(buf, "{\"deviceId\":-1,\"duration\":0,\"kind\":\"Marker\",\"timestamp\":1}");
+    const struct datamsg hm = { .kind = "Marker", .device_id = 4294967295LL, .timestamp = 1 };
+    jw_init(&w, buf, sizeof(buf));
+    assert_int_equal(datamsg_write(&w, &hm, NULL, 0), 0);
+    assert_non_null(strstr(buf, "\"deviceId\":4294967295,"));
+
+    /* refused: no kind, too many extras, a NULL string or key; a full buffer is the writer's error */
+    const struct datamsg nokind = { .kind = NULL };
+    jw_init(&w, buf, sizeof(buf));
+    assert_int_equal(datamsg_write(&w, &nokind, NULL, 0), -EINVAL);
+    struct datamsg_field many[DATAMSG_EXTRA_MAX + 1];
+    for (size_t i = 0; i < DATAMSG_EXTRA_MAX + 1; i++)
+        many[i] = (struct datamsg_field){ .key = "k", .type = DATAMSG_INT };
+    jw_init(&w, buf, sizeof(buf));
+    assert_int_equal(datamsg_write(&w, &host, many, DATAMSG_EXTRA_MAX + 1), -EINVAL);
+    const struct datamsg_field nul[] = { { .key = "s", .type = DATAMSG_STR, .s = NULL } };
+    jw_init(&w, buf, sizeof(buf));
+    assert_int_equal(datamsg_write(&w, &host, nul, 1), -EINVAL);
+    const struct datamsg_field nokey[] = { { .key = NULL, .type = DATAMSG_INT } };
+    jw_init(&w, buf, sizeof(buf));
+    assert_int_equal(datamsg_write(&w, &host, nokey, 1), -EINVAL);
+    jw_init(&w, buf, 20);
+    assert_int_equal(datamsg_write(&w, &m, extra, 5), -ENOSPC);
+}
+
+static void test_datamsg_step(void **state)
+{
+    (void)state;
+    char buf[512];
+    struct jw w;
+    const struct datamsg_step r = { .step = 7, .start_ns = 1000, .wall_ns = 100, .compute_ns = 60, .comm_ns = 20,
+                                    .wait_ns = 5, .transfer_ns = 15, .memcpy_ns = 10, .host_ns = 20 };
+
+    jw_init(&w, buf, sizeof(buf));
+    datamsg_step_write(&w, &r);
+    assert_int_equal(w.err, 0);
+    assert_string_equal(buf, "{\"comm\":20,\"compute\":60,\"host\":20,\"memcpy\":10,\"start\":1000,\"step\":7,"
+                             "\"transfer\":15,\"wait\":5,\"wall\":100}");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_standalone_kinds),   cmocka_unit_test(test_step_marker),
+        cmocka_unit_test(test_record_value_names), cmocka_unit_test(test_datamsg_envelope),
+        cmocka_unit_test(test_datamsg_step),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
