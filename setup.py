@@ -45,7 +45,8 @@ class BuildWithCMake(build_py):
                                    f"-DMSMON_PYTHON={sys.executable}",
                                    f"-DMSMON_PLUGIN_VERSION={VERSION}"])
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", "2")
-        subprocess.check_call(["cmake", "--build", bdir, "-j", jobs, "--target", "IPCMonitor_C", "msmonitor"])
+        subprocess.check_call(["cmake", "--build", bdir, "-j", jobs, "--target", "IPCMonitor_C", "msmonitor",
+                               "msmon_py_contract"])
         ext = os.path.join(bdir, "python", "ext", "IPCMonitor_C.so")
         core = os.path.join(bdir, "src", "plugin", "libmsmonitor.so")
         for pkg in PACKAGES:
@@ -53,6 +54,8 @@ class BuildWithCMake(build_py):
             os.makedirs(lib64, exist_ok=True)
             shutil.copy2(ext, os.path.join(lib64, "IPCMonitor_C.so"))
             shutil.copy2(core, os.path.join(lib64, "libmsmonitor.so"))
+            # the contract tables as Python, generated from src/contract/ (python/CMakeLists.txt)
+            shutil.copy2(os.path.join(bdir, "python", "_contract.py"), os.path.join(self.build_lib, pkg, "_contract.py"))
 
 
 os.makedirs(SCRATCH, exist_ok=True)

@@ -15,18 +15,13 @@ import threading
 import time
 
 from . import nputrace, step_hook
+from ._contract import SHM_PREFIX, SHM_SIZE
 from ._ipcmonitor_C import IPCMonitor_C
 from .dynamic_monitor_proxy import PyDynamicMonitorProxy
 from .utils import get_parallel_group_info, get_rank_id
 
 SHM_DIR = "/dev/shm"
-SHM_PREFIX = "DynamicProfileNpuShm"
-SHM_SIZE = 1 << 20
 STALE_SECONDS = 60
-
-# nputrace states as the daemon encodes them (docs/design/ipc.md#datagrams: -1 Uninitialized, 0 Idle,
-# 1 Running, 2 Ready).
-TRACE_IDLE, TRACE_RUNNING, TRACE_READY = 0, 1, 2
 
 _ESTALE = 116
 
@@ -77,13 +72,6 @@ def shm_name(key=None):
     return f"{SHM_PREFIX}-{key or job_key()}"
 
 
-def stale_message(path):
-    d = os.path.dirname(path) or "."
-    return (f"There may exist shared memory before this task. If no job is using it, run "
-            f"`rm -f {d}/{SHM_PREFIX}*` (see `ls -la {d}/{SHM_PREFIX}*`). "
-            f"Please remove: {path}")
-
-
 def use_daemon_enabled(environ=None):
     """MSMONITOR_USE_DAEMON (or the deprecated KINETO_USE_DAEMON) parsed as an integer;
     only 1 enables dyno mode."""
@@ -129,18 +117,6 @@ def attach_or_create(path):
     return fd, creator
 
 
-def parse_config_text(text):
-    """The poller's line parsing (docs/design/ipc.md#poller), for tools and tests: split on newlines,
-    keep a line only if it splits on '=' into exactly two parts, strip both."""
-    cfg = {}
-    for line in text.split("\n"):
-        parts = line.split("=")
-        if len(parts) != 2:
-            continue
-        cfg[parts[0].strip()] = parts[1].strip()
-    return cfg
-
-
 def write_config(mm, cfg, now=None):
     """Publish a config dict as the poller does (tools and tests): JSON text padded with
     spaces, then the 4-byte timestamp (last, so a rank that sees the new time reads the
@@ -153,18 +129,6 @@ def write_config(mm, cfg, now=None):
     mm[4 + len(text):SHM_SIZE] = b" " * (SHM_SIZE - 4 - len(text))
     mm[0:4] = struct.pack("<I", int(time.time() if now is None else now) & 0xFFFFFFFF)
     return True
-
-
-def read_config(mm):
-    """The JSON object of the segment, or None if it is empty or unparsable."""
-    raw = bytes(mm[4:SHM_SIZE]).rstrip(b" \0")
-    if not raw:
-        return None
-    try:
-        cfg = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return None
-    return cfg if isinstance(cfg, dict) else None
 
 
 def _before_stop():

@@ -1,20 +1,14 @@
 """Monitor: the standalone activity monitor (docs/design/session.md#standalone-monitor). No daemon needed; records
 are kept in memory until the next start, so use it for short captures."""
+from ._contract import STANDALONE_KINDS
 from ._ipcmonitor_C import IPCMonitor_C
 from .file_manager import is_valid_path
 
 _mon = IPCMonitor_C.monitor if IPCMonitor_C is not None else None
 ActivityKind = _mon.ActivityKind if _mon is not None else None
 
-_GETTERS = {
-    "API": "get_api_data",
-    "AclAPI": "get_acl_api_data",
-    "NodeAPI": "get_node_api_data",
-    "RuntimeAPI": "get_runtime_api_data",
-    "Kernel": "get_kernel_data",
-    "Communication": "get_communication_data",
-    "Marker": "get_marker_data",
-}
+# One getter per standalone kind, named after the kind (the contract's table).
+_GETTERS = {name: f"get_{stem}_data" for name, stem in STANDALONE_KINDS}
 
 
 class Monitor:

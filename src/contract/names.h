@@ -14,6 +14,7 @@
 #define NAMES_SOCK_SUFFIX ".sock"
 #define NAMES_SOCK_FILE(base) base NAMES_SOCK_SUFFIX
 #define NAMES_SHM_PREFIX "DynamicProfileNpuShm"
+#define NAMES_SHM_SIZE (1u << 20) /* dyno-mode segment: 4-byte time stamp + config text */
 /* DB connectionId of a marker = its msPTI id + this, so marker ids never meet API ids. */
 #define NAMES_DB_MARKER_CONN_OFFSET 4000000000ULL
 

@@ -37,6 +37,8 @@ def test_wheel_builds_offline_and_imports(tmp_path):
         for f in ("IPCMonitor_C.so", "libmsmonitor.so"):
             assert (target / pkg / "lib64" / f).exists()
     assert (target / "msmonitor" / "dynamic_profile.py").exists()
+    for pkg in ("IPCMonitor", "msmonitor"):  # generated at build time, never in the source tree
+        assert (target / pkg / "_contract.py").exists()
     r = subprocess.run([PYTHON, "-c", "from IPCMonitor import PyDynamicMonitorProxy, Monitor, ActivityKind; "
                         "import msmonitor; print(ActivityKind.Kernel.value, msmonitor.PyDynamicMonitorProxy.poll_dyno() == '')"],
                        env=dict(os.environ, PYTHONPATH=str(target), MSMONITOR_SOCKET_DIR=str(tmp_path)),

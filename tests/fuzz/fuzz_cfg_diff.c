@@ -1,7 +1,7 @@
 /* fuzz_cfg_diff: one config text, every reader (docs/security.md, "Config text: one reading").
  * The daemon's strict reading (cfgcanon, then kvtext on the canonical text) against each
  * consumer's: our plugin's kvtext, a port of Kineto's config-line parser and the Python
- * readers (msmonitor's parse_config_text, kineto_client.py), each on the text as sent and on
+ * readers (the Python rule of docs/design/contract.md#config-text, kineto_client.py), each on the text as sent and on
  * the canonical text. Invariant: whenever the daemon accepts a text, every reader gets exactly
  * the daemon's dict from both, and the canonical text is its own canonical form. */
 #include <stdint.h>
@@ -130,7 +130,7 @@ static void py_strip(const char *t, size_t *a, size_t *b)
     }
 }
 
-/* msmonitor.dynamic_profile.parse_config_text: text.split("\n"); keep a line that splits on
+/* The Python rule (docs/design/contract.md#config-text): text.split("\n"); keep a line that splits on
  * '=' into exactly two parts; str.strip() both (Unicode whitespace). kineto_client.py does
  * the same after cutting '#' comments. */
 static void read_python(const char *t, size_t len, int comments, struct dict *d)

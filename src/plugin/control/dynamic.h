@@ -19,7 +19,7 @@
 
 #define DYN_SHM_PREFIX NAMES_SHM_PREFIX
 #define DYN_SHM_DIR "/dev/shm"
-#define DYN_SHM_SIZE (1u << 20)
+#define DYN_SHM_SIZE NAMES_SHM_SIZE
 #define DYN_STALE_S 60
 #define DYN_ATTACH_TRIES 10
 #define DYN_DEFAULT_POLL_S 2.0

@@ -1,0 +1,128 @@
+/* gen_contract: prints msmonitor/_contract.py, the Python view of the contract tables in
+ * src/contract/ (docs/design/contract.md#python), so the package never holds a hand-written
+ * copy. Run by CMake at build time; the output goes to stdout. */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "contract/datamsg.h"
+#include "contract/kinds.h"
+#include "contract/names.h"
+
+/* A Python string literal of s; the table texts are printable ASCII, anything else is escaped. */
+static void pystr(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20 || c > 0x7e)
+            printf("\\x%02x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static void kinds(void)
+{
+    printf("# Activity kinds (name, msPTI value) in the order users see them.\nKINDS = (\n");
+#define KIND(name, id, value, standalone) printf("    (\"%s\", %d),\n", #name, value);
+#include "contract/kinds.def"
+#undef KIND
+    printf(")\nKIND_VALUES = dict(KINDS)\nKIND_NAMES = {v: n for n, v in KINDS}\n\n");
+    printf("# The kinds the standalone Monitor accepts, in ActivityKind's order: (name, getter stem).\n"
+           "STANDALONE_KINDS = (\n");
+    for (size_t i = 0; i < KINDS_STANDALONE_COUNT; i++) {
+        int k = kinds_standalone_at(i);
+#define KIND(name, id, value, standalone)                                                        \
+    if (value == k) {                                                                            \
+        printf("    (\"%s\", \"", #name);                                                        \
+        for (const char *c = #id; *c; c++)                                                       \
+            putchar(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);                               \
+        printf("\"),\n");                                                                        \
+    }
+#include "contract/kinds.def"
+#undef KIND
+    }
+    printf(")\n\n");
+}
+
+static void data_messages(void)
+{
+    printf("# Data kinds beyond the activity kinds.\nDATA_KINDS = (");
+    static const char *const dk[] = { DATAMSG_OP_STATS, DATAMSG_PLUGIN_STATS, DATAMSG_PLUGIN_INFO,
+                                      DATAMSG_PLUGIN_HEALTH, DATAMSG_STEP_SUMMARY };
+    for (size_t i = 0; i < sizeof(dk) / sizeof(dk[0]); i++) {
+        printf("%s", i ? ", " : "");
+        pystr(dk[i]);
+    }
+    printf(")\nSTEP_SUMMARY = ");
+    pystr(DATAMSG_STEP_SUMMARY);
+    printf("\nPLUGIN_STATS = ");
+    pystr(DATAMSG_PLUGIN_STATS);
+    printf("\n# A StepSummary row's duration keys (plus \"step\").\nSTEP_FIELDS = (");
+    const char *sep = "";
+#define DATAMSG_STEP_FIELD(field, key, what) printf("%s\"%s\"", sep, key), sep = ", ";
+    DATAMSG_STEP_FIELDS(DATAMSG_STEP_FIELD)
+#undef DATAMSG_STEP_FIELD
+    printf(")\n# Session counters: (PluginStats key, stats-line label), in the stats line's order.\n"
+           "STATS_COUNTERS = (\n");
+#define STAT(key, label, what) printf("    (\"%s\", \"%s\"),\n", #key, label);
+#include "contract/stats.def"
+#undef STAT
+    printf(")\n\n");
+}
+
+static void names(void)
+{
+    printf("# Sockets in the socket directory, the dyno-mode segment.\nSOCK_CTL = ");
+    pystr(NAMES_SOCK_FILE(NAMES_SOCK_CTL));
+    printf("\nSOCK_DATA = ");
+    pystr(NAMES_SOCK_FILE(NAMES_SOCK_DATA));
+    printf("\nSOCK_RPC = ");
+    pystr(NAMES_SOCK_FILE(NAMES_SOCK_RPC));
+    printf("\nSHM_PREFIX = ");
+    pystr(NAMES_SHM_PREFIX);
+    printf("\nSHM_SIZE = %u\n\n", (unsigned)NAMES_SHM_SIZE);
+    printf("# DB: a marker's connectionId is its msPTI id plus this.\nDB_MARKER_CONN_OFFSET = %llu\n\n",
+           (unsigned long long)NAMES_DB_MARKER_CONN_OFFSET);
+    printf("# Record value names (Communication data types, MemCpy kinds).\nDTYPE_NAMES = {\n");
+#define DTYPE(value, name) printf("    %d: \"%s\",\n", value, #name);
+#include "contract/recnames.def"
+#undef DTYPE
+    printf("}\nDTYPE_INVALID = ");
+    pystr(names_dtype(-1));
+    printf("\nMEMCPY_KIND_NAMES = {\n");
+#define MEMCPY_KIND(value, name) printf("    %d: \"%s\",\n", value, #name);
+#include "contract/recnames.def"
+#undef MEMCPY_KIND
+    printf("}\n\n");
+}
+
+static void step_marker(void)
+{
+    printf("# The step marker: mstx range message \"step <N>\", N decimal digits <= STEP_MAX.\nSTEP_PREFIX = ");
+    pystr(NAMES_STEP_PREFIX);
+    printf("\nSTEP_MAX = %lld\n\n\n", (long long)NAMES_STEP_MAX);
+    printf("def step_of(name):\n"
+           "    \"\"\"N of a step marker name, else None (the rule of names_step_parse).\"\"\"\n"
+           "    if not isinstance(name, str) or not name.startswith(STEP_PREFIX):\n"
+           "        return None\n"
+           "    digits = name[len(STEP_PREFIX):]\n"
+           "    if not digits or any(c < \"0\" or c > \"9\" for c in digits):\n"
+           "        return None\n"
+           "    n = int(digits)\n"
+           "    return n if n <= STEP_MAX else None\n");
+}
+
+int main(void)
+{
+    printf("\"\"\"msmonitor._contract: generated at build time by python/gen/gen_contract.c from the tables in\n"
+           "src/contract/ (docs/design/contract.md). Do not edit; change the tables.\"\"\"\n\n");
+    kinds();
+    data_messages();
+    names();
+    step_marker();
+    return ferror(stdout) ? 1 : 0;
+}
