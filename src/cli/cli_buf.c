@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/jw.h"
 #include "common/utf8.h"
 
 void cli_buf_init(struct cli_buf *b, size_t max)
@@ -77,22 +78,25 @@ void cli_buf_printf(struct cli_buf *b, const char *fmt, ...)
 
 void cli_buf_json_str(struct cli_buf *b, const char *s, size_t n)
 {
-    static const char hex[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '\n') {
-            cli_buf_append(b, "\\n", 2);
-        } else if (c == '"') {
-            cli_buf_append(b, "\\\"", 2);
-        } else if (c == '\\') {
-            cli_buf_append(b, "\\\\", 2);
-        } else if (c < 0x20) {
-            char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            cli_buf_append(b, u, sizeof(u));
-        } else {
-            cli_buf_append(b, (const char *)&s[i], 1);
-        }
+    size_t room;
+    long r;
+
+    if (b->err)
+        return;
+    /* the one JSON escaper (common/jw.c): room for its worst case (6 bytes per input byte),
+     * or up to the cap, where it reports -ENOSPC if the text does not fit */
+    room = b->max - b->len;
+    if (n <= room / 6)
+        room = n * 6;
+    if (reserve(b, room) < 0)
+        return;
+    r = jw_escape(b->p + b->len, room, s, n);
+    if (r < 0) {
+        b->err = (int)r;
+        return;
     }
+    b->len += (size_t)r;
+    b->p[b->len] = '\0';
 }
 
 const char *cli_buf_str(const struct cli_buf *b)
@@ -135,24 +139,54 @@ static size_t term_unit(const unsigned char *s, size_t n, bool keep_nl, char esc
     return l;
 }
 
-void cli_buf_term(struct cli_buf *b, const char *s, size_t n)
+typedef void (*term_sink)(void *ctx, const char *s, size_t n);
+
+/* Copy s[0..n) to out, escaping as term_unit says. json: layout between tokens (newline, tab)
+ * stays, inside strings everything is escaped; else keep_nl decides for the whole text. */
+static void term_copy(const char *s, size_t n, bool keep_nl, bool json, term_sink out, void *ctx)
 {
     const unsigned char *u = (const unsigned char *)s;
+    bool in_str = false, esc_next = false;
     size_t run = 0, i = 0;
     while (i < n) {
         char esc[8];
-        size_t ne, k = term_unit(u + i, n - i, false, esc, &ne);
+        size_t ne, k = term_unit(u + i, n - i, json ? !in_str : keep_nl, esc, &ne);
+        if (json && in_str) {
+            if (esc_next)
+                esc_next = false;
+            else if (u[i] == '\\')
+                esc_next = true;
+            else if (u[i] == '"')
+                in_str = false;
+        } else if (json && u[i] == '"') {
+            in_str = true;
+        }
         if (ne == 0) {
             i += k;
             run += k;
             continue;
         }
-        cli_buf_append(b, (const char *)u + i - run, run);
-        cli_buf_append(b, esc, ne);
+        out(ctx, (const char *)u + i - run, run);
+        out(ctx, esc, ne);
         run = 0;
         i += k;
     }
-    cli_buf_append(b, (const char *)u + i - run, run);
+    out(ctx, (const char *)u + i - run, run);
+}
+
+static void sink_buf(void *ctx, const char *s, size_t n)
+{
+    cli_buf_append(ctx, s, n);
+}
+
+static void sink_file(void *ctx, const char *s, size_t n)
+{
+    fwrite(s, 1, n, ctx);
+}
+
+void cli_buf_term(struct cli_buf *b, const char *s, size_t n)
+{
+    term_copy(s, n, false, false, sink_buf, b);
 }
 
 const char *cli_term_str(const char *s, char *out, size_t cap)
@@ -179,53 +213,10 @@ const char *cli_term_str(const char *s, char *out, size_t cap)
 
 void cli_term_write(FILE *f, const char *s, size_t n)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t run = 0, i = 0;
-    while (i < n) {
-        char esc[8];
-        size_t ne, k = term_unit(u + i, n - i, true, esc, &ne);
-        if (ne == 0) {
-            i += k;
-            run += k;
-            continue;
-        }
-        fwrite(u + i - run, 1, run, f);
-        fwrite(esc, 1, ne, f);
-        run = 0;
-        i += k;
-    }
-    fwrite(u + i - run, 1, run, f);
+    term_copy(s, n, true, false, sink_file, f);
 }
 
 void cli_buf_term_json(struct cli_buf *b, const char *s, size_t n)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    bool in_str = false, esc_next = false;
-    size_t run = 0, i = 0;
-    while (i < n) {
-        char esc[8];
-        size_t ne, k;
-        /* layout between tokens (newline, tab) stays; inside strings everything is escaped */
-        k = term_unit(u + i, n - i, !in_str, esc, &ne);
-        if (in_str) {
-            if (esc_next)
-                esc_next = false;
-            else if (u[i] == '\\')
-                esc_next = true;
-            else if (u[i] == '"')
-                in_str = false;
-        } else if (u[i] == '"') {
-            in_str = true;
-        }
-        if (ne == 0) {
-            i += k;
-            run += k;
-            continue;
-        }
-        cli_buf_append(b, (const char *)u + i - run, run);
-        cli_buf_append(b, esc, ne);
-        run = 0;
-        i += k;
-    }
-    cli_buf_append(b, (const char *)u + i - run, run);
+    term_copy(s, n, false, true, sink_buf, b);
 }

@@ -21,8 +21,8 @@ void cli_buf_fini(struct cli_buf *b);
 void cli_buf_append(struct cli_buf *b, const char *s, size_t n);
 void cli_buf_puts(struct cli_buf *b, const char *s);
 void cli_buf_printf(struct cli_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Append s as the body of a JSON string (docs/design/cli.md#request-bodies): newline -> \n, '"' -> \", '\' -> \\,
- * other bytes < 0x20 -> \u00xx; everything else is copied. */
+/* Append s as the body of a JSON string (docs/design/cli.md#request-bodies) with the one JSON
+ * escaper (jw_escape): '"', '\\' and controls escaped, invalid UTF-8 bytes become U+FFFD. */
 void cli_buf_json_str(struct cli_buf *b, const char *s, size_t n);
 /* Terminal-safe text (docs/security.md, "dyno and hostile replies"): a string from a reply
  * is appended with every C0 control (newline included), DEL, C1 control (U+0080..U+009F) and

@@ -62,7 +62,17 @@ static void test_json_escape(void **state)
     cli_buf_init(&b, 1024);
     const char in[] = "a\"b\\c\nd\te\x01\x7f/";
     cli_buf_json_str(&b, in, sizeof(in) - 1);
-    assert_string_equal(cli_buf_str(&b), "a\\\"b\\\\c\\nd\\u0009e\\u0001\x7f/");
+    assert_string_equal(cli_buf_str(&b), "a\\\"b\\\\c\\nd\\te\\u0001\x7f/");
+    cli_buf_fini(&b);
+    /* invalid UTF-8 becomes U+FFFD, as in every JSON the tree writes (jw_escape) */
+    cli_buf_init(&b, 1024);
+    cli_buf_json_str(&b, "x\xff\xc3\xa9", 4);
+    assert_string_equal(cli_buf_str(&b), "x\xEF\xBF\xBD\xc3\xa9");
+    cli_buf_fini(&b);
+    /* over the cap: the buffer's error, not a cut string */
+    cli_buf_init(&b, 4);
+    cli_buf_json_str(&b, "\n\n\n", 3);
+    assert_int_equal(b.err, -ENOSPC);
     cli_buf_fini(&b);
 }
 
