@@ -4,6 +4,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "contract/cfgkeys.h"
+#include "contract/cfgrules.h"
 #include "contract/datamsg.h"
 #include "contract/kinds.h"
 #include "contract/names.h"
@@ -100,6 +102,28 @@ static void names(void)
     printf("}\n\n");
 }
 
+static void config_rules(void)
+{
+    static const char *const types[] = { [CFGRULES_BOOL] = "bool",     [CFGRULES_INT] = "int",
+                                         [CFGRULES_SECONDS] = "seconds", [CFGRULES_KINDS] = "kinds",
+                                         [CFGRULES_DIR] = "dir",       [CFGRULES_EXPORT] = "export",
+                                         [CFGRULES_FILTER] = "filter" };
+    const struct cfgrules_rule *r;
+
+    printf("# npu-monitor config keys in the CLI's order: (key, type, default, min, max, -1 allowed, command).\n"
+           "CONFIG_RULES = (\n");
+    for (size_t i = 0; (r = cfgrules_at(i)); i++) {
+        printf("    (");
+        pystr(r->key);
+        printf(", \"%s\", ", types[r->type]);
+        pystr(r->dflt);
+        printf(", %lld, %lld, %s, ", (long long)r->min, (long long)r->max, r->minus_one ? "True" : "False");
+        pystr(r->command);
+        printf("),\n");
+    }
+    printf(")\n\n");
+}
+
 static void step_marker(void)
 {
     printf("# The step marker: mstx range message \"step <N>\", N decimal digits <= STEP_MAX.\nSTEP_PREFIX = ");
@@ -123,6 +147,7 @@ int main(void)
     kinds();
     data_messages();
     names();
+    config_rules();
     step_marker();
     return ferror(stdout) ? 1 : 0;
 }

@@ -9,6 +9,7 @@
 #include "cli/cmd.h"
 #include "common/strutil.h"
 #include "contract/cfgkeys.h"
+#include "contract/cfgrules.h"
 
 static const char *const export_types[] = {"DB", "Jsonl", NULL};
 
@@ -64,17 +65,17 @@ static int npu_monitor_prepare(const struct cli_args *a, struct cmd_req *req, ch
         cli_val_log_dir("log-file", log_file, false, err, errcap) < 0 ||
         cli_val_enum("export-type", export_type, export_types, err, errcap) < 0)
         return -EINVAL;
+    /* the rotation ranges are the contract's (cfgrules.def), the plugin reads them by the same rule */
+    const struct cfgrules_rule *lr = cfgrules_of(CFGKEY_JSONL_ROTATE_LOG_LINES);
+    const struct cfgrules_rule *fr = cfgrules_of(CFGKEY_JSONL_ROTATE_LOG_FILES);
     if (strlen(lines) >= sizeof(lines_t) ||
-        (trimmed(lines, lines_t, sizeof(lines_t))[0] &&
-         (str_to_i64(lines_t, &v) < 0 || v < 100 || v > 500000))) {
-        cli_val_err(err, errcap, "json-rotate-log-lines", lines, "Must be an integer in [100, 500000]");
+        (trimmed(lines, lines_t, sizeof(lines_t))[0] && cfgrules_int(lr, lines_t, &v) < 0)) {
+        cli_val_err(err, errcap, "json-rotate-log-lines", lines, lr->msg);
         return -EINVAL;
     }
     if (strlen(files) >= sizeof(files_t) ||
-        (trimmed(files, files_t, sizeof(files_t))[0] &&
-         (str_to_i64(files_t, &v) < 0 || v > INT32_MAX || (v != -1 && v < 2)))) {
-        cli_val_err(err, errcap, "json-rotate-log-files", files,
-                    "Must be -1 or an integer greater than or equal to 2");
+        (trimmed(files, files_t, sizeof(files_t))[0] && cfgrules_int(fr, files_t, &v) < 0)) {
+        cli_val_err(err, errcap, "json-rotate-log-files", files, fr->msg);
         return -EINVAL;
     }
     if (cli_val_filter("filter", filter, err, errcap) < 0 ||

@@ -21,6 +21,8 @@
 #include "common/jw.h"
 #include "common/log.h"
 #include "common/strutil.h"
+#include "contract/cfgkeys.h"
+#include "contract/cfgrules.h"
 #include "plugin/outputs/jsonl_fmt.h"
 #include "plugin/outputs/linering.h"
 #include "plugin/outputs/outfile.h"
@@ -64,28 +66,33 @@ void jsonl_settings_resolve(const char *flag_lines, const char *flag_files, cons
                             const char *env_files, const char *env_capacity, const char *env_interval,
                             struct jsonl_settings *ret)
 {
+    const struct cfgrules_rule *lr = cfgrules_of(CFGKEY_JSONL_ROTATE_LOG_LINES);
+    const struct cfgrules_rule *fr = cfgrules_of(CFGKEY_JSONL_ROTATE_LOG_FILES);
     const char *v;
     uint32_t u;
-    int32_t i;
+    int64_t i;
+    int rc;
 
     ret->max_lines = JSONL_DEFAULT_LINES;
     if ((v = pick(flag_lines, env_lines))) {
-        if (str_to_u32(v, &u) < 0) {
+        /* the contract's range (cfgrules.def); the plugin clamps where the CLI refuses */
+        rc = cfgrules_int(lr, v, &i);
+        if (rc == -EINVAL || (rc == -ERANGE && i > UINT32_MAX)) {
             LOG_WARN("jsonl: invalid rotate log lines '%s'; using %u", v, JSONL_DEFAULT_LINES);
-        } else if (u < JSONL_MIN_LINES || u > JSONL_MAX_LINES) {
-            ret->max_lines = u < JSONL_MIN_LINES ? JSONL_MIN_LINES : JSONL_MAX_LINES;
-            LOG_WARN("jsonl: rotate log lines %u out of [%u, %u]; clamped to %u", u, JSONL_MIN_LINES,
-                     JSONL_MAX_LINES, ret->max_lines);
+        } else if (rc == -ERANGE) {
+            ret->max_lines = (uint32_t)(i < lr->min ? lr->min : lr->max);
+            LOG_WARN("jsonl: rotate log lines %u out of [%u, %u]; clamped to %u", (unsigned)i, (unsigned)lr->min,
+                     (unsigned)lr->max, ret->max_lines);
         } else {
-            ret->max_lines = u;
+            ret->max_lines = (uint32_t)i;
         }
     }
     ret->max_files = -1;
     if ((v = pick(flag_files, env_files))) {
-        if (str_to_i32(v, &i) < 0 || (i != -1 && i < 2))
+        if (cfgrules_int(fr, v, &i) < 0)
             LOG_WARN("jsonl: invalid rotate log files '%s' (must be -1 or >= 2); using -1", v);
         else
-            ret->max_files = i;
+            ret->max_files = (int32_t)i;
     }
     ret->capacity = JSONL_DEFAULT_CAPACITY;
     if (env_capacity && *env_capacity) {

@@ -11,6 +11,8 @@
 #include <cmocka.h>
 
 #include "common/jw.h"
+#include "contract/cfgkeys.h"
+#include "contract/cfgrules.h"
 #include "contract/datamsg.h"
 #include "contract/kinds.h"
 #include "contract/names.h"
@@ -153,12 +155,53 @@ static void test_datamsg_step(void **state)
                              "\"transfer\":15,\"wait\":5,\"wall\":100}");
 }
 
+static void test_cfgrules(void **state)
+{
+    (void)state;
+    const struct cfgrules_rule *l = cfgrules_of(CFGKEY_JSONL_ROTATE_LOG_LINES);
+    const struct cfgrules_rule *f = cfgrules_of(CFGKEY_JSONL_ROTATE_LOG_FILES);
+    int64_t v = 0;
+    size_t n = 0;
+
+    assert_non_null(l);
+    assert_non_null(f);
+    assert_null(cfgrules_of("NO_SUCH_KEY"));
+    assert_null(cfgrules_of(NULL));
+    while (cfgrules_at(n))
+        n++;
+    assert_int_equal(n, 10); /* the ten npu-monitor keys, in the CLI's order */
+    assert_string_equal(cfgrules_at(0)->key, CFGKEY_NPU_MONITOR_START);
+    assert_string_equal(cfgrules_at(9)->key, CFGKEY_NPU_MONITOR_FILTER);
+    assert_string_equal(cfgrules_of(CFGKEY_MSPTI_ACTIVITY_KIND)->dflt, "Marker");
+
+    assert_int_equal(cfgrules_int(l, "100", &v), 0);
+    assert_int_equal(v, 100);
+    assert_int_equal(cfgrules_int(l, "500000", &v), 0);
+    assert_int_equal(cfgrules_int(l, "99", &v), -ERANGE);
+    assert_int_equal(v, 99);
+    assert_int_equal(cfgrules_int(l, "500001", &v), -ERANGE);
+    assert_int_equal(cfgrules_int(l, "-1", &v), -EINVAL); /* no sign where no negative is meant */
+    assert_int_equal(cfgrules_int(l, "+100", &v), -EINVAL);
+    assert_int_equal(cfgrules_int(l, "1e3", &v), -EINVAL);
+    assert_int_equal(cfgrules_int(l, "", &v), -EINVAL);
+    assert_int_equal(cfgrules_int(f, "-1", &v), 0);
+    assert_int_equal(v, -1);
+    assert_int_equal(cfgrules_int(f, "2", &v), 0);
+    assert_int_equal(cfgrules_int(f, "1", &v), -ERANGE);
+    assert_int_equal(cfgrules_int(f, "0", &v), -ERANGE);
+    assert_int_equal(cfgrules_int(f, "-2", &v), -ERANGE);
+    assert_int_equal(cfgrules_int(f, "2147483648", &v), -ERANGE);
+    assert_int_equal(cfgrules_int(f, "x", &v), -EINVAL);
+    assert_int_equal(cfgrules_int(cfgrules_of(CFGKEY_DURATION), "1", &v), -EINVAL); /* not an INT rule */
+    assert_int_equal(cfgrules_int(NULL, "1", &v), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_standalone_kinds),   cmocka_unit_test(test_step_marker),
         cmocka_unit_test(test_record_value_names), cmocka_unit_test(test_datamsg_envelope),
-        cmocka_unit_test(test_datamsg_step),
+        cmocka_unit_test(test_datamsg_step),       cmocka_unit_test(test_cfgrules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
