@@ -31,28 +31,29 @@ int names_step_format(char *buf, size_t cap, int64_t n)
     return len >= 0 && (size_t)len < cap ? 0 : -ENOSPC;
 }
 
-const char *names_dtype(int32_t dt)
+static const char *by_value(const char *const *tbl, size_t n, int32_t v, const char *other)
 {
-    static const char *const by_value[] = {
+    return v >= 0 && (size_t)v < n && tbl[v] ? tbl[v] : other;
+}
+
+static const char *const dtype_names[] = {
 #define DTYPE(value, name) [value] = #name,
 #include "contract/recnames.def"
 #undef DTYPE
-    };
+};
 
-    if (dt >= 0 && (size_t)dt < sizeof(by_value) / sizeof(by_value[0]) && by_value[dt])
-        return by_value[dt];
-    return "INVALID_TYPE";
+static const char *const memcpy_kind_names[] = {
+#define MEMCPY_KIND(value, name) [value] = #name,
+#include "contract/recnames.def"
+#undef MEMCPY_KIND
+};
+
+const char *names_dtype(int32_t dt)
+{
+    return by_value(dtype_names, sizeof(dtype_names) / sizeof(dtype_names[0]), dt, "INVALID_TYPE");
 }
 
 const char *names_memcpy_kind(int32_t k)
 {
-    static const char *const by_value[] = {
-#define MEMCPY_KIND(value, name) [value] = #name,
-#include "contract/recnames.def"
-#undef MEMCPY_KIND
-    };
-
-    if (k >= 0 && (size_t)k < sizeof(by_value) / sizeof(by_value[0]) && by_value[k])
-        return by_value[k];
-    return "UNKNOWN";
+    return by_value(memcpy_kind_names, sizeof(memcpy_kind_names) / sizeof(memcpy_kind_names[0]), k, "UNKNOWN");
 }
