@@ -12,7 +12,9 @@ static void put_value(struct jw *w, const struct datamsg_field *f)
     switch (f->type) {
     case DATAMSG_INT: jw_int(w, f->i); break;
     case DATAMSG_UINT: jw_uint(w, f->u); break;
-    case DATAMSG_STR: jw_strn(w, f->s, f->slen == SIZE_MAX ? strlen(f->s) : f->slen); break;
+    case DATAMSG_STR: /* NULL reads as "", as jw_str has it */
+        jw_strn(w, f->s ? f->s : "", !f->s ? 0 : f->slen == SIZE_MAX ? strlen(f->s) : f->slen);
+        break;
     case DATAMSG_BOOL: jw_bool(w, f->b); break;
     case DATAMSG_FN: f->fn(w, f->ctx); break;
     }
@@ -53,7 +55,7 @@ int datamsg_write(struct jw *w, const struct datamsg *m, const struct datamsg_fi
     all[k++] = (struct datamsg_field){ .key = "timestamp", .type = DATAMSG_UINT, .u = m->timestamp };
     for (size_t i = 0; i < n; i++) {
         const struct datamsg_field *f = &extra[i];
-        if (!f->key || (f->type == DATAMSG_STR && !f->s) || (f->type == DATAMSG_FN && !f->fn))
+        if (!f->key || (f->type == DATAMSG_FN && !f->fn))
             return -EINVAL;
         /* insertion: at most 13 keys, and callers mostly pass them in order already */
         size_t j = k++;

@@ -11,14 +11,15 @@
 
 #include "common/jw.h"
 
-/* Data kinds beyond the eleven activity kinds. */
+/* Data kinds beyond the eleven activity kinds (the daemon's own key sets: docs/design/ipc.md). */
 #define DATAMSG_OP_STATS "OpStats"
 #define DATAMSG_PLUGIN_STATS "PluginStats"
 #define DATAMSG_PLUGIN_INFO "PluginInfo"
 #define DATAMSG_PLUGIN_HEALTH "PluginHealth"
 #define DATAMSG_STEP_SUMMARY "StepSummary"
+#define DATAMSG_CONFIG_ACK "ConfigAck"
 
-#define DATAMSG_EXTRA_MAX 8 /* extra keys per message */
+#define DATAMSG_EXTRA_MAX 16 /* extra keys per message */
 
 /* A StepSummary's per-step durations, in key order: X(field, key, what). "wait" and
  * "transfer" came later; a reader accepts a row without them (all transfer). */
@@ -45,7 +46,7 @@ void datamsg_step_write(struct jw *w, const struct datamsg_step *r);
 
 enum datamsg_type { DATAMSG_INT, DATAMSG_UINT, DATAMSG_STR, DATAMSG_BOOL, DATAMSG_FN };
 
-/* One extra key. STR: s[0..slen) (slen SIZE_MAX: up to the NUL). FN: fn writes the value. */
+/* One extra key. STR: s[0..slen) (slen SIZE_MAX: up to the NUL; s NULL: ""). FN: fn writes the value. */
 struct datamsg_field {
     const char *key;
     enum datamsg_type type;
@@ -68,7 +69,7 @@ struct datamsg {
 };
 
 /* The message m with extra[0..n) into w (initialised by the caller), keys sorted. 0, or
- * -EINVAL (n > DATAMSG_EXTRA_MAX, a NULL key or string) or w's error (-ENOSPC). */
+ * -EINVAL (no kind, n > DATAMSG_EXTRA_MAX, a NULL key or FN) or w's error (-ENOSPC). */
 int datamsg_write(struct jw *w, const struct datamsg *m, const struct datamsg_field *extra, size_t n);
 
 #endif

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "contract/cfgkeys.h"
+#include "contract/datamsg.h"
 #include "contract/rank.h"
 #include "common/utf8.h"
 #include "plugin/control/dyno.h"
@@ -65,33 +66,22 @@ int ack_send(const char *id, const char *outcome, const char *reason, const char
     if (!id || !id[0] || !dyno_reachable())
         return 0;
     ack_clean(reason ? reason : "", why, sizeof(why));
+    const struct datamsg m = { .kind = DATAMSG_CONFIG_ACK, .device_id = -1, .timestamp = clock_real_ns(),
+                               .name = outcome, .name_len = SIZE_MAX };
+    const struct datamsg_field extra[] = {
+        { .key = "id", .type = DATAMSG_STR, .s = id, .slen = SIZE_MAX },
+        { .key = "outcome", .type = DATAMSG_STR, .s = outcome, .slen = SIZE_MAX },
+        { .key = "pid", .type = DATAMSG_INT, .i = getpid() },
+        { .key = "rank", .type = DATAMSG_INT, .i = rank_resolve(penv_get(PENV_RANK), penv_get(PENV_RANK_ID)) },
+        { .key = "reason", .type = DATAMSG_STR, .s = why, .slen = SIZE_MAX },
+        { .key = "state", .type = DATAMSG_STR, .s = state ? state : "", .slen = SIZE_MAX },
+    };
+    int rc;
+
     jw_init(&w, buf, sizeof(buf));
-    jw_obj_begin(&w);
-    jw_key(&w, "deviceId");
-    jw_int(&w, -1);
-    jw_key(&w, "duration");
-    jw_int(&w, 0);
-    jw_key(&w, "id");
-    jw_str(&w, id);
-    jw_key(&w, "kind");
-    jw_str(&w, "ConfigAck");
-    jw_key(&w, "name");
-    jw_str(&w, outcome);
-    jw_key(&w, "outcome");
-    jw_str(&w, outcome);
-    jw_key(&w, "pid");
-    jw_int(&w, getpid());
-    jw_key(&w, "rank");
-    jw_int(&w, rank_resolve(penv_get(PENV_RANK), penv_get(PENV_RANK_ID)));
-    jw_key(&w, "reason");
-    jw_str(&w, why);
-    jw_key(&w, "state");
-    jw_str(&w, state ? state : "");
-    jw_key(&w, "timestamp");
-    jw_uint(&w, clock_real_ns());
-    jw_obj_end(&w);
-    if (w.err)
-        return w.err;
+    rc = datamsg_write(&w, &m, extra, sizeof(extra) / sizeof(extra[0]));
+    if (rc < 0)
+        return rc;
     LOG_INFO("config %s: %s%s%s (session %s)", id, outcome, why[0] ? ": " : "", why, state ? state : "?");
     return dyno_send_data(NULL, w.buf, w.len);
 }

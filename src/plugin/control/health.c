@@ -105,46 +105,25 @@ void health_snapshot(struct health_snapshot *ret, uint64_t now, char *note, size
 size_t health_json(const struct health_snapshot *s, uint64_t now_real_ns, char *buf, size_t cap)
 {
     struct jw w;
+    const struct datamsg m = { .kind = HEALTH_KIND, .device_id = -1, .timestamp = now_real_ns, .name = "health",
+                               .name_len = SIZE_MAX };
+    const struct datamsg_field extra[] = {
+        { .key = "backend", .type = DATAMSG_STR, .s = s->backend, .slen = SIZE_MAX },
+        { .key = "config_age_ms", .type = DATAMSG_INT, .i = s->config_age_ms },
+        { .key = "fallback", .type = DATAMSG_STR, .s = s->fallback, .slen = SIZE_MAX },
+        { .key = "library", .type = DATAMSG_STR, .s = s->library, .slen = SIZE_MAX },
+        { .key = "mode", .type = DATAMSG_STR, .s = s->mode, .slen = SIZE_MAX },
+        { .key = "pid", .type = DATAMSG_INT, .i = s->pid },
+        { .key = "rank", .type = DATAMSG_INT, .i = s->rank },
+        { .key = "step", .type = DATAMSG_INT, .i = s->step },
+        { .key = "step_age_ms", .type = DATAMSG_INT, .i = s->step_age_ms },
+        { .key = "step_period_ms", .type = DATAMSG_INT, .i = s->step_period_ms },
+        { .key = "steps", .type = DATAMSG_UINT, .u = s->steps },
+        { .key = "steps_since_config", .type = DATAMSG_UINT, .u = s->steps_since_config },
+    };
 
-    /* keys sorted, like every message of ours */
     jw_init(&w, buf, cap);
-    jw_obj_begin(&w);
-    jw_key(&w, "backend");
-    jw_str(&w, s->backend);
-    jw_key(&w, "config_age_ms");
-    jw_int(&w, s->config_age_ms);
-    jw_key(&w, "deviceId");
-    jw_int(&w, -1);
-    jw_key(&w, "duration");
-    jw_int(&w, 0);
-    jw_key(&w, "fallback");
-    jw_str(&w, s->fallback);
-    jw_key(&w, "kind");
-    jw_str(&w, HEALTH_KIND);
-    jw_key(&w, "library");
-    jw_str(&w, s->library);
-    jw_key(&w, "mode");
-    jw_str(&w, s->mode);
-    jw_key(&w, "name");
-    jw_str(&w, "health");
-    jw_key(&w, "pid");
-    jw_int(&w, s->pid);
-    jw_key(&w, "rank");
-    jw_int(&w, s->rank);
-    jw_key(&w, "step");
-    jw_int(&w, s->step);
-    jw_key(&w, "step_age_ms");
-    jw_int(&w, s->step_age_ms);
-    jw_key(&w, "step_period_ms");
-    jw_int(&w, s->step_period_ms);
-    jw_key(&w, "steps");
-    jw_uint(&w, s->steps);
-    jw_key(&w, "steps_since_config");
-    jw_uint(&w, s->steps_since_config);
-    jw_key(&w, "timestamp");
-    jw_uint(&w, now_real_ns);
-    jw_obj_end(&w);
-    return w.err ? 0 : w.len;
+    return datamsg_write(&w, &m, extra, sizeof(extra) / sizeof(extra[0])) == 0 ? w.len : 0;
 }
 
 int health_send(void)

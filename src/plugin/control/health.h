@@ -8,7 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HEALTH_KIND "PluginHealth"
+#include "contract/datamsg.h"
+
+#define HEALTH_KIND DATAMSG_PLUGIN_HEALTH
 
 struct health_snapshot {
     int32_t pid, rank;

@@ -130,9 +130,13 @@ static void test_datamsg_envelope(void **state)
         many[i] = (struct datamsg_field){ .key = "k", .type = DATAMSG_INT };
     jw_init(&w, buf, sizeof(buf));
     assert_int_equal(datamsg_write(&w, &host, many, DATAMSG_EXTRA_MAX + 1), -EINVAL);
-    const struct datamsg_field nul[] = { { .key = "s", .type = DATAMSG_STR, .s = NULL } };
+    const struct datamsg_field nul[] = { { .key = "s", .type = DATAMSG_STR, .s = NULL, .slen = SIZE_MAX } };
     jw_init(&w, buf, sizeof(buf));
-    assert_int_equal(datamsg_write(&w, &host, nul, 1), -EINVAL);
+    assert_int_equal(datamsg_write(&w, &host, nul, 1), 0); /* NULL reads as "" */
+    assert_non_null(strstr(buf, "\"s\":\"\""));
+    const struct datamsg_field nofn[] = { { .key = "f", .type = DATAMSG_FN, .fn = NULL } };
+    jw_init(&w, buf, sizeof(buf));
+    assert_int_equal(datamsg_write(&w, &host, nofn, 1), -EINVAL);
     const struct datamsg_field nokey[] = { { .key = NULL, .type = DATAMSG_INT } };
     jw_init(&w, buf, sizeof(buf));
     assert_int_equal(datamsg_write(&w, &host, nokey, 1), -EINVAL);
