@@ -1,7 +1,7 @@
 /* kmon: previous-cycle state and the formulas of docs/design/daemon.md#host-metrics. Deltas saturate at 0 (a counter that
  * went backwards, i.e. wrapped or was reset, reports 0); an entity seen for the first time
  * reports 0; a vanished one is simply not in the current file, so it is not reported. */
-#include "daemon/kmon.h"
+#include "daemon/collectors/kmon.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 
 #include "common/log.h"
 #include "common/strutil.h"
-#include "daemon/kmon_proc.h"
+#include "daemon/collectors/kmon_proc.h"
 
 #define KV_CAP (64 + KMON_MAX_CORES + KN_COUNT * KMON_MAX_IFACES + 6 * KMON_MAX_DISKS)
 #define KEY_ARENA (KV_CAP * 56)
@@ -44,7 +44,7 @@ struct kmon {
     struct log_ratelimit rl[SRC_COUNT];
     /* timer glue */
     struct loop_event *timer;
-    struct data_router *dr;
+    struct sink out;            /* ops NULL until kmon_start */
     uint64_t cycles;
 };
 
@@ -395,16 +395,16 @@ static void on_timer(struct loop_event *ev, void *arg)
     struct sink_record rec;
     (void)ev;
     kmon_sample(k, clock_real_ns(), clock_mono_ns(), &rec);
-    if (k->dr && rec.n > 0)
-        data_router_write(k->dr, &rec);
+    if (k->out.ops && rec.n > 0)
+        (void)k->out.ops->write(k->out.self, &rec);
 }
 
-int kmon_start(struct kmon *k, struct loop *l, uint64_t interval_ms, struct data_router *dr)
+int kmon_start(struct kmon *k, struct loop *l, uint64_t interval_ms, struct sink out)
 {
     int rc = loop_timer_add(l, interval_ms, true, on_timer, k, &k->timer);
     if (rc)
         return rc;
-    k->dr = dr;
+    k->out = out;
     on_timer(k->timer, k); /* the first cycle (uptime, memory, load) at start-up */
     return 0;
 }

@@ -7,9 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "daemon/data_sink.h"
 #include "daemon/loop.h"
-#include "daemon/sink.h"
+#include "daemon/sinks/sink.h"
 
 struct kmon_cfg {
     const char *procfs_root;     /* "/" in production; a fixture tree in tests (copied) */
@@ -31,9 +30,9 @@ void kmon_destroy(struct kmon *k);
  * WARNING) and restarts its deltas. Returns 0. */
 int kmon_sample(struct kmon *k, uint64_t wall_ns, uint64_t mono_ns, struct sink_record *ret);
 
-/* Run kmon_sample every interval_ms on the loop (fixed cadence) and hand each record to dr
- * (borrowed until kmon_destroy). The first cycle runs at once. */
-int kmon_start(struct kmon *k, struct loop *l, uint64_t interval_ms, struct data_router *dr);
+/* Run kmon_sample every interval_ms on the loop (fixed cadence) and write each record to out
+ * (its self borrowed until kmon_destroy). The first cycle runs at once. */
+int kmon_start(struct kmon *k, struct loop *l, uint64_t interval_ms, struct sink out);
 
 /* Cycles run and the CPU time they took (bench, status). */
 uint64_t kmon_cycles(const struct kmon *k);

@@ -1,7 +1,7 @@
 /* kmon_proc: line/field scanners over a file's text. Every number must be whole decimal digits
  * (the kernel never writes anything else); a malformed line fails the whole file, so a cycle
  * never reports half-parsed values. */
-#include "daemon/kmon_proc.h"
+#include "daemon/collectors/kmon_proc.h"
 
 #include <errno.h>
 #include <fcntl.h>

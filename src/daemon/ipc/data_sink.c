@@ -1,6 +1,6 @@
 /* data_sink: validates each metric datagram, logs it compactly and turns it into sink
  * records: one per upstream sum/marker line, one per op entry of an OpStats message. */
-#include "daemon/data_sink.h"
+#include "daemon/ipc/data_sink.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -13,8 +13,8 @@
 #include "common/logesc.h"
 #include "common/strutil.h"
 #include "contract/cjx.h"
-#include "daemon/health.h"
-#include "daemon/steps.h"
+#include "daemon/ipc/health.h"
+#include "daemon/ipc/steps.h"
 
 #define DATA_MAX_DEPTH 10
 
@@ -113,6 +113,17 @@ int data_router_write(struct data_router *dr, const struct sink_record *rec)
     for (size_t i = 0; i < dr->nsinks; i++)
         dr->sinks[i].ops->write(dr->sinks[i].self, rec);
     return 1;
+}
+
+static int router_view_write(void *self, const struct sink_record *rec)
+{
+    return data_router_write(self, rec);
+}
+
+struct sink data_router_sink(struct data_router *dr)
+{
+    static const struct sink_ops ops = { .name = "router", .write = router_view_write };
+    return (struct sink){ .ops = &ops, .self = dr };
 }
 
 /* OpStats: one record per entry of "ops" (docs/design/outputs.md#json-logger), keys in sorted order. */
@@ -304,7 +315,7 @@ static void take_ack(struct data_router *dr, const cJSON *msg, int32_t sender)
         bad_ack(dr, rc == -EALREADY ? "the config already has its outcome" : "no such delivery to that pid");
 }
 
-/* PluginHealth (ours, daemon/health.h): shown by getStatus, never acted on. A report from a
+/* PluginHealth (ours, daemon/ipc/health.h): shown by getStatus, never acted on. A report from a
  * kernel-vouched sender about itself lists that process even before it reports a status. */
 static void take_health(struct data_router *dr, const cJSON *msg, int32_t sender, uint64_t now_ns)
 {
@@ -385,7 +396,12 @@ int data_handle_from(struct data_router *dr, const char *payload, size_t len, ui
             !from_sender(dr, STEPS_KIND, spid, sender))
             rc = 0; /* another process's window is not ours to write */
         else
-            rc = dr->steps ? steps_take(dr->steps, dr, msg, now_ns, clock_mono_ns()) : 0;
+            if (dr->steps) {
+                struct sink out = data_router_sink(dr);
+                rc = steps_take(dr->steps, &out, msg, now_ns, clock_mono_ns());
+            } else {
+                rc = 0;
+            }
         if (rc < 0)
             rc = 0; /* counted and logged by steps; the payload itself was valid data */
     } else if (strcmp(kind->valuestring, HEALTH_MSG_KIND) == 0) {

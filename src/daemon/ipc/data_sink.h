@@ -7,9 +7,9 @@
 #include <stdint.h>
 
 #include "common/log.h"
-#include "daemon/sink.h"
-#include "daemon/registry.h"
-#include "daemon/status.h"
+#include "daemon/ipc/registry.h"
+#include "daemon/ipc/status.h"
+#include "daemon/sinks/sink.h"
 
 struct steps_store;
 
@@ -38,6 +38,10 @@ void data_router_fini(struct data_router *dr);
 /* Hand one record (host metrics, daemon-made series) to every sink, as data_handle does for
  * `data` payloads. rec is borrowed for the call. Returns 1. */
 int data_router_write(struct data_router *dr, const struct sink_record *rec);
+/* The router seen through the sink interface (write = data_router_write; no flush, no
+ * destroy: dr stays the owner), for the producers beside the `data` datagrams (the step
+ * windows, the kernel monitor) so that they depend on sinks/sink.h, not on this room. */
+struct sink data_router_sink(struct data_router *dr);
 
 /* The enabled sinks' names joined with ',' ("json,tensorboard"; "" for none) into out. */
 void data_router_names(const struct data_router *dr, char *out, size_t cap);

@@ -1,6 +1,6 @@
 /* gc: one periodic loop timer per daemon. The timer keeps a fixed cadence (libevent re-arms a
  * persistent timer from its planned expiry), and shutdown is just freeing the event. */
-#include "daemon/gc.h"
+#include "daemon/ipc/gc.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -6,9 +6,9 @@
 
 #include <stdint.h>
 
+#include "daemon/ipc/registry.h"
+#include "daemon/ipc/status.h"
 #include "daemon/loop.h"
-#include "daemon/registry.h"
-#include "daemon/status.h"
 
 struct gc;
 

@@ -1,6 +1,6 @@
 /* health: PluginHealth parsing and the status marks (health.h). The texts name the fix; the
  * codes are what scripts and `dyno doctor` match on. */
-#include "daemon/health.h"
+#include "daemon/ipc/health.h"
 #include "common/strutil.h"
 
 #include <errno.h>
@@ -191,55 +191,40 @@ void health_write(struct jw *w, const struct status_entry *e, bool gone, uint64_
     /* keys sorted, like every reply */
     jw_obj_begin(w);
     if (e->has_health) {
-        jw_key(w, "backend");
-        jw_str(w, h->backend);
-        jw_key(w, "config_age_ms");
-        jw_int(w, aged(h->config_age_ms, h, now_ns));
-        jw_key(w, "fallback");
-        jw_str(w, h->fallback);
+        jw_kv_str(w, "backend", h->backend);
+        jw_kv_int(w, "config_age_ms", aged(h->config_age_ms, h, now_ns));
+        jw_kv_str(w, "fallback", h->fallback);
     }
-    jw_key(w, "gone");
-    jw_bool(w, gone);
+    jw_kv_bool(w, "gone", gone);
     if (e->has_interval) {
         jw_key(w, "interval");
         write_stats(w, &e->interval);
     }
     if (e->has_health) {
-        jw_key(w, "library");
-        jw_str(w, h->library);
+        jw_kv_str(w, "library", h->library);
     }
     jw_key(w, "marks");
     jw_arr_begin(w);
     for (size_t i = 0; i < n; i++) {
         jw_obj_begin(w);
-        jw_key(w, "code");
-        jw_str(w, marks[i].code);
-        jw_key(w, "text");
-        jw_str(w, marks[i].text);
+        jw_kv_str(w, "code", marks[i].code);
+        jw_kv_str(w, "text", marks[i].text);
         jw_obj_end(w);
     }
     jw_arr_end(w);
     if (e->has_health) {
-        jw_key(w, "mode");
-        jw_str(w, h->dyno ? "dyno" : "native");
+        jw_kv_str(w, "mode", h->dyno ? "dyno" : "native");
     }
     if (e->has_interval) {
-        jw_key(w, "quiet_intervals");
-        jw_uint(w, e->quiet_intervals);
+        jw_kv_uint(w, "quiet_intervals", e->quiet_intervals);
     }
     if (e->has_health) {
-        jw_key(w, "rank");
-        jw_int(w, h->rank);
-        jw_key(w, "report_age_ms");
-        jw_uint(w, now_ns > h->received_ns ? (now_ns - h->received_ns) / 1000000u : 0);
-        jw_key(w, "step");
-        jw_int(w, h->step);
-        jw_key(w, "step_age_ms");
-        jw_int(w, aged(h->step_age_ms, h, now_ns));
-        jw_key(w, "steps");
-        jw_uint(w, h->steps);
-        jw_key(w, "steps_since_config");
-        jw_uint(w, h->steps_since_config);
+        jw_kv_int(w, "rank", h->rank);
+        jw_kv_uint(w, "report_age_ms", now_ns > h->received_ns ? (now_ns - h->received_ns) / 1000000u : 0);
+        jw_kv_int(w, "step", h->step);
+        jw_kv_int(w, "step_age_ms", aged(h->step_age_ms, h, now_ns));
+        jw_kv_uint(w, "steps", h->steps);
+        jw_kv_uint(w, "steps_since_config", h->steps_since_config);
     }
     jw_obj_end(w);
 }

@@ -10,7 +10,7 @@
 
 #include "common/jw.h"
 #include "contract/cjx.h"
-#include "daemon/status.h"
+#include "daemon/ipc/status.h"
 
 #define HEALTH_MSG_KIND "PluginHealth"
 #define HEALTH_MAX_MARKS 8

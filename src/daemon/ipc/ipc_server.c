@@ -2,7 +2,7 @@
  * datagram is dequeued with MSG_TRUNC into a 40+4096 buffer, validated by ipc_msg_parse,
  * peer-checked and dispatched on its exact type; drops are logged at most once a second per
  * reason. */
-#include "daemon/ipc_server.h"
+#include "daemon/ipc/ipc_server.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 #include "common/log.h"
 #include "common/logesc.h"
 #include "common/strutil.h"
-#include "daemon/sock_file.h"
+#include "daemon/ipc/sock_file.h"
 #include "ipc/ipc_msg.h"
 
 struct ipc_server {

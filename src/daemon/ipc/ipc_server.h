@@ -11,10 +11,10 @@
 #include <sys/types.h>
 #include <sys/un.h>
 
-#include "daemon/data_sink.h"
+#include "daemon/ipc/data_sink.h"
+#include "daemon/ipc/registry.h"
+#include "daemon/ipc/status.h"
 #include "daemon/loop.h"
-#include "daemon/registry.h"
-#include "daemon/status.h"
 
 struct ipc_server_cfg {
     const char *sock_dir;        /* directory of dynolog.sock / dynolog_data.sock */

@@ -1,7 +1,7 @@
 /* registry: a sorted array of processes keyed by (job, sorted pid set). Sorting gives the
  * upstream std::map<std::set<int>> iteration order for free and O(log n) lookup on the poll
  * hot path; inserts memmove at most 4096 pointers. */
-#include "daemon/registry.h"
+#include "daemon/ipc/registry.h"
 
 #include <errno.h>
 #include <pthread.h>

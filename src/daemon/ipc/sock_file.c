@@ -1,6 +1,6 @@
 /* sock_file: the existence/ownership/liveness rules of docs/design/ipc.md#socket-files in one place, used for
  * dynolog.sock, dynolog_data.sock and dyno.sock. */
-#include "daemon/sock_file.h"
+#include "daemon/ipc/sock_file.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /* status: last-reporter records plus a small per-process table (linear scans: at most 1024
  * entries, updated a few times per second per rank). */
-#include "daemon/status.h"
+#include "daemon/ipc/status.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -23,7 +23,7 @@ struct status_stats {
 #undef STATUS_STATS_MEMBER
 };
 
-/* A process's own report of itself (PluginHealth, ours; daemon/health.h parses it). Ages are
+/* A process's own report of itself (PluginHealth, ours; daemon/ipc/health.h parses it). Ages are
  * as reported, at received_ns. */
 #define STATUS_HEALTH_BACKEND_CAP 16
 #define STATUS_HEALTH_LIBRARY_CAP 256

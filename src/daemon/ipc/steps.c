@@ -1,6 +1,6 @@
 /* steps: per-(job, rank) rings of step summaries (see steps.h). Every field of a summary is
  * checked before anything is stored; a message is taken whole or not at all. */
-#include "daemon/steps.h"
+#include "daemon/ipc/steps.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -11,7 +11,6 @@
 
 #include "common/log.h"
 #include "contract/cjx.h"
-#include "daemon/data_sink.h"
 
 #define ROWS_PER_MSG_MAX 256 /* a datagram holds ~30; more is not a summary */
 
@@ -148,7 +147,7 @@ static bool put_row(struct win *w, const struct steps_row *row)
 /* The per-rank step series: a record without "kind" whose numeric keys are the family names
  * (docs/cluster.md §2), so a Prometheus-style sink exports each key as one family with the
  * record's job/pid/rank labels; values in ns like the other duration families. */
-static void emit(struct data_router *dr, const struct steps_row *r, const struct steps_rank *who, uint64_t wall_ns)
+static void emit(const struct sink *out, const struct steps_row *r, const struct steps_rank *who, uint64_t wall_ns)
 {
     struct sink_kv kv[9];
     size_t n = 0;
@@ -165,10 +164,10 @@ static void emit(struct data_router *dr, const struct steps_row *r, const struct
 #undef U
     struct sink_record rec = { wall_ns, "host", kv, n, who->pid, who->rank < 0 ? SINK_NO_RANK : who->rank,
                                who->job };
-    (void)data_router_write(dr, &rec);
+    (void)out->ops->write(out->self, &rec);
 }
 
-int steps_take(struct steps_store *s, struct data_router *dr, const cJSON *msg, uint64_t wall_ns,
+int steps_take(struct steps_store *s, const struct sink *out, const cJSON *msg, uint64_t wall_ns,
                uint64_t mono_ns)
 {
     const cJSON *rows = cjx_get(msg, "steps"), *src = cjx_get(msg, "src");
@@ -206,8 +205,8 @@ int steps_take(struct steps_store *s, struct data_router *dr, const cJSON *msg, 
     for (size_t i = 0; i < n; i++) {
         if (put_row(w, &parsed[i])) {
             stored++;
-            if (dr)
-                emit(dr, &parsed[i], &w->r, wall_ns);
+            if (out)
+                emit(out, &parsed[i], &w->r, wall_ns);
         }
     }
     pthread_mutex_unlock(&s->mu);

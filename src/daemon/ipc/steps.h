@@ -10,11 +10,11 @@
 
 #include <cjson/cJSON.h>
 
+#include "daemon/sinks/sink.h"
+
 #define STEPS_KIND "StepSummary"
 #define STEPS_WINDOW 128      /* steps kept per (job, rank) */
 #define STEPS_MAX_RANKS 4096  /* (job, rank) windows per daemon; beyond: the stalest one goes */
-
-struct data_router;
 
 struct steps_row {
     int64_t step;
@@ -41,9 +41,9 @@ struct steps_store *steps_create(void);
 void steps_destroy(struct steps_store *s);
 
 /* One StepSummary message (already validated as a data payload). New rows are written to
- * dr's sinks (dr may be NULL). Returns the number of rows stored, or -EINVAL when the
+ * out (borrowed; NULL: nowhere). Returns the number of rows stored, or -EINVAL when the
  * message is malformed (nothing stored; logged once per second). */
-int steps_take(struct steps_store *s, struct data_router *dr, const cJSON *msg, uint64_t wall_ns,
+int steps_take(struct steps_store *s, const struct sink *out, const cJSON *msg, uint64_t wall_ns,
                uint64_t mono_ns);
 /* Copy of every window, sorted by (job, rank, pid). Caller owns *ret (free()). */
 int steps_snapshot(struct steps_store *s, struct steps_rank **ret, size_t *ret_n);

@@ -7,7 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "daemon/conn.h"
+#include "daemon/rpc/conn.h"
 
 struct conn_tcp {
     struct conn base;        /* first: a struct conn * is a struct conn_tcp * */
@@ -67,11 +67,13 @@ static int tcp_accept(struct conn *c, conn_handler done, void *arg)
     return 0;
 }
 
-static ssize_t tcp_read(struct conn *c, void *buf, size_t len)
+/* One recv (rbuf) or send (wbuf): bytes moved, -EAGAIN when the socket is not ready, or
+ * -errno with the connection in the error state. */
+static ssize_t tcp_io(struct conn *c, void *rbuf, const void *wbuf, size_t len)
 {
     struct conn_tcp *t = (struct conn_tcp *)c;
     for (;;) {
-        ssize_t n = recv(t->fd, buf, len, 0);
+        ssize_t n = rbuf ? recv(t->fd, rbuf, len, 0) : send(t->fd, wbuf, len, MSG_NOSIGNAL);
         if (n >= 0)
             return n;
         if (errno == EINTR)
@@ -84,22 +86,9 @@ static ssize_t tcp_read(struct conn *c, void *buf, size_t len)
     }
 }
 
-static ssize_t tcp_write(struct conn *c, const void *buf, size_t len)
-{
-    struct conn_tcp *t = (struct conn_tcp *)c;
-    for (;;) {
-        ssize_t n = send(t->fd, buf, len, MSG_NOSIGNAL);
-        if (n >= 0)
-            return n;
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return -EAGAIN;
-        c->last_errno = errno;
-        c->state = CONN_STATE_ERROR;
-        return -c->last_errno;
-    }
-}
+static ssize_t tcp_read(struct conn *c, void *buf, size_t len) { return tcp_io(c, buf, NULL, len); }
+
+static ssize_t tcp_write(struct conn *c, const void *buf, size_t len) { return tcp_io(c, NULL, buf, len); }
 
 static int tcp_set_read_handler(struct conn *c, conn_handler fn, void *arg)
 {

@@ -20,7 +20,7 @@
 #include <openssl/ssl.h>
 
 #include "common/log.h"
-#include "daemon/conn.h"
+#include "daemon/rpc/conn.h"
 #include "tls/tls_ctx.h"
 
 #define CONN_TLS_HS_PER_SEC 40   /* handshakes processed per second, all connections together */
@@ -299,24 +299,27 @@ static ssize_t tls_write(struct conn *c, const void *buf, size_t len)
     return io_result(t, SSL_write(t->ssl, buf, len > INT_MAX ? INT_MAX : (int)len), false);
 }
 
+/* A direction without a handler no longer waits for the other readiness on its behalf. */
+static int set_handler(struct conn_tls *t, conn_handler *slot, void **slot_arg, bool *wants_other,
+                       conn_handler fn, void *arg)
+{
+    *slot = fn;
+    *slot_arg = arg;
+    if (!fn)
+        *wants_other = false;
+    return update_interest(t);
+}
+
 static int tls_set_read_handler(struct conn *c, conn_handler fn, void *arg)
 {
     struct conn_tls *t = (struct conn_tls *)c;
-    t->rfn = fn;
-    t->rarg = arg;
-    if (!fn)
-        t->read_wants_write = false;
-    return update_interest(t);
+    return set_handler(t, &t->rfn, &t->rarg, &t->read_wants_write, fn, arg);
 }
 
 static int tls_set_write_handler(struct conn *c, conn_handler fn, void *arg)
 {
     struct conn_tls *t = (struct conn_tls *)c;
-    t->wfn = fn;
-    t->warg = arg;
-    if (!fn)
-        t->write_wants_read = false;
-    return update_interest(t);
+    return set_handler(t, &t->wfn, &t->warg, &t->write_wants_read, fn, arg);
 }
 
 static void tls_close(struct conn *c)

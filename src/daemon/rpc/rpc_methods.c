@@ -1,7 +1,7 @@
 /* rpc_methods: request validation (no reply for anything malformed, with upstream's log
  * texts), nlohmann-compatible field errors, and the method handlers. Replies are written
  * with jw in sorted key order, byte-identical to upstream's dump(). */
-#include "daemon/rpc_methods.h"
+#include "daemon/rpc/rpc_methods.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -18,8 +18,8 @@
 #include "contract/cfgcanon.h"
 #include "contract/cjx.h"
 #include "contract/kvtext.h"
-#include "daemon/health.h"
-#include "daemon/rpc_steps.h"
+#include "daemon/ipc/health.h"
+#include "daemon/rpc/rpc_steps.h"
 
 #define REPLY_MAX (1u << 20)
 
@@ -47,6 +47,10 @@ static int pid_cmp(const void *a, const void *b)
 
 static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w);
 static int m_get_outcomes(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w);
+static int m_get_steps(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
+{
+    return rpc_steps_get(ctx->steps, req, w);
+}
 
 static const struct {
     const char *name;
@@ -54,7 +58,7 @@ static const struct {
 } methods[] = {
     { "getConfigOutcomes", m_get_outcomes },
     { "getStatus", m_get_status },
-    { "getSteps", rpc_steps_get },
+    { "getSteps", m_get_steps },
     { "getVersion", m_get_version },
     { "setKinetOnDemandRequest", m_set_ondemand },
 };
@@ -113,18 +117,13 @@ static void write_outcome(struct jw *w, const struct reg_cfg_entry *e, bool with
     jw_obj_begin(w);
     jw_key(w, "id");          /* a string: 64-bit ids do not survive a double */
     jw_str(w, id);
-    jw_key(w, "outcome");
-    jw_str(w, registry_outcome_name(e->outcome));
+    jw_kv_str(w, "outcome", registry_outcome_name(e->outcome));
     if (with_pid) {
-        jw_key(w, "pid");
-        jw_int(w, e->pid);
+        jw_kv_int(w, "pid", e->pid);
     }
-    jw_key(w, "rank");
-    jw_int(w, e->rank);
-    jw_key(w, "reason");
-    jw_str(w, e->reason);
-    jw_key(w, "state");
-    jw_str(w, e->state);
+    jw_kv_int(w, "rank", e->rank);
+    jw_kv_str(w, "reason", e->reason);
+    jw_kv_str(w, "state", e->state);
     jw_obj_end(w);
 }
 
@@ -158,13 +157,11 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
     /* leaves: sort by (pid, job) so the union with the status table is a merge */
     qsort(leaves, nl, sizeof(*leaves), leaf_cmp);
     jw_obj_begin(w);
-    jw_key(w, "current_step");
-    jw_int(w, last.trace.current_step);
+    jw_kv_int(w, "current_step", last.trace.current_step);
     status_get_daemon(ctx->st, &dmn);
     if (dmn.start_mono_ns) { /* ours (issue 12): daemon-level keys, upstream keys unchanged */
         uint64_t now = clock_mono_ns();
-        jw_key(w, "daemon_uptime_s");
-        jw_uint(w, now > dmn.start_mono_ns ? (now - dmn.start_mono_ns) / 1000000000u : 0);
+        jw_kv_uint(w, "daemon_uptime_s", now > dmn.start_mono_ns ? (now - dmn.start_mono_ns) / 1000000000u : 0);
         jw_key(w, "loggers");
         jw_arr_begin(w);
         for (const char *p = dmn.loggers; *p;) {
@@ -175,10 +172,8 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
         }
         jw_arr_end(w);
     }
-    jw_key(w, "npumonitor");
-    jw_str(w, status_name(last.monitor.status));
-    jw_key(w, "nputrace");
-    jw_str(w, status_name(last.trace.status));
+    jw_kv_str(w, "npumonitor", status_name(last.monitor.status));
+    jw_kv_str(w, "nputrace", status_name(last.trace.status));
     jw_key(w, "processes");
     jw_arr_begin(w);
     size_t a = 0, b = 0;
@@ -217,35 +212,26 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
             polling = false;
         jw_obj_begin(w);
         if (lib_backend) { /* ours (issue 15): the vendor library this process loaded */
-            jw_key(w, "backend");
-            jw_str(w, lib_backend);
+            jw_kv_str(w, "backend", lib_backend);
         }
         write_config_status(ctx, w, e.pid);
-        jw_key(w, "current_step");
-        jw_int(w, e.current_step);
+        jw_kv_int(w, "current_step", e.current_step);
         if (health_has(&e, gone)) { /* ours (issue 22): live health and its marks */
             jw_key(w, "health");
             health_write(w, &e, gone, clock_mono_ns());
         }
-        jw_key(w, "job_id");
-        jw_int(w, e.job);
+        jw_kv_int(w, "job_id", e.job);
         if (polling) { /* ours (issue 15, `dyno doctor`): how long ago this poller last polled */
             uint64_t now = clock_mono_ns();
-            jw_key(w, "last_poll_age_ms");
-            jw_uint(w, now > last_poll_ns ? (now - last_poll_ns) / 1000000u : 0);
+            jw_kv_uint(w, "last_poll_age_ms", now > last_poll_ns ? (now - last_poll_ns) / 1000000u : 0);
         }
         if (lib_backend) {
-            jw_key(w, "library");
-            jw_str(w, lib_path);
+            jw_kv_str(w, "library", lib_path);
         }
-        jw_key(w, "npumonitor");
-        jw_str(w, status_name(e.monitor));
-        jw_key(w, "nputrace");
-        jw_str(w, status_name(e.trace));
-        jw_key(w, "pid");
-        jw_int(w, e.pid);
-        jw_key(w, "polling");
-        jw_bool(w, polling);
+        jw_kv_str(w, "npumonitor", status_name(e.monitor));
+        jw_kv_str(w, "nputrace", status_name(e.trace));
+        jw_kv_int(w, "pid", e.pid);
+        jw_kv_bool(w, "polling", polling);
         if (e.has_stats) { /* ours: the session's counters (keys sorted, like every reply) */
             jw_key(w, "session_stats");
             jw_obj_begin(w);
@@ -257,23 +243,18 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
             jw_obj_end(w);
         }
         if (has_steps(e.trace)) {
-            jw_key(w, "start_step");
-            jw_int(w, e.start_step);
-            jw_key(w, "stop_step");
-            jw_int(w, e.stop_step);
+            jw_kv_int(w, "start_step", e.start_step);
+            jw_kv_int(w, "stop_step", e.stop_step);
         }
         jw_obj_end(w);
     }
     jw_arr_end(w);
     if (dmn.start_mono_ns) {
-        jw_key(w, "registered_processes");
-        jw_uint(w, registry_count(ctx->reg));
+        jw_kv_uint(w, "registered_processes", registry_count(ctx->reg));
     }
     if (has_steps(last.trace.status)) {
-        jw_key(w, "start_step");
-        jw_int(w, last.trace.start_step);
-        jw_key(w, "stop_step");
-        jw_int(w, last.trace.stop_step);
+        jw_kv_int(w, "start_step", last.trace.start_step);
+        jw_kv_int(w, "stop_step", last.trace.stop_step);
     }
     jw_obj_end(w);
     free(leaves);
@@ -287,8 +268,7 @@ static int m_get_version(const struct rpc_ctx *ctx, const cJSON *req, struct jw 
 {
     (void)req;
     jw_obj_begin(w);
-    jw_key(w, "version");
-    jw_str(w, ctx->version);
+    jw_kv_str(w, "version", ctx->version);
     jw_obj_end(w);
     return 0;
 }
@@ -296,16 +276,14 @@ static int m_get_version(const struct rpc_ctx *ctx, const cJSON *req, struct jw 
 static void write_status_only(struct jw *w, const char *status)
 {
     jw_obj_begin(w);
-    jw_key(w, "status");
-    jw_str(w, status);
+    jw_kv_str(w, "status", status);
     jw_obj_end(w);
 }
 
 static void write_command_only(struct jw *w, const char *cmd)
 {
     jw_obj_begin(w);
-    jw_key(w, "commandStatus");
-    jw_str(w, cmd);
+    jw_kv_str(w, "commandStatus", cmd);
     jw_obj_end(w);
 }
 
@@ -338,22 +316,18 @@ static void write_full(struct jw *w, int busy, const int32_t *trig, size_t ntrig
                        const char *cmd, const int32_t *matched, size_t nmatched, long long skipped)
 {
     jw_obj_begin(w);
-    jw_key(w, "activityProfilersBusy");
-    jw_int(w, busy);
+    jw_kv_int(w, "activityProfilersBusy", busy);
     jw_key(w, "activityProfilersTriggered");
     write_int_array(w, trig, ntrig);
-    jw_key(w, "commandStatus");
-    jw_str(w, cmd);
-    jw_key(w, "eventProfilersBusy");
-    jw_int(w, 0);
+    jw_kv_str(w, "commandStatus", cmd);
+    jw_kv_int(w, "eventProfilersBusy", 0);
     jw_key(w, "eventProfilersTriggered");
     jw_arr_begin(w);
     jw_arr_end(w);
     jw_key(w, "processesMatched");
     write_int_array(w, matched, nmatched);
     if (skipped >= 0) {
-        jw_key(w, "processesSkipped");
-        jw_int(w, skipped);
+        jw_kv_int(w, "processesSkipped", skipped);
     }
     jw_obj_end(w);
 }
@@ -559,10 +533,8 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
         LOG_RL(&rl_refused, 1000, LOG_LVL_WARNING, "refused config: %s",
                logesc(why, strlen(why), esc, sizeof(esc)));
         jw_obj_begin(w);
-        jw_key(w, "commandStatus");
-        jw_str(w, "refused");
-        jw_key(w, "reason");
-        jw_str(w, why);
+        jw_kv_str(w, "commandStatus", "refused");
+        jw_kv_str(w, "reason", why);
         jw_obj_end(w);
         goto out_pids;
     }
@@ -595,10 +567,8 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
             write_full(w, 0, NULL, 0, cmd, NULL, 0, -1);   /* Kineto's dyno needs the keys */
         } else if (busy[0]) {
             jw_obj_begin(w);
-            jw_key(w, "commandStatus");
-            jw_str(w, cmd);
-            jw_key(w, "reason");
-            jw_str(w, busy);
+            jw_kv_str(w, "commandStatus", cmd);
+            jw_kv_str(w, "reason", busy);
             jw_obj_end(w);
         } else {
             write_command_only(w, cmd);

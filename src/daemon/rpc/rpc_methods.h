@@ -9,8 +9,8 @@
 #include <stdint.h>
 
 #include "common/pathnorm.h"
-#include "daemon/registry.h"
-#include "daemon/status.h"
+#include "daemon/ipc/registry.h"
+#include "daemon/ipc/status.h"
 
 struct steps_store;
 

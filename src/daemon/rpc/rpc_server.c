@@ -9,7 +9,7 @@
  * (of the listener, or of that address) is evicted, so dribbling connections only ever push
  * each other out; TLS set-up is budgeted per source and in total; accept pauses instead of
  * spinning at EMFILE. */
-#include "daemon/rpc_server.h"
+#include "daemon/rpc/rpc_server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -25,7 +25,7 @@
 
 #include "common/log.h"
 #include "common/strutil.h"
-#include "daemon/conn.h"
+#include "daemon/rpc/conn.h"
 
 #define BACKLOG 128
 #define ACCEPT_PAUSE_MS 100      /* out of fds: retry accept(2) this much later, not at once */

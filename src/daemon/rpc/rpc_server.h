@@ -9,9 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "daemon/conn.h"
 #include "daemon/loop.h"
-#include "daemon/rpc_methods.h"
+#include "daemon/rpc/conn.h"
+#include "daemon/rpc/rpc_methods.h"
 
 #define RPC_MAX_MSG 8192          /* valid request lengths are 1..8191 */
 #define RPC_DEADLINE_MS 3000      /* accept to whole request, and the reply's send */

@@ -1,6 +1,6 @@
 /* rpc_steps: getSteps (see rpc_steps.h). Rows are arrays in a fixed column order (named in
  * the reply's "columns") so that a host with many ranks answers in a compact reply. */
-#include "daemon/rpc_steps.h"
+#include "daemon/rpc/rpc_steps.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -8,7 +8,6 @@
 
 #include "common/log.h"
 #include "contract/cjx.h"
-#include "daemon/steps.h"
 
 /* Replies are capped at 1 MiB (rpc_methods.c): with many ranks the newest rows per rank are
  * cut so that every rank still appears. A row is at most ~150 bytes, each rank ~130 more. */
@@ -21,12 +20,11 @@ static void failed(struct jw *w, const char *why)
     char msg[128];
     snprintf(msg, sizeof(msg), "failed: %s", why);
     jw_obj_begin(w);
-    jw_key(w, "status");
-    jw_str(w, msg);
+    jw_kv_str(w, "status", msg);
     jw_obj_end(w);
 }
 
-int rpc_steps_get(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
+int rpc_steps_get(struct steps_store *steps, const cJSON *req, struct jw *w)
 {
     const cJSON *lastv = cjx_get(req, "last"), *jobv = cjx_get(req, "job_id");
     int64_t last = RPC_STEPS_LAST_DEFAULT, job = 0;
@@ -43,13 +41,13 @@ int rpc_steps_get(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
         failed(w, "'job_id' must be an integer");
         return 0;
     }
-    if (!ctx->steps) {
+    if (!steps) {
         n = 0;
-    } else if (steps_snapshot(ctx->steps, &rs, &n) != 0) {
+    } else if (steps_snapshot(steps, &rs, &n) != 0) {
         return -ENOMEM;
     }
-    if (ctx->steps)
-        steps_counters(ctx->steps, &nranks, &refused, &evicted);
+    if (steps)
+        steps_counters(steps, &nranks, &refused, &evicted);
     if (n > 0) {
         size_t per = REPLY_BUDGET > n * RANK_BYTES_MAX ? (REPLY_BUDGET - n * RANK_BYTES_MAX) / n / ROW_BYTES_MAX : 0;
         if (per < 1)
@@ -66,10 +64,8 @@ int rpc_steps_get(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
     for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++)
         jw_str(w, cols[i]);
     jw_arr_end(w);
-    jw_key(w, "evicted");
-    jw_uint(w, evicted);
-    jw_key(w, "last");
-    jw_int(w, last);
+    jw_kv_uint(w, "evicted", evicted);
+    jw_kv_int(w, "last", last);
     jw_key(w, "ranks");
     jw_arr_begin(w);
     for (size_t i = 0; i < n; i++) {
@@ -77,18 +73,12 @@ int rpc_steps_get(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
         if (jobv && r->job != job)
             continue;
         jw_obj_begin(w);
-        jw_key(w, "age_ms");
-        jw_uint(w, now > r->updated_ns ? (now - r->updated_ns) / 1000000u : 0);
-        jw_key(w, "job_id");
-        jw_int(w, r->job);
-        jw_key(w, "pid");
-        jw_int(w, r->pid);
-        jw_key(w, "plugin_dropped");
-        jw_uint(w, r->plugin_dropped);
-        jw_key(w, "rank");
-        jw_int(w, r->rank);
-        jw_key(w, "src");
-        jw_str(w, r->src);
+        jw_kv_uint(w, "age_ms", now > r->updated_ns ? (now - r->updated_ns) / 1000000u : 0);
+        jw_kv_int(w, "job_id", r->job);
+        jw_kv_int(w, "pid", r->pid);
+        jw_kv_uint(w, "plugin_dropped", r->plugin_dropped);
+        jw_kv_int(w, "rank", r->rank);
+        jw_kv_str(w, "src", r->src);
         jw_key(w, "steps");
         jw_arr_begin(w);
         size_t from = r->n > (size_t)last ? r->n - (size_t)last : 0;
@@ -110,10 +100,8 @@ int rpc_steps_get(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
         jw_obj_end(w);
     }
     jw_arr_end(w);
-    jw_key(w, "refused");
-    jw_uint(w, refused);
-    jw_key(w, "window");
-    jw_int(w, STEPS_WINDOW);
+    jw_kv_uint(w, "refused", refused);
+    jw_kv_int(w, "window", STEPS_WINDOW);
     jw_obj_end(w);
     free(rs);
     return 0;

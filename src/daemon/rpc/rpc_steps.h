@@ -6,12 +6,13 @@
 #include <cjson/cJSON.h>
 
 #include "common/jw.h"
-#include "daemon/rpc_methods.h"
+#include "daemon/ipc/steps.h"
 
 #define RPC_STEPS_LAST_DEFAULT 64
 
 /* {"fn":"getSteps"[,"last":N][,"job_id":J]} -> {"dropped":…,"ranks":[…],"window":128}; a bad
- * "last"/"job_id" gets {"status":"failed: <reason>"}. 0 or -ENOMEM. */
-int rpc_steps_get(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w);
+ * "last"/"job_id" gets {"status":"failed: <reason>"}. steps is borrowed, NULL when the
+ * daemon keeps no windows (an empty reply). 0 or -ENOMEM. */
+int rpc_steps_get(struct steps_store *steps, const cJSON *req, struct jw *w);
 
 #endif

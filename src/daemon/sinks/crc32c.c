@@ -1,6 +1,6 @@
 /* crc32c: one 256-entry table built on first use (the loop thread is the only caller, and the
  * build is idempotent, so a racing second builder would write the same values). */
-#include "daemon/crc32c.h"
+#include "daemon/sinks/crc32c.h"
 
 #include <stdbool.h>
 

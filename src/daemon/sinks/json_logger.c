@@ -1,6 +1,6 @@
 /* json_logger: formats records as upstream dynolog's JSON logger does (local time with a
  * literal Z, floats as 3-decimal strings) and logs them through log.h. */
-#include "daemon/json_logger.h"
+#include "daemon/sinks/json_logger.h"
 
 #include <errno.h>
 #include <stdio.h>

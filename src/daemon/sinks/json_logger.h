@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "daemon/sink.h"
+#include "daemon/sinks/sink.h"
 
 /* Format the second line ("time = ... data = {...}", keys sorted, doubles as "%.3f"
  * strings) into out. Returns its length or -ENOSPC. No I/O. */

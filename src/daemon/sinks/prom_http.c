@@ -8,7 +8,7 @@
  * at most PROM_HTTP_MAX_PAGES pages are alive, PROM_HTTP_MAX_SCRAPES responses are in flight
  * (beyond: 503), and a reader that takes nothing for PROM_HTTP_WRITE_STALL_MS is cut, so
  * scrapers that never read cost at most a page (docs/security.md, docs/prometheus.md). */
-#include "daemon/prom_http.h"
+#include "daemon/sinks/prom_http.h"
 
 #include <errno.h>
 #include <event2/buffer.h>

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "daemon/loop.h"
-#include "daemon/promfam.h"
+#include "daemon/sinks/promfam.h"
 
 #define PROM_HTTP_READ_TIMEOUT_S 2     /* docs/design/daemon.md#prometheus-endpoint: idle read timeout per connection */
 #define PROM_HTTP_CONN_DEADLINE_MS 10000 /* whole-connection cap (slowloris) */

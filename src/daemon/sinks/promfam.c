@@ -2,7 +2,7 @@
  * that /metrics renders and remote write snapshots. Series live in one chained hash keyed by
  * "family\0name\0value\0..." (labels sorted by name); op series carry their report group so a
  * series absent from the latest OpStats report of its (process, device, kind) is removed. */
-#include "daemon/promfam.h"
+#include "daemon/sinks/promfam.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -378,7 +378,6 @@ static int map_opstats(const struct sink_record *rec, const char *host, promfam_
 static int map_pluginstats(const struct sink_record *rec, const char *host, promfam_emit_fn fn, void *arg,
                            struct scratch *sc)
 {
-    static const char *const skip[] = { "deviceId", "duration", "kind", "timestamp" };
     struct labels ls = { .n = 0 };
     int n = 0;
     lab_common(&ls, sc, rec, host);
@@ -386,10 +385,7 @@ static int map_pluginstats(const struct sink_record *rec, const char *host, prom
         const struct sink_kv *kv = &rec->kv[i];
         char fam[PROMFAM_NAME_MAX + 32];
         double v;
-        bool skipped = false;
-        for (size_t k = 0; k < sizeof(skip) / sizeof(skip[0]); k++)
-            skipped |= strcmp(kv->key, skip[k]) == 0;
-        if (skipped || !kv_num(kv, &v) || strlen(kv->key) > PROMFAM_NAME_MAX - 20)
+        if (!sink_is_stats_counter(kv->key) || !kv_num(kv, &v) || strlen(kv->key) > PROMFAM_NAME_MAX - 20)
             continue;
         snprintf(fam, sizeof(fam), "msmonitor_plugin_%s", kv->key);
         char clean[PROMFAM_NAME_MAX + 32];

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "daemon/sink.h"
+#include "daemon/sinks/sink.h"
 
 #define PROMFAM_MAX_OP_SERIES 10000   /* docs/design/outputs.md#prometheus: op series (one per op label set) */
 #define PROMFAM_MAX_SERIES 200000     /* every other family together: a memory bound */

@@ -1,7 +1,7 @@
 /* rw_curl: dlopen("libcurl.so.4") once and fill the table; every symbol is mandatory (all
  * exist since libcurl 7.62, CURLU). The library name is fixed, never taken from the
  * environment. */
-#include "daemon/rw_curl.h"
+#include "daemon/sinks/rw_curl.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

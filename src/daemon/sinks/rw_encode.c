@@ -1,7 +1,7 @@
 /* rw_encode: builds the protobuf-c message tree over the batch bytes (label strings point into
  * the batches, which are NUL-terminated there), packs it, then snappy-compresses the result.
  * All storage lives in the caller's rw_encoder and is reused from request to request. */
-#include "daemon/rw_encode.h"
+#include "daemon/sinks/rw_encode.h"
 
 #include <errno.h>
 #include <snappy-c.h>

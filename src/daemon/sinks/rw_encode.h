@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "daemon/rw_queue.h"
+#include "daemon/sinks/rw_queue.h"
 
 /* Reusable scratch of one sender: the message tree, the packed and the compressed buffers
  * grow to the largest request seen and are kept, so a steady 1 s cadence allocates nothing

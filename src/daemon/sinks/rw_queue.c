@@ -1,6 +1,6 @@
 /* rw_queue: a mutex + condition variable FIFO of snapshot batches with drop-oldest bounds.
  * The loop thread pushes (never blocks beyond the mutex); the sender thread takes. */
-#include "daemon/rw_queue.h"
+#include "daemon/sinks/rw_queue.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "daemon/promfam.h"
+#include "daemon/sinks/promfam.h"
 
 /* One snapshot: every sample shares ts_ms. data packs, per sample: u8 nlabels, family \0,
  * (name \0 value \0) x nlabels, then the double value (8 bytes, host order). */

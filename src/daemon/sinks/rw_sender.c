@@ -2,7 +2,7 @@
  * handle). The thread keeps at most one request's batches out of the queue while it retries
  * them, so memory stays within the queue bounds plus one request. State changes of the
  * receiver are logged once each way (gone / back); refusals are rate-limited. */
-#include "daemon/rw_sender.h"
+#include "daemon/sinks/rw_sender.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -15,9 +15,9 @@
 #include <strings.h>
 
 #include "common/log.h"
-#include "daemon/rw_curl.h"
-#include "daemon/rw_encode.h"
-#include "daemon/rw_queue.h"
+#include "daemon/sinks/rw_curl.h"
+#include "daemon/sinks/rw_encode.h"
+#include "daemon/sinks/rw_queue.h"
 
 struct rw_sender {
     struct loop_event *timer;

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "daemon/loop.h"
-#include "daemon/promfam.h"
+#include "daemon/sinks/promfam.h"
 
 #define RW_MAX_HEADERS 32
 #define RW_BACKOFF_MIN_MS 100

@@ -3,8 +3,10 @@
 #ifndef MSMON_DAEMON_SINK_H
 #define MSMON_DAEMON_SINK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 enum sink_vtype { SINK_INT, SINK_UINT, SINK_DOUBLE, SINK_STR };
 
@@ -32,6 +34,18 @@ struct sink_record {
 #define SINK_NO_PID 0
 #define SINK_NO_RANK (-1)
 #define SINK_NO_JOB (-1)
+
+/* A PluginStats record (ipc/data_sink.c) carries the message's upstream keys and one value
+ * per session counter; a sink names the counters this way rather than by the IPC room's
+ * table, so that sinks depend on nothing above this header. */
+static inline bool sink_is_stats_counter(const char *key)
+{
+    static const char *const envelope[] = { "deviceId", "duration", "kind", "timestamp" };
+    for (size_t i = 0; i < sizeof(envelope) / sizeof(envelope[0]); i++)
+        if (strcmp(key, envelope[i]) == 0)
+            return false;
+    return true;
+}
 
 struct sink_ops {
     const char *name;

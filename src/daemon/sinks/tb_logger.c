@@ -1,7 +1,7 @@
 /* tb_logger: encodes each event by hand (four protobuf field kinds are all it needs) and
  * appends it with one write(2) per framed record to an O_APPEND file, so nothing is buffered in
  * the daemon and a SIGTERM or crash loses nothing already handed to the sink. */
-#include "daemon/tb_logger.h"
+#include "daemon/sinks/tb_logger.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,8 +15,7 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "contract/kinds.h"
-#include "daemon/crc32c.h"
-#include "daemon/status.h"
+#include "daemon/sinks/crc32c.h"
 
 #define TB_DEV_CAP 64
 #define TB_TAG_CAP 512
@@ -361,16 +360,6 @@ static void write_opstats(struct tb_logger *t, const char *sub, const struct sin
     }
 }
 
-static bool is_counter(const char *key)
-{
-#define TB_COUNTER(f)          \
-    if (strcmp(key, #f) == 0) \
-        return true;
-    STATUS_STATS_FIELDS(TB_COUNTER)
-#undef TB_COUNTER
-    return false;
-}
-
 /* PluginStats records carry the session counters (data_sink.c): one tag per counter and
  * sending process, "PluginStats/<pid>/<counter>". */
 static void write_plugin_stats(struct tb_logger *t, const char *sub, const struct sink_record *r,
@@ -380,7 +369,7 @@ static void write_plugin_stats(struct tb_logger *t, const char *sub, const struc
     for (size_t i = 0; i < r->n; i++) {
         const struct sink_kv *kv = &r->kv[i];
         double v;
-        if (!is_counter(kv->key) || !num(kv, &v))
+        if (!sink_is_stats_counter(kv->key) || !num(kv, &v))
             continue;
         snprintf(tag, sizeof(tag), "PluginStats/%d/%s", (int)r->pid, kv->key);
         scalar(t, sub, tag, tag, wall, v);

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "daemon/sink.h"
+#include "daemon/sinks/sink.h"
 
 #define TB_MAX_FILES 256       /* devices (+ host metrics) with an open file */
 #define TB_MAX_STEPS 16384     /* (device, tag) step counters; beyond: dropped, one WARNING */

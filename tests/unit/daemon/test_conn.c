@@ -15,8 +15,8 @@
 #include <cmocka.h>
 
 #include "common/log.h"
-#include "daemon/conn.h"
 #include "daemon/loop.h"
+#include "daemon/rpc/conn.h"
 
 struct echo {
     struct loop *loop;

@@ -12,8 +12,8 @@
 #include <cmocka.h>
 
 #include "common/log.h"
-#include "daemon/data_sink.h"
-#include "daemon/json_logger.h"
+#include "daemon/ipc/data_sink.h"
+#include "daemon/sinks/json_logger.h"
 
 struct capture {
     char lines[8][512];

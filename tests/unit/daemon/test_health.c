@@ -14,8 +14,8 @@
 
 #include "common/jw.h"
 #include "contract/cjx.h"
-#include "daemon/health.h"
-#include "daemon/status.h"
+#include "daemon/ipc/health.h"
+#include "daemon/ipc/status.h"
 
 #define MS 1000000ull
 

@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "daemon/kmon.h"
-#include "daemon/kmon_proc.h"
+#include "daemon/collectors/kmon.h"
+#include "daemon/collectors/kmon_proc.h"
 
 #ifndef FIXTURES
 #error "FIXTURES must name tests/unit/daemon/fixtures/kmon"

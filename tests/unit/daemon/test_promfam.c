@@ -13,8 +13,8 @@
 #include <cmocka.h>
 
 #include "common/log.h"
-#include "daemon/data_sink.h"
-#include "daemon/promfam.h"
+#include "daemon/ipc/data_sink.h"
+#include "daemon/sinks/promfam.h"
 
 static char *render(struct promfam_store *st, uint64_t now_ms)
 {

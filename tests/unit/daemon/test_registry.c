@@ -16,8 +16,8 @@
 #include <cmocka.h>
 
 #include "common/log.h"
-#include "daemon/registry.h"
-#include "daemon/status.h"
+#include "daemon/ipc/registry.h"
+#include "daemon/ipc/status.h"
 
 static char *poll1(struct registry *r, int64_t job, const int32_t *pids, int n, int type)
 {

@@ -16,9 +16,9 @@
 #include <cmocka.h>
 
 #include "../logcap.h"
-#include "daemon/ipc_server.h"
-#include "daemon/registry.h"
-#include "daemon/status.h"
+#include "daemon/ipc/ipc_server.h"
+#include "daemon/ipc/registry.h"
+#include "daemon/ipc/status.h"
 #include "ipc/ipc_msg.h"
 
 static int count(const char *text, const char *needle)

@@ -12,8 +12,8 @@
 #include <cmocka.h>
 
 #include "common/log.h"
-#include "daemon/data_sink.h"
-#include "daemon/rpc_methods.h"
+#include "daemon/ipc/data_sink.h"
+#include "daemon/rpc/rpc_methods.h"
 
 struct fx {
     struct registry *reg;

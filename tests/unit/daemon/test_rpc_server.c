@@ -21,11 +21,11 @@
 #include <cmocka.h>
 
 #include "../logcap.h"
+#include "daemon/ipc/registry.h"
+#include "daemon/ipc/sock_file.h"
+#include "daemon/ipc/status.h"
 #include "daemon/loop.h"
-#include "daemon/registry.h"
-#include "daemon/rpc_server.h"
-#include "daemon/sock_file.h"
-#include "daemon/status.h"
+#include "daemon/rpc/rpc_server.h"
 
 struct fixture {
     char dir[64];

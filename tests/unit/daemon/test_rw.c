@@ -14,9 +14,9 @@
 #include <cmocka.h>
 
 #include "common/log.h"
-#include "daemon/rw_encode.h"
-#include "daemon/rw_queue.h"
-#include "daemon/rw_sender.h"
+#include "daemon/sinks/rw_encode.h"
+#include "daemon/sinks/rw_queue.h"
+#include "daemon/sinks/rw_sender.h"
 #include "rw_remote.pb-c.h"
 
 static struct rw_batch *mk(int64_t ts, int n)

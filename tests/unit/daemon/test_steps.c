@@ -10,8 +10,8 @@
 #include <cmocka.h>
 
 #include "contract/cjx.h"
-#include "daemon/rpc_methods.h"
-#include "daemon/steps.h"
+#include "daemon/ipc/steps.h"
+#include "daemon/rpc/rpc_methods.h"
 
 static int take(struct steps_store *s, const char *text)
 {

@@ -17,11 +17,11 @@
 
 #include <cmocka.h>
 
-#include "daemon/crc32c.h"
-#include "daemon/data_sink.h"
-#include "daemon/json_logger.h"
-#include "daemon/tb_logger.h"
 #include "../logcap.h"
+#include "daemon/ipc/data_sink.h"
+#include "daemon/sinks/crc32c.h"
+#include "daemon/sinks/json_logger.h"
+#include "daemon/sinks/tb_logger.h"
 
 static void test_crc32c(void **state)
 {
