@@ -164,15 +164,25 @@ static bool pace_turn(struct conn_tls *t)
     return false;
 }
 
+/* The handshake is over, either way: the connection says how, and accept's caller hears. */
+static void handshake_end(struct conn_tls *t, bool ok)
+{
+    t->handshaking = false;
+    if (ok) {
+        t->base.state = CONN_STATE_CONNECTED;
+    } else {
+        t->base.state = CONN_STATE_ERROR;
+        t->base.last_errno = EPROTO;
+    }
+    update_interest(t);
+    if (t->done)
+        call_handler(t, t->done, t->darg);
+}
+
 static void handshake_step(struct conn_tls *t)
 {
     if (!t->sniffed && refuse_plain_client(t)) {
-        t->handshaking = false;
-        t->base.state = CONN_STATE_ERROR;
-        t->base.last_errno = EPROTO;
-        update_interest(t);
-        if (t->done)
-            call_handler(t, t->done, t->darg);
+        handshake_end(t, false);
         return;
     }
     if (!t->sniffed) {
@@ -186,29 +196,22 @@ static void handshake_step(struct conn_tls *t)
     ERR_clear_error();
     int r = SSL_do_handshake(t->ssl);
     if (r == 1) {
-        t->handshaking = false;
-        t->base.state = CONN_STATE_CONNECTED;
         LOG_DEBUG("tls: handshake with %s done (%s, %s)", t->peer, SSL_get_version(t->ssl),
                   SSL_get_cipher_name(t->ssl));
-    } else {
-        int e = SSL_get_error(t->ssl, r);
-        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-            t->hs_want = e == SSL_ERROR_WANT_READ ? LOOP_READ : LOOP_WRITE;
-            update_interest(t);
-            return;
-        }
-        /* a stranger can trigger this at will: rate-limited */
-        static struct log_ratelimit rl;
-        LOG_RL(&rl, 1000, LOG_LVL_ERROR, "tls: handshake with %s failed: %s", t->peer,
-               hs_reason(t, e));
-        ERR_clear_error();
-        t->handshaking = false;
-        t->base.state = CONN_STATE_ERROR;
-        t->base.last_errno = EPROTO;
+        handshake_end(t, true);
+        return;
     }
-    update_interest(t);
-    if (t->done)
-        call_handler(t, t->done, t->darg);
+    int e = SSL_get_error(t->ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        t->hs_want = e == SSL_ERROR_WANT_READ ? LOOP_READ : LOOP_WRITE;
+        update_interest(t);
+        return;
+    }
+    /* a stranger can trigger this at will: rate-limited */
+    static struct log_ratelimit rl;
+    LOG_RL(&rl, 1000, LOG_LVL_ERROR, "tls: handshake with %s failed: %s", t->peer, hs_reason(t, e));
+    ERR_clear_error();
+    handshake_end(t, false);
 }
 
 static void on_fd(struct loop_event *ev, int fd, unsigned events, void *arg)
