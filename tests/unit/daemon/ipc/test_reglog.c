@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "../logcap.h"
+#include "../../logcap.h"
 #include "daemon/ipc/ipc_server.h"
 #include "daemon/ipc/registry.h"
 #include "daemon/ipc/status.h"

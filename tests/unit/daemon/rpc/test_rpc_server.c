@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "../logcap.h"
+#include "../../logcap.h"
 #include "daemon/ipc/registry.h"
 #include "daemon/ipc/sock_file.h"
 #include "daemon/ipc/status.h"

@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "../logcap.h"
+#include "../../logcap.h"
 #include "daemon/ipc/data_sink.h"
 #include "daemon/sinks/crc32c.h"
 #include "daemon/sinks/json_logger.h"
