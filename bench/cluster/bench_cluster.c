@@ -21,7 +21,7 @@
 #include "cli/hosts.h"
 #include "cli/rpc_client.h"
 #include "contract/cjx.h"
-#include "daemon/steps.h"
+#include "daemon/ipc/steps.h"
 
 static double now_s(void)
 {

@@ -20,11 +20,11 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "daemon/data_sink.h"
-#include "daemon/json_logger.h"
-#include "daemon/kmon.h"
-#include "daemon/kmon_proc.h"
-#include "daemon/tb_logger.h"
+#include "daemon/collectors/kmon.h"
+#include "daemon/collectors/kmon_proc.h"
+#include "daemon/ipc/data_sink.h"
+#include "daemon/sinks/json_logger.h"
+#include "daemon/sinks/tb_logger.h"
 
 static double cpu_s(void)
 {

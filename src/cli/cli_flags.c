@@ -107,6 +107,11 @@ bool cli_flags_bool(const struct cli_args *a, const char *name)
     return a->given[index_of(a, name)];
 }
 
+const char *cli_flags_bool_text(const struct cli_args *a, const char *name)
+{
+    return cli_flags_bool(a, name) ? "true" : "false";
+}
+
 void cli_flags_help(FILE *out, const struct cli_flag *table, size_t n)
 {
     for (size_t i = 0; i < n; i++) {

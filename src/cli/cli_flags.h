@@ -46,6 +46,8 @@ const char *cli_flags_get(const struct cli_args *a, const char *name);
 bool cli_flags_given(const struct cli_args *a, const char *name);
 /* BOOL flags: true when given. */
 bool cli_flags_bool(const struct cli_args *a, const char *name);
+/* The same as config text: "true" or "false". */
+const char *cli_flags_bool_text(const struct cli_args *a, const char *name);
 
 /* Write the flag list (one flag per line: name, value hint, default, help). */
 void cli_flags_help(FILE *out, const struct cli_flag *table, size_t n);

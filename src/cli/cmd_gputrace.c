@@ -26,11 +26,6 @@ static const struct cli_flag gputrace_flags[] = {
     {"with-stacks", CLI_FLAG_BOOL, false, NULL, "Record call stacks"},
 };
 
-static const char *b(const struct cli_args *a, const char *name)
-{
-    return cli_flags_bool(a, name) ? "true" : "false";
-}
-
 static int gputrace_prepare(const struct cli_args *a, struct cmd_req *req, char *err,
                             size_t errcap)
 {
@@ -76,7 +71,8 @@ static int gputrace_prepare(const struct cli_args *a, struct cmd_req *req, char 
                        "=%" PRIu64 "\n",
                        start_time, duration);
     }
-    cli_buf_printf(&req->config, CFGKEY_PROFILE_REPORT_INPUT_SHAPES "=%s\n", b(a, "record-shapes"));
+    cli_buf_printf(&req->config, CFGKEY_PROFILE_REPORT_INPUT_SHAPES "=%s\n",
+                   cli_flags_bool_text(a, "record-shapes"));
     if (mem)
         cli_buf_printf(&req->config,
                        CFGKEY_PROFILE_PROFILE_MEMORY "=true\n" CFGKEY_PROFILE_MEMORY "=true\n"
@@ -85,7 +81,8 @@ static int gputrace_prepare(const struct cli_args *a, struct cmd_req *req, char 
     cli_buf_printf(&req->config,
                    CFGKEY_PROFILE_WITH_STACK "=%s\n" CFGKEY_PROFILE_WITH_FLOPS "=%s\n"
                    CFGKEY_PROFILE_WITH_MODULES "=%s",
-                   b(a, "with-stacks"), b(a, "with-flops"), b(a, "with-modules"));
+                   cli_flags_bool_text(a, "with-stacks"), cli_flags_bool_text(a, "with-flops"),
+                   cli_flags_bool_text(a, "with-modules"));
     cmd_build_kineto_body(req, (long long)job_id, cli_buf_str(&pids), (unsigned long long)v);
     cli_buf_printf(&req->echo, "Kineto config = \n%s\n", cli_buf_str(&req->config));
     req->log_file = log_file;

@@ -59,11 +59,6 @@ static const struct cli_flag nputrace_flags[] = {
     {"with-stack", CLI_FLAG_BOOL, false, NULL, "Record call stacks"},
 };
 
-static const char *b(const struct cli_args *a, const char *name)
-{
-    return cli_flags_bool(a, name) ? "true" : "false";
-}
-
 static int nputrace_prepare(const struct cli_args *a, struct cmd_req *req, char *err,
                             size_t errcap)
 {
@@ -128,25 +123,25 @@ static int nputrace_prepare(const struct cli_args *a, struct cmd_req *req, char 
         { CFGKEY_PROFILE_START_ITERATION, "0" },
         { CFGKEY_PROFILE_START_STEP, start_text },
         { CFGKEY_ACTIVITIES_ITERATIONS, iter_text },
-        { CFGKEY_PROFILE_RECORD_SHAPES, b(a, "record-shapes") },
-        { CFGKEY_PROFILE_PROFILE_MEMORY, b(a, "profile-memory") },
-        { CFGKEY_PROFILE_WITH_STACK, b(a, "with-stack") },
-        { CFGKEY_PROFILE_WITH_FLOPS, b(a, "with-flops") },
-        { CFGKEY_PROFILE_WITH_MODULES, b(a, "with-modules") },
+        { CFGKEY_PROFILE_RECORD_SHAPES, cli_flags_bool_text(a, "record-shapes") },
+        { CFGKEY_PROFILE_PROFILE_MEMORY, cli_flags_bool_text(a, "profile-memory") },
+        { CFGKEY_PROFILE_WITH_STACK, cli_flags_bool_text(a, "with-stack") },
+        { CFGKEY_PROFILE_WITH_FLOPS, cli_flags_bool_text(a, "with-flops") },
+        { CFGKEY_PROFILE_WITH_MODULES, cli_flags_bool_text(a, "with-modules") },
         { CFGKEY_PROFILE_ACTIVITIES, cli_flags_get(a, "activities") },
-        { CFGKEY_PROFILE_ANALYSE, b(a, "analyse") },
-        { CFGKEY_PROFILE_ASYNC_MODE, b(a, "async-mode") },
+        { CFGKEY_PROFILE_ANALYSE, cli_flags_bool_text(a, "analyse") },
+        { CFGKEY_PROFILE_ASYNC_MODE, cli_flags_bool_text(a, "async-mode") },
         { CFGKEY_PROFILE_PROFILER_LEVEL, cli_flags_get(a, "profiler-level") },
         { CFGKEY_PROFILE_AIC_METRICS, cli_flags_get(a, "aic-metrics") },
-        { CFGKEY_PROFILE_L2_CACHE, b(a, "l2-cache") },
-        { CFGKEY_PROFILE_OP_ATTR, b(a, "op-attr") },
-        { CFGKEY_PROFILE_MSPROF_TX, b(a, "msprof-tx") },
+        { CFGKEY_PROFILE_L2_CACHE, cli_flags_bool_text(a, "l2-cache") },
+        { CFGKEY_PROFILE_OP_ATTR, cli_flags_bool_text(a, "op-attr") },
+        { CFGKEY_PROFILE_MSPROF_TX, cli_flags_bool_text(a, "msprof-tx") },
         { CFGKEY_PROFILE_GC_DETECT_THRESHOLD, gc_text },
         { CFGKEY_PROFILE_DATA_SIMPLIFICATION, cli_flags_get(a, "data-simplification") },
         { CFGKEY_PROFILE_EXPORT_TYPE, cli_flags_get(a, "export-type") },
         { CFGKEY_PROFILE_HOST_SYS, cli_buf_str(&host_sys) },
-        { CFGKEY_PROFILE_SYS_IO, b(a, "sys-io") },
-        { CFGKEY_PROFILE_SYS_INTERCONNECTION, b(a, "sys-interconnection") },
+        { CFGKEY_PROFILE_SYS_IO, cli_flags_bool_text(a, "sys-io") },
+        { CFGKEY_PROFILE_SYS_INTERCONNECTION, cli_flags_bool_text(a, "sys-interconnection") },
         { CFGKEY_PROFILE_MSTX_DOMAIN_INCLUDE, inc ? inc : "None" },
         { CFGKEY_PROFILE_MSTX_DOMAIN_EXCLUDE, exc ? exc : "None" },
         { CFGKEY_PROFILE_IS_RANK, ranks ? "true" : "false" },

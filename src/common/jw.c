@@ -312,3 +312,27 @@ void jw_raw(struct jw *w, const char *json, size_t n)
     sep(w);
     put(w, json, n);
 }
+
+void jw_kv_str(struct jw *w, const char *key, const char *s)
+{
+    jw_key(w, key);
+    jw_str(w, s);
+}
+
+void jw_kv_int(struct jw *w, const char *key, int64_t v)
+{
+    jw_key(w, key);
+    jw_int(w, v);
+}
+
+void jw_kv_uint(struct jw *w, const char *key, uint64_t v)
+{
+    jw_key(w, key);
+    jw_uint(w, v);
+}
+
+void jw_kv_bool(struct jw *w, const char *key, bool v)
+{
+    jw_key(w, key);
+    jw_bool(w, v);
+}

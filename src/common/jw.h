@@ -42,6 +42,11 @@ void jw_bool(struct jw *w, bool v);
 void jw_null(struct jw *w);
 void jw_double(struct jw *w, double v);             /* shortest round-trip, like nlohmann */
 void jw_raw(struct jw *w, const char *json, size_t n); /* pre-serialised value */
+/* An object member, key and value in one call. */
+void jw_kv_str(struct jw *w, const char *key, const char *s); /* NULL writes "" */
+void jw_kv_int(struct jw *w, const char *key, int64_t v);
+void jw_kv_uint(struct jw *w, const char *key, uint64_t v);
+void jw_kv_bool(struct jw *w, const char *key, bool v);
 
 /* Append the escaped body of a JSON string (no quotes) to a plain buffer; returns bytes
  * written or -ENOSPC. Escaping rules of docs/design/rpc.md#reply-serialisation (invalid UTF-8 -> U+FFFD). */

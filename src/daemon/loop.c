@@ -129,19 +129,17 @@ static short ev_flags(unsigned events)
     return (short)(EV_PERSIST | ((events & LOOP_READ) ? EV_READ : 0) | ((events & LOOP_WRITE) ? EV_WRITE : 0));
 }
 
-int loop_fd_add(struct loop *l, int fd, unsigned events, loop_fd_fn fn, void *arg,
-                struct loop_event **ret)
+/* What every kind of event shares once the caller has filled e: its libevent event on
+ * (what, flags), added when `add` (tv NULL: no timeout), linked into the loop's list. On an
+ * error e is freed. */
+static int event_start(struct loop_event *e, evutil_socket_t what, short flags, bool add,
+                       const struct timeval *tv, struct loop_event **ret)
 {
     int rc = -ENOMEM;
-    struct loop_event *e = event_alloc(l, LOOP_KIND_FD, fd, arg);
-    *ret = NULL;
-    if (!e)
-        goto out;
-    e->fn.fd = fn;
-    e->ev = event_new(l->base, fd, ev_flags(events), trampoline, e);
+    e->ev = event_new(e->loop->base, what, flags, trampoline, e);
     if (!e->ev)
         goto out_free;
-    if (events && event_add(e->ev, NULL) != 0) {
+    if (add && event_add(e->ev, tv) != 0) {
         rc = -EINVAL;
         goto out_event;
     }
@@ -152,8 +150,18 @@ out_event:
     event_free(e->ev);
 out_free:
     free(e);
-out:
     return rc;
+}
+
+int loop_fd_add(struct loop *l, int fd, unsigned events, loop_fd_fn fn, void *arg,
+                struct loop_event **ret)
+{
+    struct loop_event *e = event_alloc(l, LOOP_KIND_FD, fd, arg);
+    *ret = NULL;
+    if (!e)
+        return -ENOMEM;
+    e->fn.fd = fn;
+    return event_start(e, fd, ev_flags(events), events != 0, NULL, ret);
 }
 
 int loop_fd_set(struct loop_event *e, unsigned events)
@@ -178,29 +186,16 @@ static struct timeval ms_tv(uint64_t ms)
 int loop_timer_add(struct loop *l, uint64_t ms, bool periodic, loop_timer_fn fn, void *arg,
                    struct loop_event **ret)
 {
-    int rc = -ENOMEM;
     struct loop_event *e = event_alloc(l, LOOP_KIND_TIMER, -1, arg);
+    struct timeval tv = ms_tv(ms);
     *ret = NULL;
     if (!e)
-        goto out;
+        return -ENOMEM;
     e->fn.timer = fn;
     e->periodic = periodic;
     /* EV_PERSIST on a pure timer makes libevent re-add it with the same period, measured
      * from the planned expiry, so a periodic timer does not drift by its callback's time */
-    e->ev = event_new(l->base, -1, periodic ? EV_PERSIST : 0, trampoline, e);
-    if (!e->ev)
-        goto out_free;
-    if ((ms || periodic) && (rc = loop_timer_arm(e, ms)) != 0)
-        goto out_event;
-    event_link(e);
-    *ret = e;
-    return 0;
-out_event:
-    event_free(e->ev);
-out_free:
-    free(e);
-out:
-    return rc;
+    return event_start(e, -1, periodic ? EV_PERSIST : 0, ms || periodic, &tv, ret);
 }
 
 int loop_timer_arm(struct loop_event *e, uint64_t ms)
@@ -221,29 +216,14 @@ void loop_timer_disarm(struct loop_event *e)
 int loop_signal_add(struct loop *l, int signo, loop_signal_fn fn, void *arg,
                     struct loop_event **ret)
 {
-    int rc = -ENOMEM;
     struct loop_event *e = event_alloc(l, LOOP_KIND_SIGNAL, signo, arg);
     *ret = NULL;
     if (!e)
-        goto out;
+        return -ENOMEM;
     e->fn.sig = fn;
-    /* libevent's handler only writes to an internal socketpair; the callback runs on the loop */
-    e->ev = evsignal_new(l->base, signo, trampoline, e);
-    if (!e->ev)
-        goto out_free;
-    if (event_add(e->ev, NULL) != 0) {
-        rc = -EINVAL;
-        goto out_event;
-    }
-    event_link(e);
-    *ret = e;
-    return 0;
-out_event:
-    event_free(e->ev);
-out_free:
-    free(e);
-out:
-    return rc;
+    /* libevent's handler only writes to an internal socketpair; the callback runs on the loop
+     * (EV_SIGNAL|EV_PERSIST is what evsignal_new sets) */
+    return event_start(e, signo, EV_SIGNAL | EV_PERSIST, true, NULL, ret);
 }
 
 void loop_event_free(struct loop_event *e)

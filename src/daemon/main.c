@@ -12,24 +12,24 @@
 #include "common/log.h"
 #include "common/pathnorm.h"
 #include "contract/names.h"
-#include "daemon/conn.h"
-#include "daemon/data_sink.h"
+#include "daemon/collectors/kmon.h"
 #include "daemon/flags.h"
-#include "daemon/gc.h"
-#include "daemon/ipc_server.h"
-#include "daemon/json_logger.h"
-#include "daemon/kmon.h"
+#include "daemon/ipc/data_sink.h"
+#include "daemon/ipc/gc.h"
+#include "daemon/ipc/ipc_server.h"
+#include "daemon/ipc/registry.h"
+#include "daemon/ipc/sock_file.h"
+#include "daemon/ipc/status.h"
+#include "daemon/ipc/steps.h"
 #include "daemon/loop.h"
-#include "daemon/prom_http.h"
-#include "daemon/promfam.h"
-#include "daemon/registry.h"
-#include "daemon/rpc_methods.h"
-#include "daemon/rpc_server.h"
-#include "daemon/steps.h"
-#include "daemon/rw_sender.h"
-#include "daemon/sock_file.h"
-#include "daemon/status.h"
-#include "daemon/tb_logger.h"
+#include "daemon/rpc/conn.h"
+#include "daemon/rpc/rpc_methods.h"
+#include "daemon/rpc/rpc_server.h"
+#include "daemon/sinks/json_logger.h"
+#include "daemon/sinks/prom_http.h"
+#include "daemon/sinks/promfam.h"
+#include "daemon/sinks/rw_sender.h"
+#include "daemon/sinks/tb_logger.h"
 #include "ipc/ipc_msg.h"
 #include "tls/tls_ctx.h"
 
@@ -335,7 +335,8 @@ int main(int argc, char **argv)
         struct kmon_cfg kcfg = { flags.procfs_root, flags.extended_host_metrics,
                                  flags.filter_nic_interfaces, flags.allow_interface_prefixes, 0 };
         if (kmon_create(&kcfg, &kmon) != 0 ||
-            kmon_start(kmon, loop, (uint64_t)flags.kernel_monitor_reporting_interval_s * 1000u, &data) != 0) {
+            kmon_start(kmon, loop, (uint64_t)flags.kernel_monitor_reporting_interval_s * 1000u,
+                       data_router_sink(&data)) != 0) {
             LOG_ERROR("cannot start the kernel monitor");
             goto out_gc;
         }

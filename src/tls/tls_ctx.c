@@ -36,6 +36,22 @@ static const char *ossl_reason(void)
     return r ? r : "unknown OpenSSL error";
 }
 
+/* Up to want bytes from fd into buf; fewer when the file ends (or shrank) or a read fails:
+ * the caller checks what it got, not how reading went. */
+static size_t read_upto(int fd, char *buf, size_t want)
+{
+    size_t got = 0;
+    while (got < want) {
+        ssize_t n = read(fd, buf + got, want - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    return got;
+}
+
 /* Whole file into a NUL-terminated heap buffer (wiped and freed by the caller). */
 static int read_file(const char *path, char **ret, size_t *ret_len, char *err, size_t errcap)
 {
@@ -65,14 +81,7 @@ static int read_file(const char *path, char **ret, size_t *ret_len, char *err, s
         snprintf(err, errcap, "%s: out of memory", path);
         goto out;
     }
-    while (got < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
+    got = read_upto(fd, buf, (size_t)st.st_size);
     buf[got] = '\0';
     *ret = buf;
     *ret_len = got;
@@ -117,14 +126,7 @@ int tls_ctx_read_passphrase_file(const char *path, char *buf, size_t cap, char *
         rc = -EINVAL;
         goto out;
     }
-    while (got < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
+    got = read_upto(fd, buf, (size_t)st.st_size);
     if (got && buf[got - 1] == '\n')
         got--;
     if (got && buf[got - 1] == '\r')

@@ -1,15 +1,12 @@
 """Prometheus pull end to end: the real dynolog with --use_prometheus, a monitored simulator
 job, the real Prometheus server scraping /metrics, and prometheus_client's parser on the text.
 Also hostile scrapers (slowloris, 1,000 idle connections) while RPC and IPC keep working."""
-import glob
 import os
 import socket
 import tempfile
 import time
 
-import pytest
-
-from conftest import SOURCE, free_port, run_dyno
+from conftest import free_port, run_dyno
 from daemon_util import rpc_json
 from ipcclient import IpcClient
 from plugin_util import Workload, wait_registered
@@ -200,9 +197,7 @@ def test_slowloris(make_daemon):
 
 
 def test_host_metric_scraped(make_daemon):
-    """A host metric from the kernel monitor (another branch) reaches /metrics and Prometheus."""
-    if not glob.glob(os.path.join(SOURCE, "src", "daemon", "kmon*.c")):
-        pytest.skip("the kernel monitor (src/daemon/kmon*.c) is not in this tree yet")
+    """A host metric from the kernel monitor reaches /metrics and Prometheus."""
     d = _daemon(make_daemon, "--kernel_monitor_reporting_interval_s", "1")
     p = PromServer(tempfile.mkdtemp(prefix="mmp"), target=f"127.0.0.1:{d.prom_port}")
     try:

@@ -17,7 +17,7 @@
 #include "contract/cfgcanon.h"
 #include "contract/cfgkeys.h"
 #include "contract/kvtext.h"
-#include "daemon/rpc_methods.h"
+#include "daemon/rpc/rpc_methods.h"
 
 const char *const fuzz_seeds[] = {
     "0NPU_MONITOR_START=true\nNPU_MONITOR_LOG_FILE=@/ok/run/db\n",

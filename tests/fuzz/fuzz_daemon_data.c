@@ -15,12 +15,12 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "daemon/data_sink.h"
-#include "daemon/promfam.h"
-#include "daemon/registry.h"
-#include "daemon/status.h"
-#include "daemon/steps.h"
-#include "daemon/tb_logger.h"
+#include "daemon/ipc/data_sink.h"
+#include "daemon/ipc/registry.h"
+#include "daemon/ipc/status.h"
+#include "daemon/ipc/steps.h"
+#include "daemon/sinks/promfam.h"
+#include "daemon/sinks/tb_logger.h"
 
 const char *const fuzz_seeds[] = {
     "0{\"deviceId\":0,\"duration\":5,\"kind\":\"Kernel\",\"name\":\"k\\n\\\"x\",\"timestamp\":1749889801120000000}",

@@ -8,9 +8,9 @@
 #include "common/jw.h"
 #include "common/log.h"
 #include "contract/cjx.h"
-#include "daemon/data_sink.h"
-#include "daemon/json_logger.h"
-#include "daemon/rpc_methods.h"
+#include "daemon/ipc/data_sink.h"
+#include "daemon/rpc/rpc_methods.h"
+#include "daemon/sinks/json_logger.h"
 
 const char *const fuzz_seeds[] = {
     "R{\"fn\":\"getStatus\"}",

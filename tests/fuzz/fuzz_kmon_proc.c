@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "daemon/kmon_proc.h"
+#include "daemon/collectors/kmon_proc.h"
 
 const char *const fuzz_seeds[] = {
     "12345.67 2345.11\n",

@@ -12,12 +12,12 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "daemon/ipc/registry.h"
+#include "daemon/ipc/sock_file.h"
+#include "daemon/ipc/status.h"
 #include "daemon/loop.h"
-#include "daemon/registry.h"
-#include "daemon/rpc_methods.h"
-#include "daemon/rpc_server.h"
-#include "daemon/sock_file.h"
-#include "daemon/status.h"
+#include "daemon/rpc/rpc_methods.h"
+#include "daemon/rpc/rpc_server.h"
 
 /* Seeds hold NUL bytes (the length prefix), so they live only in corpus/fuzz_rpc_frame/
  * (tests/fuzz/make_corpus.py), not in a fuzz_seeds string table. */

@@ -15,10 +15,10 @@
 #include <snappy-c.h>
 
 #include "common/log.h"
-#include "daemon/promfam.h"
-#include "daemon/rw_encode.h"
-#include "daemon/rw_queue.h"
-#include "daemon/rw_sender.h"
+#include "daemon/sinks/promfam.h"
+#include "daemon/sinks/rw_encode.h"
+#include "daemon/sinks/rw_queue.h"
+#include "daemon/sinks/rw_sender.h"
 #include "rw_remote.pb-c.h"
 
 const char *const fuzz_seeds[] = {

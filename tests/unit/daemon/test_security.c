@@ -18,10 +18,10 @@
 #include "../logcap.h"
 #include "common/logesc.h"
 #include "common/pathnorm.h"
-#include "daemon/ipc_server.h"
-#include "daemon/registry.h"
-#include "daemon/rpc_methods.h"
-#include "daemon/status.h"
+#include "daemon/ipc/ipc_server.h"
+#include "daemon/ipc/registry.h"
+#include "daemon/ipc/status.h"
+#include "daemon/rpc/rpc_methods.h"
 #include "ipc/ipc_msg.h"
 
 static char tmp[64];

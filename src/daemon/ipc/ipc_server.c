@@ -1,0 +1,530 @@
+/* ipc_server: receive + dispatch for the IPC endpoints, driven by the daemon loop. Every
+ * datagram is dequeued with MSG_TRUNC into a 40+4096 buffer, validated by ipc_msg_parse,
+ * peer-checked and dispatched on its exact type; drops are logged at most once a second per
+ * reason. */
+#include "daemon/ipc/ipc_server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/logesc.h"
+#include "common/strutil.h"
+#include "contract/names.h"
+#include "daemon/ipc/sock_file.h"
+#include "ipc/ipc_msg.h"
+
+struct ipc_server {
+    struct ipc_server_cfg cfg;
+    struct sock_file ctl;      /* dynolog.sock */
+    struct sock_file data;     /* dynolog_data.sock */
+    int kineto_fd;
+    struct sock_file kineto_file;   /* dir mode only */
+    char kineto_dir[108];
+    struct loop_event *ev_ctl, *ev_data, *ev_kineto;   /* NULL until ipc_server_start */
+    struct log_ratelimit rl_drop[5];
+    struct log_ratelimit rl_send;
+    struct log_ratelimit rl_peer;
+    struct log_ratelimit rl_type;
+    struct log_ratelimit rl_size;
+    struct log_ratelimit rl_unnamed;
+    struct log_ratelimit rl_uid[3], rl_pid[3], rl_nocred;   /* per endpoint (endpoint_idx) */
+    uid_t allowed[IPC_MAX_ALLOWED_UIDS];
+    size_t nallowed;
+    bool pid_check;
+    uint64_t dropped_uid, dropped_pid;   /* shown in the drop lines */
+    uid_t cur_uid;                       /* credential uid of the datagram being handled */
+};
+
+int ipc_server_set_peers(struct ipc_server *s, const uid_t *uids, size_t n, bool pid_check)
+{
+    if (n > IPC_MAX_ALLOWED_UIDS)
+        return -E2BIG;
+    memcpy(s->allowed, uids, n * sizeof(*uids));
+    s->nallowed = n;
+    s->pid_check = pid_check;
+    return 0;
+}
+
+int ipc_parse_uids(const char *list, uid_t *ret, size_t cap, size_t *ret_n, char *err, size_t errcap)
+{
+    const char *p = list ? list : "";
+    *ret_n = 0;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char item[24];
+        uint32_t u;
+        if (n > 0) {
+            if (n >= sizeof(item) || str_copy(item, sizeof(item), p, n) != 0 ||
+                str_to_u32(item, &u) != 0 || u == (uint32_t)-1) {
+                snprintf(err, errcap, "--ipc_allowed_uids: '%.*s' is not a uid", (int)(n < 64 ? n : 64), p);
+                return -EINVAL;
+            }
+            if (*ret_n >= cap) {
+                snprintf(err, errcap, "--ipc_allowed_uids: more than %zu uids", cap);
+                return -E2BIG;
+            }
+            ret[(*ret_n)++] = (uid_t)u;
+        }
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+static bool uid_allowed(const struct ipc_server *s, uid_t uid)
+{
+    if (uid == 0 || uid == geteuid())
+        return true;
+    for (size_t i = 0; i < s->nallowed; i++)
+        if (s->allowed[i] == uid)
+            return true;
+    return false;
+}
+
+/* Parent of pid from /proc/<pid>/stat (the field after the ")" of the command name, which
+ * may itself contain spaces and parentheses). -1 if unknown. */
+static pid_t parent_of(pid_t pid)
+{
+    char path[32], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    int ppid;
+    char state;
+    if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2)
+        return -1;
+    return (pid_t)ppid;
+}
+
+/* Is sender the claimed pid or one of its ancestors? The walk stops at init, at a loop or
+ * after 64 generations (deeper trees do not occur in training jobs). */
+static bool speaks_for(pid_t sender, int32_t claimed)
+{
+    pid_t p = (pid_t)claimed;
+    if (claimed <= 0)
+        return false;
+    for (int depth = 0; depth < 64 && p > 1; depth++) {
+        if (p == sender)
+            return true;
+        p = parent_of(p);
+    }
+    return p == sender;
+}
+
+static int open_kineto(struct ipc_server *s)
+{
+    struct sockaddr_un addr;
+    socklen_t alen;
+    int one = 1;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    /* before bind: every datagram that can reach the name carries its sender's credentials */
+    if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) != 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    if (s->kineto_dir[0]) {
+        char path[128];
+        int n = snprintf(path, sizeof(path), "%s/dynolog", s->kineto_dir);
+        if (n < 0 || n > 107 || ipc_addr_path(&addr, &alen, path) != 0) {
+            LOG_ERROR("Kineto socket path %s/dynolog is too long", s->kineto_dir);
+            close(fd);
+            return -ENAMETOOLONG;
+        }
+        unlink(path);
+        if (bind(fd, (struct sockaddr *)&addr, alen) != 0 || chmod(path, 0666) != 0) {
+            int e = errno;
+            LOG_ERROR("Kineto endpoint %s: bind failed: %s (%s)", path, errno_name(e), strerror(e));
+            close(fd);
+            return -e;
+        }
+        struct stat st;
+        if (stat(path, &st) == 0) {
+            snprintf(s->kineto_file.path, sizeof(s->kineto_file.path), "%s", path);
+            s->kineto_file.dev = st.st_dev;
+            s->kineto_file.ino = st.st_ino;
+            s->kineto_file.fd = -1;
+        }
+    } else {
+        ipc_addr_abstract(&addr, &alen, "dynolog", true);   /* addrlen 11, trailing NUL */
+        if (bind(fd, (struct sockaddr *)&addr, alen) != 0) {
+            int e = errno;
+            LOG_ERROR("Kineto endpoint @dynolog@: bind failed: %s (%s)", errno_name(e), strerror(e));
+            close(fd);
+            return -e;
+        }
+    }
+    return fd;
+}
+
+struct ipc_server *ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret_live_conflict)
+{
+    struct ipc_server *s = calloc(1, sizeof(*s));
+    *ret_live_conflict = false;
+    if (!s)
+        return NULL;
+    s->cfg = *cfg;
+    s->ctl.fd = s->data.fd = s->kineto_fd = -1;
+    s->pid_check = true;
+    s->kineto_file.fd = -1;
+    if (cfg->kineto_dir && *cfg->kineto_dir)
+        snprintf(s->kineto_dir, sizeof(s->kineto_dir), "%s", cfg->kineto_dir);
+    /* dynolog.sock last: clients (and the e2e tests) take its existence as "the daemon is
+     * up", so the Kineto and data endpoints must already be bound when it appears */
+    s->kineto_fd = open_kineto(s);
+    sock_file_create(&s->data, cfg->sock_dir, NAMES_SOCK_FILE(NAMES_SOCK_DATA), SOCK_DGRAM, cfg->mode);
+    int rc = sock_file_create(&s->ctl, cfg->sock_dir, NAMES_SOCK_FILE(NAMES_SOCK_CTL), SOCK_DGRAM, cfg->mode);
+    if (rc == -EADDRINUSE)
+        *ret_live_conflict = true;
+    return s;
+}
+
+static void send_reply(struct ipc_server *s, int fd, const char *type, const void *payload,
+                       size_t len, const struct sockaddr_un *peer, socklen_t peer_len)
+{
+    uint8_t buf[IPC_HDR_SIZE + 16];
+    struct ipc_metadata md;
+    char name[160];
+    if (peer_len <= sizeof(sa_family_t)) {
+        /* an unbound client polling in a loop would otherwise write one line per datagram */
+        LOG_RL(&s->rl_unnamed, 1000, LOG_LVL_WARNING, "unnamed sender: %s reply skipped", type);
+        return;
+    }
+    memset(&md, 0, sizeof(md));
+    md.size = len;
+    memcpy(md.type, type, strlen(type));
+    memcpy(buf, &md, sizeof(md));
+    struct iovec iov[2] = { { buf, IPC_HDR_SIZE }, { (void *)payload, len } };
+    struct msghdr mh = { .msg_name = (void *)peer, .msg_namelen = peer_len, .msg_iov = iov,
+                         .msg_iovlen = len ? 2 : 1 };
+    /* at most 3 attempts (now, +1 ms, +2 ms), only on EAGAIN: a dead client costs the daemon
+     * loop (RPC included) at most 3 ms per reply, never a stall */
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
+            return;
+        if (errno == EINTR) {
+            attempt--;
+            continue;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            break;
+        if (attempt < 2) {
+            struct timespec ts = { 0, (attempt + 1) * 1000000L };
+            nanosleep(&ts, NULL);
+        }
+    }
+    int e = errno;
+    ipc_addr_str(peer, peer_len, name, sizeof(name));
+    LOG_RL(&s->rl_send, 1000, LOG_LVL_ERROR, "Failed to send %s reply to %s: %s (%s)", type, name,
+           errno_name(e), strerror(e));
+}
+
+static bool peer_ok(const struct ipc_server *s, bool kineto, bool data,
+                    const struct sockaddr_un *peer, socklen_t len)
+{
+    if (data)
+        return true;
+    if (len <= sizeof(sa_family_t))
+        return true;              /* unnamed */
+    if (peer->sun_path[0] == '\0')
+        return !kineto || !s->kineto_dir[0];   /* abstract names (not in dir mode) */
+    if (kineto && s->kineto_dir[0]) {
+        size_t dl = strlen(s->kineto_dir);
+        return strncmp(peer->sun_path, s->kineto_dir, dl) == 0 && peer->sun_path[dl] == '/';
+    }
+    return false;
+}
+
+static void handle_ctxt(struct ipc_server *s, int fd, const struct ipc_view *v,
+                        const struct sockaddr_un *peer, socklen_t plen)
+{
+    struct ipc_ctxt c;
+    if (ipc_parse_ctxt(v, &c) != 0) {
+        LOG_RL(&s->rl_size, 1000, LOG_LVL_ERROR, "ctxt receive message size is invalid: %zu", v->len);
+        return;
+    }
+    int count = registry_ctxt(s->cfg.reg, c.job_id, c.npu, c.pid);
+    if (count < 0)
+        return;
+    int32_t n = count;
+    send_reply(s, fd, IPC_TYPE_CTXT, &n, sizeof(n), peer, plen);
+}
+
+static void handle_req(struct ipc_server *s, int fd, bool kineto, const struct ipc_view *v,
+                       const struct sockaddr_un *peer, socklen_t plen)
+{
+    struct ipc_req hdr;
+    int32_t pids[IPC_REQ_MAX_PIDS];
+    int n = 0;
+    if (v->len >= sizeof(hdr)) {
+        memcpy(&hdr, v->payload, sizeof(hdr));
+        if (hdr.n <= 0) {
+            LOG_RL(&s->rl_size, 1000, LOG_LVL_ERROR, "Missing pids parameter for type %d", hdr.type);
+            return;
+        }
+    }
+    if (ipc_parse_req(v, &hdr, pids, &n) != 0) {
+        LOG_RL(&s->rl_size, 1000, LOG_LVL_ERROR, "req receive message size is invalid: %zu", v->len);
+        return;
+    }
+    char *cfg = NULL;
+    size_t cfg_len = 0;
+    int rc = registry_poll_uid(s->cfg.reg, s->cur_uid, hdr.job_id, pids, n, hdr.type,
+                               kineto ? REG_ORIGIN_KINETO : REG_ORIGIN_MSMON, clock_mono_ns(), &cfg,
+                               &cfg_len);
+    if (rc && rc != -ENOSPC && rc != -EDQUOT && rc != -ESRCH)
+        return;
+    send_reply(s, fd, IPC_TYPE_REQ, cfg ? cfg : "", cfg_len, peer, plen);
+    free(cfg);
+}
+
+/* The pid a control message speaks for (ctxt's pid, req's leaf, a status's pid). false when
+ * the type names none or the payload is too short to say (the handler then refuses it with its
+ * own message); pid 0 or a negative pid is a claim like any other, and fails the check. */
+static bool claimed_pid(const struct ipc_view *v, int32_t *ret)
+{
+    size_t off;
+    switch (v->type) {
+    case IPC_T_CTXT: off = offsetof(struct ipc_ctxt, pid); break;
+    case IPC_T_REQ: off = offsetof(struct ipc_req, pids); break;
+    case IPC_T_TRACE_STATUS:
+    case IPC_T_MONITOR_STATUS: off = offsetof(struct ipc_status, pid); break;
+    default: return false;
+    }
+    if (v->len < off + sizeof(*ret))
+        return false;
+    memcpy(ret, v->payload + off, sizeof(*ret));
+    return true;
+}
+
+static void handle_status(struct ipc_server *s, const struct ipc_view *v, enum status_dim dim)
+{
+    struct ipc_status st;
+    if (ipc_parse_status(v, &st) != 0) {
+        LOG_RL(&s->rl_size, 1000, LOG_LVL_ERROR, "%s receive message size is invalid: %zu",
+               v->type_str, v->len);
+        return;
+    }
+    status_update(s->cfg.st, dim, &st, clock_mono_ns());
+    registry_mark_msmon(s->cfg.reg, st.pid);
+}
+
+void ipc_server_dispatch(struct ipc_server *s, int fd, bool kineto, bool data,
+                         const uint8_t *buf, size_t got, size_t real_len,
+                         const struct sockaddr_un *peer, socklen_t peer_len)
+{
+    /* trusted callers (tests, the fuzzer): the datagram is our own */
+    ipc_server_dispatch_cred(s, fd, kineto, data, buf, got, real_len, peer, peer_len, NULL);
+}
+
+static int endpoint_idx(bool kineto, bool data)
+{
+    return kineto ? 2 : data ? 1 : 0;
+}
+
+static const char *endpoint_name(bool kineto, bool data)
+{
+    return kineto ? "Kineto endpoint" : data ? "dynolog_data.sock" : "dynolog.sock";
+}
+
+void ipc_server_dispatch_cred(struct ipc_server *s, int fd, bool kineto, bool data,
+                              const uint8_t *buf, size_t got, size_t real_len,
+                              const struct sockaddr_un *peer, socklen_t peer_len,
+                              const struct ucred *cred)
+{
+    struct ipc_view v;
+    char tesc[LOGESC_CAP(IPC_TYPE_LEN)];   /* the type tag is outside text */
+    s->cur_uid = cred ? cred->uid : geteuid();
+    if (cred && !uid_allowed(s, cred->uid)) {
+        s->dropped_uid++;
+        LOG_RL(&s->rl_uid[endpoint_idx(kineto, data)], 1000, LOG_LVL_WARNING,
+               "ipc: dropped datagram on %s from uid %u (pid %d): uid not allowed (%llu so far)",
+               endpoint_name(kineto, data), (unsigned)cred->uid, (int)cred->pid,
+               (unsigned long long)s->dropped_uid);
+        return;
+    }
+    enum ipc_drop d = ipc_msg_parse(buf, got, real_len, IPC_MAX_DATAGRAM, &v);
+    if (d != IPC_OK) {
+        LOG_RL(&s->rl_drop[d], 1000, LOG_LVL_ERROR, "dropped datagram of %zu bytes: %s", real_len,
+               ipc_drop_reason_str(d));
+        return;
+    }
+    if (!peer_ok(s, kineto, data, peer, peer_len)) {
+        char name[160];
+        ipc_addr_str(peer, peer_len, name, sizeof(name));
+        LOG_RL(&s->rl_peer, 1000, LOG_LVL_WARNING, "unexpected peer address %s", name);
+        return;
+    }
+    if (data) {
+        if (v.type != IPC_T_DATA) {
+            LOG_RL(&s->rl_type, 1000, LOG_LVL_ERROR, "TYPE UNKOWN: %s",
+                   logesc(v.type_str, strlen(v.type_str), tesc, sizeof(tesc)));
+            return;
+        }
+        if (v.len < 1) {
+            LOG_RL(&s->rl_size, 1000, LOG_LVL_ERROR, "data receive message size is invalid: %zu", v.len);
+            return;
+        }
+        if (s->cfg.data)
+            data_handle_from(s->cfg.data, (const char *)v.payload, v.len, clock_real_ns(),
+                             cred && s->pid_check ? (int32_t)cred->pid : 0);
+        return;
+    }
+    int32_t claimed = 0;
+    if (cred && s->pid_check && claimed_pid(&v, &claimed) && !speaks_for(cred->pid, claimed)) {
+        s->dropped_pid++;
+        LOG_RL(&s->rl_pid[endpoint_idx(kineto, data)], 1000, LOG_LVL_WARNING,
+               "ipc: dropped %s on %s from pid %d (uid %u): it speaks for pid %d, which is neither "
+               "the sender nor its descendant (%llu so far)",
+               v.type_str, endpoint_name(kineto, data), (int)cred->pid, (unsigned)cred->uid,
+               (int)claimed, (unsigned long long)s->dropped_pid);
+        return;
+    }
+    switch (v.type) {
+    case IPC_T_CTXT: handle_ctxt(s, fd, &v, peer, peer_len); break;
+    case IPC_T_REQ: handle_req(s, fd, kineto, &v, peer, peer_len); break;
+    case IPC_T_TRACE_STATUS: handle_status(s, &v, STATUS_TRACE); break;
+    case IPC_T_MONITOR_STATUS: handle_status(s, &v, STATUS_MONITOR); break;
+    default:
+        LOG_RL(&s->rl_type, 1000, LOG_LVL_ERROR, "TYPE UNKOWN: %s",
+                   logesc(v.type_str, strlen(v.type_str), tesc, sizeof(tesc)));
+        break;
+    }
+}
+
+/* Datagrams handled per readiness callback: one flooded socket (data from many ranks) then
+ * yields to the other endpoints and to RPC instead of draining forever; the event is
+ * level-triggered, so the rest is read on the next loop iteration. */
+#define DRAIN_BUDGET 256
+
+/* Drain one socket until EAGAIN or the budget is spent. */
+static void drain(struct ipc_server *s, int fd, bool kineto, bool data)
+{
+    /* one loop thread: one buffer; aligned so that payload structs could be read in place */
+    static uint8_t buf[IPC_MAX_DATAGRAM] __attribute__((aligned(8)));
+    for (int i = 0; i < DRAIN_BUDGET; i++) {
+        struct sockaddr_un peer;
+        struct iovec iov = { buf, sizeof(buf) };
+        union {
+            struct cmsghdr align;
+            char buf[CMSG_SPACE(sizeof(struct ucred))];
+        } ctl;
+        struct msghdr mh = { .msg_name = &peer, .msg_namelen = sizeof(peer), .msg_iov = &iov,
+                             .msg_iovlen = 1, .msg_control = ctl.buf,
+                             .msg_controllen = sizeof(ctl.buf) };
+        memset(&peer, 0, sizeof(peer));
+        ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        /* SO_PASSCRED makes the kernel attach the sender's real pid/uid/gid to every datagram,
+         * whether or not the sender sent them: that, not the payload, says who is talking */
+        const struct ucred *cred = NULL;
+        struct ucred uc;
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_CREDENTIALS &&
+                cm->cmsg_len >= CMSG_LEN(sizeof(uc))) {
+                memcpy(&uc, CMSG_DATA(cm), sizeof(uc));
+                cred = &uc;
+            } else if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+                /* nobody passes us descriptors: close them rather than leak */
+                size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t j = 0; j < k; j++) {
+                    int xfd;
+                    memcpy(&xfd, CMSG_DATA(cm) + j * sizeof(int), sizeof(int));
+                    close(xfd);
+                }
+            }
+        }
+        if (!cred) {
+            LOG_RL(&s->rl_nocred, 1000, LOG_LVL_WARNING,
+                   "ipc: dropped datagram on %s without sender credentials", endpoint_name(kineto, data));
+            continue;
+        }
+        size_t got = (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf);
+        ipc_server_dispatch_cred(s, fd, kineto, data, buf, got, (size_t)n, &peer, mh.msg_namelen,
+                                 cred);
+    }
+}
+
+static void on_ctl(struct loop_event *ev, int fd, unsigned events, void *arg)
+{
+    (void)ev;
+    (void)events;
+    drain(arg, fd, false, false);
+}
+
+static void on_kineto(struct loop_event *ev, int fd, unsigned events, void *arg)
+{
+    (void)ev;
+    (void)events;
+    drain(arg, fd, true, false);
+}
+
+static void on_data(struct loop_event *ev, int fd, unsigned events, void *arg)
+{
+    (void)ev;
+    (void)events;
+    drain(arg, fd, false, true);
+}
+
+int ipc_server_start(struct ipc_server *s, struct loop *l)
+{
+    int rc = 0;   /* SO_PASSCRED is already on: set before bind (open_kineto, sock_file) */
+    if (s->ctl.fd >= 0 && (rc = loop_fd_add(l, s->ctl.fd, LOOP_READ, on_ctl, s, &s->ev_ctl)) != 0)
+        goto fail;
+    if (s->kineto_fd >= 0 &&
+        (rc = loop_fd_add(l, s->kineto_fd, LOOP_READ, on_kineto, s, &s->ev_kineto)) != 0)
+        goto fail;
+    if (s->data.fd >= 0 && (rc = loop_fd_add(l, s->data.fd, LOOP_READ, on_data, s, &s->ev_data)) != 0)
+        goto fail;
+    return 0;
+fail:
+    ipc_server_stop(s);
+    return rc;
+}
+
+void ipc_server_stop(struct ipc_server *s)
+{
+    if (!s)
+        return;
+    loop_event_free(s->ev_ctl);
+    loop_event_free(s->ev_kineto);
+    loop_event_free(s->ev_data);
+    s->ev_ctl = s->ev_kineto = s->ev_data = NULL;
+}
+
+void ipc_server_destroy(struct ipc_server *s)
+{
+    if (!s)
+        return;
+    ipc_server_stop(s);
+    sock_file_close(&s->ctl);
+    sock_file_close(&s->data);
+    if (s->kineto_fd >= 0)
+        close(s->kineto_fd);
+    sock_file_close(&s->kineto_file);
+    free(s);
+}

@@ -1,0 +1,645 @@
+/* rpc_methods: request validation (no reply for anything malformed, with upstream's log
+ * texts), nlohmann-compatible field errors, and the method handlers. Replies are written
+ * with jw in sorted key order, byte-identical to upstream's dump(). */
+#include "daemon/rpc/rpc_methods.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/jw.h"
+#include "common/log.h"
+#include "common/logesc.h"
+#include "common/strutil.h"
+#include "contract/cfgkeys.h"
+#include "contract/cfgcanon.h"
+#include "contract/cjx.h"
+#include "contract/kvtext.h"
+#include "daemon/ipc/health.h"
+#include "daemon/rpc/rpc_steps.h"
+
+#define REPLY_MAX (1u << 20)
+
+/* Everything below is triggered by whoever reaches the port: at most one line a second per
+ * kind of complaint, with the count of those folded (log.h LOG_RL). */
+static const struct pathnorm_roots *allowed_log_dirs;
+
+void rpc_set_allowed_log_dirs(const struct pathnorm_roots *roots)
+{
+    allowed_log_dirs = roots;
+}
+
+static struct log_ratelimit rl_parse, rl_shape, rl_nofn, rl_unknown, rl_field, rl_refused;
+static struct log_burst lb_received;
+
+typedef int (*rpc_handler_fn)(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w);
+
+static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w);
+static int m_get_version(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w);
+static int pid_cmp(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w);
+static int m_get_outcomes(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w);
+static int m_get_steps(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
+{
+    return rpc_steps_get(ctx->steps, req, w);
+}
+
+static const struct {
+    const char *name;
+    rpc_handler_fn fn;
+} methods[] = {
+    { "getConfigOutcomes", m_get_outcomes },
+    { "getStatus", m_get_status },
+    { "getSteps", m_get_steps },
+    { "getVersion", m_get_version },
+    { "setKinetOnDemandRequest", m_set_ondemand },
+};
+
+const char *rpc_gate(enum reg_kind kind, int32_t trace, int32_t monitor)
+{
+    if (kind == REG_KIND_NPU_MONITOR) {
+        if (trace == 1 || monitor == -1)
+            return "ineffective";
+        if (trace == 0 || trace == 2)
+            return "effective";
+        return "unknown";
+    }
+    if (monitor == 1 || trace == -1)
+        return "ineffective";
+    if (monitor == 0)
+        return "effective";
+    return "unknown";
+}
+
+/* start_step/stop_step are present only while a trace is Running or Ready (docs/design/rpc.md#getstatus). */
+static bool has_steps(int32_t trace) { return trace == 1 || trace == 2; }
+
+static int leaf_cmp(const void *a, const void *b)
+{
+    const struct reg_leaf *x = a, *y = b;
+    if (x->pid != y->pid)
+        return x->pid < y->pid ? -1 : 1;
+    return x->job < y->job ? -1 : x->job > y->job;
+}
+
+/* The pid has exited (EPERM: it exists under another uid). Checked at each getStatus, so a
+ * dead rank reads gone at once instead of "polling" until the next clean-up. */
+bool rpc_pid_gone(int32_t pid)
+{
+    return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+static bool (*pid_gone_fn)(int32_t pid);
+
+void rpc_set_pid_gone(bool (*fn)(int32_t pid))
+{
+    pid_gone_fn = fn;
+}
+
+static bool pid_gone(int32_t pid)
+{
+    return pid_gone_fn && pid_gone_fn(pid);
+}
+
+/* One delivery's outcome as a JSON object (keys sorted). */
+static void write_outcome(struct jw *w, const struct reg_cfg_entry *e, bool with_pid)
+{
+    char id[24];
+    snprintf(id, sizeof(id), "%llu", (unsigned long long)e->id);
+    jw_obj_begin(w);
+    jw_key(w, "id");          /* a string: 64-bit ids do not survive a double */
+    jw_str(w, id);
+    jw_kv_str(w, "outcome", registry_outcome_name(e->outcome));
+    if (with_pid) {
+        jw_kv_int(w, "pid", e->pid);
+    }
+    jw_kv_int(w, "rank", e->rank);
+    jw_kv_str(w, "reason", e->reason);
+    jw_kv_str(w, "state", e->state);
+    jw_obj_end(w);
+}
+
+/* Ours (issue 22): the last config this process was handed and what became of it, under a
+ * key of its own so that other per-process additions merge beside it. */
+static void write_config_status(const struct rpc_ctx *ctx, struct jw *w, int32_t pid)
+{
+    struct reg_cfg_entry e;
+    if (registry_last_outcome(ctx->reg, pid, &e) != 0)
+        return;
+    jw_key(w, "config");
+    write_outcome(w, &e, false);
+}
+
+static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
+{
+    struct status_last last;
+    struct status_daemon dmn;
+    struct status_entry *ents = NULL;
+    struct reg_leaf *leaves = NULL;
+    size_t ne = 0, nl = 0;
+    int rc;
+    (void)req;
+    status_get_last(ctx->st, &last);
+    rc = status_list(ctx->st, &ents, &ne);
+    if (rc)
+        goto out;
+    rc = registry_leaves(ctx->reg, &leaves, &nl);
+    if (rc)
+        goto out_ents;
+    /* leaves: sort by (pid, job) so the union with the status table is a merge */
+    qsort(leaves, nl, sizeof(*leaves), leaf_cmp);
+    jw_obj_begin(w);
+    jw_kv_int(w, "current_step", last.trace.current_step);
+    status_get_daemon(ctx->st, &dmn);
+    if (dmn.start_mono_ns) { /* ours (issue 12): daemon-level keys, upstream keys unchanged */
+        uint64_t now = clock_mono_ns();
+        jw_kv_uint(w, "daemon_uptime_s", now > dmn.start_mono_ns ? (now - dmn.start_mono_ns) / 1000000000u : 0);
+        jw_key(w, "loggers");
+        jw_arr_begin(w);
+        for (const char *p = dmn.loggers; *p;) {
+            const char *c = strchr(p, ',');
+            size_t n = c ? (size_t)(c - p) : strlen(p);
+            jw_strn(w, p, n);
+            p += n + (c != NULL);
+        }
+        jw_arr_end(w);
+    }
+    jw_kv_str(w, "npumonitor", status_name(last.monitor.status));
+    jw_kv_str(w, "nputrace", status_name(last.trace.status));
+    jw_key(w, "processes");
+    jw_arr_begin(w);
+    size_t a = 0, b = 0;
+    while (a < ne || b < nl) {
+        struct status_entry e = { .trace = -1, .monitor = -1, .current_step = -1 };
+        uint64_t last_poll_ns = 0;
+        const char *lib_backend = NULL, *lib_path = "";
+        bool polling = false;
+        int cmp;
+        if (a >= ne)
+            cmp = 1;
+        else if (b >= nl)
+            cmp = -1;
+        else if (ents[a].pid != leaves[b].pid)
+            cmp = ents[a].pid < leaves[b].pid ? -1 : 1;
+        else
+            cmp = ents[a].job < leaves[b].job ? -1 : ents[a].job > leaves[b].job;
+        if (cmp <= 0)
+            e = ents[a++];
+        if (cmp >= 0) {
+            e.pid = leaves[b].pid;
+            e.job = leaves[b].job;
+            polling = true;
+            /* the same leaf may poll with several ancestor sets: list it once, newest poll */
+            for (; b < nl && leaves[b].pid == e.pid && leaves[b].job == e.job; b++) {
+                if (leaves[b].last_ns > last_poll_ns)
+                    last_poll_ns = leaves[b].last_ns;
+                if (leaves[b].backend[0]) {
+                    lib_backend = leaves[b].backend;
+                    lib_path = leaves[b].library;
+                }
+            }
+        }
+        bool gone = pid_gone(e.pid);
+        if (gone)
+            polling = false;
+        jw_obj_begin(w);
+        if (lib_backend) { /* ours (issue 15): the vendor library this process loaded */
+            jw_kv_str(w, "backend", lib_backend);
+        }
+        write_config_status(ctx, w, e.pid);
+        jw_kv_int(w, "current_step", e.current_step);
+        if (health_has(&e, gone)) { /* ours (issue 22): live health and its marks */
+            jw_key(w, "health");
+            health_write(w, &e, gone, clock_mono_ns());
+        }
+        jw_kv_int(w, "job_id", e.job);
+        if (polling) { /* ours (issue 15, `dyno doctor`): how long ago this poller last polled */
+            uint64_t now = clock_mono_ns();
+            jw_kv_uint(w, "last_poll_age_ms", now > last_poll_ns ? (now - last_poll_ns) / 1000000u : 0);
+        }
+        if (lib_backend) {
+            jw_kv_str(w, "library", lib_path);
+        }
+        jw_kv_str(w, "npumonitor", status_name(e.monitor));
+        jw_kv_str(w, "nputrace", status_name(e.trace));
+        jw_kv_int(w, "pid", e.pid);
+        jw_kv_bool(w, "polling", polling);
+        if (e.has_stats) { /* ours: the session's counters (keys sorted, like every reply) */
+            jw_key(w, "session_stats");
+            jw_obj_begin(w);
+#define STATS_KEY(f)   \
+    jw_key(w, #f);     \
+    jw_uint(w, e.stats.f);
+            STATUS_STATS_FIELDS(STATS_KEY)
+#undef STATS_KEY
+            jw_obj_end(w);
+        }
+        if (has_steps(e.trace)) {
+            jw_kv_int(w, "start_step", e.start_step);
+            jw_kv_int(w, "stop_step", e.stop_step);
+        }
+        jw_obj_end(w);
+    }
+    jw_arr_end(w);
+    if (dmn.start_mono_ns) {
+        jw_kv_uint(w, "registered_processes", registry_count(ctx->reg));
+    }
+    if (has_steps(last.trace.status)) {
+        jw_kv_int(w, "start_step", last.trace.start_step);
+        jw_kv_int(w, "stop_step", last.trace.stop_step);
+    }
+    jw_obj_end(w);
+    free(leaves);
+out_ents:
+    free(ents);
+out:
+    return rc;
+}
+
+static int m_get_version(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
+{
+    (void)req;
+    jw_obj_begin(w);
+    jw_kv_str(w, "version", ctx->version);
+    jw_obj_end(w);
+    return 0;
+}
+
+static void write_status_only(struct jw *w, const char *status)
+{
+    jw_obj_begin(w);
+    jw_kv_str(w, "status", status);
+    jw_obj_end(w);
+}
+
+static void write_command_only(struct jw *w, const char *cmd)
+{
+    jw_obj_begin(w);
+    jw_kv_str(w, "commandStatus", cmd);
+    jw_obj_end(w);
+}
+
+/* The last trace reporter says Ready/Running and still exists (EPERM: exists, other uid). */
+static bool trace_busy(const struct ipc_status *t)
+{
+    if (t->status != 1 && t->status != 2)
+        return false;
+    return t->pid > 0 && (kill(t->pid, 0) == 0 || errno == EPERM);
+}
+
+static bool eligible(enum reg_origin origin, void *arg)
+{
+    const int *a = arg;   /* [0] = kind, [1] = gate is effective */
+    if (origin == REG_ORIGIN_KINETO)
+        return a[0] == REG_KIND_TRACE;
+    return a[1] != 0;
+}
+
+static void write_int_array(struct jw *w, const int32_t *v, size_t n)
+{
+    jw_arr_begin(w);
+    for (size_t i = 0; i < n; i++)
+        jw_int(w, v[i]);
+    jw_arr_end(w);
+}
+
+/* skipped >= 0 (a client that sent client_token) adds processesSkipped (ours). */
+static void write_full(struct jw *w, int busy, const int32_t *trig, size_t ntrig,
+                       const char *cmd, const int32_t *matched, size_t nmatched, long long skipped)
+{
+    jw_obj_begin(w);
+    jw_kv_int(w, "activityProfilersBusy", busy);
+    jw_key(w, "activityProfilersTriggered");
+    write_int_array(w, trig, ntrig);
+    jw_kv_str(w, "commandStatus", cmd);
+    jw_kv_int(w, "eventProfilersBusy", 0);
+    jw_key(w, "eventProfilersTriggered");
+    jw_arr_begin(w);
+    jw_arr_end(w);
+    jw_key(w, "processesMatched");
+    write_int_array(w, matched, nmatched);
+    if (skipped >= 0) {
+        jw_kv_int(w, "processesSkipped", skipped);
+    }
+    jw_obj_end(w);
+}
+
+/* Field type error in nlohmann's words; logged and returned as the failed status. */
+static void type_error(struct jw *w, const char *expected, const cJSON *actual)
+{
+    char msg[160];
+    snprintf(msg, sizeof(msg),
+             "failed with exception = [json.exception.type_error.302] type must be %s, but is %s",
+             expected, cjx_type_name(actual));
+    LOG_RL(&rl_field, 1000, LOG_LVL_ERROR, "setKinetOnDemandRequest: parsing exception = %s",
+           msg + strlen("failed with exception = "));
+    write_status_only(w, msg);
+}
+
+/* A number of the right type but outside the field's range: say so plainly (issue 13;
+ * nlohmann's "type must be number, but is number" told the user nothing). */
+static void field_error(struct jw *w, const char *field, const cJSON *v, int rc, int64_t lo,
+                        int64_t hi)
+{
+    char msg[256], val[64] = "?";
+    struct jw vw;
+    if (rc != -ERANGE) {
+        type_error(w, "number", v);
+        return;
+    }
+    jw_init_dyn(&vw, 4096);
+    cjx_write(&vw, v);
+    if (!vw.err && vw.buf)
+        snprintf(val, sizeof(val), "%s", vw.buf);
+    jw_fini(&vw);
+    snprintf(msg, sizeof(msg), "failed: %s %s is out of range %lld..%lld", field, val,
+             (long long)lo, (long long)hi);
+    LOG_RL(&rl_field, 1000, LOG_LVL_ERROR, "setKinetOnDemandRequest: %s", msg + strlen("failed: "));
+    write_status_only(w, msg);
+}
+
+static int check_one(const struct pathnorm_roots *roots, const char *key, const char *value,
+                     char *why, size_t whycap)
+{
+    char reason[PATHNORM_MAX + 128], list[512];
+    if (pathnorm_roots_allow(roots, value, reason, sizeof(reason)))
+        return 0;
+    pathnorm_roots_str(roots, list, sizeof(list));
+    snprintf(why, whycap, "%s %s (--allowed_log_dirs=%s)", key, reason, list);
+    return -EACCES;
+}
+
+int rpc_check_log_dirs(const struct pathnorm_roots *roots, const char *config, size_t len,
+                       bool trace, char *why, size_t whycap)
+{
+    struct kvtext kv;
+    int rc = 0;
+    if (!roots || roots->n == 0)
+        return 0;
+    /* config is the canonical text (cfgcanon): every consumer reads this same dict out of
+     * it, so what is checked here is exactly what the process will use */
+    rc = kvtext_parse(config, len, &kv);
+    if (rc) {
+        snprintf(why, whycap, "config text cannot be parsed (%s)", errno_name(-rc));
+        rc = -EACCES;
+        goto out;
+    }
+    const char *mon = kvtext_get(&kv, CFGKEY_NPU_MONITOR_LOG_FILE);
+    const char *act = kvtext_get(&kv, CFGKEY_ACTIVITIES_LOG_FILE);
+    if (mon && mon[0] && (rc = check_one(roots, CFGKEY_NPU_MONITOR_LOG_FILE, mon, why, whycap)))
+        goto out;
+    if (act && act[0] && (rc = check_one(roots, CFGKEY_ACTIVITIES_LOG_FILE, act, why, whycap)))
+        goto out;
+    if (trace && !(act && act[0])) {
+        /* without a path the framework picks its own directory, which nobody checked */
+        snprintf(why, whycap, "a trace config must name its " CFGKEY_ACTIVITIES_LOG_FILE
+                              " when --allowed_log_dirs is set");
+        rc = -EACCES;
+    }
+out:
+    kvtext_fini(&kv);
+    return rc;
+}
+
+/* client_token (ours): what a waiting dyno asks getConfigOutcomes for. */
+static bool token_ok(const char *t)
+{
+    size_t n = strlen(t);
+    if (n == 0 || n >= REG_TOKEN_CAP)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((t[i] >= '0' && t[i] <= '9') || (t[i] >= 'a' && t[i] <= 'z') ||
+              (t[i] >= 'A' && t[i] <= 'Z') || t[i] == '_' || t[i] == '-'))
+            return false;
+    return true;
+}
+
+/* getConfigOutcomes (ours, issue 22): {"fn":"getConfigOutcomes","client_token":"<t>"} ->
+ * {"outcomes":[{"id","outcome","pid","rank","reason","state"}, ...]}, every delivery the
+ * setKinetOnDemandRequest with that token made that the daemon still remembers. */
+static int m_get_outcomes(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
+{
+    const cJSON *t = cjx_get(req, "client_token");
+    struct reg_cfg_entry *v = NULL;
+    size_t n = 0;
+    int rc;
+    if (!cJSON_IsString(t) || !token_ok(t->valuestring)) {
+        write_status_only(w, "failed: client_token must be 1-64 characters [0-9A-Za-z_-]");
+        return 0;
+    }
+    rc = registry_outcomes(ctx->reg, t->valuestring, &v, &n);
+    if (rc)
+        return rc;
+    jw_obj_begin(w);
+    jw_key(w, "outcomes");
+    jw_arr_begin(w);
+    for (size_t i = 0; i < n; i++)
+        write_outcome(w, &v[i], true);
+    jw_arr_end(w);
+    jw_obj_end(w);
+    free(v);
+    return 0;
+}
+
+static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
+{
+    const cJSON *config = cjx_get(req, "config");
+    const cJSON *pids = cjx_get(req, "pids");
+    const cJSON *job = cjx_get(req, "job_id");
+    const cJSON *limit_v = cjx_get(req, "process_limit");
+    const cJSON *token_v = cjx_get(req, "client_token");
+    const char *token = NULL;
+    int32_t *pidv = NULL;
+    char *canon = NULL;
+    size_t npids = 0, config_len = 0;
+    int64_t job_id = 0, limit = 1000;
+    int rc = 0;
+    if (!config || !pids) {
+        write_status_only(w, "failed");
+        return 0;
+    }
+    if (!cJSON_IsString(config)) {
+        type_error(w, "string", config);
+        return 0;
+    }
+    if (!cJSON_IsArray(pids)) {
+        type_error(w, "array", pids);
+        return 0;
+    }
+    if (token_v) {
+        if (!cJSON_IsString(token_v)) {
+            type_error(w, "string", token_v);
+            return 0;
+        }
+        if (!token_ok(token_v->valuestring)) {
+            LOG_RL(&rl_field, 1000, LOG_LVL_ERROR, "setKinetOnDemandRequest: invalid client_token");
+            write_status_only(w, "failed: client_token must be 1-64 characters [0-9A-Za-z_-]");
+            return 0;
+        }
+        token = token_v->valuestring;
+    }
+    pidv = malloc(((size_t)cJSON_GetArraySize(pids) + 1) * sizeof(*pidv));
+    if (!pidv)
+        return -ENOMEM;
+    for (const cJSON *c = pids->child; c; c = c->next) {
+        int64_t x;
+        int frc = cjx_to_i64(c, INT32_MIN, INT32_MAX, &x);
+        if (frc != 0) {
+            field_error(w, "pids element", c, frc, INT32_MIN, INT32_MAX);
+            goto out_pids;
+        }
+        pidv[npids++] = (int32_t)x;
+    }
+    /* upstream reads pids into a std::set<int>: sorted, duplicates collapsed (the registry
+     * binary-searches it, so a 4000-pid request stays O(registry size)) */
+    qsort(pidv, npids, sizeof(*pidv), pid_cmp);
+    size_t u = 0;
+    for (size_t k = 0; k < npids; k++)
+        if (u == 0 || pidv[u - 1] != pidv[k])
+            pidv[u++] = pidv[k];
+    npids = u;
+    int frc;
+    if (job && (frc = cjx_to_i64(job, INT64_MIN, INT64_MAX, &job_id)) != 0) {
+        field_error(w, "job_id", job, frc, INT64_MIN, INT64_MAX);
+        goto out_pids;
+    }
+    if (limit_v && (frc = cjx_to_i64(limit_v, INT64_MIN, INT64_MAX, &limit)) != 0) {
+        field_error(w, "process_limit", limit_v, frc, INT64_MIN, INT64_MAX);
+        goto out_pids;
+    }
+    /* The one reading (docs/security.md, "Config text: one reading"): from here on only the
+     * canonical text exists; it is what is classified, checked, queued and handed out. */
+    char why[PATHNORM_MAX * 2 + 256];
+    int crc = cfgcanon_text(config->valuestring, strlen(config->valuestring), &canon,
+                            &config_len, why, sizeof(why));
+    if (crc == -ENOMEM) {
+        rc = crc;
+        goto out_pids;
+    }
+    enum reg_kind kind = crc == 0 && cfgkeys_is_npu_monitor_text(canon, config_len)
+                             ? REG_KIND_NPU_MONITOR : REG_KIND_TRACE;
+    if (crc != 0 || rpc_check_log_dirs(allowed_log_dirs, canon, config_len,
+                                       kind == REG_KIND_TRACE, why, sizeof(why)) != 0) {
+        /* refused before the registry: no process ever receives this config */
+        char esc[LOGESC_CAP(512)];
+        LOG_RL(&rl_refused, 1000, LOG_LVL_WARNING, "refused config: %s",
+               logesc(why, strlen(why), esc, sizeof(esc)));
+        jw_obj_begin(w);
+        jw_kv_str(w, "commandStatus", "refused");
+        jw_kv_str(w, "reason", why);
+        jw_obj_end(w);
+        goto out_pids;
+    }
+    struct status_last last;
+    status_get_last(ctx->st, &last);
+    const char *gate = rpc_gate(kind, last.trace.status, last.monitor.status);
+    /* Ours (issue 11): a second nputrace while one is armed or tracing would be dropped by the
+     * rank anyway; say so here, unless the reporter is gone (a killed rank must not block the
+     * node). Kineto processes are untouched: they never report NPU status. */
+    char busy[160] = "";
+    if (kind == REG_KIND_TRACE && strcmp(gate, "effective") == 0 && trace_busy(&last.trace)) {
+        snprintf(busy, sizeof(busy), "nputrace is already %s in pid %d (steps %d-%d); wait until it is Idle",
+                 last.trace.status == 1 ? "Running" : "Ready", (int)last.trace.pid,
+                 (int)last.trace.start_step, (int)last.trace.stop_step);
+        gate = "ineffective";
+    }
+    int elig[2] = { kind, strcmp(gate, "effective") == 0 };
+    struct reg_set_result res;
+    rc = registry_set_config(ctx->reg, job_id, pidv, npids, canon, config_len, limit,
+                             eligible, elig, token, &res);
+    if (rc)
+        goto out_pids;
+    if (res.n_matched > 0) {
+        /* a replaced pending config is not busy any more: the process gets this one */
+        write_full(w, 0, res.triggered, res.n_triggered, "effective", res.matched,
+                   res.n_matched, token ? (long long)res.n_skipped : -1);
+    } else {
+        const char *cmd = elig[1] ? "ineffective" : gate;
+        if (kind == REG_KIND_TRACE && !last.any_received) {
+            write_full(w, 0, NULL, 0, cmd, NULL, 0, -1);   /* Kineto's dyno needs the keys */
+        } else if (busy[0]) {
+            jw_obj_begin(w);
+            jw_kv_str(w, "commandStatus", cmd);
+            jw_kv_str(w, "reason", busy);
+            jw_obj_end(w);
+        } else {
+            write_command_only(w, cmd);
+        }
+    }
+    reg_set_result_fini(&res);
+out_pids:
+    free(canon);
+    free(pidv);
+    return rc;
+}
+
+int rpc_handle(const struct rpc_ctx *ctx, const char *body, size_t len, char **ret_reply,
+               size_t *ret_len)
+{
+    cJSON *req = NULL;
+    struct jw w;
+    int rc = 0;
+    *ret_reply = NULL;
+    *ret_len = 0;
+    /* the body is outside text: escaped, so a newline in it cannot forge a log line; cut to
+     * RPC_LOG_BODY_MAX bytes and rate-limited, so a flood of 8 KB bodies cannot flood the log
+     * (docs/security.md, "Remote and local resource limits") */
+    size_t shown = len < RPC_LOG_BODY_MAX ? len : RPC_LOG_BODY_MAX;
+    char *esc = malloc(LOGESC_CAP(shown) + 48);
+    if (!esc)
+        return -ENOMEM;
+    logesc(body, shown, esc, LOGESC_CAP(shown));
+    if (shown < len)
+        snprintf(esc + strlen(esc), 48, "... (%zu bytes)", len);
+    LOG_BURST(&lb_received, RPC_LOG_PER_SEC, RPC_LOG_BURST, LOG_LVL_INFO, "RPC message received = %s", esc);
+    if (cjx_parse(body, len, RPC_MAX_DEPTH, &req) != 0) {
+        LOG_RL(&rl_parse, 1000, LOG_LVL_ERROR, "Error parsing message = %s", esc);
+        free(esc);
+        return 0;
+    }
+    free(esc);
+    if (!cJSON_IsObject(req) || !req->child) {
+        LOG_RL(&rl_shape, 1000, LOG_LVL_ERROR,
+               "Request message should not be empty and should be json object.");
+        goto out_req;
+    }
+    jw_init_dyn(&w, REPLY_MAX);
+    const cJSON *fn = cjx_get(req, "fn");
+    if (!fn) {
+        cjx_write(&w, req);
+        LOG_RL(&rl_nofn, 1000, LOG_LVL_ERROR,
+               "Request must contain a 'fn' field for the RPC call request json = %s",
+               w.err ? "" : w.buf);
+        goto out_w;
+    }
+    rpc_handler_fn handler = NULL;
+    for (size_t i = 0; cJSON_IsString(fn) && i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (strcmp(methods[i].name, fn->valuestring) == 0)
+            handler = methods[i].fn;
+    if (!handler) {
+        cjx_write(&w, fn);
+        LOG_RL(&rl_unknown, 1000, LOG_LVL_ERROR, "Unknown RPC call = %s", w.err ? "" : w.buf);
+        goto out_w;
+    }
+    rc = handler(ctx, req, &w);
+    if (rc == 0 && w.err)
+        rc = w.err;
+    if (rc == 0) {
+        *ret_reply = w.buf;
+        *ret_len = w.len;
+        w.buf = NULL;
+    }
+out_w:
+    jw_fini(&w);
+out_req:
+    cJSON_Delete(req);
+    return rc;
+}
