@@ -9,6 +9,7 @@
 #include "contract/datamsg.h"
 #include "contract/kinds.h"
 #include "contract/names.h"
+#include "contract/stats.h"
 
 /* A Python string literal of s; the table texts are printable ASCII, anything else is escaped. */
 static void pystr(const char *s)
@@ -70,9 +71,13 @@ static void data_messages(void)
 #undef DATAMSG_STEP_FIELD
     printf(")\n# Session counters: (PluginStats key, stats-line label), in the stats line's order.\n"
            "STATS_COUNTERS = (\n");
-#define STAT(key, label, what) printf("    (\"%s\", \"%s\"),\n", #key, label);
-#include "contract/stats.def"
+    for (int pos = 0; pos < STATS_COUNT; pos++) {
+#define STAT(key, label, p, what)                                                                  \
+    if (p == pos)                                                                                  \
+        printf("    (\"%s\", \"%s\"),\n", #key, label);
+        STATS_COUNTERS(STAT)
 #undef STAT
+    }
     printf(")\n\n");
 }
 

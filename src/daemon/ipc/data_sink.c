@@ -13,6 +13,7 @@
 #include "common/logesc.h"
 #include "common/strutil.h"
 #include "contract/cjx.h"
+#include "contract/datamsg.h"
 #include "daemon/ipc/health.h"
 #include "daemon/ipc/steps.h"
 
@@ -163,7 +164,7 @@ static int emit_opstats(struct data_router *dr, const cJSON *msg, const char *de
         set_str(&kv[n++], "deviceId", dev, strlen(dev));
         if (is_str(f = cjx_get(op, "domain")))
             set_str(&kv[n++], "domain", f->valuestring, strlen(f->valuestring));
-        set_str(&kv[n++], "kind", "OpStats", 7);
+        set_str(&kv[n++], "kind", DATAMSG_OP_STATS, sizeof(DATAMSG_OP_STATS) - 1);
         if (is_num(f = cjx_get(op, "max")))
             set_num(&kv[n++], "max", f);
         if (is_num(f = cjx_get(op, "min")))
@@ -208,9 +209,9 @@ static bool take_stats(struct data_router *dr, const cJSON *msg, int32_t sender,
     enum cjx_num k;
 
     if (!cJSON_IsObject(sv) || cjx_number(pidv, &pid, NULL, NULL) != CJX_INT || pid <= 0 ||
-        pid > INT32_MAX || !from_sender(dr, "PluginStats", pid, sender))
+        pid > INT32_MAX || !from_sender(dr, DATAMSG_PLUGIN_STATS, pid, sender))
         return false;
-#define TAKE(name)                                                        \
+#define TAKE(name, ...)                                                   \
     f = cjx_get(sv, #name);                                               \
     k = cjx_number(f, &i, &u, NULL);                                      \
     if (!f)                                                               \
@@ -240,9 +241,9 @@ static int emit_stats(struct data_router *dr, const char *dev, const cJSON *dur,
     size_t n = 0;
     set_str(&kv[n++], "deviceId", dev, strlen(dev));
     set_num(&kv[n++], "duration", dur);
-    set_str(&kv[n++], "kind", "PluginStats", 11);
+    set_str(&kv[n++], "kind", DATAMSG_PLUGIN_STATS, sizeof(DATAMSG_PLUGIN_STATS) - 1);
     set_num(&kv[n++], "timestamp", ts);
-#define EMIT(f) kv[n++] = (struct sink_kv){ .key = #f, .type = SINK_UINT, .u = s->f };
+#define EMIT(f, ...) kv[n++] = (struct sink_kv){ .key = #f, .type = SINK_UINT, .u = s->f };
     STATUS_STATS_FIELDS(EMIT)
 #undef EMIT
     struct sink_record rec = { now_ns, dev, kv, n, pid, SINK_NO_RANK, SINK_NO_JOB };
@@ -262,7 +263,7 @@ static void take_info(struct data_router *dr, const cJSON *msg, int32_t sender)
 
     if (!dr->reg || !is_str(bv) || !is_str(lv) || cjx_number(pidv, &pid, NULL, NULL) != CJX_INT || pid <= 0 ||
         pid > INT32_MAX || !bv->valuestring[0] || !str_printable(bv->valuestring, REG_BACKEND_CAP) ||
-        !str_printable(lv->valuestring, REG_LIBRARY_CAP) || !from_sender(dr, "PluginInfo", pid, sender))
+        !str_printable(lv->valuestring, REG_LIBRARY_CAP) || !from_sender(dr, DATAMSG_PLUGIN_INFO, pid, sender))
         return;
     (void)registry_set_library(dr->reg, (int32_t)pid, bv->valuestring, lv->valuestring);
     if (cJSON_IsTrue(cjx_get(msg, "acks")))
@@ -293,7 +294,7 @@ static void take_ack(struct data_router *dr, const cJSON *msg, int32_t sender)
         cjx_number(cjx_get(msg, "pid"), &pid, NULL, NULL) != CJX_INT || pid <= 0 || pid > INT32_MAX ||
         (rv && (!is_str(rv) || !str_printable(rv->valuestring, REG_REASON_CAP))) ||
         (sv && (!is_str(sv) || !str_printable(sv->valuestring, REG_STATE_CAP))) ||
-        !from_sender(dr, "ConfigAck", pid, sender)) {
+        !from_sender(dr, DATAMSG_CONFIG_ACK, pid, sender)) {
         bad_ack(dr, "malformed or not from the process it names");
         return;
     }
@@ -380,11 +381,11 @@ int data_handle_from(struct data_router *dr, const char *payload, size_t len, ui
     dr->accepted++;
     struct status_stats stats;
     int32_t stats_pid = 0;
-    bool is_stats = strcmp(kind->valuestring, "PluginStats") == 0 &&
+    bool is_stats = strcmp(kind->valuestring, DATAMSG_PLUGIN_STATS) == 0 &&
                     take_stats(dr, msg, sender, &stats, &stats_pid);
-    if (strcmp(kind->valuestring, "PluginInfo") == 0)
+    if (strcmp(kind->valuestring, DATAMSG_PLUGIN_INFO) == 0)
         take_info(dr, msg, sender);
-    if (strcmp(kind->valuestring, "ConfigAck") == 0) {
+    if (strcmp(kind->valuestring, DATAMSG_CONFIG_ACK) == 0) {
         take_ack(dr, msg, sender);
         rc = 0;   /* control traffic: recorded in the registry, not a metric for the sinks */
     } else if (is_stats) {
@@ -408,7 +409,7 @@ int data_handle_from(struct data_router *dr, const char *payload, size_t len, ui
         /* status only: a report every poll period per rank is no metric for the loggers */
         take_health(dr, msg, sender, now_ns);
         rc = 0;
-    } else if (strcmp(kind->valuestring, "OpStats") == 0) {
+    } else if (strcmp(kind->valuestring, DATAMSG_OP_STATS) == 0) {
         rc = emit_opstats(dr, msg, dev, now_ns, sender);
     } else {
         struct sink_kv kv[6];

@@ -174,7 +174,7 @@ bool health_has(const struct status_entry *e, bool gone)
 static void write_stats(struct jw *w, const struct status_stats *s)
 {
     jw_obj_begin(w);
-#define HEALTH_KEY(f) \
+#define HEALTH_KEY(f, ...) \
     jw_key(w, #f);   \
     jw_uint(w, s->f);
     STATUS_STATS_FIELDS(HEALTH_KEY)

@@ -10,9 +10,10 @@
 
 #include "common/jw.h"
 #include "contract/cjx.h"
+#include "contract/datamsg.h"
 #include "daemon/ipc/status.h"
 
-#define HEALTH_MSG_KIND "PluginHealth"
+#define HEALTH_MSG_KIND DATAMSG_PLUGIN_HEALTH
 #define HEALTH_MAX_MARKS 8
 #define HEALTH_MARK_TEXT_CAP 1280
 /* A config may wait this long for a step before it is a mark, or three step periods when a

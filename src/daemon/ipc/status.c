@@ -114,7 +114,7 @@ void status_update(struct status_table *st, enum status_dim dim, const struct ip
 void status_fold_stats(struct status_entry *e, const struct status_stats *s)
 {
     if (e->has_stats && s->consumed >= e->stats.consumed && s->kept >= e->stats.kept) {
-#define STATUS_DELTA(f) e->interval.f = s->f >= e->stats.f ? s->f - e->stats.f : 0;
+#define STATUS_DELTA(f, ...) e->interval.f = s->f >= e->stats.f ? s->f - e->stats.f : 0;
         STATUS_STATS_FIELDS(STATUS_DELTA)
 #undef STATUS_DELTA
     } else {

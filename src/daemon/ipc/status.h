@@ -8,17 +8,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "contract/stats.h"
 #include "msmon/ipc_wire.h"
 
 #define STATUS_MAX_ENTRIES 1024
 
 enum status_dim { STATUS_TRACE = 0, STATUS_MONITOR = 1 };
 
-/* A session's counters as the plugin reports them (PluginStats data messages). */
-#define STATUS_STATS_FIELDS(X) X(before_start) X(bytes_written) X(consumed) X(cpu_ns) \
-    X(dropped_declined) X(dropped_offline) X(dropped_queue) X(dropped_write) X(filtered) X(kept) X(written)
+/* A session's counters as the plugin reports them (PluginStats data messages): the contract's
+ * list (contract/stats.h), X(key, ...) in key order. */
+#define STATUS_STATS_FIELDS(X) STATS_COUNTERS(X)
 struct status_stats {
-#define STATUS_STATS_MEMBER(f) uint64_t f;
+#define STATUS_STATS_MEMBER(f, ...) uint64_t f;
     STATUS_STATS_FIELDS(STATUS_STATS_MEMBER)
 #undef STATUS_STATS_MEMBER
 };

@@ -235,7 +235,7 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
         if (e.has_stats) { /* ours: the session's counters (keys sorted, like every reply) */
             jw_key(w, "session_stats");
             jw_obj_begin(w);
-#define STATS_KEY(f)   \
+#define STATS_KEY(f, ...) \
     jw_key(w, #f);     \
     jw_uint(w, e.stats.f);
             STATUS_STATS_FIELDS(STATS_KEY)

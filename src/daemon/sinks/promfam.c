@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "contract/datamsg.h"
 #include "contract/kinds.h"
 #include "common/utf8.h"
 
@@ -411,9 +412,9 @@ static int map_record(const struct sink_record *rec, const char *host, promfam_e
         mi->op = false;
     if (!kind) {
         n = map_flat(rec, host, fn, arg, sc);
-    } else if (kv_is(kind, "OpStats")) {
+    } else if (kv_is(kind, DATAMSG_OP_STATS)) {
         n = map_opstats(rec, host, fn, arg, sc, mi);
-    } else if (kv_is(kind, "PluginStats")) {
+    } else if (kv_is(kind, DATAMSG_PLUGIN_STATS)) {
         n = map_pluginstats(rec, host, fn, arg, sc);
     } else if (kind->type == SINK_STR && kinds_from_name(kind->s, kind->slen) >= 0 &&
                kv_num(kv_get(rec, "duration"), &dur)) {

@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "common/strutil.h"
+#include "contract/datamsg.h"
 #include "contract/kinds.h"
 #include "daemon/sinks/crc32c.h"
 
@@ -396,12 +397,12 @@ static int tb_write(void *self, const struct sink_record *r)
     snprintf(sub, sizeof(sub), "device_%s", r->device);
     if (!str(field(r, "kind"), kind, sizeof(kind)))
         return 0;
-    if (strcmp(kind, "OpStats") == 0) {
+    if (strcmp(kind, DATAMSG_OP_STATS) == 0) {
         if (t->op_stats)
             write_opstats(t, sub, r, wall);
         return 0;
     }
-    if (strcmp(kind, "PluginStats") == 0) {
+    if (strcmp(kind, DATAMSG_PLUGIN_STATS) == 0) {
         write_plugin_stats(t, sub, r, wall);
         return 0;
     }

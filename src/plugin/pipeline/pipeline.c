@@ -336,9 +336,9 @@ void pipeline_stats(struct pipeline *pl, struct pipeline_stats *ret)
 {
     const struct pl_counters *c = &pl->c;
 
-#define STAT(key, label, what) ret->key = atomic_load(&c->key);
-#include "contract/stats.def"
-#undef STAT
+#define PL_LOAD(key, label, pos, what) ret->key = atomic_load(&c->key);
+    STATS_COUNTERS(PL_LOAD)
+#undef PL_LOAD
 }
 
 void pipeline_last_stats(struct pipeline_stats *ret)
@@ -353,47 +353,36 @@ void pipeline_last_stats(struct pipeline_stats *ret)
 
 size_t pipeline_stats_format(const struct pipeline_stats *s, char *buf, size_t cap)
 {
+    struct stat_item {
+        const char *label;
+        uint64_t v;
+    } line[STATS_COUNT];
     size_t len = 0;
 
+#define PL_LINE(key, label, pos, what) line[pos] = (struct stat_item){ label, s->key };
+    STATS_COUNTERS(PL_LINE)
+#undef PL_LINE
     if (cap)
         buf[0] = '\0';
-#define STAT(key, label, what)                                                                          \
-    if (len < cap) {                                                                                    \
-        int n = snprintf(buf + len, cap - len, "%s" label "=%llu", len ? " " : "",                     \
-                         (unsigned long long)s->key);                                                   \
-        len += n > 0 ? (size_t)n : 0;                                                                   \
+    for (size_t i = 0; i < STATS_COUNT && len < cap; i++) {
+        int n = snprintf(buf + len, cap - len, "%s%s=%llu", i ? " " : "", line[i].label,
+                         (unsigned long long)line[i].v);
+        len += n > 0 ? (size_t)n : 0;
     }
-#include "contract/stats.def"
-#undef STAT
     return len < cap ? len : (cap ? cap - 1 : 0);
 }
 
-struct stat_field {
-    const char *k;
-    uint64_t v;
-};
-
-static int stat_field_cmp(const void *a, const void *b)
-{
-    return strcmp(((const struct stat_field *)a)->k, ((const struct stat_field *)b)->k);
-}
-
-/* The "stats" object: one key per counter, sorted like every JSON object we write. */
+/* The "stats" object: one key per counter, in the contract's (sorted) key order. */
 static void stats_obj(struct jw *w, const void *ctx)
 {
     const struct pipeline_stats *s = ctx;
-    struct stat_field f[] = {
-#define STAT(key, label, what) { #key, s->key },
-#include "contract/stats.def"
-#undef STAT
-    };
 
-    qsort(f, sizeof(f) / sizeof(f[0]), sizeof(f[0]), stat_field_cmp);
     jw_obj_begin(w);
-    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
-        jw_key(w, f[i].k);
-        jw_uint(w, f[i].v);
-    }
+#define PL_KEY(key, label, pos, what)                                                                     \
+    jw_key(w, #key);                                                                                       \
+    jw_uint(w, s->key);
+    STATS_COUNTERS(PL_KEY)
+#undef PL_KEY
     jw_obj_end(w);
 }
 

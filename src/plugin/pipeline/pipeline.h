@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "contract/datamsg.h"
+#include "contract/stats.h"
 #include "plugin/pipeline/record.h"
 
 struct filter_state;
@@ -53,18 +54,18 @@ static inline bool pl_range_complete(const struct pl_range *r)
 }
 
 /* Session counters, written by the pipeline and by the outputs' writers (relaxed atomics);
- * one field per row of the contract's stats.def. dropped_declined is set via
+ * one field per counter of the contract (contract/stats.h). dropped_declined is set via
  * pipeline_set_declined, dropped_offline via pipeline_add_offline_drops. */
 struct pl_counters {
-#define STAT(key, label, what) _Atomic uint64_t key;
-#include "contract/stats.def"
-#undef STAT
+#define PL_COUNTER(key, label, pos, what) _Atomic uint64_t key;
+    STATS_COUNTERS(PL_COUNTER)
+#undef PL_COUNTER
 };
 
 struct pipeline_stats {
-#define STAT(key, label, what) uint64_t key;
-#include "contract/stats.def"
-#undef STAT
+#define PL_STAT(key, label, pos, what) uint64_t key;
+    STATS_COUNTERS(PL_STAT)
+#undef PL_STAT
 };
 
 struct pipeline;

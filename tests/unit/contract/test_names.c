@@ -16,6 +16,7 @@
 #include "contract/datamsg.h"
 #include "contract/kinds.h"
 #include "contract/names.h"
+#include "contract/stats.h"
 
 static void test_standalone_kinds(void **state)
 {
@@ -200,12 +201,34 @@ static void test_cfgrules(void **state)
     assert_int_equal(cfgrules_int(NULL, "1", &v), -EINVAL);
 }
 
+/* Every counter has its own place in the stats line, and the keys are sorted (JSON order). */
+static void test_stats_counters(void **state)
+{
+    (void)state;
+    int seen[STATS_COUNT] = { 0 };
+    const char *prev = "";
+    size_t n = 0;
+
+#define CHECK(key, label, pos, what)                                                              \
+    assert_true(pos >= 0 && pos < STATS_COUNT);                                                   \
+    seen[pos]++;                                                                                  \
+    assert_true(strcmp(prev, #key) < 0);                                                          \
+    prev = #key;                                                                                  \
+    n++;
+    STATS_COUNTERS(CHECK)
+#undef CHECK
+    assert_int_equal(n, STATS_COUNT);
+    for (size_t i = 0; i < STATS_COUNT; i++)
+        assert_int_equal(seen[i], 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_standalone_kinds),   cmocka_unit_test(test_step_marker),
         cmocka_unit_test(test_record_value_names), cmocka_unit_test(test_datamsg_envelope),
         cmocka_unit_test(test_datamsg_step),       cmocka_unit_test(test_cfgrules),
+        cmocka_unit_test(test_stats_counters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
