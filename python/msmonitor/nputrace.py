@@ -13,8 +13,8 @@ its own activity trace; after each `dynamic_profile.step()` this module reads th
   interpreter (the same as `python -m msmonitor analyse FILE...`) so step() does not wait.
 
 `python -m msmonitor analyse PATH...` (files or directories) is the same analysis
-offline, e.g. for traces written by C programs."""
-import gzip
+offline, e.g. for traces written by C programs. The step rule, trace categories and file
+names are those of msmonitor.facts; traces are read by msmonitor.analysis (docs/design/analysis.md)."""
 import json
 import os
 import re
@@ -22,13 +22,14 @@ import subprocess
 import sys
 import time
 
+from . import facts as F
+from .analysis import load_trace, trace_events
+
 FLAG_CPU, FLAG_NPU, FLAG_ANALYSE, FLAG_ASYNC = 0x1, 0x2, 0x4, 0x8
 FLAG_RECORD_SHAPES, FLAG_PROFILE_MEMORY, FLAG_WITH_STACK = 0x10, 0x20, 0x40
 FLAG_WITH_FLOPS, FLAG_WITH_MODULES, FLAG_EXPORT_DB = 0x80, 0x100, 0x200
 IDLE, RUNNING, READY = 0, 1, 2
 TOP_N = 10
-_STEP_RE = re.compile(r"^(?:step |ProfilerStep#)(\d+)$")
-COMM_KINDS = ("Communication", "Hccl")
 
 
 def _log(level, msg):
@@ -42,10 +43,7 @@ def torch_trace_name(log_dir, pid, rank, start, stop):
 
 # ------------------------------------------------------------------ analysis
 def load(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        data = json.load(f)
-    return data.get("traceEvents", []) if isinstance(data, dict) else data
+    return trace_events(load_trace(path)) or []
 
 
 def _self_times(events):
@@ -74,26 +72,26 @@ def _top(rows, key):
 
 
 def _is_device(e):
-    return e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "gpu_memory", "Kernel", "Memcpy", "Memset")
+    return e.get("cat") in F.TRACE_DEVICE_CATS
 
 
 def analyse_events(events):
     xs = [e for e in events if e.get("ph") == "X" and "ts" in e]
     steps = []
     for e in xs:
-        m = _STEP_RE.match(str(e.get("name", "")))
-        if m and not _is_device(e) and e.get("cat") != "gpu_user_annotation":
-            steps.append({"step": int(m.group(1)), "wall_us": round(float(e.get("dur", 0)), 3)})
+        n = F.step_number(e.get("name", ""))
+        if n is not None and not _is_device(e) and e.get("cat") != F.TRACE_DEVICE_ANNOTATION:
+            steps.append({"step": n, "wall_us": round(float(e.get("dur", 0)), 3)})
     steps.sort(key=lambda s: s["step"])
     self_t = _self_times(xs)
     kern, ops = {}, {}
     for i, e in enumerate(xs):
         cat = e.get("cat", "")
         name = str(e.get("name", ""))
-        if cat == "kernel" or cat == "Kernel":
+        if cat in F.TRACE_KERNEL_CATS:
             tab = kern
-        elif (cat in ("cpu_op", "cuda_runtime", "operator", "cuda_driver", "python_function") or not cat) and \
-                not _STEP_RE.match(name):  # no cat: torch's legacy (non-Kineto) profiler
+        elif (cat in F.TRACE_HOST_OP_CATS or not cat) and \
+                F.step_number(name) is None:  # no cat: torch's legacy (non-Kineto) profiler
             tab = ops
         else:
             continue
@@ -107,7 +105,7 @@ def analyse_events(events):
             r["self_us"] = round(r["self_us"], 3)
     # Stream work only (memory allocations are not); each share is a union of intervals per
     # stream, so overlapping records of one op (msPTI's Hccl + Communication) count once.
-    dev = [e for e in xs if _is_device(e) and e.get("cat") != "gpu_memory"]
+    dev = [e for e in xs if _is_device(e) and e.get("cat") != F.TRACE_MEMORY_CAT]
 
     def union(pred):
         per = {}
@@ -129,9 +127,9 @@ def analyse_events(events):
         return total
 
     busy = union(lambda e: True)
-    comm = union(lambda e: e.get("args", {}).get("kind") in COMM_KINDS or
+    comm = union(lambda e: e.get("args", {}).get("kind") in F.COMM_KINDS or
                  re.search(r"nccl|hccl", str(e.get("name", "")), re.I))
-    mem = union(lambda e: e.get("cat") in ("gpu_memcpy", "gpu_memset", "Memcpy", "Memset"))
+    mem = union(lambda e: e.get("cat") in F.TRACE_COPY_CATS)
     streams = {}
     for e in dev:
         streams.setdefault((e["pid"], e["tid"]), []).append((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
@@ -193,7 +191,7 @@ def _trace_paths(args):
     for p in args:
         if os.path.isdir(p):
             for n in sorted(os.listdir(p)):
-                if re.match(r"msmonitor_(trace|torch)_\d+_rank\d+_step\d+-\d+\.json(\.gz)?$", n):
+                if F.NPUTRACE_FILE_RE.match(n):
                     yield os.path.join(p, n)
         else:
             yield p
