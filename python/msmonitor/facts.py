@@ -35,7 +35,6 @@ META_SCHEMA_PREFIX = "SCHEMA_VERSION"
 # host range (MSTX_EVENTS row, eventType 2 = range) by connectionId.
 MSTX_TASK_TYPE = "MsTx"
 MSTX_RANGE = 2
-MARKER_CONN_BASE = 4000000000
 
 # ENUM_HCCL_DATA_TYPE: id -> (name, bytes per element).
 DTYPES = {0: ("INT8", 1), 1: ("INT16", 2), 2: ("INT32", 4), 3: ("FP16", 2), 4: ("FP32", 4), 5: ("INT64", 8),

@@ -23,7 +23,6 @@ import sys
 import time
 
 from . import facts as F
-from .analysis import load_trace, trace_events
 
 FLAG_CPU, FLAG_NPU, FLAG_ANALYSE, FLAG_ASYNC = 0x1, 0x2, 0x4, 0x8
 FLAG_RECORD_SHAPES, FLAG_PROFILE_MEMORY, FLAG_WITH_STACK = 0x10, 0x20, 0x40
@@ -43,6 +42,9 @@ def torch_trace_name(log_dir, pid, rank, start, stop):
 
 # ------------------------------------------------------------------ analysis
 def load(path):
+    # imported here: the training process imports this module; the reader is needed only
+    # when a window is analysed
+    from .analysis import load_trace, trace_events  # pylint: disable=import-outside-toplevel
     return trace_events(load_trace(path)) or []
 
 
