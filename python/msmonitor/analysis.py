@@ -258,7 +258,8 @@ class Run:
                                   "SUM(taskType IS NOT ?1), MIN(CASE WHEN taskType IS ?1 THEN NULL ELSE startNs END), "
                                   f"MAX(CASE WHEN taskType IS ?1 THEN NULL ELSE endNs END) FROM {F.T_TASK}", (mstx_id,))
         if F.T_API in tables:
-            bg["api"] = self._bg(path, f"SELECT name, type, COUNT(*), SUM(endNs - startNs) FROM {F.T_API} GROUP BY 1, 2")
+            bg["api"] = self._bg(path, "SELECT name, type, COUNT(*), SUM(endNs - startNs) "
+                                 f"FROM {F.T_API} GROUP BY 1, 2")
 
         # Device step markers: TASK rows of type MsTx, matched to host ranges by connectionId.
         dev_marker = {}
@@ -680,7 +681,8 @@ def _db_step_samples(db, tables, mstx_id, rk):
         queries.append((f"SELECT t.startNs, t.endNs, 0 FROM {F.T_TASK} t JOIN {F.T_COMPUTE} c ON "
                         "c.globalTaskId = t.globalTaskId WHERE t.startNs >= ? AND t.startNs < ? ORDER BY 1", ()))
     elif F.T_TASK in tables:
-        queries.append((f"SELECT startNs, endNs, 0 FROM {F.T_TASK} WHERE startNs >= ? AND startNs < ? AND taskType IS NOT ? "
+        queries.append((f"SELECT startNs, endNs, 0 FROM {F.T_TASK} WHERE startNs >= ? AND startNs < ? "
+                        "AND taskType IS NOT ? "
                         "ORDER BY 1", (mstx_id,)))
     for table, cls in ((F.T_COMM, 1), (F.T_MEMCPY, 2), (F.T_MEMSET, 2),
                        (F.T_HCCL, 3)):
@@ -807,7 +809,8 @@ def _jsonl_timeline(path, lo, hi, lanes, events):
             elif kind == F.K_COMM:
                 lane, cat = f"device {d.get('deviceId')} communication", "communication"
             else:
-                cat = {F.K_KERNEL: "compute", F.K_MEMCPY: "memcpy", F.K_MEMSET: "memcpy", F.K_MARKER: "marker"}.get(kind)
+                cat = {F.K_KERNEL: "compute", F.K_MEMCPY: "memcpy", F.K_MEMSET: "memcpy",
+                       F.K_MARKER: "marker"}.get(kind)
                 if cat is None:
                     continue
                 where = "markers" if cat == "marker" else f"stream {d.get('streamId')}"

@@ -8,6 +8,15 @@ import re
 EXPORT_FILE_RE = re.compile(r"^msmonitor_(\d+)_(\d+)_(-?\d+)\.(db|jsonl)$")
 # nputrace's Chrome traces (ours and torch.profiler's next to them, docs/nputrace.md).
 NPUTRACE_FILE_RE = re.compile(r"^msmonitor_(trace|torch)_\d+_rank\d+_step\d+-\d+\.json(\.gz)?$")
+NPUTRACE_TORCH_NAME = "msmonitor_torch_{pid}_rank{rank}_step{start}-{stop}.json"
+NPUTRACE_WINDOW_TAG = "_step{start}-{stop}."     # in the name of the window's trace files
+
+# The nputrace window as IPCMonitor_C.dynamic.trace_info() reports it (include/msmon/msmonitor.h,
+# MSMON_TRACE_*): option bits and states.
+TRACE_CPU, TRACE_NPU, TRACE_ANALYSE, TRACE_ASYNC = 0x1, 0x2, 0x4, 0x8
+TRACE_RECORD_SHAPES, TRACE_PROFILE_MEMORY, TRACE_WITH_STACK = 0x10, 0x20, 0x40
+TRACE_WITH_FLOPS, TRACE_WITH_MODULES, TRACE_EXPORT_DB = 0x80, 0x100, 0x200
+TRACE_IDLE, TRACE_RUNNING, TRACE_READY = 0, 1, 2
 
 # The step rule: a marker range named `step N` (the plugin's step()) or `ProfilerStep#N`
 # (torch.profiler), N a non-negative int32 (docs/design/contract.md).

@@ -24,10 +24,6 @@ import time
 
 from . import facts as F
 
-FLAG_CPU, FLAG_NPU, FLAG_ANALYSE, FLAG_ASYNC = 0x1, 0x2, 0x4, 0x8
-FLAG_RECORD_SHAPES, FLAG_PROFILE_MEMORY, FLAG_WITH_STACK = 0x10, 0x20, 0x40
-FLAG_WITH_FLOPS, FLAG_WITH_MODULES, FLAG_EXPORT_DB = 0x80, 0x100, 0x200
-IDLE, RUNNING, READY = 0, 1, 2
 TOP_N = 10
 
 
@@ -37,7 +33,7 @@ def _log(level, msg):
 
 def torch_trace_name(log_dir, pid, rank, start, stop):
     """Our naming, with `torch` for `trace` (proc_trace_name in C)."""
-    return os.path.join(log_dir, f"msmonitor_torch_{pid}_rank{max(rank, 0)}_step{start}-{stop}.json")
+    return os.path.join(log_dir, F.NPUTRACE_TORCH_NAME.format(pid=pid, rank=max(rank, 0), start=start, stop=stop))
 
 
 # ------------------------------------------------------------------ analysis
@@ -235,9 +231,11 @@ class Window:
             return
         f = info["flags"]
         try:
-            self.prof = tp.profile(activities=[tp.ProfilerActivity.CPU], record_shapes=bool(f & FLAG_RECORD_SHAPES),
-                                   profile_memory=bool(f & FLAG_PROFILE_MEMORY), with_stack=bool(f & FLAG_WITH_STACK),
-                                   with_flops=bool(f & FLAG_WITH_FLOPS), with_modules=bool(f & FLAG_WITH_MODULES))
+            self.prof = tp.profile(activities=[tp.ProfilerActivity.CPU],
+                                   record_shapes=bool(f & F.TRACE_RECORD_SHAPES),
+                                   profile_memory=bool(f & F.TRACE_PROFILE_MEMORY),
+                                   with_stack=bool(f & F.TRACE_WITH_STACK), with_flops=bool(f & F.TRACE_WITH_FLOPS),
+                                   with_modules=bool(f & F.TRACE_WITH_MODULES))
             self.prof.__enter__()
         except Exception as err:  # noqa: BLE001 - never break the training step
             _log("ERROR", f"torch.profiler did not start: {err}")
@@ -245,9 +243,10 @@ class Window:
             return
         self.torch_path = torch_trace_name(info["log_dir"], os.getpid(), info["rank"], info["start"], info["stop"])
         _log("INFO", f"torch.profiler started for steps [{info['start']}, {info['stop']}) (record_shapes="
-                     f"{bool(f & FLAG_RECORD_SHAPES)}, profile_memory={bool(f & FLAG_PROFILE_MEMORY)}, with_stack="
-                     f"{bool(f & FLAG_WITH_STACK)}, with_flops={bool(f & FLAG_WITH_FLOPS)}, with_modules="
-                     f"{bool(f & FLAG_WITH_MODULES)})")
+                     f"{bool(f & F.TRACE_RECORD_SHAPES)}, profile_memory={bool(f & F.TRACE_PROFILE_MEMORY)}, "
+                     f"with_stack="
+                     f"{bool(f & F.TRACE_WITH_STACK)}, with_flops={bool(f & F.TRACE_WITH_FLOPS)}, with_modules="
+                     f"{bool(f & F.TRACE_WITH_MODULES)})")
 
     def _stop_torch(self):
         prof, self.prof = self.prof, None
@@ -265,7 +264,7 @@ class Window:
         paths = [p for p in paths if p and os.path.exists(p)]
         if not paths:
             return
-        if info["flags"] & FLAG_ASYNC:
+        if info["flags"] & F.TRACE_ASYNC:
             env = dict(os.environ)
             pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
             env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
@@ -285,15 +284,15 @@ class Window:
         self.children = [c for c in self.children if c.poll() is None]
         info = self.dyn.trace_info()
         key = (info["windows"], info["start"], info["stop"])
-        if info["state"] == RUNNING and self.seen != key:
+        if info["state"] == F.TRACE_RUNNING and self.seen != key:
             self.seen = key
-            if info["flags"] & FLAG_CPU:
+            if info["flags"] & F.TRACE_CPU:
                 self._start_torch(info)
-        elif info["state"] != RUNNING and self.seen is not None and self.seen[0] == info["windows"]:
+        elif info["state"] != F.TRACE_RUNNING and self.seen is not None and self.seen[0] == info["windows"]:
             torch_path = self._stop_torch() if self.prof is not None else None
             window = self.seen
             self.seen = (None,) + window[1:]  # handled; a new window changes `windows`
-            if info["flags"] & FLAG_ANALYSE:
+            if info["flags"] & F.TRACE_ANALYSE:
                 self.pending = (window[1], window[2], torch_path, info["flags"])
         self._analyse_when_written(info)
 
@@ -303,8 +302,9 @@ class Window:
         if self.pending is None:
             return
         start, stop, torch_path, flags = self.pending
-        ours = info["last_trace"] if f"_step{start}-{stop}." in info["last_trace"] else None
-        if ours is None and flags & FLAG_NPU and not force:
+        tag = F.NPUTRACE_WINDOW_TAG.format(start=start, stop=stop)
+        ours = info["last_trace"] if tag in info["last_trace"] else None
+        if ours is None and flags & F.TRACE_NPU and not force:
             return
         self.pending = None
         self._analyse(dict(info, flags=flags), [ours, torch_path])
@@ -317,7 +317,7 @@ class Window:
         if self.pending is not None:
             for _ in range(300):  # the trace of a window that just closed is being written
                 info = self.dyn.trace_info()
-                if f"_step{self.pending[0]}-{self.pending[1]}." in info["last_trace"]:
+                if F.NPUTRACE_WINDOW_TAG.format(start=self.pending[0], stop=self.pending[1]) in info["last_trace"]:
                     break
                 time.sleep(0.1)
             self._analyse_when_written(self.dyn.trace_info(), force=True)

@@ -78,7 +78,8 @@ def _plugin_db(path, kernels, steps, comm, strings=True):
     for n, host, dev in steps:
         conn = 4000000000 + n
         db.execute("INSERT INTO MSTX_EVENTS VALUES (?,?,2,0,0,?,1,1,0,?)", (t, t + host, sid(f"step {n}"), conn))
-        db.execute("INSERT INTO TASK VALUES (?,?,0,?,?,1,?,0,0,0,0)", (t + 5, t + 5 + dev, conn, 100000 + n, sid("MsTx")))
+        db.execute("INSERT INTO TASK VALUES (?,?,0,?,?,1,?,0,0,0,0)",
+                   (t + 5, t + 5 + dev, conn, 100000 + n, sid("MsTx")))
         t += host + 10
     for op, elems, ns in comm:
         db.execute("INSERT INTO COMMUNICATION_OP VALUES (?,?,?,0,?,0,0,0,4,0,?,?,0)",
@@ -95,7 +96,8 @@ def test_demo_summary_is_a_view(tmp_path):
     """The demo summary prints what the report's reader found: the same kernel calls and totals,
     steps and communication; a DB without its string table is left out with a note."""
     require_packages()
-    _plugin_db(str(tmp_path / "msmonitor_11_20260101000000000_0.db"), [("MatMul", 3000), ("Add", 600), ("MatMul", 2000)],
+    _plugin_db(str(tmp_path / "msmonitor_11_20260101000000000_0.db"),
+               [("MatMul", 3000), ("Add", 600), ("MatMul", 2000)],
                [(1, 9000, 7000), (2, 11000, 8000), (3, 10000, 9000)], [("HcclAllReduce", 1024, 4000)])
     _plugin_db(str(tmp_path / "msmonitor_12_20260101000000000_1.db"), [("MatMul", 1000)],
                [(1, 8000, 6000), (2, 12000, 7000)], [("HcclAllReduce", 2048, 3000)])
