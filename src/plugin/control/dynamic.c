@@ -990,7 +990,9 @@ out:
 
 static bool dyn_is_true(const char *v)
 {
-    return v && (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0);
+    bool b = false;
+
+    return cfgkeys_bool(v, &b) == 0 && b; /* the one boolean rule (docs/design/contract.md#booleans) */
 }
 
 /* An nputrace config read at a step: 0 armed, else -EINVAL (the reason is logged). */
@@ -1020,7 +1022,7 @@ static void dyn_apply(int32_t step)
 
     if (dyn_shm_read(dyn.shm, &kv, &valid) != 0 || !valid)
         goto out; /* empty or unparsable: ignored, like Python's read_config() -> None */
-    if (kvtext_get(&kv, CFGKEY_NPU_MONITOR_START)) {
+    if (cfgkeys_classify(kv.keys, kv.n) == CFGKEYS_NPU_MONITOR) {
         /* The session end writes the cluster layout next to the data (docs/design/outputs.md). */
         if (dyn.stop_hook && dyn_is_true(kvtext_get(&kv, CFGKEY_NPU_MONITOR_STOP)))
             dyn.stop_hook(dyn.stop_hook_ctx);
