@@ -51,3 +51,10 @@ int cfgkeys_bool(const char *value, bool *ret)
         return -EINVAL;
     return 0;
 }
+
+bool cfgkeys_true(const char *value)
+{
+    bool b = false;
+
+    return cfgkeys_bool(value, &b) == 0 && b;
+}

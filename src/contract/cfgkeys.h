@@ -72,5 +72,8 @@ bool cfgkeys_is_npu_monitor_text(const char *text, size_t len);
 /* The one boolean rule of config values: "true" or "false", without regard to case; anything
  * else is -EINVAL (docs/design/contract.md#booleans). */
 int cfgkeys_bool(const char *value, bool *ret);
+/* A switch under that rule: true only for a value that is `true` (NULL, `false` or anything
+ * else: off). */
+bool cfgkeys_true(const char *value);
 
 #endif

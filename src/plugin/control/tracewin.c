@@ -33,13 +33,6 @@ static struct {
 } tw = { .lock = PTHREAD_MUTEX_INITIALIZER, .state = -1, .start = -1, .stop = -1,
       .native_step = -1 };
 
-static bool tw_true(const char *v)
-{
-    bool b = false;
-
-    return cfgkeys_bool(v, &b) == 0 && b; /* the one boolean rule (docs/design/contract.md#booleans) */
-}
-
 uint32_t tracewin_flags(const struct kvtext *kv)
 {
     static const struct { const char *key; uint32_t bit; } bools[] = {
@@ -56,7 +49,7 @@ uint32_t tracewin_flags(const struct kvtext *kv)
     uint32_t f = 0;
 
     for (size_t i = 0; i < sizeof(bools) / sizeof(bools[0]); i++)
-        if (tw_true(kvtext_get(kv, bools[i].key)))
+        if (cfgkeys_true(kvtext_get(kv, bools[i].key)))
             f |= bools[i].bit;
     if (!act)
         act = "CPU,NPU"; /* the CLI default */

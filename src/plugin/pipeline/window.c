@@ -153,18 +153,30 @@ static void win_scan(struct window *w, const struct pl_batch *b)
                 s->phase = WINDOW_REFUSED;
                 return;
             }
-            if (n >= s->start) {
+        }
+        int was = s->phase;
+        if (window_advance(s, n)) {
+            if (was == WINDOW_ARMED) {
                 s->begin_ns = m->timestamp;
-                s->phase = WINDOW_OPEN;
                 LOG_INFO("nputrace: `step %d` began: window [%d, %d) open", (int)n, (int)s->start, (int)s->stop);
             }
-        }
-        if (s->begin_ns && n >= s->stop && !s->end_ns) {
-            s->end_ns = m->timestamp;
-            s->phase = WINDOW_CLOSED;
-            LOG_INFO("nputrace: `step %d` began: window [%d, %d) closed", (int)n, (int)s->start, (int)s->stop);
+            if (s->phase == WINDOW_CLOSED) {
+                s->end_ns = m->timestamp;
+                LOG_INFO("nputrace: `step %d` began: window [%d, %d) closed", (int)n, (int)s->start, (int)s->stop);
+            }
         }
     }
+}
+
+bool window_advance(struct window_state *s, int32_t n)
+{
+    int was = s->phase;
+
+    if (s->phase == WINDOW_ARMED && n >= s->start)
+        s->phase = WINDOW_OPEN;
+    if (s->phase == WINDOW_OPEN && n >= s->stop)
+        s->phase = WINDOW_CLOSED;
+    return s->phase != was;
 }
 
 static int win_reserve(void **arr, size_t *cap, size_t need, size_t size)

@@ -36,6 +36,12 @@ struct window_state {
     uint64_t before, after; /* left out: started before begin_ns / at or after end_ns */
 };
 
+/* The step rule of every window, step-bounded (the stepping thread's step calls, dynamic.c)
+ * or marker-bounded (`step <N>` range starts, here): at step n an armed window opens when
+ * n >= start, an open one closes when n >= stop (both at once when n >= stop). Returns true
+ * when the phase changed. Pure: the caller holds whatever lock guards s. */
+bool window_advance(struct window_state *s, int32_t n);
+
 struct window;
 
 /* Caller owns; free with window_destroy(). dropped: the session counter that a full hold
