@@ -1,6 +1,7 @@
 /* test_window: the trace window stage alone and as the session's pipeline stage: a
  * step-bounded window releases only what starts before its end, in arrival order, in batches
  * whose ranges index their own records (a marker record goes with the range it completed);
+ * the one step rule opens and closes a window;
  * a full hold counts what it drops; a marker-bounded window purges earlier steps while armed,
  * opens and closes on `step <N>` range starts, resolves a start of -1 and refuses a passed
  * start; and a session with two outputs hands both the same cut, leaving out a second output
@@ -98,6 +99,25 @@ static void test_step_window_cut_and_batches(void **state)
     assert_int_equal(st.before, 0);
     window_destroy(w);
     assert_int_equal(window_create(&(struct window_opts){ .start_step = 5, .stop_step = 4 }, &dropped, &w), -EINVAL);
+}
+
+/* The one step rule, shared with dyno mode's step-bounded window (dynamic.c). */
+static void test_step_rule(void **state)
+{
+    struct window_state s = { .start = 3, .stop = 5, .phase = WINDOW_ARMED };
+    (void)state;
+    assert_false(window_advance(&s, 2));
+    assert_true(window_advance(&s, 3));
+    assert_int_equal(s.phase, WINDOW_OPEN);
+    assert_false(window_advance(&s, 4));
+    assert_true(window_advance(&s, 5));
+    assert_int_equal(s.phase, WINDOW_CLOSED);
+    assert_false(window_advance(&s, 9));
+    s.phase = WINDOW_ARMED; /* a step past both bounds opens and closes at once */
+    assert_true(window_advance(&s, 7));
+    assert_int_equal(s.phase, WINDOW_CLOSED);
+    s.phase = WINDOW_REFUSED;
+    assert_false(window_advance(&s, 4));
 }
 
 static void test_full_hold_counts(void **state)
@@ -258,6 +278,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step_window_cut_and_batches),
+        cmocka_unit_test(test_step_rule),
         cmocka_unit_test(test_full_hold_counts),
         cmocka_unit_test(test_marker_window),
         cmocka_unit_test(test_fanout_same_cut),
