@@ -92,7 +92,7 @@ if [ $rc -ne 0 ]; then
 fi
 "$BUILD_DIR/src/cli/dyno" --port "$PORT" status 2>/dev/null | sed 's/^/    /' || true
 say "summary of $(ls "$WORK"/out/*.db 2>/dev/null | wc -l) DB file(s):"
-"$PY" "$ROOT/scripts/demo_summary.py" "$WORK/out"
+PYTHONPATH="$BUILD_DIR/python/pkg${PYTHONPATH:+:$PYTHONPATH}" "$PY" "$ROOT/scripts/demo_summary.py" "$WORK/out"
 say "rendering the HTML report (python -m msmonitor report; hint for any --log-file run, docs/report.md)"
 PYTHONPATH="$BUILD_DIR/python/pkg${PYTHONPATH:+:$PYTHONPATH}" \
   "$PY" -m msmonitor report "$WORK/out" -o "$WORK/report.html" 2>&1 | sed 's/^/    /'

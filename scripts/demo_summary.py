@@ -2,23 +2,18 @@
 """Summarise the npu-monitor DB files of the demo (docs/design/outputs.md#db-schema): top kernels by total
 device time, per-step host/device time from the `step <N>` markers as one line per rank (median/p99/max and the slowest
 steps), communication totals.
-Usage: demo_summary.py DIR [--top N]. Reads every msmonitor_*.db under DIR with sqlite3."""
+Usage: demo_summary.py DIR [--top N]. A view over msmonitor.analysis (docs/design/analysis.md), the
+reader of the HTML report: put <build>/python/pkg on PYTHONPATH."""
 import argparse
 import glob
 import os
-import re
-import sqlite3
 import sys
 
-MARKER_CONN_BASE = 4000000000
-
-
-def _strings(db):
-    return dict(db.execute("SELECT id, value FROM STRING_IDS"))
-
-
-def _has(db, table):
-    return db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone()
+try:
+    from msmonitor.analysis import Run, merge
+except ImportError as err:   # the packages are laid out in the build tree (docs/python.md)
+    print(f"demo_summary: cannot import msmonitor ({err}); put <build>/python/pkg on PYTHONPATH", file=sys.stderr)
+    sys.exit(2)
 
 
 def _pct(sorted_vals, q):
@@ -27,58 +22,27 @@ def _pct(sorted_vals, q):
     return sorted_vals[i]
 
 
-def _rank_of(path):
-    m = re.search(r"_(-?\d+)\.db$", path)
-    return int(m.group(1)) if m else -1
-
-
-def summarise(paths, top):
-    kernels = {}        # name -> [count, total_ns]
-    steps = {}          # (rank, step) -> [host_ns, device_ns]
-    comm = {}           # name -> [count, total_ns, elements]
-    for path in paths:
-        rank = _rank_of(path)
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            if not _has(db, "STRING_IDS"):
-                continue   # session still running: the pool is written at stop
-            s = _strings(db)
-            if _has(db, "TASK") and _has(db, "COMPUTE_TASK_INFO"):
-                for name, n, total in db.execute(
-                        "SELECT c.name, COUNT(*), SUM(t.endNs - t.startNs) FROM TASK t "
-                        "JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId GROUP BY c.name"):
-                    k = kernels.setdefault(s.get(name, str(name)), [0, 0])
-                    k[0] += n
-                    k[1] += total or 0
-            device = {}
-            if _has(db, "TASK"):
-                mstx = [i for i, v in s.items() if v == "MsTx"]
-                if mstx:
-                    for conn, st, en in db.execute(
-                            "SELECT connectionId, startNs, endNs FROM TASK WHERE taskType = ?", (mstx[0],)):
-                        device[conn] = en - st
-            if _has(db, "MSTX_EVENTS"):
-                for msg, st, en, conn in db.execute(
-                        "SELECT message, startNs, endNs, connectionId FROM MSTX_EVENTS WHERE eventType = 2"):
-                    text = s.get(msg, "")
-                    m = re.fullmatch(r"step (\d+)", text)
-                    if m:
-                        steps[(rank, int(m.group(1)))] = [en - st, device.get(conn)]
-            if _has(db, "COMMUNICATION_OP"):
-                for op, n, total, count in db.execute(
-                        "SELECT opType, COUNT(*), SUM(endNs - startNs), SUM(count) FROM COMMUNICATION_OP "
-                        "GROUP BY opType"):
-                    c = comm.setdefault(s.get(op, str(op)), [0, 0, 0])
-                    c[0] += n
-                    c[1] += total or 0
-                    c[2] += int(count or 0)
-        finally:
-            db.close()
+def summarise(root, paths, top):
+    """A text view over msmonitor.analysis (the reader and step rule of the HTML report) of the
+    run's DB files; DB files without their string table (a killed rank) are left out."""
+    run = Run(root, sources=("db",), need_strings=True)
+    run.scan()
+    for note in run.notes:
+        print(f"demo_summary: note: {note}", file=sys.stderr)
+    ranks = list(run.ranks.values())
+    kernels = merge(ranks, "kernels")           # name -> [count, total_ns, min, max]
+    comm = {}                                   # op name -> [count, total_ns, elements]
+    for (name, _group, _dtype), (n, total, elems, _bytes) in sorted(merge(ranks, "comm").items()):
+        c = comm.setdefault(name, [0, 0, 0])
+        c[0] += n
+        c[1] += total
+        c[2] += elems
+    steps = {(rk.rank, n): v[:2] for rk in ranks for n, v in rk.steps.items()}   # -> [host_ns, device_ns]
 
     print(f"== msMonitor demo summary ({len(paths)} DB file(s)) ==")
     print(f"-- top {top} kernels by total device time --")
     print(f"{'kernel':<32}{'calls':>8}{'total ms':>12}{'avg us':>10}")
-    for name, (n, total) in sorted(kernels.items(), key=lambda kv: -kv[1][1])[:top]:
+    for name, (n, total, _lo, _hi) in sorted(kernels.items(), key=lambda kv: -kv[1][1])[:top]:
         print(f"{name:<32}{n:>8}{total / 1e6:>12.3f}{total / n / 1e3:>10.1f}")
     print("-- step time per rank (step <N> markers; host range, device span where recorded) --")
     print(f"{'rank':>4}{'steps':>7}{'median ms':>11}{'p99 ms':>9}{'max ms':>9}{'device med ms':>15}"
@@ -108,7 +72,7 @@ def main(argv=None):
     if not paths:
         print(f"demo_summary: no msmonitor_*.db under {args.dir}", file=sys.stderr)
         return 1
-    rc = summarise(paths, max(args.top, 1))
+    rc = summarise(args.dir, paths, max(args.top, 1))
     print(f"-- charts: python -m msmonitor report {args.dir} -o report.html (docs/report.md) --")
     if rc:
         print("demo_summary: the DB files hold no kernels, steps or communication", file=sys.stderr)

@@ -41,7 +41,7 @@ static double run(const unsigned char *buf, size_t len, const char *filter, int 
 {
     struct filter_state *fs;
     struct proc *p;
-    struct proc_config cfg = { .mode = PROC_METRIC, .send = null_send };
+    struct proc_config cfg = { .send = null_send };
     filter_state_create(&fs);
     filter_state_set(fs, filter);
     struct pipeline *pl;

@@ -43,7 +43,7 @@ static void rm_dir(const char *d)
 static double bench_db(uint64_t total)
 {
     char *dir = mkdir_tmp();
-    struct proc_config cfg = {.mode = PROC_DB, .log_dir = dir, .rank = 0, .session_start_ns = 1};
+    struct proc_config cfg = {.log_dir = dir, .rank = 0, .session_start_ns = 1};
     struct proc *p;
     struct pipeline *pl;
     struct mon_record *r = malloc(sizeof(*r) * BATCH);
@@ -87,7 +87,7 @@ static void *producer(void *a)
 static double bench_jsonl(uint64_t total)
 {
     char *dir = mkdir_tmp();
-    struct proc_config cfg = {.mode = PROC_JSONL, .log_dir = dir, .rank = 0, .session_start_ns = 1,
+    struct proc_config cfg = {.log_dir = dir, .rank = 0, .session_start_ns = 1,
                               .jsonl_rotate_lines = "500000"};
     struct proc *p;
     struct pipeline *pl;

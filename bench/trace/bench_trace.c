@@ -49,16 +49,17 @@ static void rm_dir(const char *d)
 static double bench_trace(uint64_t pairs, uint64_t *ret_bytes)
 {
     char *dir = mkdir_tmp();
-    struct proc_trace_opts o = { .start_step = 5, .stop_step = 7, .world_size = 1, .backend = "mspti" };
-    struct proc_config cfg = { .mode = PROC_TRACE, .log_dir = dir, .rank = 0, .session_start_ns = 1, .trace = &o };
+    struct proc_trace_opts o = { .world_size = 1, .backend = "mspti" };
+    struct window_opts w = { .start_step = 5, .stop_step = 7 }; /* the session's window, as nputrace's */
+    struct proc_config cfg = { .log_dir = dir, .rank = 0, .session_start_ns = 1, .trace = &o };
     struct pipeline_stats st;
     struct pipeline *pl;
     struct mon_record *r = malloc(sizeof(*r) * BATCH);
     uint64_t total = 2 * pairs, t0;
 
-    if (!r || pipeline_create(&cfg, NULL, &proc_trace_ops, &pl) < 0)
+    if (!r || pipeline_create(&cfg, NULL, &proc_trace_ops, &pl) < 0 || pipeline_set_window(pl, &w) < 0)
         return 0;
-    proc_trace_ops.start(pipeline_proc(pl));
+    pipeline_start(pl);
     t0 = clock_mono_ns();
     for (uint64_t n = 0; n < total; n += BATCH) {
         fill(r, n);

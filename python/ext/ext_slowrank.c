@@ -45,11 +45,16 @@ static int parse_step(PyObject *row, struct slowrank_sample *s)
     return rc;
 }
 
-static PyObject *result_dict(const struct slowrank_result *res, const struct slowrank_in *in)
+/* The rule travels with the verdict, so a caller that passed no parameters can say which it
+ * was judged by without restating the defaults (docs/cluster.md). */
+static PyObject *result_dict(const struct slowrank_result *res, const struct slowrank_in *in,
+                             const struct slowrank_rule *rule)
 {
-    PyObject *d = Py_BuildValue("{s:n,s:L,s:L,s:d,s:d,s:d}", "judged_steps", (Py_ssize_t)res->judged_steps,
-                                "first_step", (long long)res->first_step, "last_step", (long long)res->last_step,
-                                "median_ms", res->median_ms, "p99_ms", res->p99_ms, "max_ms", res->max_ms);
+    PyObject *d = Py_BuildValue("{s:n,s:L,s:L,s:d,s:d,s:d,s:{s:d,s:d,s:I,s:I}}", "judged_steps",
+                                (Py_ssize_t)res->judged_steps, "first_step", (long long)res->first_step, "last_step",
+                                (long long)res->last_step, "median_ms", res->median_ms, "p99_ms", res->p99_ms,
+                                "max_ms", res->max_ms, "rule", "threshold", rule->threshold, "mad_k", rule->mad_k,
+                                "min_steps", (unsigned)rule->min_steps, "min_ranks", (unsigned)rule->min_ranks);
     PyObject *slow = d ? PyList_New(0) : NULL;
     if (!slow)
         goto fail;
@@ -159,7 +164,7 @@ PyObject *ext_slow_ranks(PyObject *mod, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         goto out;
     }
-    ret = result_dict(&res, in);
+    ret = result_dict(&res, in, &rule);
 out:
     slowrank_result_fini(&res);
     if (rows)

@@ -10,9 +10,10 @@
 PyObject *ext_slow_ranks(PyObject *mod, PyObject *args, PyObject *kw);
 
 #define EXT_SLOW_RANKS_DOC                                                                                 \
-    "slow_ranks(ranks, threshold=0.1, mad_k=3.0, min_steps=3, min_ranks=3) -> dict: ranks is a list of "  \
+    "slow_ranks(ranks, threshold=, mad_k=, min_steps=, min_ranks=) -> dict: ranks is a list of "          \
     "(rank, [(step, wall, compute, comm, memcpy, host, wait, transfer), ...]) in ns, steps ascending; "   \
-    "the result has judged_steps, first_step, last_step, median_ms, p99_ms, max_ms and slow: a list of "  \
-    "dicts (rank, since_step, last_step, slow_steps, ratio, cause, cost_ms, excess_ms) as dyno steps."
+    "omitted parameters are those of dyno steps. The result has judged_steps, first_step, last_step, "    \
+    "median_ms, p99_ms, max_ms, rule (the parameters used) and slow: a list of dicts (rank, since_step, " \
+    "last_step, slow_steps, ratio, cause, cost_ms, excess_ms) as dyno steps."
 
 #endif

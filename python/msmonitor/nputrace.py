@@ -13,8 +13,8 @@ its own activity trace; after each `dynamic_profile.step()` this module reads th
   interpreter (the same as `python -m msmonitor analyse FILE...`) so step() does not wait.
 
 `python -m msmonitor analyse PATH...` (files or directories) is the same analysis
-offline, e.g. for traces written by C programs."""
-import gzip
+offline, e.g. for traces written by C programs. The step rule, trace categories and file
+names are those of msmonitor.facts; traces are read by msmonitor.analysis (docs/design/analysis.md)."""
 import json
 import os
 import re
@@ -22,13 +22,9 @@ import subprocess
 import sys
 import time
 
-FLAG_CPU, FLAG_NPU, FLAG_ANALYSE, FLAG_ASYNC = 0x1, 0x2, 0x4, 0x8
-FLAG_RECORD_SHAPES, FLAG_PROFILE_MEMORY, FLAG_WITH_STACK = 0x10, 0x20, 0x40
-FLAG_WITH_FLOPS, FLAG_WITH_MODULES, FLAG_EXPORT_DB = 0x80, 0x100, 0x200
-IDLE, RUNNING, READY = 0, 1, 2
+from . import facts as F
+
 TOP_N = 10
-_STEP_RE = re.compile(r"^(?:step |ProfilerStep#)(\d+)$")
-COMM_KINDS = ("Communication", "Hccl")
 
 
 def _log(level, msg):
@@ -37,15 +33,15 @@ def _log(level, msg):
 
 def torch_trace_name(log_dir, pid, rank, start, stop):
     """Our naming, with `torch` for `trace` (proc_trace_name in C)."""
-    return os.path.join(log_dir, f"msmonitor_torch_{pid}_rank{max(rank, 0)}_step{start}-{stop}.json")
+    return os.path.join(log_dir, F.NPUTRACE_TORCH_NAME.format(pid=pid, rank=max(rank, 0), start=start, stop=stop))
 
 
 # ------------------------------------------------------------------ analysis
 def load(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        data = json.load(f)
-    return data.get("traceEvents", []) if isinstance(data, dict) else data
+    # imported here: the training process imports this module; the reader is needed only
+    # when a window is analysed
+    from .analysis import load_trace, trace_events  # pylint: disable=import-outside-toplevel
+    return trace_events(load_trace(path)) or []
 
 
 def _self_times(events):
@@ -74,26 +70,26 @@ def _top(rows, key):
 
 
 def _is_device(e):
-    return e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "gpu_memory", "Kernel", "Memcpy", "Memset")
+    return e.get("cat") in F.TRACE_DEVICE_CATS
 
 
 def analyse_events(events):
     xs = [e for e in events if e.get("ph") == "X" and "ts" in e]
     steps = []
     for e in xs:
-        m = _STEP_RE.match(str(e.get("name", "")))
-        if m and not _is_device(e) and e.get("cat") != "gpu_user_annotation":
-            steps.append({"step": int(m.group(1)), "wall_us": round(float(e.get("dur", 0)), 3)})
+        n = F.step_number(e.get("name", ""))
+        if n is not None and not _is_device(e) and e.get("cat") != F.TRACE_DEVICE_ANNOTATION:
+            steps.append({"step": n, "wall_us": round(float(e.get("dur", 0)), 3)})
     steps.sort(key=lambda s: s["step"])
     self_t = _self_times(xs)
     kern, ops = {}, {}
     for i, e in enumerate(xs):
         cat = e.get("cat", "")
         name = str(e.get("name", ""))
-        if cat == "kernel" or cat == "Kernel":
+        if cat in F.TRACE_KERNEL_CATS:
             tab = kern
-        elif (cat in ("cpu_op", "cuda_runtime", "operator", "cuda_driver", "python_function") or not cat) and \
-                not _STEP_RE.match(name):  # no cat: torch's legacy (non-Kineto) profiler
+        elif (cat in F.TRACE_HOST_OP_CATS or not cat) and \
+                F.step_number(name) is None:  # no cat: torch's legacy (non-Kineto) profiler
             tab = ops
         else:
             continue
@@ -107,7 +103,7 @@ def analyse_events(events):
             r["self_us"] = round(r["self_us"], 3)
     # Stream work only (memory allocations are not); each share is a union of intervals per
     # stream, so overlapping records of one op (msPTI's Hccl + Communication) count once.
-    dev = [e for e in xs if _is_device(e) and e.get("cat") != "gpu_memory"]
+    dev = [e for e in xs if _is_device(e) and e.get("cat") != F.TRACE_MEMORY_CAT]
 
     def union(pred):
         per = {}
@@ -129,9 +125,9 @@ def analyse_events(events):
         return total
 
     busy = union(lambda e: True)
-    comm = union(lambda e: e.get("args", {}).get("kind") in COMM_KINDS or
+    comm = union(lambda e: e.get("args", {}).get("kind") in F.COMM_KINDS or
                  re.search(r"nccl|hccl", str(e.get("name", "")), re.I))
-    mem = union(lambda e: e.get("cat") in ("gpu_memcpy", "gpu_memset", "Memcpy", "Memset"))
+    mem = union(lambda e: e.get("cat") in F.TRACE_COPY_CATS)
     streams = {}
     for e in dev:
         streams.setdefault((e["pid"], e["tid"]), []).append((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
@@ -193,7 +189,7 @@ def _trace_paths(args):
     for p in args:
         if os.path.isdir(p):
             for n in sorted(os.listdir(p)):
-                if re.match(r"msmonitor_(trace|torch)_\d+_rank\d+_step\d+-\d+\.json(\.gz)?$", n):
+                if F.NPUTRACE_FILE_RE.match(n):
                     yield os.path.join(p, n)
         else:
             yield p
@@ -235,9 +231,11 @@ class Window:
             return
         f = info["flags"]
         try:
-            self.prof = tp.profile(activities=[tp.ProfilerActivity.CPU], record_shapes=bool(f & FLAG_RECORD_SHAPES),
-                                   profile_memory=bool(f & FLAG_PROFILE_MEMORY), with_stack=bool(f & FLAG_WITH_STACK),
-                                   with_flops=bool(f & FLAG_WITH_FLOPS), with_modules=bool(f & FLAG_WITH_MODULES))
+            self.prof = tp.profile(activities=[tp.ProfilerActivity.CPU],
+                                   record_shapes=bool(f & F.TRACE_RECORD_SHAPES),
+                                   profile_memory=bool(f & F.TRACE_PROFILE_MEMORY),
+                                   with_stack=bool(f & F.TRACE_WITH_STACK), with_flops=bool(f & F.TRACE_WITH_FLOPS),
+                                   with_modules=bool(f & F.TRACE_WITH_MODULES))
             self.prof.__enter__()
         except Exception as err:  # noqa: BLE001 - never break the training step
             _log("ERROR", f"torch.profiler did not start: {err}")
@@ -245,9 +243,10 @@ class Window:
             return
         self.torch_path = torch_trace_name(info["log_dir"], os.getpid(), info["rank"], info["start"], info["stop"])
         _log("INFO", f"torch.profiler started for steps [{info['start']}, {info['stop']}) (record_shapes="
-                     f"{bool(f & FLAG_RECORD_SHAPES)}, profile_memory={bool(f & FLAG_PROFILE_MEMORY)}, with_stack="
-                     f"{bool(f & FLAG_WITH_STACK)}, with_flops={bool(f & FLAG_WITH_FLOPS)}, with_modules="
-                     f"{bool(f & FLAG_WITH_MODULES)})")
+                     f"{bool(f & F.TRACE_RECORD_SHAPES)}, profile_memory={bool(f & F.TRACE_PROFILE_MEMORY)}, "
+                     f"with_stack="
+                     f"{bool(f & F.TRACE_WITH_STACK)}, with_flops={bool(f & F.TRACE_WITH_FLOPS)}, with_modules="
+                     f"{bool(f & F.TRACE_WITH_MODULES)})")
 
     def _stop_torch(self):
         prof, self.prof = self.prof, None
@@ -265,7 +264,7 @@ class Window:
         paths = [p for p in paths if p and os.path.exists(p)]
         if not paths:
             return
-        if info["flags"] & FLAG_ASYNC:
+        if info["flags"] & F.TRACE_ASYNC:
             env = dict(os.environ)
             pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
             env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
@@ -285,15 +284,15 @@ class Window:
         self.children = [c for c in self.children if c.poll() is None]
         info = self.dyn.trace_info()
         key = (info["windows"], info["start"], info["stop"])
-        if info["state"] == RUNNING and self.seen != key:
+        if info["state"] == F.TRACE_RUNNING and self.seen != key:
             self.seen = key
-            if info["flags"] & FLAG_CPU:
+            if info["flags"] & F.TRACE_CPU:
                 self._start_torch(info)
-        elif info["state"] != RUNNING and self.seen is not None and self.seen[0] == info["windows"]:
+        elif info["state"] != F.TRACE_RUNNING and self.seen is not None and self.seen[0] == info["windows"]:
             torch_path = self._stop_torch() if self.prof is not None else None
             window = self.seen
             self.seen = (None,) + window[1:]  # handled; a new window changes `windows`
-            if info["flags"] & FLAG_ANALYSE:
+            if info["flags"] & F.TRACE_ANALYSE:
                 self.pending = (window[1], window[2], torch_path, info["flags"])
         self._analyse_when_written(info)
 
@@ -303,8 +302,9 @@ class Window:
         if self.pending is None:
             return
         start, stop, torch_path, flags = self.pending
-        ours = info["last_trace"] if f"_step{start}-{stop}." in info["last_trace"] else None
-        if ours is None and flags & FLAG_NPU and not force:
+        tag = F.NPUTRACE_WINDOW_TAG.format(start=start, stop=stop)
+        ours = info["last_trace"] if tag in info["last_trace"] else None
+        if ours is None and flags & F.TRACE_NPU and not force:
             return
         self.pending = None
         self._analyse(dict(info, flags=flags), [ours, torch_path])
@@ -317,7 +317,7 @@ class Window:
         if self.pending is not None:
             for _ in range(300):  # the trace of a window that just closed is being written
                 info = self.dyn.trace_info()
-                if f"_step{self.pending[0]}-{self.pending[1]}." in info["last_trace"]:
+                if F.NPUTRACE_WINDOW_TAG.format(start=self.pending[0], stop=self.pending[1]) in info["last_trace"]:
                     break
                 time.sleep(0.1)
             self._analyse_when_written(self.dyn.trace_info(), force=True)

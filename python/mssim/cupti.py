@@ -3,7 +3,8 @@
 records (kernels with their cudaLaunchKernel API call, memcpys, memsets, allocations, NCCL
 kernels, NVTX markers) into whatever consumer registered with the library."""
 import ctypes
-import os
+
+from .lib import built_library
 
 DOMAIN_DRIVER, DOMAIN_RUNTIME = 1, 2
 MEMCPY_HTOD, MEMCPY_DTOH, MEMCPY_DTOD, MEMCPY_HTOH = 1, 2, 8, 9
@@ -41,12 +42,7 @@ _SIGNATURES = {
 
 def default_path():
     """MSMONITOR_CUPTI_LIB, else <MSMON_BUILD_DIR or ./build>/src/sim/cupti/libcupti.so."""
-    env = os.environ.get("MSMONITOR_CUPTI_LIB")
-    if env:
-        return env
-    build = os.environ.get("MSMON_BUILD_DIR") or os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "..", "build")
-    return os.path.join(os.path.abspath(build), "src", "sim", "cupti", "libcupti.so")
+    return built_library("MSMONITOR_CUPTI_LIB", "src", "sim", "cupti", "libcupti.so")
 
 
 class Cupti:

@@ -75,14 +75,19 @@ _SIGNATURES = {
 }
 
 
-def default_path():
-    """MSMONITOR_MSPTI_LIB, else <MSMON_BUILD_DIR or ./build>/src/sim/libmspti.so."""
-    env = os.environ.get("MSMONITOR_MSPTI_LIB")
+def built_library(env_var, *rel):
+    """The simulator library named by `env_var`, else <MSMON_BUILD_DIR or ./build>/<rel>."""
+    env = os.environ.get(env_var)
     if env:
         return env
     build = os.environ.get("MSMON_BUILD_DIR") or os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "..", "build")
-    return os.path.join(os.path.abspath(build), "src", "sim", "libmspti.so")
+    return os.path.join(os.path.abspath(build), *rel)
+
+
+def default_path():
+    """MSMONITOR_MSPTI_LIB, else <MSMON_BUILD_DIR or ./build>/src/sim/libmspti.so."""
+    return built_library("MSMONITOR_MSPTI_LIB", "src", "sim", "libmspti.so")
 
 
 def _b(s):

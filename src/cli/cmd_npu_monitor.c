@@ -10,12 +10,14 @@
 #include "common/strutil.h"
 #include "contract/cfgkeys.h"
 #include "contract/cfgrules.h"
+#include "contract/outputs.h"
 
-static const char *const export_types[] = {"DB", "Jsonl", NULL};
+/* The exportable rows of the output table (contract/outputs.h), as the plugin accepts them. */
+static const char *const export_types[] = {MSMON_OUTPUT_EXPORT_VALUES NULL};
 
 static const struct cli_flag npu_monitor_flags[] = {
     {"duration", CLI_FLAG_VALUE, false, "0", "Seconds to run (fractions allowed); 0 = until --npu-monitor-stop"},
-    {"export-type", CLI_FLAG_VALUE, false, "DB", "Output format with --log-file: DB or Jsonl"},
+    {"export-type", CLI_FLAG_VALUE, false, "DB", "Output format with --log-file, one of:" MSMON_OUTPUT_EXPORT_HELP},
     {"filter", CLI_FLAG_VALUE, false, "", "Kind:Name[,Name...][;Kind:Name...] (replaces the node's filter)"},
     {"json-rotate-log-files", CLI_FLAG_VALUE, false, "", "Jsonl files to keep: -1 or >= 2"},
     {"json-rotate-log-lines", CLI_FLAG_VALUE, false, "", "Jsonl lines per file: 100..500000"},

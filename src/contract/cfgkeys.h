@@ -60,8 +60,20 @@
 #define CFGKEY_IS_VALID "is_valid"
 #define CFGKEY_REQUEST_TRACE_ID "REQUEST_TRACE_ID"
 
-/* The daemon's classification of a config (docs/design/rpc.md#status-gate): npu-monitor when the text starts
- * with the bytes NPU_MONITOR_START, trace otherwise. */
+/* What a config is, decided here only (docs/design/contract.md#config-classes): npu-monitor when
+ * it has the key NPU_MONITOR_START; else an nputrace window when it has ACTIVITIES_LOG_FILE or
+ * ACTIVITIES_ITERATIONS; else other (a Kineto gputrace config). keys: n trimmed key names. */
+enum cfgkeys_class { CFGKEYS_OTHER = 0, CFGKEYS_NPU_MONITOR, CFGKEYS_NPU_TRACE };
+enum cfgkeys_class cfgkeys_classify(const char *const *keys, size_t n);
+/* The same over KEY=value text (kvtext.h; unparsable text: CFGKEYS_OTHER). */
+enum cfgkeys_class cfgkeys_classify_text(const char *text, size_t len);
+/* The daemon's gate (docs/design/rpc.md#status-gate): cfgkeys_classify_text is npu-monitor. */
 bool cfgkeys_is_npu_monitor_text(const char *text, size_t len);
+/* The one boolean rule of config values: "true" or "false", without regard to case; anything
+ * else is -EINVAL (docs/design/contract.md#booleans). */
+int cfgkeys_bool(const char *value, bool *ret);
+/* A switch under that rule: true only for a value that is `true` (NULL, `false` or anything
+ * else: off). */
+bool cfgkeys_true(const char *value);
 
 #endif

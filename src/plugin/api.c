@@ -150,7 +150,7 @@ MSMON_API int msmon_dynamic_attach(const char *path, int *ret_fd, int *ret_creat
 
 MSMON_API int msmon_monitor_start(const int32_t *kinds, size_t n)
 {
-    struct monitor_start_args a = { .mode = PROC_STANDALONE, .standalone = true };
+    struct monitor_start_args a = { .output = MSMON_OUTPUT_MEMORY, .standalone = true };
     int32_t kept[MON_KIND_LIMIT];
     uint32_t mask = 0;
     size_t nk = 0;

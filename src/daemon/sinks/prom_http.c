@@ -248,6 +248,16 @@ static void on_request(struct evhttp_request *req, void *arg)
     struct evbuffer *body = evhttp_request_get_output_buffer(req);
 
     ph->stats.requests++;
+    /* The request is in: from here the sweep watches the write side (a reader taking under
+     * PROM_HTTP_MIN_PROGRESS in PROM_HTTP_WRITE_STALL_MS is cut and counted). evhttp's own write
+     * timeout, re-armed at each write, would otherwise race it: on a loaded machine the sweep
+     * sees the last write up to a delayed loop iteration late, and evhttp closed the stalled
+     * scrape first, uncounted. The whole-connection deadline still bounds it. */
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (evcon) {
+        struct timeval tv = { PROM_HTTP_CONN_DEADLINE_MS / 1000, 0 };
+        evhttp_connection_set_timeout_tv(evcon, &tv);
+    }
     evhttp_add_header(oh, "Connection", "close");
     if (!path || strcmp(path, "/metrics") != 0) {
         evhttp_add_header(oh, "Content-Type", "text/plain; charset=utf-8");

@@ -17,8 +17,9 @@
 #define PROM_HTTP_MAX_PAGES 2          /* rendered pages alive at once (current + one being sent) */
 #define PROM_HTTP_MAX_SCRAPES 64       /* responses in flight; beyond: 503 with Retry-After: 1 */
 /* A response whose reader takes fewer than PROM_HTTP_MIN_PROGRESS bytes in
- * PROM_HTTP_WRITE_STALL_MS is cut (before evhttp's own 2 s write timeout, so it is counted;
- * a zero-window probe's byte does not count as reading). */
+ * PROM_HTTP_WRITE_STALL_MS is cut and counted (once a request is read, evhttp's own timeout is
+ * lifted to the connection deadline so that it never closes a stalled scrape first; a
+ * zero-window probe's byte does not count as reading). */
 #define PROM_HTTP_WRITE_STALL_MS 1500
 #define PROM_HTTP_MIN_PROGRESS 4096
 

@@ -62,7 +62,7 @@ int control_apply_text(const char *text, size_t len)
     struct kvtext kv;
     int rc;
 
-    if (!memmem(text, len, CFGKEY_NPU_MONITOR_START, strlen(CFGKEY_NPU_MONITOR_START))) {
+    if (cfgkeys_classify_text(text, len) != CFGKEYS_NPU_MONITOR) {
         char id[ACK_ID_CAP] = "";
         LOG_INFO("MsMonitorPoll: ignored a config that is not an npu-monitor config (%zu bytes)", len);
         if (kvtext_parse(text, len, &kv) == 0) {

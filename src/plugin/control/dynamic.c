@@ -33,6 +33,7 @@
 #include "plugin/control/health.h"
 #include "plugin/control/monitor.h"
 #include "plugin/control/tracewin.h"
+#include "plugin/pipeline/window.h"
 #include "plugin/penv.h"
 
 #define DYN_PY_WS KVTEXT_WS
@@ -593,7 +594,7 @@ int dyn_trace_config(struct dyn_trace *t, const struct kvtext *kv, int32_t rank,
     const char *iters_s = dyn_get(kv, "ACTIVITIES_ITERATIONS", "1");
     int32_t start, iters;
 
-    if (strcasecmp(is_rank, "true") == 0 && !dyn_rank_listed(dyn_get(kv, "PROFILE_RANK_LIST", ""), rank)) {
+    if (cfgkeys_true(is_rank) && !dyn_rank_listed(dyn_get(kv, "PROFILE_RANK_LIST", ""), rank)) {
         LOG_INFO("dynamic_profile: nputrace config not for rank %d (PROFILE_RANK_LIST '%s')", (int)rank,
                  dyn_get(kv, "PROFILE_RANK_LIST", ""));
         return 0;
@@ -624,17 +625,16 @@ int dyn_trace_config(struct dyn_trace *t, const struct kvtext *kv, int32_t rank,
 
 bool dyn_trace_advance(struct dyn_trace *t, int32_t step)
 {
-    bool changed = false;
+    /* the window's one step rule (pipeline/window.h), over the IPC status values */
+    struct window_state w = { .start = t->start, .stop = t->stop,
+                              .phase = t->state == DYN_TRACE_READY     ? WINDOW_ARMED
+                                       : t->state == DYN_TRACE_RUNNING ? WINDOW_OPEN
+                                                                       : WINDOW_CLOSED };
 
-    if (t->state == DYN_TRACE_READY && step >= t->start) {
-        t->state = DYN_TRACE_RUNNING;
-        changed = true;
-    }
-    if (t->state == DYN_TRACE_RUNNING && step >= t->stop) {
-        t->state = DYN_TRACE_IDLE;
-        changed = true;
-    }
-    return changed;
+    if (!window_advance(&w, step))
+        return false;
+    t->state = w.phase == WINDOW_OPEN ? DYN_TRACE_RUNNING : DYN_TRACE_IDLE;
+    return true;
 }
 
 /* ---- the process's dyno-mode state ---- */
@@ -989,10 +989,6 @@ out:
     return rc;
 }
 
-static bool dyn_is_true(const char *v)
-{
-    return v && (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0);
-}
 
 /* An nputrace config read at a step: 0 armed, else -EINVAL (the reason is logged). */
 static int dyn_apply_trace(const struct kvtext *kv, int32_t step)
@@ -1021,9 +1017,9 @@ static void dyn_apply(int32_t step)
 
     if (dyn_shm_read(dyn.shm, &kv, &valid) != 0 || !valid)
         goto out; /* empty or unparsable: ignored, like Python's read_config() -> None */
-    if (kvtext_get(&kv, CFGKEY_NPU_MONITOR_START)) {
+    if (cfgkeys_classify(kv.keys, kv.n) == CFGKEYS_NPU_MONITOR) {
         /* The session end writes the cluster layout next to the data (docs/design/outputs.md). */
-        if (dyn.stop_hook && dyn_is_true(kvtext_get(&kv, CFGKEY_NPU_MONITOR_STOP)))
+        if (dyn.stop_hook && cfgkeys_true(kvtext_get(&kv, CFGKEY_NPU_MONITOR_STOP)))
             dyn.stop_hook(dyn.stop_hook_ctx);
         /* Every rank runs its own monitor and writes its own files. */
         (void)control_apply_config(kv.keys, kv.values, kv.n);

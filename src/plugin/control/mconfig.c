@@ -6,12 +6,12 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "common/log.h"
 #include "common/strutil.h"
 #include "contract/cfgkeys.h"
 #include "contract/kinds.h"
+#include "contract/outputs.h"
 
 #define MCONFIG_MAX_VALUE 8192 /* longer than any valid value; longer ones are invalid */
 
@@ -30,17 +30,6 @@ static int mconfig_kinds(const char *v, uint32_t *mask)
     return kinds_parse_list(v, strlen(v), false, mask, NULL, NULL);
 }
 
-static int mconfig_bool(const char *v, bool *ret)
-{
-    if (strcasecmp(v, "true") == 0)
-        *ret = true;
-    else if (strcasecmp(v, "false") == 0)
-        *ret = false;
-    else
-        return -EINVAL;
-    return 0;
-}
-
 enum mconfig_key {
     MK_KIND, MK_INTERVAL, MK_DURATION, MK_START, MK_STOP, MK_LOG_FILE, MK_EXPORT, MK_REQUIRED,
     MK_FILTER = MK_REQUIRED, MK_ROT_LINES, MK_ROT_FILES, MK_COUNT
@@ -57,8 +46,17 @@ static const char *const mconfig_rules[MK_REQUIRED] = {
     "true or false",
     "true or false",
     "at most 4096 bytes",
-    "db or jsonl",
+    NULL, /* the output table's exportable values (mconfig_rule) */
 };
+
+/* The rule text of key k for its error line. */
+static const char *mconfig_rule(enum mconfig_key k, char *buf, size_t cap)
+{
+    if (k != MK_EXPORT)
+        return mconfig_rules[k];
+    outputs_export_rule(buf, cap);
+    return buf;
+}
 
 /* What an absent key means (NULL: required). */
 static const char *const mconfig_defaults[MK_REQUIRED] = {
@@ -102,19 +100,13 @@ static int mconfig_check(enum mconfig_key k, const char *v, struct mconfig *c)
         c->duration_s = d > 0 ? d : 0;
         return 0;
     case MK_START:
-        return mconfig_bool(v, &c->start);
+        return cfgkeys_bool(v, &c->start);
     case MK_STOP:
-        return mconfig_bool(v, &c->stop);
+        return cfgkeys_bool(v, &c->stop);
     case MK_LOG_FILE:
         return str_copy(c->log_file, sizeof(c->log_file), v, strlen(v)) == 0 ? 0 : -EINVAL;
     case MK_EXPORT:
-        if (strcasecmp(v, "db") == 0)
-            c->export_db = true;
-        else if (strcasecmp(v, "jsonl") == 0)
-            c->export_db = false;
-        else
-            return -EINVAL;
-        return 0;
+        return outputs_export_parse(v, &c->output);
     default:
         return -EINVAL;
     }
@@ -123,7 +115,7 @@ static int mconfig_check(enum mconfig_key k, const char *v, struct mconfig *c)
 int mconfig_parse(const char *const *keys, const char *const *values, size_t n, struct mconfig *ret)
 {
     const char *found[MK_COUNT] = { 0 };
-    char shown[256];
+    char shown[256], rule[128];
     int rc = 0;
 
     memset(ret, 0, sizeof(*ret));
@@ -161,13 +153,14 @@ int mconfig_parse(const char *const *keys, const char *const *values, size_t n, 
         if (mconfig_trim(found[k], local, sizeof(local)) != 0) {
             str_copy(shown, sizeof(shown), found[k], vlen);
             LOG_ERROR("Invalid value for %s = '%s...' (%s)", mconfig_keys[k], shown,
-                      k < MK_REQUIRED ? mconfig_rules[k] : "too long");
+                      k < MK_REQUIRED ? mconfig_rule((enum mconfig_key)k, rule, sizeof(rule)) : "too long");
             return -EINVAL;
         }
         if (k < MK_REQUIRED) {
             rc = mconfig_check((enum mconfig_key)k, v, ret);
             if (rc != 0) {
-                LOG_ERROR("Invalid value for %s = '%s' (%s)", mconfig_keys[k], v, mconfig_rules[k]);
+                LOG_ERROR("Invalid value for %s = '%s' (%s)", mconfig_keys[k], v,
+                          mconfig_rule((enum mconfig_key)k, rule, sizeof(rule)));
                 return -EINVAL;
             }
         } else if (k == MK_FILTER) {

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "contract/fgram.h"
+#include "contract/outputs.h"
 
 #define MCONFIG_MAX_LOG_FILE 4096
 #define MCONFIG_MAX_FILTER FGRAM_MAX_TEXT /* the contract's filter limit (R19) */
@@ -17,7 +18,7 @@ struct mconfig {
     uint32_t report_interval_s;
     double duration_s;          /* negative input already clamped to 0 */
     bool start, stop;
-    bool export_db;             /* NPU_MONITOR_EXPORT_TYPE: true DB, false Jsonl */
+    enum msmon_output output;   /* NPU_MONITOR_EXPORT_TYPE: an exportable row of the output table */
     char log_file[MCONFIG_MAX_LOG_FILE + 1];
     char filter[MCONFIG_MAX_FILTER + 1];
     char rotate_lines[32];      /* raw JSONL_ROTATE_LOG_LINES ("" if absent or too long) */

@@ -29,6 +29,7 @@
 #include "plugin/control/dyno.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/outputs/proc_trace.h"
+#include "plugin/outputs/registry.h"
 #include "plugin/penv.h"
 #include "plugin/pipeline/filter.h"
 #include "plugin/pipeline/pipeline.h"
@@ -41,8 +42,9 @@
 #define MON_NAME_RUNNING "MsptiMonitor" /* FAQ R32: users look for it while monitoring */
 #define MON_NAME_IDLE "MsMonitorCtl"
 #define MON_LOG_DIR_CAP (MCONFIG_MAX_LOG_FILE + 1)
+#define MON_MAX_OUTPUTS 4            /* outputs of one session (the pipeline's bound) */
 
-enum mon_op { MON_OP_CONFIG, MON_OP_START, MON_OP_STOP, MON_OP_KINDS, MON_OP_INTERVAL };
+enum mon_op { MON_OP_CONFIG, MON_OP_START, MON_OP_STOP, MON_OP_END_WINDOW, MON_OP_KINDS, MON_OP_INTERVAL };
 enum mon_slot { MON_SLOT_FREE, MON_SLOT_QUEUED, MON_SLOT_RUNNING, MON_SLOT_DONE };
 
 /* monitor_start()'s arguments, copied: a caller whose wait timed out has gone. */
@@ -53,6 +55,7 @@ struct mon_start_copy {
     char rotate_files[sizeof(((struct mconfig *)0)->rotate_files)];
     struct proc_trace_opts trace;
     char backend[32];
+    struct window_opts window;
 };
 
 struct mon_cmd {
@@ -61,6 +64,7 @@ struct mon_cmd {
         struct mconfig cfg;
         struct mon_start_copy start;
         uint32_t u32;
+        uint64_t u64;
     } arg;
     uint64_t seq;                 /* FIFO order */
     int result;
@@ -72,12 +76,10 @@ struct mon_cmd {
  * through mon_deliver() between the backend's start() and stop(). */
 struct mon_session {
     struct backend *be;           /* the backend this session started on */
-    const struct proc_ops *ops;
-    struct proc *proc;            /* owned by pl */
-    struct pipeline *pl;          /* cutoff, filter, pairing, counters in front of proc */
+    struct pipeline *pl;          /* cutoff, filter, window, pairing, counters; owns the outputs */
     struct filter_state *filter;  /* created once, never freed */
     bool running, standalone;
-    bool trace;                   /* an nputrace window session (PROC_TRACE), not npu-monitor */
+    bool trace;                   /* an nputrace window session, not npu-monitor */
     int32_t trace_start, trace_stop;
     uint32_t enabled_mask;
     uint32_t interval_s;          /* kept while idle for the next start */
@@ -87,7 +89,7 @@ struct mon_session {
     uint64_t flush_ns;            /* monitor_start_args.flush_ms; 0 = none */
     bool filter_logged;           /* last_filter was logged this session */
     char log_file[MCONFIG_MAX_LOG_FILE + 1]; /* the running npu-monitor session's, as given */
-    bool export_db;
+    enum msmon_output output;     /* the running npu-monitor session's output */
     char last_filter[MCONFIG_MAX_FILTER + 1];
 };
 
@@ -108,11 +110,10 @@ static struct {
     atomic_uint pub_kinds;
     atomic_int trace_status;
 
-    /* backend and test seams */
+    /* backend and test seam */
     pthread_mutex_t be_lock;
     struct backend *loaded;       /* created once, kept for the process */
     struct backend *test_be;
-    const struct proc_ops *test_ops[PROC_MODE_LAST + 1];
 
     pthread_mutex_t pgi_lock;
     char *parallel_group_info;
@@ -238,31 +239,6 @@ static void mon_status_post(int32_t status)
 
 /* ---- session (actor thread) ---- */
 
-static const struct proc_ops *mon_ops_for(enum proc_mode mode)
-{
-    const struct proc_ops *ops;
-
-    if ((int)mode < 0 || mode > PROC_MODE_LAST)
-        return NULL;
-    pthread_mutex_lock(&mon.be_lock);
-    ops = mon.test_ops[mode];
-    pthread_mutex_unlock(&mon.be_lock);
-    if (ops)
-        return ops;
-    switch (mode) {
-    case PROC_METRIC:
-        return &proc_metric_ops;
-    case PROC_DB:
-        return &proc_db_ops;
-    case PROC_JSONL:
-        return &proc_jsonl_ops;
-    case PROC_TRACE:
-        return &proc_trace_ops;
-    default:
-        return &proc_memory_ops;
-    }
-}
-
 static int32_t mon_rank(void)
 {
     /* the contract's rank rule over the read-once env table; -1 when unknown */
@@ -305,19 +281,16 @@ static void mon_teardown(void)
     pthread_mutex_unlock(&mon.pgi_lock);
     pipeline_set_declined(s->pl, d.buffers_declined);
     if (pipeline_stop(s->pl, pgi) != 0)
-        LOG_WARN("MsptiMonitor: processor %s reported an error at stop", s->ops->name);
+        LOG_WARN("MsptiMonitor: output %s reported an error at stop", outputs_name(s->output));
     pipeline_destroy(s->pl);
     free(pgi);
     s->pl = NULL;
-    s->proc = NULL;
-    s->ops = NULL;
     if (s->filter)
         (void)filter_state_set(s->filter, NULL);
     s->filter_logged = false;
     s->running = false;
     s->trace = false;
     s->log_file[0] = '\0';
-    s->export_db = false;
     s->enabled_mask = 0;
     s->duration_s = 0;
     s->deadline_ns = s->next_tick_ns = 0;
@@ -359,22 +332,36 @@ static void mon_log_filter(const char *text)
     LOG_INFO("MsptiMonitor filter: '%s'", shown);
 }
 
+/* The session's outputs from the registry: its own first, then the others of the set. */
+static size_t mon_outputs(const struct monitor_start_args *a, const struct proc_ops **ops)
+{
+    size_t n = 0;
+
+    if ((unsigned)a->output >= MSMON_OUTPUT_COUNT)
+        return 0;
+    ops[n++] = registry_get(a->output)->ops;
+    for (unsigned i = 0; i < MSMON_OUTPUT_COUNT && n < MON_MAX_OUTPUTS; i++)
+        if ((a->also & MSMON_OUTPUT_BIT(i)) && i != (unsigned)a->output)
+            ops[n++] = registry_get((enum msmon_output)i)->ops;
+    return n;
+}
+
 static int mon_do_start(const struct monitor_start_args *a)
 {
     struct mon_session *s = &mon.sess;
+    const struct proc_ops *ops[MON_MAX_OUTPUTS];
     struct backend *be;
-    const struct proc_ops *ops;
     struct proc_config pc;
-    struct proc *proc = NULL;
     struct pipeline *pl = NULL;
+    size_t nops;
     int rc;
 
     if (s->running)
         return -EALREADY;
-    if (a->mode == PROC_TRACE && (!a->trace || !a->log_dir || !a->kinds_mask))
+    if (a->window && (!a->trace || !a->log_dir || !a->kinds_mask))
         return -EINVAL;
     /* The framework's own trace status; our trace window is this very session. */
-    if (a->mode != PROC_TRACE && atomic_load(&mon.trace_status) == IPC_STATUS_RUNNING) {
+    if (!a->window && atomic_load(&mon.trace_status) == IPC_STATUS_RUNNING) {
         LOG_ERROR("MsptiMonitor start refused: nputrace is running in this process (msPTI allows one "
                   "subscriber; stop the trace first)");
         return -EBUSY;
@@ -384,9 +371,9 @@ static int mon_do_start(const struct monitor_start_args *a)
         LOG_ERROR("msPTI library not found, mspti monitor start failed");
         return -ENOENT;
     }
-    ops = mon_ops_for(a->mode);
-    if (!ops) {
-        LOG_ERROR("MsptiMonitor start failed: invalid data processor mode %d", (int)a->mode);
+    nops = mon_outputs(a, ops);
+    if (!nops) {
+        LOG_ERROR("MsptiMonitor start failed: invalid output %d", (int)a->output);
         return -EINVAL;
     }
     if (!s->filter && filter_state_create(&s->filter) != 0)
@@ -394,30 +381,33 @@ static int mon_do_start(const struct monitor_start_args *a)
     s->standalone = a->standalone;
     s->flush_ns = (uint64_t)a->flush_ms * 1000000ull;
     pc = (struct proc_config){
-        .mode = a->mode, .log_dir = a->log_dir, .rank = mon_rank(), .session_start_ns = clock_real_ns(),
+        .log_dir = a->log_dir, .rank = mon_rank(), .session_start_ns = clock_real_ns(),
         .report_interval_s = a->standalone ? 0 : s->interval_s, .jsonl_rotate_lines = a->rotate_lines,
         .jsonl_rotate_files = a->rotate_files, .send_ctx = NULL,
-        /* metric data always goes to the daemon; file modes only send their counters
-         * (PluginStats), and only to a daemon this process talks to */
-        .send = a->mode == PROC_METRIC || dyno_reachable() ? dyno_send_data : NULL,
-        .trace = a->mode == PROC_TRACE ? a->trace : NULL,
+        /* metric data always goes to the daemon; file outputs only send their counters
+         * (PluginStats), and only to a daemon this process talks to; the standalone Monitor
+         * has no daemon */
+        .send = a->standalone && !a->window ? NULL
+                : a->output == MSMON_OUTPUT_METRIC || dyno_reachable() ? dyno_send_data : NULL,
+        .trace = a->trace,
     };
-    rc = pipeline_create(&pc, s->filter, ops, &pl);
+    rc = pipeline_create_set(&pc, s->filter, ops, nops, &pl);
+    if (rc == 0 && a->window)
+        rc = pipeline_set_window(pl, a->window);
     if (rc != 0) {
-        LOG_ERROR("MsptiMonitor start failed: cannot create the %s processor: %s", ops->name, errno_name(-rc));
+        LOG_ERROR("MsptiMonitor start failed: cannot create the %s processor: %s", ops[0]->name, errno_name(-rc));
+        pipeline_destroy(pl);
         return rc;
     }
-    proc = pipeline_proc(pl);
     s->be = be;
-    s->ops = ops;
-    s->proc = proc;
     s->pl = pl;
+    s->output = a->output;
     rc = be->ops->start(be, mon_deliver, s); /* logs its own failures */
     if (rc != 0)
         goto err_proc;
-    rc = ops->start(proc);
+    rc = pipeline_start(pl);
     if (rc != 0) {
-        LOG_ERROR("MsptiMonitor start failed: the %s processor did not start: %s", ops->name, errno_name(-rc));
+        LOG_ERROR("MsptiMonitor start failed: the %s processor did not start: %s", ops[0]->name, errno_name(-rc));
         be->ops->stop(be);
         goto err_proc;
     }
@@ -426,10 +416,10 @@ static int mon_do_start(const struct monitor_start_args *a)
     s->deadline_ns = s->duration_s > 0 ? clock_mono_ns() + (uint64_t)llround(s->duration_s * 1e9) : 0;
     s->next_tick_ns = mon_period_ns() ? clock_mono_ns() + mon_period_ns() : 0;
     s->running = true;
-    s->trace = a->mode == PROC_TRACE;
+    s->trace = a->window != NULL;
     if (s->trace) {
-        s->trace_start = a->trace->start_step;
-        s->trace_stop = a->trace->stop_step;
+        s->trace_start = a->window->start_step;
+        s->trace_stop = a->window->stop_step;
     }
     mon_publish();
     if (a->kinds_mask)
@@ -441,8 +431,6 @@ static int mon_do_start(const struct monitor_start_args *a)
 
 err_proc:
     pipeline_destroy(pl);
-    s->ops = NULL;
-    s->proc = NULL;
     s->pl = NULL;
     return rc;
 }
@@ -451,6 +439,17 @@ static int mon_do_stop(void)
 {
     if (!mon.sess.running)
         return -ENOENT;
+    mon_teardown();
+    return 0;
+}
+
+/* A step-bounded window ends at end_ns (the stepping thread's clock reading): what starts
+ * later is cut by the window stage, then the session stops and the outputs write. */
+static int mon_do_end_window(uint64_t end_ns)
+{
+    if (!mon.sess.running || !mon.sess.trace)
+        return -ENOENT;
+    (void)pipeline_window_close(mon.sess.pl, end_ns);
     mon_teardown();
     return 0;
 }
@@ -479,7 +478,7 @@ static int mon_do_kinds(uint32_t mask)
     (void)s->be->ops->set_kinds(s->be, mask, &enabled); /* logs per-kind failures */
     s->enabled_mask = enabled;
     mon_publish();
-    s->ops->set_kinds(s->proc, enabled);
+    pipeline_set_kinds(s->pl, enabled);
     return 0;
 }
 
@@ -492,7 +491,7 @@ static bool mon_settings_differ(const struct mconfig *cfg)
 
     if (strcmp(s->log_file, cfg->log_file) != 0)
         return true;
-    if (cfg->log_file[0] && s->export_db != cfg->export_db)
+    if (cfg->log_file[0] && s->output != cfg->output)
         return true;
     return fabs(s->duration_s - (cfg->duration_s > 0 ? cfg->duration_s : 0)) > 1e-9;
 }
@@ -557,7 +556,7 @@ static int mon_do_config(const struct mconfig *cfg)
     }
     if (cfg->start && !s->running) {
         struct monitor_start_args a = {
-            .mode = PROC_METRIC, .duration_s = cfg->duration_s,
+            .output = MSMON_OUTPUT_METRIC, .duration_s = cfg->duration_s,
             .rotate_lines = cfg->rotate_lines, .rotate_files = cfg->rotate_files,
         };
         if (cfg->log_file[0]) {
@@ -568,7 +567,7 @@ static int mon_do_config(const struct mconfig *cfg)
                 goto report;
             }
             a.log_dir = dir;
-            a.mode = cfg->export_db ? PROC_DB : PROC_JSONL;
+            a.output = cfg->output;
         }
         if (mon_do_start(&a) != 0) {
             rejected = true;
@@ -576,7 +575,7 @@ static int mon_do_config(const struct mconfig *cfg)
         }
         started = true;
         (void)str_copy(s->log_file, sizeof(s->log_file), cfg->log_file, strlen(cfg->log_file));
-        s->export_db = cfg->export_db;
+
     }
     if (s->running) {
         if (s->filter && filter_state_set(s->filter, cfg->filter) != 0) {
@@ -623,6 +622,8 @@ static int mon_run(struct mon_cmd *c)
         return mon_do_start(&c->arg.start.a);
     case MON_OP_STOP:
         return mon_do_stop();
+    case MON_OP_END_WINDOW:
+        return mon_do_end_window(c->arg.u64);
     case MON_OP_KINDS:
         return mon_do_kinds(c->arg.u32);
     case MON_OP_INTERVAL:
@@ -763,7 +764,8 @@ static int mon_call(const struct mon_cmd *tmpl, unsigned wait_ms)
         rc = -EDEADLK; /* a processor callback calling back into the monitor */
         goto out;
     }
-    if (tmpl->op == MON_OP_STOP && !atomic_load(&mon.pub_running) && mon_idle_locked()) {
+    if ((tmpl->op == MON_OP_STOP || tmpl->op == MON_OP_END_WINDOW) && !atomic_load(&mon.pub_running) &&
+        mon_idle_locked()) {
         rc = -ENOENT; /* nothing queued could start a session: no need to wake (or start) the actor */
         goto out;
     }
@@ -887,6 +889,10 @@ int monitor_start(const struct monitor_start_args *a)
         sc->trace.backend = sc->backend;
         sc->a.trace = &sc->trace;
     }
+    if (a->window) {
+        sc->window = *a->window;
+        sc->a.window = &sc->window;
+    }
     rc = mon_call(c, MON_WAIT_CALL_MS);
     free(c);
     return rc;
@@ -895,6 +901,24 @@ int monitor_start(const struct monitor_start_args *a)
 int monitor_stop_nowait(void)
 {
     return mon_call_simple(MON_OP_STOP, 0, 0);
+}
+
+int monitor_end_window(uint64_t end_ns, bool wait)
+{
+    struct mon_cmd *c = mon_cmd_new(MON_OP_END_WINDOW);
+    int rc;
+
+    if (!c)
+        return -ENOMEM;
+    c->arg.u64 = end_ns;
+    rc = mon_call(c, wait ? MON_WAIT_STOP_MS : 0);
+    free(c);
+    return rc;
+}
+
+int monitor_window(struct window_state *ret)
+{
+    return pipeline_live_window(ret);
 }
 
 void monitor_set_interval(uint32_t seconds)
@@ -981,14 +1005,5 @@ void monitor_test_set_backend(struct backend *be)
 {
     pthread_mutex_lock(&mon.be_lock);
     mon.test_be = be;
-    pthread_mutex_unlock(&mon.be_lock);
-}
-
-void monitor_test_set_proc(enum proc_mode mode, const struct proc_ops *ops)
-{
-    if ((int)mode < 0 || mode > PROC_MODE_LAST)
-        return;
-    pthread_mutex_lock(&mon.be_lock);
-    mon.test_ops[mode] = ops;
     pthread_mutex_unlock(&mon.be_lock);
 }

@@ -1,5 +1,5 @@
 /* monitor: the MsptiMonitor singleton (docs/design/session.md#applying-a-config, #kind-replacement): one collection session at a time
- * over the backend (backend.h), its filter, enabled kinds and data processor. A session actor
+ * over the backend (backend.h), its filter, enabled kinds, window and outputs. A session actor
  * thread owns the state; every entry point is thread-safe and posts a command to it (bounded
  * queue, bounded waits: docs/plugin.md "Session actor"). Nothing here waits for the daemon. */
 #ifndef MSMON_PLUGIN_MONITOR_H
@@ -11,15 +11,18 @@
 #include "plugin/backend/backend.h"
 #include "plugin/control/mconfig.h"
 #include "plugin/outputs/proc.h"
+#include "plugin/pipeline/window.h"
 
 struct monitor_start_args {
-    enum proc_mode mode;
-    const char *log_dir;        /* DB/JSONL: prepared absolute directory */
+    enum msmon_output output;   /* the session's own output (registry.h) */
+    msmon_output_set also;      /* more outputs fed the same records (nputrace --export-type Db) */
+    const char *log_dir;        /* file outputs: prepared absolute directory */
     double duration_s;          /* 0 = unlimited */
     const char *rotate_lines, *rotate_files;
     bool standalone;            /* report interval 0 for this session (docs/design/session.md#standalone-monitor) */
     uint32_t kinds_mask;        /* enabled right after the start (0: none until a config) */
-    const struct proc_trace_opts *trace; /* PROC_TRACE: the nputrace window (copied) */
+    const struct proc_trace_opts *trace; /* the trace output's options (copied) */
+    const struct window_opts *window;    /* an nputrace window session (copied); NULL: none */
     uint32_t flush_ms;          /* > 0: flush the backend this often (a marker-delimited window
                                  * must see the `step <N>` ranges while the job runs) */
 };
@@ -37,7 +40,14 @@ int monitor_stop(void);
  * later commands run after it. 0 or -EAGAIN (queue full), -ENOENT. */
 int monitor_stop_nowait(void);
 bool monitor_running(void);
-/* The running session is an nputrace window (PROC_TRACE). */
+/* End an nputrace window session: its window closes at end_ns (CLOCK_REALTIME; records
+ * starting later are left out), then the session stops as monitor_stop. Queued behind earlier
+ * commands; wait: up to 60 s for the file write, else not waiting (the stepping thread).
+ * 0, -ENOENT (no window session), -EAGAIN (queue full), -ETIMEDOUT. */
+int monitor_end_window(uint64_t end_ns, bool wait);
+/* Where the running session's window stands (any thread). -ENOENT: no window session. */
+int monitor_window(struct window_state *ret);
+/* The running session is an nputrace window. */
 bool monitor_tracing(void);
 /* docs/design/session.md#report-ticks live interval change (stored while idle). Queued; does not wait. */
 void monitor_set_interval(uint32_t seconds);
@@ -57,9 +67,8 @@ int monitor_backend_info(const char **ret_name, const char **ret_library);
 /* What the backend lost in the current (or last) session; zeros before any. Any thread. */
 void monitor_backend_drops(struct backend_drops *ret);
 
-/* Test seams: a backend instead of the MSMONITOR_BACKEND one (NULL restores it; borrowed
- * until restored), and a processor table replacing the one of a mode (NULL restores it). */
+/* Test seam: a backend instead of the MSMONITOR_BACKEND one (NULL restores it; borrowed
+ * until restored). Outputs are replaced through registry_test_replace (registry.h). */
 void monitor_test_set_backend(struct backend *be);
-void monitor_test_set_proc(enum proc_mode mode, const struct proc_ops *ops);
 
 #endif

@@ -71,7 +71,7 @@ static void npoll_on_config(void *ctx, const char *text, size_t len)
     (void)ctx;
     health_note_config();
     /* nputrace: no step call here; the program's `step <N>` marker ranges delimit it */
-    if (tracewin_is_trace_text(text, len))
+    if (cfgkeys_classify_text(text, len) == CFGKEYS_NPU_TRACE)
         npoll_trace_config(text, len);
     else
         (void)control_apply_text(text, len);

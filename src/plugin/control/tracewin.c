@@ -20,22 +20,18 @@
 #include "plugin/outputs/outfile.h"
 #include "plugin/outputs/proc_trace.h"
 #include "plugin/penv.h"
+#include "plugin/pipeline/window.h"
 
 static struct {
     pthread_mutex_t lock;
     int32_t state, start, stop, step, rank; /* state: DYN_TRACE_* (the IPC status values) */
     uint32_t windows;
-    bool session;                 /* a PROC_TRACE session of ours runs */
+    bool session;                 /* a window session of ours runs */
     bool native;                  /* that session is a marker-delimited window (no step call) */
     int32_t native_step;          /* the last `step <N>` a native window saw; -1 none */
     struct tracewin_cfg cfg;
 } tw = { .lock = PTHREAD_MUTEX_INITIALIZER, .state = -1, .start = -1, .stop = -1,
       .native_step = -1 };
-
-static bool tw_true(const char *v)
-{
-    return v && (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0);
-}
 
 uint32_t tracewin_flags(const struct kvtext *kv)
 {
@@ -53,7 +49,7 @@ uint32_t tracewin_flags(const struct kvtext *kv)
     uint32_t f = 0;
 
     for (size_t i = 0; i < sizeof(bools) / sizeof(bools[0]); i++)
-        if (tw_true(kvtext_get(kv, bools[i].key)))
+        if (cfgkeys_true(kvtext_get(kv, bools[i].key)))
             f |= bools[i].bit;
     if (!act)
         act = "CPU,NPU"; /* the CLI default */
@@ -101,9 +97,7 @@ int tracewin_align(struct kvtext *kv, int32_t max_step, char *buf, size_t cap)
     int64_t start = -1;
     int rc;
 
-    if (kvtext_get(kv, CFGKEY_NPU_MONITOR_START))
-        return 0; /* an npu-monitor config */
-    if (!kvtext_get(kv, CFGKEY_ACTIVITIES_ITERATIONS) && !kvtext_get(kv, CFGKEY_ACTIVITIES_LOG_FILE))
+    if (cfgkeys_classify(kv->keys, kv->n) != CFGKEYS_NPU_TRACE)
         return 0;
     if (v && (str_to_i64(v, &start) != 0 || start != -1))
         return 0; /* an explicit step is the same on every rank already */
@@ -124,10 +118,12 @@ static int tw_begin(const struct tracewin_cfg *c, int32_t start, int32_t stop, i
 {
     const char *be_name = "", *be_lib = "";
     const char *ws = penv_get(PENV_WORLD_SIZE);
-    struct proc_trace_opts opts = { .start_step = start, .stop_step = stop, .marker_steps = native,
-                                    .iterations = iters };
-    struct monitor_start_args a = { .mode = PROC_TRACE, .log_dir = c->log_dir, .standalone = true,
-                                    .kinds_mask = TRACEWIN_KINDS, .trace = &opts,
+    struct proc_trace_opts opts = { 0 };
+    struct window_opts win = { .start_step = start, .stop_step = stop, .marker_steps = native, .iterations = iters };
+    /* --export-type Db: the DB is a second output of the window's session */
+    struct monitor_start_args a = { .output = MSMON_OUTPUT_TRACE, .log_dir = c->log_dir, .standalone = true,
+                                    .also = c->flags & TRACEWIN_EXPORT_DB ? MSMON_OUTPUT_BIT(MSMON_OUTPUT_DB) : 0,
+                                    .kinds_mask = TRACEWIN_KINDS, .trace = &opts, .window = &win,
                                     .flush_ms = native ? TRACEWIN_NATIVE_FLUSH_MS : 0 };
     int64_t w = 0;
     int rc;
@@ -151,7 +147,6 @@ static int tw_begin(const struct tracewin_cfg *c, int32_t start, int32_t stop, i
     }
     if (ws && str_to_i64(ws, &w) == 0 && w > 0 && w <= INT32_MAX)
         opts.world_size = (int32_t)w;
-    opts.export_db = c->flags & TRACEWIN_EXPORT_DB;
     opts.backend = be_name;
     rc = monitor_start(&a);
     if (rc != 0) {
@@ -180,13 +175,6 @@ int tracewin_begin(const struct tracewin_cfg *c, int32_t start, int32_t stop, in
 }
 
 /* ---- a program without a step call: the native poller's window ---- */
-
-bool tracewin_is_trace_text(const char *text, size_t len)
-{
-    return !memmem(text, len, CFGKEY_NPU_MONITOR_START, strlen(CFGKEY_NPU_MONITOR_START)) &&
-           (memmem(text, len, CFGKEY_ACTIVITIES_LOG_FILE, strlen(CFGKEY_ACTIVITIES_LOG_FILE)) ||
-            memmem(text, len, CFGKEY_ACTIVITIES_ITERATIONS, strlen(CFGKEY_ACTIVITIES_ITERATIONS)));
-}
 
 int tracewin_native_config(const char *text, size_t len, int32_t rank)
 {
@@ -235,16 +223,14 @@ out:
 
 void tracewin_native_tick(int32_t *ret_status, int32_t *ret_step, int32_t *ret_start, int32_t *ret_stop)
 {
-    struct proc_trace_mstate m = { -1, -1, -1, PROC_TRACE_MK_ARMED };
+    struct window_state m = { .step = -1, .start = -1, .stop = -1, .phase = WINDOW_ARMED };
     bool ours, stop = false;
     int32_t state;
 
     pthread_mutex_lock(&tw.lock);
     ours = tw.session && tw.native;
-    if (ours && monitor_tracing()) {
-        proc_trace_marker_state(&m);
-        state = m.phase == PROC_TRACE_MK_ARMED ? DYN_TRACE_READY
-                : m.phase == PROC_TRACE_MK_OPEN ? DYN_TRACE_RUNNING : DYN_TRACE_IDLE;
+    if (ours && monitor_tracing() && monitor_window(&m) == 0) {
+        state = m.phase == WINDOW_ARMED ? DYN_TRACE_READY : m.phase == WINDOW_OPEN ? DYN_TRACE_RUNNING : DYN_TRACE_IDLE;
         stop = state == DYN_TRACE_IDLE;
         tw.state = state;
         tw.start = m.start;
@@ -285,9 +271,9 @@ void tracewin_end(int32_t step, bool early)
         return;
     }
     /* The window ends now; the flush and the file write run on the session thread. */
-    proc_trace_close_window(clock_real_ns());
-    if (monitor_stop_nowait() != 0)
-        (void)monitor_stop();
+    uint64_t end = clock_real_ns();
+    if (monitor_end_window(end, false) != 0)
+        (void)monitor_end_window(end, true);
 }
 
 void tracewin_note(int32_t state, int32_t start, int32_t stop, int32_t step, int32_t rank,

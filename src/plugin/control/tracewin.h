@@ -1,7 +1,7 @@
 /* tracewin: the nputrace step window of one rank (docs/nputrace.md): the nputrace config's
  * options (activities, analysis, export type, torch.profiler switches) and log directory,
- * checked when the config arrives; the window's collection session (a monitor session in
- * PROC_TRACE mode with every activity kind) begun and ended on the stepping thread by
+ * checked when the config arrives; the window's collection session (a monitor session with
+ * the trace output and a window stage, every activity kind) begun and ended on the stepping thread by
  * dynamic.c; and the view msmon_dynamic_trace_info() gives the Python side. */
 #ifndef MSMON_PLUGIN_TRACEWIN_H
 #define MSMON_PLUGIN_TRACEWIN_H
@@ -51,7 +51,7 @@ uint32_t tracewin_flags(const struct kvtext *kv);
  * otherwise, -E2BIG. */
 int tracewin_align(struct kvtext *kv, int32_t max_step, char *buf, size_t cap);
 
-/* Begin the window [start, stop) at step `start` (stepping thread): a PROC_TRACE session
+/* Begin the window [start, stop) at step `start` (stepping thread): a window session
  * when NPU activities are asked for. 0 (also when nothing is to be collected here), or
  * -errno with one ERROR line (npu-monitor running here, no backend, start failure). */
 int tracewin_begin(const struct tracewin_cfg *c, int32_t start, int32_t stop, int32_t rank);
@@ -61,8 +61,6 @@ void tracewin_end(int32_t step, bool early);
  * CUDA_INJECTION64_PATH): its own `step <N>` marker ranges (NVTX / mstx) delimit the window. */
 /* The backend flush period of such a window: how soon its step ranges are seen. */
 #define TRACEWIN_NATIVE_FLUSH_MS 200
-/* True for an nputrace config text (KEY=value lines, not an npu-monitor config). */
-bool tracewin_is_trace_text(const char *text, size_t len);
 /* Arm a marker-delimited window from a polled nputrace config: the session (every kind)
  * starts now; records before the start of `step <start>` are left out, the start of
  * `step <stop>` closes it (-1: the first step that begins). 0 or -errno (logged). */

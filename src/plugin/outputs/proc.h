@@ -1,7 +1,8 @@
 /* proc: the data-processor interface between the pipeline and its outputs (metric
- * datagrams, SQLite DB, JSONL, in-memory standalone results). One file per implementation
- * (proc_metric.c, proc_db.c, proc_jsonl.c, proc_memory.c); outputs are created and fed by
- * the pipeline (pipeline.h), which has already filtered, cut and paired the records.
+ * datagrams, SQLite DB, JSONL, in-memory standalone results, nputrace file). One file per
+ * implementation, one row each in the output table (contract/outputs.h, registry.h); outputs
+ * are created and fed by the pipeline (pipeline.h), which has already filtered, cut, windowed
+ * and paired the records and fans each batch out to every output of the session.
  *
  * Threading contract: consume() runs on msPTI completion threads, possibly several at once,
  * and must be thread-safe; it may wait (back-pressure) but never on the training thread. start/tick/set_kinds/stop/destroy are called by the
@@ -14,11 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "contract/outputs.h"
 #include "plugin/pipeline/pipeline.h"
 #include "plugin/pipeline/record.h"
-
-enum proc_mode { PROC_METRIC = 0, PROC_DB, PROC_JSONL, PROC_STANDALONE, PROC_TRACE };
-#define PROC_MODE_LAST PROC_TRACE
 
 struct proc_trace_opts; /* proc_trace.h */
 
@@ -27,17 +26,16 @@ struct proc_trace_opts; /* proc_trace.h */
 typedef int (*proc_send_fn)(void *ctx, const char *json, size_t len);
 
 struct proc_config {
-    enum proc_mode mode;
     const char *log_dir;             /* DB/JSONL: absolute, existing, writable directory */
     int32_t rank;                    /* get_rank_id() or -1 */
     uint64_t session_start_ns;       /* CLOCK_REALTIME at session start */
     uint32_t report_interval_s;      /* current interval (0 = none) */
     const char *jsonl_rotate_lines;  /* raw JSONL_ROTATE_LOG_LINES value, may be "" or NULL */
     const char *jsonl_rotate_files;  /* raw JSONL_ROTATE_LOG_FILES value, may be "" or NULL */
-    proc_send_fn send;               /* metric mode */
+    proc_send_fn send;               /* metric data; every session's counters (NULL: not sent) */
     void *send_ctx;
     struct pipeline *pl;             /* set by pipeline_create: counters, devices seen */
-    const struct proc_trace_opts *trace; /* PROC_TRACE: the step window (borrowed for create) */
+    const struct proc_trace_opts *trace; /* the trace output's options (borrowed for create) */
 };
 
 struct proc; /* opaque, one per session */
@@ -56,11 +54,10 @@ struct proc_ops {
     void (*destroy)(struct proc *p);
 };
 
-extern const struct proc_ops proc_metric_ops;
-extern const struct proc_ops proc_db_ops;
-extern const struct proc_ops proc_jsonl_ops;
-extern const struct proc_ops proc_memory_ops;
-extern const struct proc_ops proc_trace_ops;   /* proc_trace.h */
+/* Every output's ops, proc_<stem>_ops, declared from the output table. */
+#define PROC_DECL_(id, stem, sel, value, help) extern const struct proc_ops proc_##stem##_ops;
+MSMON_OUTPUT_TABLE(PROC_DECL_)
+#undef PROC_DECL_
 
 /* Test seam of the DB writer queue: at most max_chunks chunks of 4096 items (0 = default 32)
  * and the longest a completion thread waits for room before it drops (default 5000 ms). */

@@ -1,7 +1,8 @@
 /* proc_trace: the nputrace trace writer (proc_trace.h). Records are copied as they arrive
  * (their strings are the vendor library's, alive for the process) and the file is written
  * once at stop, because the header's base timestamp must precede the events and is only
- * known once the window's earliest record is in. */
+ * known once the window's earliest record is in. The window itself is the session's
+ * (pipeline/window.h): what arrives here is already cut to it. */
 #include "plugin/outputs/proc_trace.h"
 
 #include <errno.h>
@@ -19,7 +20,6 @@
 #include "common/jw.h"
 #include "common/log.h"
 #include "common/strutil.h"
-#include "contract/names.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/outputs/trace_fmt.h"
 #include "plugin/pipeline/pipeline.h"
@@ -51,34 +51,12 @@ struct proc {
     struct tr_gchunk *ghead, *gtail;
     size_t nrecs, nranges, max_events;
     bool drop_logged;
-    uint64_t after_window;           /* left out: started after the window closed */
-    uint64_t win_start;              /* marker_steps: start of `step <start>` (0 not yet seen) */
-    uint64_t before_window;          /* marker_steps: left out, started before win_start */
-    bool seen_step;                  /* marker_steps: a `step <N>` range start was seen */
-    struct proc *db;                 /* --export-type Db: the DB output beside us */
 };
 
 static _Atomic size_t g_max_events;
-static _Atomic uint64_t g_window_end = UINT64_MAX; /* one trace session per process at a time */
 static _Atomic uint64_t g_gz_bytes;
 static pthread_mutex_t g_last_lock = PTHREAD_MUTEX_INITIALIZER;
 static char g_last_path[PROC_TRACE_NAME_MAX];
-static _Atomic int32_t g_mk_step = -1, g_mk_start = -1, g_mk_stop = -1;
-static _Atomic int g_mk_phase;
-
-void proc_trace_marker_state(struct proc_trace_mstate *ret)
-{
-    ret->step = atomic_load(&g_mk_step);
-    ret->start = atomic_load(&g_mk_start);
-    ret->stop = atomic_load(&g_mk_stop);
-    ret->phase = atomic_load(&g_mk_phase);
-}
-
-void proc_trace_close_window(uint64_t end_ns)
-{
-    atomic_store(&g_window_end, end_ns);
-}
-
 void proc_trace_test_set_limits(size_t max_events, uint64_t gz_bytes)
 {
     atomic_store(&g_max_events, max_events);
@@ -106,7 +84,6 @@ int proc_trace_name(char *buf, size_t cap, const char *dir, int pid, int32_t ran
 static int tr_create(const struct proc_config *cfg, struct proc **ret)
 {
     struct proc *p;
-    int rc;
 
     if (!cfg->log_dir || !cfg->trace)
         return -EINVAL;
@@ -127,33 +104,13 @@ static int tr_create(const struct proc_config *cfg, struct proc **ret)
     p->cfg.jsonl_rotate_lines = p->cfg.jsonl_rotate_files = NULL;
     p->max_events = atomic_load(&g_max_events) ? atomic_load(&g_max_events) : PROC_TRACE_MAX_EVENTS;
     pthread_mutex_init(&p->lock, NULL);
-    atomic_store(&g_window_end, UINT64_MAX);
-    atomic_store(&g_mk_step, -1);
-    atomic_store(&g_mk_start, p->opts.start_step);
-    atomic_store(&g_mk_stop, p->opts.start_step < 0 ? -1 : p->opts.stop_step);
-    atomic_store(&g_mk_phase, PROC_TRACE_MK_ARMED);
-    if (p->opts.export_db) {
-        struct proc_config dc = p->cfg;
-        dc.mode = PROC_DB;
-        dc.trace = NULL;
-        rc = proc_db_ops.create(&dc, &p->db);
-        if (rc != 0) {
-            LOG_ERROR("nputrace: the DB output for --export-type Db could not be created: %s; trace only",
-                      errno_name(-rc));
-            p->db = NULL;
-        }
-    }
     *ret = p;
     return 0;
 }
 
 static int tr_start(struct proc *p)
 {
-    if (p->db && proc_db_ops.start(p->db) != 0) {
-        LOG_ERROR("nputrace: the DB output did not start; trace only");
-        proc_db_ops.destroy(p->db);
-        p->db = NULL;
-    }
+    (void)p;
     return 0;
 }
 
@@ -171,201 +128,12 @@ static bool tr_room(struct proc *p)
     return false;
 }
 
-/* ---- marker-delimited windows: a program without a step call ---- */
-
-static uint64_t tr_range_start(const struct pl_range *g)
-{
-    return g->done == PL_PART_DEVICE ? g->dev_start : g->host_start;
-}
-
-/* Keep only what is stored and starts in [t, hi): before t (an earlier step's records, so the
- * storage holds about one step while the window is armed) counts as before_window, from hi
- * on as after_window (records stored before the closing step's marker arrived: the vendor
- * may deliver markers in a later buffer than kernels). Compacts the chunk lists in place. */
-static void tr_keep_between(struct proc *p, uint64_t t, uint64_t hi)
-{
-    struct tr_rchunk *rw = p->rhead, *rn;
-    struct tr_gchunk *gw = p->ghead, *gn;
-    size_t wi = 0, kept = 0;
-
-    for (struct tr_rchunk *c = p->rhead; c; c = c->next)
-        for (size_t i = 0; i < c->n; i++) {
-            if (trace_fmt_start(&c->r[i]) < t || trace_fmt_start(&c->r[i]) >= hi) {
-                if (trace_fmt_start(&c->r[i]) < t)
-                    p->before_window++;
-                else
-                    p->after_window++;
-                continue;
-            }
-            if (wi == TR_CHUNK) {
-                rw->n = wi;
-                rw = rw->next;
-                wi = 0;
-            }
-            rw->r[wi++] = c->r[i]; /* the write position never passes the read position */
-            kept++;
-        }
-    if (rw) {
-        rw->n = wi;
-        for (struct tr_rchunk *c = rw->next; c; c = rn) {
-            rn = c->next;
-            free(c);
-        }
-        rw->next = NULL;
-        p->rtail = rw;
-    }
-    p->nrecs = kept;
-    wi = kept = 0;
-    for (struct tr_gchunk *c = p->ghead; c; c = c->next)
-        for (size_t i = 0; i < c->n; i++) {
-            if (tr_range_start(&c->g[i]) < t || tr_range_start(&c->g[i]) >= hi) {
-                if (tr_range_start(&c->g[i]) < t)
-                    p->before_window++;
-                else
-                    p->after_window++;
-                continue;
-            }
-            if (wi == TR_CHUNK) {
-                gw->n = wi;
-                gw = gw->next;
-                wi = 0;
-            }
-            gw->g[wi++] = c->g[i];
-            kept++;
-        }
-    if (gw) {
-        gw->n = wi;
-        for (struct tr_gchunk *c = gw->next; c; c = gn) {
-            gn = c->next;
-            free(c);
-        }
-        gw->next = NULL;
-        p->gtail = gw;
-    }
-    p->nranges = kept;
-}
-
-/* The batch's host `step <N>` range starts move the window: the start of `step <start>`
- * opens it, the start of `step <stop>` closes it (the same boundaries as a step() call
- * between the steps). Called with p->lock held, before the batch's records are stored. */
-static void tr_marker_scan(struct proc *p, const struct pl_batch *b)
-{
-    for (size_t i = 0; i < b->nrecs; i++) {
-        const struct mon_marker *m = &b->recs[i].u.marker;
-        int64_t n;
-        if (b->recs[i].kind != MON_KIND_MARKER || m->source_kind != 0 || !(m->flag & MON_MARKER_START) ||
-            names_step_parse(m->name, &n) != 0)
-            continue;
-        if (n > atomic_load(&g_mk_step))
-            atomic_store(&g_mk_step, n);
-        if (atomic_load(&g_mk_phase) == PROC_TRACE_MK_REFUSED)
-            return;
-        if (!p->win_start) {
-            bool first = !p->seen_step;
-            p->seen_step = true;
-            tr_keep_between(p, m->timestamp, UINT64_MAX);
-            if (p->opts.start_step < 0) { /* -1: the first step that begins in the session */
-                p->opts.start_step = n;
-                p->opts.stop_step = n > INT32_MAX - p->opts.iterations ? INT32_MAX : n + p->opts.iterations;
-                atomic_store(&g_mk_stop, p->opts.stop_step);
-                atomic_store(&g_mk_start, n);
-            }
-            if (n > p->opts.start_step && first) {
-                /* the first step we see is past the start: other steps than asked would break
-                 * the alignment of the ranks' traces (the dyno-mode rule) */
-                LOG_ERROR("nputrace config ignored: start step %d already passed (now at step %d)",
-                          (int)p->opts.start_step, (int)n);
-                atomic_store(&g_mk_phase, PROC_TRACE_MK_REFUSED);
-                return;
-            }
-            if (n >= p->opts.start_step) {
-                p->win_start = m->timestamp;
-                atomic_store(&g_mk_phase, PROC_TRACE_MK_OPEN);
-                LOG_INFO("nputrace: `step %d` began: window [%d, %d) open", (int)n, (int)p->opts.start_step,
-                         (int)p->opts.stop_step);
-            }
-        }
-        if (p->win_start && n >= p->opts.stop_step && atomic_load(&g_window_end) == UINT64_MAX) {
-            proc_trace_close_window(m->timestamp);
-            atomic_store(&g_mk_phase, PROC_TRACE_MK_CLOSED);
-            LOG_INFO("nputrace: `step %d` began: window [%d, %d) closed", (int)n, (int)p->opts.start_step,
-                     (int)p->opts.stop_step);
-        }
-    }
-}
-
-/* --export-type Db: the DB gets the same window cut as the trace, so a record of the step after
- * the window that arrives before the stop is not in it either. A range goes with the record
- * that completed it. The common batch lies wholly inside and is passed on as it is. */
-static void tr_db_consume(struct proc *p, const struct pl_batch *b, uint64_t begin, uint64_t end)
-{
-    struct mon_record *recs = NULL;
-    struct pl_range *rng = NULL;
-    size_t i, j = 0, n = 0, m = 0;
-
-    for (i = 0; i < b->nrecs; i++) {
-        uint64_t t = trace_fmt_start(&b->recs[i]);
-        if (t < begin || t >= end)
-            break;
-    }
-    if (i == b->nrecs) {
-        proc_db_ops.consume(p->db, b);
-        return;
-    }
-    recs = malloc(b->nrecs * sizeof(*recs));
-    rng = malloc((b->nranges ? b->nranges : 1) * sizeof(*rng));
-    if (!recs || !rng) {
-        /* uncut rather than lost: the extra rows are outside the window, never missing ones */
-        proc_db_ops.consume(p->db, b);
-        goto out;
-    }
-    for (i = 0; i < b->nrecs; i++) {
-        uint64_t t = trace_fmt_start(&b->recs[i]);
-        bool keep = t >= begin && t < end;
-        for (; j < b->nranges && b->ranges[j].at == i; j++) {
-            if (!keep)
-                continue;
-            rng[m] = b->ranges[j];
-            rng[m++].at = n;
-        }
-        if (keep)
-            recs[n++] = b->recs[i];
-    }
-    if (n) {
-        struct pl_batch cut = { .recs = recs, .nrecs = n, .ranges = rng, .nranges = m };
-        proc_db_ops.consume(p->db, &cut);
-    }
-out:
-    free(recs);
-    free(rng);
-}
-
 static void tr_consume(struct proc *p, const struct pl_batch *b)
 {
-    uint64_t end, begin = 0;
-
     pthread_mutex_lock(&p->lock);
-    if (p->opts.marker_steps) {
-        tr_marker_scan(p, b);
-        if (atomic_load(&g_mk_phase) == PROC_TRACE_MK_REFUSED) {
-            pthread_mutex_unlock(&p->lock);
-            return; /* nothing of this session is written; it is stopped at the next tick */
-        }
-        /* armed: keep from the latest step start on (purged at the next); open: from win_start */
-        begin = p->win_start;
-    }
-    end = atomic_load(&g_window_end);
     for (size_t i = 0; i < b->nrecs; i++) {
         if (b->recs[i].kind == MON_KIND_MARKER)
             continue; /* written from the completed ranges below */
-        if (trace_fmt_start(&b->recs[i]) < begin) {
-            p->before_window++;
-            continue;
-        }
-        if (trace_fmt_start(&b->recs[i]) >= end) {
-            p->after_window++;
-            continue;
-        }
         if (!tr_room(p))
             continue;
         if (!p->rtail || p->rtail->n == TR_CHUNK) {
@@ -386,15 +154,6 @@ static void tr_consume(struct proc *p, const struct pl_batch *b)
         p->nrecs++;
     }
     for (size_t i = 0; i < b->nranges; i++) {
-        const struct pl_range *g = &b->ranges[i];
-        if (tr_range_start(g) < begin) {
-            p->before_window++;
-            continue;
-        }
-        if (tr_range_start(g) >= end) {
-            p->after_window++;
-            continue;
-        }
         if (!tr_room(p))
             continue;
         if (!p->gtail || p->gtail->n == TR_CHUNK) {
@@ -415,19 +174,18 @@ static void tr_consume(struct proc *p, const struct pl_batch *b)
         p->nranges++;
     }
     pthread_mutex_unlock(&p->lock);
-    if (p->db)
-        tr_db_consume(p, b, begin, end);
 }
 
 static int tr_tick(struct proc *p)
 {
-    return p->db ? proc_db_ops.tick(p->db) : 0;
+    (void)p;
+    return 0;
 }
 
 static void tr_set_kinds(struct proc *p, uint32_t mask)
 {
-    if (p->db)
-        proc_db_ops.set_kinds(p->db, mask);
+    (void)p;
+    (void)mask;
 }
 
 /* ---- writing ---- */
@@ -647,7 +405,7 @@ static uint64_t tr_body(struct proc *p, struct tr_out *o, struct jw *w, uint64_t
     return events;
 }
 
-static int tr_write_file(struct proc *p)
+static int tr_write_file(struct proc *p, const struct window_state *win)
 {
     char path[PROC_TRACE_NAME_MAX], tmp[PROC_TRACE_NAME_MAX + 8];
     uint32_t devs[TR_MAX_DEVICES];
@@ -660,8 +418,7 @@ static int tr_write_file(struct proc *p)
     struct trace_fmt_header h;
     int fd, rc;
 
-    rc = proc_trace_name(path, sizeof(path), p->dir, (int)getpid(), p->cfg.rank, p->opts.start_step,
-                         p->opts.stop_step, gz);
+    rc = proc_trace_name(path, sizeof(path), p->dir, (int)getpid(), p->cfg.rank, win->start, win->stop, gz);
     if (rc != 0 || snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
         LOG_ERROR("nputrace: trace file name under '%s' too long; trace not written", p->dir);
         return -ENAMETOOLONG;
@@ -689,11 +446,9 @@ static int tr_write_file(struct proc *p)
     base = tr_base(p);
     pipeline_devices(p->cfg.pl, devs, TR_MAX_DEVICES, &ndev);
     h = (struct trace_fmt_header){ .rank = p->cfg.rank, .world_size = p->opts.world_size, .backend = p->backend,
-                                   .pid = (uint32_t)getpid(), .base_ns = base, .start_step = p->opts.start_step,
-                                   .stop_step = p->opts.stop_step, .devices = devs,
-                                   .window_end_ns = atomic_load(&g_window_end) == UINT64_MAX ? 0
-                                                                                             : atomic_load(&g_window_end),
-                                   .after_window = p->after_window,
+                                   .pid = (uint32_t)getpid(), .base_ns = base, .start_step = win->start,
+                                   .stop_step = win->stop, .devices = devs, .window_end_ns = win->end_ns,
+                                   .after_window = win->after,
                                    .ndevices = ndev < TR_MAX_DEVICES ? ndev : TR_MAX_DEVICES };
     jw_init_dyn(&w, TR_EVENT_MAX);
     trace_fmt_header(&w, &h);
@@ -728,7 +483,7 @@ static int tr_write_file(struct proc *p)
     (void)str_copy(g_last_path, sizeof(g_last_path), path, strlen(path));
     pthread_mutex_unlock(&g_last_lock);
     LOG_INFO("nputrace: trace of steps [%d, %d) written to %s (%" PRIu64 " events, %" PRIu64 " bytes%s)",
-             (int)p->opts.start_step, (int)p->opts.stop_step, path, events, o.bytes, gz ? " before gzip" : "");
+             (int)win->start, (int)win->stop, path, events, o.bytes, gz ? " before gzip" : "");
     free(ts);
     return 0;
 
@@ -743,38 +498,23 @@ err_unlink:
 
 static int tr_stop(struct proc *p, const char *parallel_group_info)
 {
-    int rc = 0, rdb = 0;
-    bool write = true;
+    struct window_state win = { .step = -1, .start = -1, .stop = -1 };
+    int rc = 0;
 
+    (void)parallel_group_info;
+    /* No window (a bench, a test): everything received is the trace. */
+    if (pipeline_window(p->cfg.pl, &win) == 0 && !window_settled(&win))
+        return 0; /* refused or never opened (the window logged why): no file */
     pthread_mutex_lock(&p->lock);
-    if (p->opts.marker_steps && atomic_load(&g_mk_phase) == PROC_TRACE_MK_REFUSED) {
-        write = false; /* refused when the first step was seen (logged): no file */
-    } else if (p->opts.marker_steps && !p->win_start) {
-        LOG_WARN("nputrace: steps [%d, %d) not traced: no `step <N>` marker range of the window started before "
-                 "the session ended", (int)p->opts.start_step, (int)p->opts.stop_step);
-        write = false;
-    } else if (p->opts.marker_steps) {
-        tr_keep_between(p, p->win_start, atomic_load(&g_window_end));
-        LOG_INFO("nputrace: marker-delimited window [%d, %d): %" PRIu64 " records before the start of `step %d` "
-                 "left out", (int)p->opts.start_step, (int)p->opts.stop_step, p->before_window,
-                 (int)p->opts.start_step);
-    }
-    if (write)
-        rc = tr_write_file(p);
-    else
-        tr_keep_between(p, UINT64_MAX, UINT64_MAX);
+    rc = tr_write_file(p, &win);
     pthread_mutex_unlock(&p->lock);
-    if (p->db)
-        rdb = proc_db_ops.stop(p->db, parallel_group_info);
-    return rc != 0 ? rc : rdb;
+    return rc;
 }
 
 static void tr_destroy(struct proc *p)
 {
     if (!p)
         return;
-    if (p->db)
-        proc_db_ops.destroy(p->db);
     while (p->rhead) {
         struct tr_rchunk *n = p->rhead->next;
         free(p->rhead);

@@ -143,16 +143,7 @@ uint64_t trace_fmt_correlation(const struct mon_record *r)
 
 uint64_t trace_fmt_start(const struct mon_record *r)
 {
-    switch (r->kind) {
-    case MON_KIND_KERNEL: return r->u.kernel.start;
-    case MON_KIND_HCCL: return r->u.hccl.start;
-    case MON_KIND_MEMORY: return r->u.memory.start;
-    case MON_KIND_MEMSET: return r->u.memset.start;
-    case MON_KIND_MEMCPY: return r->u.memcpy.start;
-    case MON_KIND_COMMUNICATION: return r->u.comm.start;
-    case MON_KIND_MARKER: return 0;
-    default: return mon_kind_is_api(r->kind) ? r->u.api.start : 0;
-    }
+    return mon_record_start(r); /* the window's rule (record.h) */
 }
 
 /* ph, cat, name, pid, tid, ts, dur — then the caller opens "args". */

@@ -1,6 +1,8 @@
 /* pipeline: the per-session stage every output shares. The completion path filters and cuts
  * in place, feeds markers to the one pairing (markpair), notes devices and counts, then hands
- * the output one pl_batch per window of records. Also the string pool the outputs share. */
+ * each of the session's outputs one pl_batch per slice of records (or, with a trace window,
+ * the window stage holds them until the session's end). Also the string pool the outputs
+ * share. */
 #include "plugin/pipeline/pipeline.h"
 
 #include <errno.h>
@@ -13,19 +15,24 @@
 
 #include "common/jw.h"
 #include "common/log.h"
+#include "common/strutil.h"
 #include "plugin/outputs/proc.h"
 #include "plugin/pipeline/filter.h"
 #include "plugin/pipeline/markpair.h"
+#include "plugin/pipeline/window.h"
 
 #define PL_WINDOW 256                      /* records per output call: bounds the range array */
+#define PL_MAX_OUTPUTS 4                   /* outputs one session fans out to */
 #define PL_FAST_DEVICES 256
 #define PL_SLOW_DEVICES 64
 #define PL_MIN_AGE_NS (300ull * 1000000000ull) /* incomplete ids live at least this long (A2) */
 #define PL_EXPIRE_EVERY_NS 1000000000ull
 
 struct pipeline {
-    const struct proc_ops *ops;
-    struct proc *proc;
+    const struct proc_ops *ops[PL_MAX_OUTPUTS];
+    struct proc *proc[PL_MAX_OUTPUTS];
+    size_t nout;
+    struct window *win;           /* the trace window stage, NULL when none */
     struct filter_state *fs;
     uint64_t session_start_ns;
     uint64_t max_age_ns;
@@ -54,27 +61,57 @@ static uint64_t thread_cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-int pipeline_create(const struct proc_config *cfg, struct filter_state *fs, const struct proc_ops *ops,
-                    struct pipeline **ret)
+/* Fan a batch out to every output, in registration order. */
+static void pl_fanout(struct pipeline *pl, const struct pl_batch *b)
+{
+    for (size_t i = 0; i < pl->nout; i++)
+        pl->ops[i]->consume(pl->proc[i], b);
+}
+
+static void pl_fanout_cb(void *ctx, const struct pl_batch *b)
+{
+    pl_fanout(ctx, b);
+}
+
+/* What the pairing and cutoff kept: to the window stage while one is set, else the outputs. */
+static void pl_emit(struct pipeline *pl, const struct pl_batch *b)
+{
+    if (pl->win)
+        window_hold(pl->win, b);
+    else
+        pl_fanout(pl, b);
+}
+
+/* Drop output i (its create or start failed and others go on). */
+static void pl_drop_output(struct pipeline *pl, size_t i)
+{
+    pl->ops[i]->destroy(pl->proc[i]);
+    memmove(&pl->ops[i], &pl->ops[i + 1], (pl->nout - i - 1) * sizeof(pl->ops[0]));
+    memmove(&pl->proc[i], &pl->proc[i + 1], (pl->nout - i - 1) * sizeof(pl->proc[0]));
+    pl->nout--;
+}
+
+int pipeline_create_set(const struct proc_config *cfg, struct filter_state *fs, const struct proc_ops *const *ops,
+                        size_t nops, struct pipeline **ret)
 {
     struct proc_config own;
     struct pipeline *pl;
     uint64_t twice;
     int rc;
 
-    if (!cfg || !ops || !ret)
+    if (!cfg || !ops || !nops || nops > PL_MAX_OUTPUTS || !ret)
         return -EINVAL;
+    for (size_t i = 0; i < nops; i++)
+        if (!ops[i])
+            return -EINVAL;
     pl = calloc(1, sizeof(*pl));
     if (!pl)
         return -ENOMEM;
     pthread_mutex_init(&pl->dev_mu, NULL);
-    pl->ops = ops;
     pl->fs = fs;
     pl->session_start_ns = cfg->session_start_ns;
-    if (cfg->mode != PROC_STANDALONE) { /* standalone Monitor sessions have no daemon */
-        pl->send = cfg->send;
-        pl->send_ctx = cfg->send_ctx;
-    }
+    pl->send = cfg->send;
+    pl->send_ctx = cfg->send_ctx;
     twice = 2ull * cfg->report_interval_s * 1000000000ull;
     pl->max_age_ns = twice > PL_MIN_AGE_NS ? twice : PL_MIN_AGE_NS;
     rc = markpair_create(MARKPAIR_PENDING_CAP, &pl->mp);
@@ -82,9 +119,17 @@ int pipeline_create(const struct proc_config *cfg, struct filter_state *fs, cons
         goto err_free;
     own = *cfg;
     own.pl = pl;
-    rc = ops->create(&own, &pl->proc);
-    if (rc < 0)
-        goto err_mp;
+    for (size_t i = 0; i < nops; i++) {
+        rc = ops[i]->create(&own, &pl->proc[pl->nout]);
+        if (rc < 0 && i == 0)
+            goto err_mp; /* the session's own output: no session without it */
+        if (rc < 0) {
+            LOG_ERROR("MsptiMonitor: the %s output could not be created: %s; the session goes on without it",
+                      ops[i]->name, errno_name(-rc));
+            continue;
+        }
+        pl->ops[pl->nout++] = ops[i];
+    }
     pthread_mutex_lock(&g_last_mu);
     g_live = pl;
     pthread_mutex_unlock(&g_last_mu);
@@ -99,9 +144,69 @@ err_free:
     return rc;
 }
 
+int pipeline_create(const struct proc_config *cfg, struct filter_state *fs, const struct proc_ops *ops,
+                    struct pipeline **ret)
+{
+    return ops ? pipeline_create_set(cfg, fs, &ops, 1, ret) : -EINVAL;
+}
+
 struct proc *pipeline_proc(struct pipeline *pl)
 {
-    return pl->proc;
+    return pl->nout ? pl->proc[0] : NULL;
+}
+
+int pipeline_start(struct pipeline *pl)
+{
+    for (size_t i = 0; i < pl->nout; i++) {
+        int rc = pl->ops[i]->start(pl->proc[i]);
+        if (rc == 0)
+            continue;
+        LOG_ERROR("MsptiMonitor: the %s output did not start: %s%s", pl->ops[i]->name, errno_name(-rc),
+                  i ? "; the session goes on without it" : "");
+        if (i == 0)
+            return rc;
+        pl_drop_output(pl, i--);
+    }
+    return 0;
+}
+
+void pipeline_set_kinds(struct pipeline *pl, uint32_t enabled_mask)
+{
+    for (size_t i = 0; i < pl->nout; i++)
+        pl->ops[i]->set_kinds(pl->proc[i], enabled_mask);
+}
+
+int pipeline_set_window(struct pipeline *pl, const struct window_opts *o)
+{
+    if (pl->win)
+        return -EALREADY;
+    return window_create(o, &pl->c.dropped_queue, &pl->win);
+}
+
+int pipeline_window_close(struct pipeline *pl, uint64_t end_ns)
+{
+    if (!pl->win)
+        return -ENOENT;
+    window_close(pl->win, end_ns);
+    return 0;
+}
+
+int pipeline_window(struct pipeline *pl, struct window_state *ret)
+{
+    if (!pl || !pl->win)
+        return -ENOENT;
+    window_get(pl->win, ret);
+    return 0;
+}
+
+int pipeline_live_window(struct window_state *ret)
+{
+    int rc;
+
+    pthread_mutex_lock(&g_last_mu);
+    rc = pipeline_window(g_live, ret);
+    pthread_mutex_unlock(&g_last_mu);
+    return rc;
 }
 
 struct pl_counters *pipeline_counters(struct pipeline *pl)
@@ -176,7 +281,7 @@ static void deliver_waited(struct pipeline *pl, struct pl_range *ranges, size_t 
     }
     if (n) {
         struct pl_batch b = { recs, n, ranges, n };
-        pl->ops->consume(pl->proc, &b);
+        pl_emit(pl, &b);
     }
 }
 
@@ -273,7 +378,7 @@ static size_t deliver_window(struct pipeline *pl, struct mon_record *recs, size_
     atomic_fetch_add_explicit(&pl->c.kept, kept, memory_order_relaxed);
     if (kept) {
         struct pl_batch b = { recs, kept, ranges, nr };
-        pl->ops->consume(pl->proc, &b);
+        pl_emit(pl, &b);
     }
     return i;
 }
@@ -422,7 +527,12 @@ static void pipeline_report(struct pipeline *pl)
 
 int pipeline_tick(struct pipeline *pl)
 {
-    int rc = pl->ops->tick(pl->proc);
+    int rc = 0;
+
+    for (size_t i = 0; i < pl->nout; i++) {
+        int r = pl->ops[i]->tick(pl->proc[i]);
+        rc = rc ? rc : r;
+    }
 
     pipeline_report(pl);
     return rc;
@@ -435,7 +545,13 @@ int pipeline_stop(struct pipeline *pl, const char *parallel_group_info)
     int rc;
 
     expire_now(pl, UINT64_MAX, 0); /* device parts still waiting for a host START */
-    rc = pl->ops->stop(pl->proc, parallel_group_info);
+    if (pl->win) /* every output gets the same cut of the window, before its end of session */
+        window_release(pl->win, PL_WINDOW, pl_fanout_cb, pl);
+    rc = 0;
+    for (size_t i = 0; i < pl->nout; i++) {
+        int r = pl->ops[i]->stop(pl->proc[i], parallel_group_info);
+        rc = rc ? rc : r;
+    }
     pipeline_report(pl);
     pipeline_stats(pl, &s);
     pipeline_stats_format(&s, line, sizeof(line));
@@ -453,7 +569,8 @@ void pipeline_destroy(struct pipeline *pl)
 {
     if (!pl)
         return;
-    pl->ops->destroy(pl->proc);
+    for (size_t i = 0; i < pl->nout; i++)
+        pl->ops[i]->destroy(pl->proc[i]);
     pthread_mutex_lock(&g_last_mu);
     if (g_live == pl) {
         pipeline_stats(pl, &g_last);
@@ -461,6 +578,7 @@ void pipeline_destroy(struct pipeline *pl)
     }
     pthread_mutex_unlock(&g_last_mu);
     markpair_destroy(pl->mp);
+    window_destroy(pl->win);
     pthread_mutex_destroy(&pl->dev_mu);
     free(pl);
 }

@@ -1,7 +1,9 @@
-/* pipeline: the one stage between the backend's normalised records and an output. Per batch,
- * once: filter + whitelist, session-start cutoff, marker/range pairing (any arrival order,
- * any completion thread), devices seen, session counters. Outputs get a pl_batch (kept
- * records + the ranges they completed) and only format and write. */
+/* pipeline: the one stage between the backend's normalised records and the session's outputs
+ * (docs/design/session.md#pipeline). Per batch, once: filter + whitelist, session-start
+ * cutoff, marker/range pairing (any arrival order, any completion thread), devices seen,
+ * session counters, and the trace window (window.h) when the session has one. Every output
+ * of the session gets the same pl_batch (kept records + the ranges they completed) and only
+ * formats and writes. */
 #ifndef MSMON_PLUGIN_PIPELINE_H
 #define MSMON_PLUGIN_PIPELINE_H
 
@@ -13,6 +15,7 @@
 #include "contract/datamsg.h"
 #include "contract/stats.h"
 #include "plugin/pipeline/record.h"
+#include "plugin/pipeline/window.h"
 
 struct filter_state;
 struct proc;
@@ -70,20 +73,38 @@ struct pipeline_stats {
 
 struct pipeline;
 
-/* Create the session's pipeline and its output (ops->create with cfg, cfg->pl set to the
- * new pipeline). fs: borrowed, may be NULL (no filter). Caller owns; free with
- * pipeline_destroy(), which destroys the output too. */
+/* Create the session's pipeline and its outputs (each ops->create with cfg, cfg->pl set to
+ * the new pipeline; at most 4). ops[0] is the session's own output: its failure fails the
+ * create; a later one that fails is left out with one ERROR line. fs: borrowed, may be NULL
+ * (no filter). Caller owns; free with pipeline_destroy(), which destroys the outputs too. */
+int pipeline_create_set(const struct proc_config *cfg, struct filter_state *fs, const struct proc_ops *const *ops,
+                        size_t nops, struct pipeline **ret);
+/* The same with one output. */
 int pipeline_create(const struct proc_config *cfg, struct filter_state *fs, const struct proc_ops *ops,
                     struct pipeline **ret);
-/* The output (borrowed until pipeline_destroy). */
+/* The first output (borrowed until pipeline_destroy). */
 struct proc *pipeline_proc(struct pipeline *pl);
+/* Start every output (the first one's failure is returned; a later one is dropped). */
+int pipeline_start(struct pipeline *pl);
+/* The enabled kinds to every output. */
+void pipeline_set_kinds(struct pipeline *pl, uint32_t enabled_mask);
+/* Give the session a trace window (before any delivery): from now on the kept batches are
+ * held by the window stage and reach the outputs cut to the window at pipeline_stop.
+ * 0, -EINVAL, -ENOMEM, -EALREADY. */
+int pipeline_set_window(struct pipeline *pl, const struct window_opts *o);
+/* End a step-bounded window at end_ns (window_close). -ENOENT without a window. */
+int pipeline_window_close(struct pipeline *pl, uint64_t end_ns);
+/* The window's state (any thread). -ENOENT without a window. */
+int pipeline_window(struct pipeline *pl, struct window_state *ret);
+/* The same for the live session, if any (the control layer's view). -ENOENT none. */
+int pipeline_live_window(struct window_state *ret);
 /* Completion path: filter, cutoff and pair recs[0..n) (compacted in place), then hand the
  * batch to the output. Thread-safe; cheap; no allocation. */
 void pipeline_deliver(struct pipeline *pl, struct mon_record *recs, size_t n);
-/* Report interval: ops->tick, then the session's counters to the daemon (PluginStats). */
+/* Report interval: every output's tick, then the session's counters to the daemon (PluginStats). */
 int pipeline_tick(struct pipeline *pl);
-/* End of session: ops->stop, the final counters to the daemon, then the one stats line.
- * Not concurrent with deliver. */
+/* End of session: the window's cut to the outputs, every output's stop, the final counters to
+ * the daemon, then the one stats line. Not concurrent with deliver. */
 int pipeline_stop(struct pipeline *pl, const char *parallel_group_info);
 void pipeline_destroy(struct pipeline *pl);
 

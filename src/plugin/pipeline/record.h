@@ -111,6 +111,22 @@ static inline uint64_t mon_record_end(const struct mon_record *r)
     }
 }
 
+/* Start time a window cuts by (docs/design/session.md#the-window): `start` for ranged records;
+ * 0 for markers, whose parts are placed by the ranges they complete. */
+static inline uint64_t mon_record_start(const struct mon_record *r)
+{
+    switch (r->kind) {
+    case MON_KIND_MARKER: return 0;
+    case MON_KIND_KERNEL: return r->u.kernel.start;
+    case MON_KIND_HCCL: return r->u.hccl.start;
+    case MON_KIND_MEMORY: return r->u.memory.start;
+    case MON_KIND_MEMSET: return r->u.memset.start;
+    case MON_KIND_MEMCPY: return r->u.memcpy.start;
+    case MON_KIND_COMMUNICATION: return r->u.comm.start;
+    default: return mon_kind_is_api(r->kind) ? r->u.api.start : 0;
+    }
+}
+
 /* Marker flag helpers */
 #define MON_MARKER_INSTANT (1 | 8)    /* INSTANTANEOUS, INSTANTANEOUS_WITH_DEVICE */
 #define MON_MARKER_START (2 | 16)     /* START, START_WITH_DEVICE */

@@ -12,6 +12,7 @@
 
 #include "../logcap.h"
 #include "contract/cfgkeys.h"
+#include "contract/outputs.h"
 #include "contract/fgram.h"
 #include "contract/kinds.h"
 #include "contract/kvtext.h"
@@ -78,8 +79,58 @@ static void test_cfgkeys(void **state)
     assert_true(cfgkeys_is_npu_monitor_text(t, strlen(t)));
     assert_false(cfgkeys_is_npu_monitor_text("ACTIVITIES_LOG_FILE=x", 21));
     assert_false(cfgkeys_is_npu_monitor_text("NPU_MONITOR_STAR", 16));
-    assert_false(cfgkeys_is_npu_monitor_text(" NPU_MONITOR_START=true", 23)); /* bytes, not keys */
+    /* keys, not bytes: the same rule as the plugin's, whatever the key order or padding */
+    assert_true(cfgkeys_is_npu_monitor_text(" NPU_MONITOR_START=true", 23));
+    assert_true(cfgkeys_is_npu_monitor_text("DURATION=1\nNPU_MONITOR_START=true", 33));
+    assert_false(cfgkeys_is_npu_monitor_text("X=NPU_MONITOR_START", 19)); /* a value is no key */
     assert_false(cfgkeys_is_npu_monitor_text(NULL, 0));
+    {
+        const char *mon[] = { "DURATION", "NPU_MONITOR_START" }, *tr[] = { "PROFILE_START_STEP", "ACTIVITIES_LOG_FILE" },
+                   *it[] = { "ACTIVITIES_ITERATIONS" }, *both[] = { "ACTIVITIES_LOG_FILE", "NPU_MONITOR_START" },
+                   *gpu[] = { "ACTIVITIES_DURATION_MSECS" };
+        bool b = true;
+        assert_int_equal(cfgkeys_classify(mon, 2), CFGKEYS_NPU_MONITOR);
+        assert_int_equal(cfgkeys_classify(tr, 2), CFGKEYS_NPU_TRACE);
+        assert_int_equal(cfgkeys_classify(it, 1), CFGKEYS_NPU_TRACE);
+        assert_int_equal(cfgkeys_classify(both, 2), CFGKEYS_NPU_MONITOR);
+        assert_int_equal(cfgkeys_classify(gpu, 1), CFGKEYS_OTHER);
+        assert_int_equal(cfgkeys_classify_text("ACTIVITIES_ITERATIONS=2\n", 24), CFGKEYS_NPU_TRACE);
+        /* the one boolean rule */
+        assert_int_equal(cfgkeys_bool("TRUE", &b), 0);
+        assert_true(b);
+        assert_int_equal(cfgkeys_bool("false", &b), 0);
+        assert_false(b);
+        assert_int_equal(cfgkeys_bool("1", &b), -EINVAL);
+        assert_int_equal(cfgkeys_bool("yes", &b), -EINVAL);
+        assert_int_equal(cfgkeys_bool(NULL, &b), -EINVAL);
+    }
+}
+
+/* The output table: exportable values parse without regard to case, the others never; the
+ * CLI's literals and the config rule come from the same rows. */
+static void test_outputs_table(void **state)
+{
+    static const char *const cli[] = { MSMON_OUTPUT_EXPORT_VALUES NULL };
+    enum msmon_output o = MSMON_OUTPUT_COUNT;
+    char rule[64];
+    (void)state;
+    assert_string_equal(cli[0], "DB");
+    assert_string_equal(cli[1], "Jsonl");
+    assert_null(cli[2]);
+    assert_string_equal("x:" MSMON_OUTPUT_EXPORT_HELP, "x: DB Jsonl");
+    assert_int_equal(outputs_export_parse("db", &o), 0);
+    assert_int_equal(o, MSMON_OUTPUT_DB);
+    assert_int_equal(outputs_export_parse("JSONL", &o), 0);
+    assert_int_equal(o, MSMON_OUTPUT_JSONL);
+    assert_int_equal(outputs_export_parse("trace", &o), -EINVAL); /* not selectable by a config */
+    assert_int_equal(outputs_export_parse("metric", &o), -EINVAL);
+    assert_int_equal(outputs_export_parse(NULL, &o), -EINVAL);
+    outputs_export_rule(rule, sizeof(rule));
+    assert_string_equal(rule, "db or jsonl");
+    outputs_export_rule(rule, 4);
+    assert_string_equal(rule, "db ");
+    assert_string_equal(outputs_name(MSMON_OUTPUT_TRACE), "trace");
+    assert_null(outputs_name(MSMON_OUTPUT_COUNT));
 }
 
 /* Collects parse events as text: "K" for a kind-on event, "K=name" per name, '|' separated. */
@@ -320,7 +371,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kinds_table),        cmocka_unit_test(test_kinds_list),
-        cmocka_unit_test(test_cfgkeys),            cmocka_unit_test(test_fgram_tab_case),
+        cmocka_unit_test(test_cfgkeys),
+        cmocka_unit_test(test_outputs_table),
+        cmocka_unit_test(test_fgram_tab_case),
         cmocka_unit_test(test_fgram_strict_errors), cmocka_unit_test(test_fgram_lenient_skips),
         cmocka_unit_test(test_fgram_callback_error), cmocka_unit_test(test_fgram_modes_agree),
         cmocka_unit_test(test_kvtext),             cmocka_unit_test(test_utf8),

@@ -65,7 +65,7 @@ static void test_valid_base(void **state)
     assert_int_equal(c.report_interval_s, 1);
     assert_true(c.start);
     assert_false(c.stop);
-    assert_true(c.export_db);
+    assert_int_equal(c.output, MSMON_OUTPUT_DB);
     assert_string_equal(c.log_file, "");
 }
 
@@ -86,7 +86,7 @@ static void test_missing_keys(void **state)
     assert_int_equal(parse_with("NPU_MONITOR_STOP", NULL, &c), 0);
     assert_false(c.stop);
     assert_int_equal(parse_with("NPU_MONITOR_EXPORT_TYPE", NULL, &c), 0);
-    assert_true(c.export_db);
+    assert_int_equal(c.output, MSMON_OUTPUT_DB);
     assert_int_equal(parse_with("NPU_MONITOR_LOG_FILE", NULL, &c), 0);
     assert_string_equal(c.log_file, "");
     assert_string_equal(c.notes, "");
@@ -154,7 +154,7 @@ static void test_values(void **state)
     assert_int_equal(parse_with("MSPTI_ACTIVITY_KIND", "", &c), 0);
     assert_int_equal(c.kinds_mask, 0);
     assert_int_equal(parse_with("NPU_MONITOR_EXPORT_TYPE", "Jsonl", &c), 0);
-    assert_false(c.export_db);
+    assert_int_equal(c.output, MSMON_OUTPUT_JSONL);
 }
 
 static void test_lengths(void **state)

@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "plugin/backend/backend_fake.h"
 #include "plugin/control/monitor.h"
+#include "plugin/outputs/registry.h"
 #include "plugin/pipeline/pipeline.h"
 
 /* ---- fake backend (backend_fake.c: 'S'tart 'E'nable 'D'isable 'F'lush 'U' detach) ---- */
@@ -110,7 +111,7 @@ static struct mconfig cfg_of(int start, int stop, uint32_t interval, double dura
     c.report_interval_s = interval;
     c.duration_s = duration;
     c.kinds_mask = kinds;
-    c.export_db = true;
+    c.output = MSMON_OUTPUT_DB;
     return c;
 }
 
@@ -342,13 +343,13 @@ static void test_reentry_refused(void **state)
     (void)state;
     reset();
     ops.tick = c_tick_reenter;
-    monitor_test_set_proc(PROC_METRIC, &ops);
+    registry_test_replace(MSMON_OUTPUT_METRIC, &ops);
     assert_int_equal(monitor_handle_config(&c), 1);
     monitor_set_interval(4000);
     WAIT_FOR(cap.ticks == 1);
     assert_int_equal(reentrant_rc, -EDEADLK);
     assert_int_equal(monitor_stop(), 0);
-    monitor_test_set_proc(PROC_METRIC, &cap_ops);
+    registry_test_replace(MSMON_OUTPUT_METRIC, &cap_ops);
 }
 
 /* dynolog.sock exists but nobody reads it: each status send retries for ~10 s. Configs (the
@@ -385,8 +386,9 @@ static int setup(void **state)
     setenv("MSMONITOR_LOG_PATH", sockdir, 1);
     backend_fake_init(&fk);
     monitor_test_set_backend(&fk.base);
-    for (int m = PROC_METRIC; m <= PROC_STANDALONE; m++)
-        monitor_test_set_proc((enum proc_mode)m, &cap_ops);
+    for (int m = 0; m < MSMON_OUTPUT_COUNT; m++)
+        if (m != MSMON_OUTPUT_TRACE)
+            registry_test_replace((enum msmon_output)m, &cap_ops);
     monitor_first_use();
     log_set_file(-1, LOG_LVL_ERROR);
     log_close_file();

@@ -20,7 +20,7 @@
 
 static struct proc *session(const char *dir, int32_t rank)
 {
-    struct proc_config cfg = {.mode = PROC_DB, .log_dir = dir, .rank = rank, .session_start_ns = T0,
+    struct proc_config cfg = {.log_dir = dir, .rank = rank, .session_start_ns = T0,
                               .report_interval_s = 1};
     struct proc *p = NULL;
     assert_int_equal(pt_create(&proc_db_ops, &cfg, &p), 0);

@@ -23,7 +23,7 @@
 
 static struct proc *session(const char *dir, const char *lines, const char *files, int start)
 {
-    struct proc_config cfg = {.mode = PROC_JSONL, .log_dir = dir, .rank = 2, .session_start_ns = T0,
+    struct proc_config cfg = {.log_dir = dir, .rank = 2, .session_start_ns = T0,
                               .jsonl_rotate_lines = lines, .jsonl_rotate_files = files};
     struct proc *p = NULL;
     assert_int_equal(pt_create(&proc_jsonl_ops, &cfg, &p), 0);

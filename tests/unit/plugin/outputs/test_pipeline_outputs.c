@@ -197,7 +197,7 @@ static void strip_ids(const struct rcase *c, struct rcase *ret)
 static void case_metric(const struct rcase *c)
 {
     struct got g = {0};
-    struct proc_config cfg = {.mode = PROC_METRIC, .session_start_ns = T0, .send = metric_send, .send_ctx = &g};
+    struct proc_config cfg = {.session_start_ns = T0, .send = metric_send, .send_ctx = &g};
     struct proc *p = NULL;
     struct rcase noid;
     assert_int_equal(pt_create(&proc_metric_ops, &cfg, &p), 0);
@@ -215,7 +215,7 @@ static void case_metric(const struct rcase *c)
 static void case_memory(const struct rcase *c)
 {
     struct got g = {0};
-    struct proc_config cfg = {.mode = PROC_STANDALONE, .session_start_ns = T0};
+    struct proc_config cfg = {.session_start_ns = T0};
     struct proc *p = NULL;
     const struct msmon_result *res;
     size_t n;
@@ -244,7 +244,7 @@ static void case_jsonl(const struct rcase *c)
 {
     struct got g = {0};
     char *dir = tmpdir_make();
-    struct proc_config cfg = {.mode = PROC_JSONL, .log_dir = dir, .session_start_ns = T0};
+    struct proc_config cfg = {.log_dir = dir, .session_start_ns = T0};
     struct proc *p = NULL;
     char *files[4];
     assert_int_equal(pt_create(&proc_jsonl_ops, &cfg, &p), 0);
@@ -305,7 +305,7 @@ static void case_db(const struct rcase *c)
     struct rcase noname;
     struct got g = {0};
     char *dir = tmpdir_make();
-    struct proc_config cfg = {.mode = PROC_DB, .log_dir = dir, .session_start_ns = T0};
+    struct proc_config cfg = {.log_dir = dir, .session_start_ns = T0};
     struct proc *p = NULL;
     char *files[4];
     sqlite3 *db;
@@ -371,7 +371,7 @@ static void test_burst_jsonl_lossless(void **state)
 {
     (void)state;
     char *dir = tmpdir_make();
-    struct proc_config cfg = {.mode = PROC_JSONL, .log_dir = dir, .session_start_ns = T0,
+    struct proc_config cfg = {.log_dir = dir, .session_start_ns = T0,
                               .jsonl_rotate_lines = "500000"};
     struct proc *p = NULL;
     struct pipeline_stats s;
@@ -399,7 +399,7 @@ static void test_burst_db_lossless(void **state)
 {
     (void)state;
     char *dir = tmpdir_make();
-    struct proc_config cfg = {.mode = PROC_DB, .log_dir = dir, .session_start_ns = T0};
+    struct proc_config cfg = {.log_dir = dir, .session_start_ns = T0};
     struct proc *p = NULL;
     struct pipeline_stats s;
     char *files[2];
@@ -450,7 +450,7 @@ static void test_db_concurrent_producers_lossless(void **state)
 {
     (void)state;
     char *dir = tmpdir_make();
-    struct proc_config cfg = {.mode = PROC_DB, .log_dir = dir, .session_start_ns = T0};
+    struct proc_config cfg = {.log_dir = dir, .session_start_ns = T0};
     struct proc *p = NULL;
     struct pipeline_stats s;
     pthread_t th[4];
@@ -482,8 +482,8 @@ static void test_forced_drops_in_stop_line(void **state)
     char *dir = tmpdir_make();
     char lp[64], *log;
     struct proc *p = NULL;
-    struct proc_config jc = {.mode = PROC_JSONL, .log_dir = dir, .session_start_ns = T0};
-    struct proc_config dc = {.mode = PROC_DB, .log_dir = dir, .session_start_ns = T0};
+    struct proc_config jc = {.log_dir = dir, .session_start_ns = T0};
+    struct proc_config dc = {.log_dir = dir, .session_start_ns = T0};
 
     /* JSONL: the smallest queue (8191 lines), no waiting, the writer not started yet */
     setenv("MSMONITOR_JSONL_BUFFER_CAPACITY", "8192", 1);
@@ -535,7 +535,7 @@ static void test_sigkill_db_resolves(void **state)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        struct proc_config cfg = {.mode = PROC_DB, .log_dir = dir, .session_start_ns = T0};
+        struct proc_config cfg = {.log_dir = dir, .session_start_ns = T0};
         struct proc *p = NULL;
         if (pt_create(&proc_db_ops, &cfg, &p) != 0 || proc_db_ops.start(p) != 0)
             _exit(1);

@@ -1,9 +1,10 @@
-/* test_proc_trace: the nputrace writer through the real pipeline: a window's API call, its
- * kernel and a `step` marker range become one valid file (events, paired ac2g flow, track
- * metadata, base timestamp); the gzip form above the size threshold; the event cap counts
- * drops; the window's end cuts later records; concurrent producers lose nothing; a directory
- * gone at stop leaves no file behind and counts the loss; a marker-delimited window (a
- * program without a step call) keeps exactly what starts between the start of `step S` and
+/* test_proc_trace: the nputrace writer behind the session's window stage, through the real
+ * pipeline: a window's API call, its kernel and a `step` marker range become one valid file
+ * (events, paired ac2g flow, track metadata, base timestamp); the gzip form above the size
+ * threshold; the event cap counts drops; the window's end cuts later records, for the trace
+ * and for a DB output registered beside it alike; concurrent producers lose nothing; a
+ * directory gone at stop leaves no file behind and counts the loss; a marker-delimited window
+ * (a program without a step call) keeps exactly what starts between the start of `step S` and
  * the start of `step E`, purging earlier steps while armed, and refuses a passed start. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,14 +23,39 @@
 #include "export_util.h"
 #include "pl_test.h"
 #include "plugin/outputs/proc_trace.h"
+#include "plugin/pipeline/window.h"
 
-static struct proc *make(const char *dir, struct proc_trace_opts *o)
+/* What an nputrace window session is made of: the window and the outputs' options. */
+struct topt {
+    int32_t start_step, stop_step, world_size, iterations;
+    const char *backend;
+    bool export_db, marker_steps;
+};
+
+/* The session tracewin starts: the trace output (+ the DB with export_db) behind a window. */
+static struct proc *make(const char *dir, const struct topt *o)
 {
-    struct proc_config cfg = { .mode = PROC_TRACE, .log_dir = dir, .rank = 1, .session_start_ns = T0, .trace = o };
-    struct proc *p = NULL;
-    assert_int_equal(pt_create(&proc_trace_ops, &cfg, &p), 0);
-    assert_int_equal(proc_trace_ops.start(p), 0);
-    return p;
+    struct proc_trace_opts to = { .world_size = o->world_size, .backend = o->backend };
+    struct window_opts wo = { .start_step = o->start_step, .stop_step = o->stop_step,
+                              .marker_steps = o->marker_steps, .iterations = o->iterations };
+    struct proc_config cfg = { .log_dir = dir, .rank = 1, .session_start_ns = T0, .trace = &to };
+    const struct proc_ops *ops[2] = { &proc_trace_ops, &proc_db_ops };
+    struct pipeline *pl = NULL;
+    int i;
+    assert_int_equal(pipeline_create_set(&cfg, NULL, ops, o->export_db ? 2 : 1, &pl), 0);
+    assert_int_equal(pipeline_set_window(pl, &wo), 0);
+    assert_int_equal(pipeline_start(pl), 0);
+    for (i = 0; i < PT_MAX && pt_live[i].p; i++)
+        ;
+    assert_true(i < PT_MAX);
+    pt_live[i].p = pipeline_proc(pl);
+    pt_live[i].pl = pl;
+    return pt_live[i].p;
+}
+
+static void window_of(struct proc *p, struct window_state *m)
+{
+    assert_int_equal(pipeline_window(pt_pl(p), m), 0);
 }
 
 static void feed(struct proc *p)
@@ -76,7 +102,7 @@ static int count_ph(const cJSON *ev, const char *ph)
 static void test_window_file(void **state)
 {
     char *dir = tmpdir_make(), path[4096];
-    struct proc_trace_opts o = { .start_step = 5, .stop_step = 7, .world_size = 2, .backend = "mspti" };
+    struct topt o = { .start_step = 5, .stop_step = 7, .world_size = 2, .backend = "mspti" };
     (void)state;
     struct proc *p = make(dir, &o);
     feed(p);
@@ -113,7 +139,7 @@ static void test_window_file(void **state)
 static void test_gzip_and_cap(void **state)
 {
     char *dir = tmpdir_make(), path[4096];
-    struct proc_trace_opts o = { .start_step = 1, .stop_step = 2, .backend = "cupti" };
+    struct topt o = { .start_step = 1, .stop_step = 2, .backend = "cupti" };
     struct pipeline_stats st;
     (void)state;
     proc_trace_test_set_limits(0, 1); /* every file counts as large */
@@ -131,9 +157,9 @@ static void test_gzip_and_cap(void **state)
     o.stop_step = 4;
     p = make(dir, &o);
     feed(p);
+    assert_int_equal(pt_stop(p, NULL), 0);    /* the window reaches the trace at the end */
     pipeline_stats(pt_pl(p), &st);
     assert_int_equal(st.dropped_queue, 2);    /* 4 events, 2 kept */
-    assert_int_equal(pt_stop(p, NULL), 0);
     pt_destroy(p);
     proc_trace_test_set_limits(0, 0);
     rm_rf(dir);
@@ -143,10 +169,10 @@ static void test_gzip_and_cap(void **state)
 static void test_window_end_cuts(void **state)
 {
     char *dir = tmpdir_make(), path[4096];
-    struct proc_trace_opts o = { .start_step = 8, .stop_step = 9, .backend = "mspti" };
+    struct topt o = { .start_step = 8, .stop_step = 9, .backend = "mspti" };
     (void)state;
     struct proc *p = make(dir, &o);
-    proc_trace_close_window(T0 + 4500); /* the second kernel and the marker END start later */
+    assert_int_equal(pipeline_window_close(pt_pl(p), T0 + 4500), 0); /* the second kernel and the marker END start later */
     feed(p);
     assert_int_equal(pt_stop(p, NULL), 0);
     pt_destroy(p);
@@ -166,12 +192,12 @@ static void test_window_end_cuts(void **state)
 static void test_window_end_cuts_db_too(void **state)
 {
     char *dir = tmpdir_make(), *files[8];
-    struct proc_trace_opts o = { .start_step = 8, .stop_step = 9, .backend = "mspti", .export_db = true };
+    struct topt o = { .start_step = 8, .stop_step = 9, .backend = "mspti", .export_db = true };
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
     (void)state;
     struct proc *p = make(dir, &o);
-    proc_trace_close_window(T0 + 4500);
+    assert_int_equal(pipeline_window_close(pt_pl(p), T0 + 4500), 0);
     feed(p);
     assert_int_equal(pt_stop(p, NULL), 0);
     pt_destroy(p);
@@ -213,7 +239,7 @@ static void *producer(void *a)
 static void test_concurrent_producers(void **state)
 {
     char *dir = tmpdir_make(), path[4096];
-    struct proc_trace_opts o = { .start_step = 2, .stop_step = 3, .backend = "mspti" };
+    struct topt o = { .start_step = 2, .stop_step = 3, .backend = "mspti" };
     pthread_t th[4];
     struct prod pr[4];
     (void)state;
@@ -237,7 +263,7 @@ static void test_concurrent_producers(void **state)
 static void test_dir_gone_at_stop(void **state)
 {
     char *dir = tmpdir_make();
-    struct proc_trace_opts o = { .start_step = 5, .stop_step = 7, .backend = "mspti" };
+    struct topt o = { .start_step = 5, .stop_step = 7, .backend = "mspti" };
     struct pipeline_stats st;
     (void)state;
     struct proc *p = make(dir, &o);
@@ -245,7 +271,7 @@ static void test_dir_gone_at_stop(void **state)
     rm_rf(dir);
     pipeline_stats(pt_pl(p), &st);
     assert_int_equal(st.dropped_write, 0);
-    assert_int_not_equal(proc_trace_ops.stop(p, NULL), 0);
+    assert_int_not_equal(pt_stop(p, NULL), 0);
     pipeline_stats(pt_pl(p), &st);
     assert_int_equal(st.dropped_write, 4);
     assert_int_equal(access(dir, F_OK), -1);
@@ -267,8 +293,8 @@ static int count_kind(const cJSON *ev, const char *kind)
 static void test_marker_window(void **state)
 {
     char *dir = tmpdir_make(), path[4096];
-    struct proc_trace_opts o = { .start_step = 2, .stop_step = 3, .backend = "cupti", .marker_steps = true };
-    struct proc_trace_mstate m;
+    struct topt o = { .start_step = 2, .stop_step = 3, .backend = "cupti", .marker_steps = true };
+    struct window_state m;
     size_t n = 5000; /* more than a storage chunk: the purge compacts across chunks */
     struct mon_record *r = calloc(n + 1, sizeof(*r));
     (void)state;
@@ -278,8 +304,8 @@ static void test_marker_window(void **state)
     for (size_t i = 1; i <= n; i++)
         r[i] = r_kernel(T0 + 1000 + i, T0 + 1001 + i, 0, 2, 0, "KERNEL", "pre");
     pt_consume(p, r, n + 1);
-    proc_trace_marker_state(&m);
-    assert_int_equal(m.phase, PROC_TRACE_MK_ARMED);
+    window_of(p, &m);
+    assert_int_equal(m.phase, WINDOW_ARMED);
     assert_int_equal(m.step, 1);
     struct mon_record b2[6] = {
         r_marker(4, 0, T0 + 9000, 1, 77, 78, "", ""),
@@ -290,16 +316,16 @@ static void test_marker_window(void **state)
         r_marker(4, 0, T0 + 19000, 2, 77, 78, "", ""),
     };
     pt_consume(p, b2, 6);
-    proc_trace_marker_state(&m);
-    assert_int_equal(m.phase, PROC_TRACE_MK_OPEN);
+    window_of(p, &m);
+    assert_int_equal(m.phase, WINDOW_OPEN);
     struct mon_record b3[3] = {
         r_marker(2, 0, T0 + 20000, 3, 77, 78, "step 3", "default"),
         r_kernel(T0 + 19500, T0 + 25000, 0, 2, 0, "KERNEL", "in3"), /* before step 3 began */
         r_kernel(T0 + 20100, T0 + 20200, 0, 2, 0, "KERNEL", "after"),
     };
     pt_consume(p, b3, 3);
-    proc_trace_marker_state(&m);
-    assert_int_equal(m.phase, PROC_TRACE_MK_CLOSED);
+    window_of(p, &m);
+    assert_int_equal(m.phase, WINDOW_CLOSED);
     assert_int_equal(m.start, 2);
     assert_int_equal(m.stop, 3);
     assert_int_equal(pt_stop(p, NULL), 0);
@@ -320,9 +346,9 @@ static void test_marker_window(void **state)
 static void test_marker_window_start_minus_one_and_refusal(void **state)
 {
     char *dir = tmpdir_make(), path[4096];
-    struct proc_trace_opts o = { .start_step = -1, .stop_step = -1, .iterations = 2, .backend = "cupti",
+    struct topt o = { .start_step = -1, .stop_step = -1, .iterations = 2, .backend = "cupti",
                                  .marker_steps = true };
-    struct proc_trace_mstate m;
+    struct window_state m;
     (void)state;
     struct proc *p = make(dir, &o);
     struct mon_record b[3] = {
@@ -331,32 +357,32 @@ static void test_marker_window_start_minus_one_and_refusal(void **state)
         r_marker(2, 0, T0 + 2000, 2, 77, 78, "step 9", "default"),
     };
     pt_consume(p, b, 3);
-    proc_trace_marker_state(&m);
+    window_of(p, &m);
     assert_int_equal(m.start, 7);  /* -1: the first step that begins */
     assert_int_equal(m.stop, 9);
-    assert_int_equal(m.phase, PROC_TRACE_MK_CLOSED);
+    assert_int_equal(m.phase, WINDOW_CLOSED);
     assert_int_equal(pt_stop(p, NULL), 0);
     pt_destroy(p);
     assert_int_equal(proc_trace_name(path, sizeof(path), dir, (int)getpid(), 1, 7, 9, false), 0);
     assert_int_equal(access(path, F_OK), 0);
 
     /* an explicit start the program has passed when the first step is seen: no file */
-    struct proc_trace_opts o2 = { .start_step = 3, .stop_step = 4, .backend = "cupti", .marker_steps = true };
+    struct topt o2 = { .start_step = 3, .stop_step = 4, .backend = "cupti", .marker_steps = true };
     p = make(dir, &o2);
     struct mon_record b2[2] = {
         r_marker(2, 0, T0 + 1000, 1, 77, 78, "step 5", "default"),
         r_kernel(T0 + 1100, T0 + 1200, 0, 2, 0, "KERNEL", "k"),
     };
     pt_consume(p, b2, 2);
-    proc_trace_marker_state(&m);
-    assert_int_equal(m.phase, PROC_TRACE_MK_REFUSED);
+    window_of(p, &m);
+    assert_int_equal(m.phase, WINDOW_REFUSED);
     assert_int_equal(pt_stop(p, NULL), 0);
     pt_destroy(p);
     assert_int_equal(proc_trace_name(path, sizeof(path), dir, (int)getpid(), 1, 3, 4, false), 0);
     assert_int_not_equal(access(path, F_OK), 0);
 
     /* the session ends before `step <start>` began: no file either */
-    struct proc_trace_opts o3 = { .start_step = 30, .stop_step = 31, .backend = "cupti", .marker_steps = true };
+    struct topt o3 = { .start_step = 30, .stop_step = 31, .backend = "cupti", .marker_steps = true };
     p = make(dir, &o3);
     pt_consume(p, b2, 2);
     assert_int_equal(pt_stop(p, NULL), 0);
@@ -372,7 +398,7 @@ static void test_marker_window_start_minus_one_and_refusal(void **state)
 static void test_marker_window_markers_delivered_late(void **state)
 {
     char *dir = tmpdir_make(), path[4096];
-    struct proc_trace_opts o = { .start_step = 2, .stop_step = 3, .backend = "cupti", .marker_steps = true };
+    struct topt o = { .start_step = 2, .stop_step = 3, .backend = "cupti", .marker_steps = true };
     (void)state;
     struct proc *p = make(dir, &o);
     struct mon_record k[4] = {

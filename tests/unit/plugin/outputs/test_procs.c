@@ -105,7 +105,7 @@ static struct mon_record mk(int flag, int src, uint64_t id, uint64_t ts, const c
 
 static struct proc *metric_new(struct cap *c, uint32_t mask)
 {
-    struct proc_config cfg = { .mode = PROC_METRIC, .rank = 0, .send = cap_send, .send_ctx = c };
+    struct proc_config cfg = { .rank = 0, .send = cap_send, .send_ctx = c };
     struct proc *p = NULL;
     assert_int_equal(pt_create(&proc_metric_ops, &cfg, &p), 0);
     assert_int_equal(proc_metric_ops.start(p), 0);
@@ -482,7 +482,7 @@ static void test_standalone(void **state)
     assert_int_equal(out[2], MON_KIND_COMMUNICATION);
     assert_int_equal(out[3], MON_KIND_ACL_API);
 
-    struct proc_config cfg = { .mode = PROC_STANDALONE, .session_start_ns = 1000 };
+    struct proc_config cfg = { .session_start_ns = 1000 };
     struct proc *p = NULL;
     assert_int_equal(pt_create(&proc_memory_ops, &cfg, &p), 0);
     char kname[] = "MatMul";
@@ -563,7 +563,7 @@ static void test_standalone_compact_store(void **state)
     static const char *names[5] = { "MatMul", "Add", "Conv2D", NULL, "Softmax" };
     enum { N = 200000 }; /* > 2 chunks of 2 MiB at 24 bytes a record */
     int32_t kinds[] = { MON_KIND_KERNEL, MON_KIND_API };
-    struct proc_config cfg = { .mode = PROC_STANDALONE, .session_start_ns = 1000 };
+    struct proc_config cfg = { .session_start_ns = 1000 };
     struct proc *p = NULL;
     struct mon_record r[256];
     const struct msmon_result *arr;
@@ -624,7 +624,7 @@ static void test_standalone_delta_escapes(void **state)
     (void)state;
     enum { N = 150016 };
     int32_t kinds[] = { MON_KIND_KERNEL };
-    struct proc_config cfg = { .mode = PROC_STANDALONE, .session_start_ns = 1000 };
+    struct proc_config cfg = { .session_start_ns = 1000 };
     struct proc *p = NULL;
     struct mon_record r[256];
     const struct msmon_result *arr;

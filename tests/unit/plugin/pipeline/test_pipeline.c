@@ -119,7 +119,7 @@ static struct mon_record mk(int flag, int src, uint64_t id, uint64_t ts, const c
 
 static struct pipeline *new_pipeline(struct filter_state *fs, struct sent *s, uint64_t start_ns)
 {
-    struct proc_config cfg = { .mode = PROC_METRIC, .rank = 0, .session_start_ns = start_ns,
+    struct proc_config cfg = { .rank = 0, .session_start_ns = start_ns,
                                .report_interval_s = 1, .send = s ? cap_send : NULL, .send_ctx = s };
     struct pipeline *pl = NULL;
     assert_int_equal(pipeline_create(&cfg, fs, &cap_ops, &pl), 0);
@@ -331,7 +331,7 @@ static void test_create_args(void **state)
 {
     (void)state;
     struct pipeline *pl = NULL;
-    struct proc_config cfg = { .mode = PROC_METRIC };
+    struct proc_config cfg = { };
     assert_int_equal(pipeline_create(NULL, NULL, &cap_ops, &pl), -EINVAL);
     assert_int_equal(pipeline_create(&cfg, NULL, NULL, &pl), -EINVAL);
     assert_int_equal(pipeline_create(&cfg, NULL, &cap_ops, NULL), -EINVAL);
