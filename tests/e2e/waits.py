@@ -1,7 +1,14 @@
 """The one wait/poll helper of the end-to-end tests: every test waits for a state (a log line,
 a file, a status field) with a generous deadline, never for a time. docs/design/session.md and
 docs/daemon.md describe the states the tests wait for."""
+import os
 import time
+
+# Deadlines are what fail a test, so they are generous; in a sanitizer tree every process runs
+# several times slower (a Python rank under ASan takes tens of seconds to start on a loaded
+# machine), so each deadline is stretched there. MSMON_TEST_TIMEOUT_SCALE overrides the factor.
+TIMEOUT_SCALE = float(os.environ.get("MSMON_TEST_TIMEOUT_SCALE")
+                      or (4.0 if os.environ.get("MSMON_SANITIZED") == "1" else 1.0))
 
 # Polls are cheap reads (a log file, one RPC); the interval only bounds how late a state is
 # seen, the deadline is what fails a test, and it is generous because the machine is shared.
@@ -26,6 +33,7 @@ def _alive_check(alive):
 def wait_until(pred, timeout, what, diag=None, alive=None, interval=INTERVAL_S):
     """Poll `pred` until it returns a true value, and return that value. On timeout (or when a
     process in `alive` exited) fail naming `what`, with `diag()` appended when given."""
+    timeout = timeout * TIMEOUT_SCALE
     deadline = time.monotonic() + timeout
     while True:
         value = pred()
