@@ -94,6 +94,12 @@ static void names(void)
     printf("\nSHM_SIZE = %u\n\n", (unsigned)NAMES_SHM_SIZE);
     printf("# DB: a marker's connectionId is its msPTI id plus this.\nDB_MARKER_CONN_OFFSET = %llu\n\n",
            (unsigned long long)NAMES_DB_MARKER_CONN_OFFSET);
+    printf("# The session end in the DB (META_DATA names) and JSONL (this kind, with the same keys).\n"
+           "META_FILTER = ");
+    pystr(NAMES_META_FILTER);
+    printf("\nMETA_STATS = ");
+    pystr(NAMES_META_STATS);
+    printf("\n\n");
     printf("# Record value names (Communication data types, MemCpy kinds).\nDTYPE_NAMES = {\n");
 #define DTYPE(value, name) printf("    %d: \"%s\",\n", value, #name);
 #include "contract/recnames.def"

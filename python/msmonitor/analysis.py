@@ -1,6 +1,6 @@
 """msmonitor.analysis: the one reader and analysis of a run's exported data, under every view
 (the HTML report, scripts/demo_summary.py, the nputrace analysis; docs/design/analysis.md).
-It reads the DB and JSONL exports, Chrome trace files and the plugin logs of a run into
+It reads the DB and JSONL exports and Chrome trace files of a run (never log text) into
 per-rank aggregates, applies the one step rule (facts.step_number), builds the per-step samples
 the plugin's step summaries hold, and asks the shared slow-rank rule (src/contract/slowrank.c,
 through IPCMonitor_C.slow_ranks) for its verdict. Partial data becomes a note, never an
@@ -19,7 +19,6 @@ from . import facts as F
 
 TIMELINE_CAP = 4000      # events drawn in the step timeline
 TRACE_MAX_BYTES = 256 * 1024 * 1024   # on disk (a .gz may hold more)
-LOG_TAIL_BYTES = 4 * 1024 * 1024
 
 
 class Rank:
@@ -89,10 +88,10 @@ def _kernel_add(d, name, count, total, lo, hi):
 class Run:
     """The files found under `root`, read into per-rank aggregates, plus the notes on what was
     missing or damaged. scan() reads; the other methods derive the verdicts the views show.
-    `sources` limits what is read ("db", "jsonl", "trace", "log"); with `need_strings` a DB
+    `sources` limits what is read ("db", "jsonl", "trace"); with `need_strings` a DB
     without its string table (a killed rank) is skipped rather than shown with '#<id>' names."""
 
-    def __init__(self, root, want_rank=None, want_step=None, sources=("db", "jsonl", "trace", "log"),
+    def __init__(self, root, want_rank=None, want_step=None, sources=("db", "jsonl", "trace"),
                  need_strings=False):
         self.root = root
         self.sources = frozenset(sources)
@@ -125,7 +124,6 @@ class Run:
             self.note(f"{self.root} is not a directory: nothing to report.")
             return
         paths = sorted(glob.glob(os.path.join(glob.escape(self.root), "**", "*"), recursive=True))
-        logs = []
         for p in paths:
             if not os.path.isfile(p):
                 continue
@@ -140,8 +138,6 @@ class Run:
                 self.rank(rank).pids.add(pid)
             elif base.endswith((".json", ".json.gz")) and "trace" in self.sources:
                 self._read_trace(p)
-            elif base.endswith(".log") and "log" in self.sources:
-                logs.append(p)
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(min(os.cpu_count() or 1, 4), 2)) as self.pool:
             for rank, ps in sorted(self.db_paths.items()):
                 for p in ps:
@@ -150,8 +146,6 @@ class Run:
             for p in ps:
                 self._read_jsonl(p, self.rank(rank))
             self._jsonl_steps(self.rank(rank))
-        for p in logs:
-            self._read_log(p)
         self.basis = step_basis(self.ranks.values())
         if not self.db_paths and not self.jsonl_paths and not self.traces:
             self.note("No msmonitor_*.db, msmonitor_*.jsonl or trace *.json files were found under this "
@@ -237,6 +231,9 @@ class Run:
                     continue
                 if k == F.META_PARALLEL:
                     self.parallel.add(str(v))
+                    continue
+                if k in (F.META_FILTER, F.META_STATS):
+                    self._session_end(rk, f"DB {F.T_META} ({rel})", k, v)
                     continue
                 self.meta.setdefault(str(k), set()).add(str(v))
                 if any(w in str(k).lower() for w in ("stat", "count", "kept", "drop", "filter", "cpu")):
@@ -434,6 +431,9 @@ class Run:
                     host_marker[d.get("id")] = (n, st, en)
         elif kind == F.META_PARALLEL:
             self.parallel.add(str(d.get("value")))
+        elif kind == F.META_STATS:
+            self._session_end(rk, f"JSONL {kind}", F.META_FILTER, d.get(F.META_FILTER))
+            self._session_end(rk, f"JSONL {kind}", F.META_STATS, d.get("stats"))
         elif kind in F.JSONL_META_KINDS:
             pass
         elif isinstance(kind, str) and ("stat" in kind.lower() or "counter" in kind.lower()):
@@ -442,7 +442,7 @@ class Run:
         if isinstance(kind, str) and kind not in F.JSONL_META_KINDS:
             rk.kinds.add(kind)
 
-    # ---------------------------------------------------------------- traces, logs
+    # ---------------------------------------------------------------- traces
     def _read_trace(self, path):
         rel = os.path.relpath(path, self.root)
         try:
@@ -471,50 +471,24 @@ class Run:
         self._file(path, "trace", f"{len(events)} events" + (f", rank {rank}" if rank is not None else ""))
         self.traces.append((rel, rank, events))
 
-    def _read_log(self, path):
-        """The filter and the stop-time session counters are in the plugin log only (the DB and
-        JSONL formats have no place for them yet; docs/design/analysis.md#log-lines): the one
-        reader of log text, kept to these lines."""
-        try:
-            with open(path, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                if size > LOG_TAIL_BYTES:
-                    fh.seek(size - LOG_TAIL_BYTES)
-                text = fh.read().decode("utf-8", "replace")
-        except OSError:
+    def _session_end(self, rk, source, name, value):
+        """The filter and the counters at stop from the session end of a DB or JSONL file
+        (docs/outputs.md#session-end): the counters shown by their stats-line labels."""
+        if name == F.META_FILTER:
+            if isinstance(value, str):
+                self.meta.setdefault("filter", set()).add(value or "(none)")
             return
-        if F.LOG_TAG not in text:
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                self.note(f"{source}: {F.META_STATS} is not a JSON object; counters not shown.")
+                return
+        if not isinstance(value, dict):
+            self.note(f"{source}: {F.META_STATS} is not a JSON object; counters not shown.")
             return
-        m = F.LOG_PID_RE.search(path)
-        rank = self.pid_rank.get(int(m.group(1))) if m else None
-        if rank is None:
-            mr = F.LOG_RANKID_RE.search(text)
-            rank = int(mr.group(1)) if mr else None
-        found = 0
-        rel = os.path.relpath(path, self.root)
-        rk = self.rank(rank if rank is not None else -1)
-        for line in text.splitlines():
-            mf = F.LOG_FILTER_RE.search(line)
-            if mf:   # the plugin logs each filter it applies ("" = no filter)
-                self.meta.setdefault("filter", set()).add(mf.group(1) or "(none)")
-                continue
-            ms = F.LOG_STATS_RE.search(line)
-            if not ms:
-                continue
-            found += 1
-            kv = dict(p.split("=", 1) for p in ms.group(1).split() if "=" in p)
-            rk.counters[f"log {rel} #{found}"] = kv
-        # Older plugins have no stats line, but log their drops.
-        drops = {}
-        ring = [int(x) for x in F.LOG_RING_RE.findall(text)]
-        if ring:
-            drops["jsonl_ring_full"] = str(sum(ring))
-        exhausted = text.count(F.LOG_EXHAUSTED)
-        if exhausted:
-            drops["buffer_exhausted_lines"] = str(exhausted)
-        if drops:
-            rk.counters[f"log {rel} drops"] = drops
-        self._file(path, "plugin log", f"{found} session stats line(s)")
+        rk.counters.setdefault(source, {}).update(
+            {F.STATS_LABELS.get(str(k), str(k)): str(v) for k, v in value.items()})
 
     # ---------------------------------------------------------------- analysis
     def step_value(self, v):

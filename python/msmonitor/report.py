@@ -1,6 +1,6 @@
 """`python -m msmonitor report DIR [-o report.html]`: one self-contained HTML page (inline SVG,
 CSS and a tiny self-check script; no network) from the DB / JSONL files, Chrome trace-event JSON
-files and plugin logs of a run. A view over msmonitor.analysis, which reads the run and
+files of a run. A view over msmonitor.analysis, which reads the run and
 judges it (docs/design/analysis.md); this module only draws. Drawn points are capped; partial
 data becomes a note in the page, never an exception. Every string from the data is escaped
 (html.escape, or JSON with `<`, `>`, `&` escaped)."""
@@ -287,7 +287,7 @@ def _section_header(pg):
     pg.data["header"] = {"kinds": all_kinds, "hosts": hosts, "ranks": sorted(pg.rep.ranks), "duration_ns": dur_ns,
                          "files": [f[0] for f in pg.rep.files], "filter": filt or None}
     hdr = [("Directory", root), ("Kinds collected", ", ".join(all_kinds) or "none found"),
-           ("Filter", ", ".join(filt) if filt else "not recorded (the DB/JSONL formats do not store it; the plugin logs it)"),
+           ("Filter", ", ".join(filt) if filt else "not recorded (no session end in the DB/JSONL files: killed, or not stopped)"),
            ("Duration", dur_text), ("Hosts", ", ".join(hosts) or "not recorded (JSONL has no host table)"),
            ("Ranks", ", ".join(str(r) for r in sorted(pg.rep.ranks)) or "none"),
            ("Sources", ", ".join(sorted(set().union(*(rk.sources for rk in pg.rep.ranks.values()))))
@@ -523,9 +523,8 @@ def _section_counters(pg):
                         'full, buffers declined, write failures); cpu ns = the consumer threads\' CPU time.</p>')
     else:
         pg.parts.append('<p class="note">Session counters (records kept, filtered, dropped, consumer CPU) were not '
-                        'recorded: no <code>MsptiMonitor session stats</code> line in a plugin log under this '
-                        'directory and no counters in the DB/JSONL files. Point MSMONITOR_LOG_PATH below the run '
-                        'directory to include them.</p>')
+                        'recorded: no DB/JSONL file under this directory has a session end (its ranks were killed, '
+                        'or the session never stopped).</p>')
 
 
 def _rank_label(r):

@@ -18,6 +18,11 @@
 /* DB connectionId of a marker = its msPTI id + this, so marker ids never meet API ids. */
 #define NAMES_DB_MARKER_CONN_OFFSET 4000000000ULL
 
+/* The session-end record of the DB (META_DATA rows) and JSONL (a line of this kind) outputs:
+ * the filter text at stop and the session counters (docs/outputs.md#session-end). */
+#define NAMES_META_FILTER "filter"
+#define NAMES_META_STATS "session_stats"
+
 /* The step marker: mstx range message "step <N>", N decimal digits (no sign) worth at most
  * NAMES_STEP_MAX. */
 #define NAMES_STEP_PREFIX "step "

@@ -1,6 +1,8 @@
 """DB and JSONL export end to end: real dynolog and dyno, the simulator workload with
 libmsmonitor.so; after a stop and after a duration expiry, the files hold exactly the
-simulator's kernel and API records field by field (docs/design/outputs.md#db-schema, #jsonl)."""
+simulator's kernel and API records field by field (docs/design/outputs.md#db-schema, #jsonl), and
+their session end carries the filter and counters that agree with those records
+(docs/outputs.md#session-end)."""
 import collections
 import glob
 import json
@@ -75,6 +77,7 @@ def _check_db(w, out):
         api[(typ, corr, start, end, gtid >> 32, gtid & 0xffffffff, s[name])] += 1
     meta = dict(db.execute("SELECT name, value FROM META_DATA"))
     assert meta["SCHEMA_VERSION"] == "1.2.0"
+    end = {"filter": meta["filter"], "stats": json.loads(meta["session_stats"])}
     assert db.execute("SELECT count(*) FROM SESSION_TIME_INFO").fetchone()[0] == 1
     db.close()
     tk, ta = _truth(w)
@@ -82,13 +85,23 @@ def _check_db(w, out):
     assert sum(tk.values()) > 0
     assert kern == tk
     assert api == ta
+    _check_session_end(end, kern, api)
+
+
+def _check_session_end(end, kern, api):
+    """No filter was set; every record the files hold was kept, and nothing was dropped."""
+    assert end["filter"] == ""
+    st = end["stats"]
+    assert list(st) == sorted(st) and "consumed" in st and "bytes_written" in st, st
+    assert st["kept"] == sum(kern.values()) + sum(api.values()), st
+    assert st["consumed"] >= st["kept"] and st["dropped_queue"] == st["dropped_write"] == 0, st
 
 
 def _check_jsonl(w, out):
     files = sorted(glob.glob(os.path.join(out, f"msmonitor_{w.p.pid}_*_*.jsonl")))
     assert files, os.listdir(out)
     kern, api = collections.Counter(), collections.Counter()
-    kinds = []
+    kinds, end = [], None
     for f in files:
         assert stat.S_IMODE(os.stat(f).st_mode) == 0o640
         with open(f) as fh:
@@ -96,17 +109,20 @@ def _check_jsonl(w, out):
                 d = json.loads(line)
                 assert list(d.keys()) == sorted(d.keys())
                 kinds.append(d["kind"])
+                if d["kind"] == "session_stats":
+                    end = d
                 if d["kind"] == "Kernel":
                     kern[(d["correlationId"], d["startNs"], d["endNs"], d["deviceId"], d["streamId"],
                           d["name"], d["type"])] += 1
                 elif d["kind"] in API_TYPE:
                     api[(d["kind"], d["correlationId"], d["startNs"], d["endNs"], d["processId"], d["threadId"],
                          d["name"])] += 1
-    assert kinds[-1] == "rank_device_map"
+    assert kinds[-1] == "rank_device_map" and kinds.count("session_stats") == 1
     tk, ta = _truth(w)
     assert sum(tk.values()) > 0
     assert kern == tk
     assert api == ta
+    _check_session_end(end, kern, api)
 
 
 def test_db_after_stop(daemon):

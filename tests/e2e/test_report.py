@@ -9,7 +9,6 @@ import gzip
 import json
 import os
 import re
-import shutil
 import sqlite3
 import subprocess
 import tempfile
@@ -65,12 +64,41 @@ def _run(daemon, export, tmp, extra=()):
     finally:
         for w in ws:
             w.stop()
-    # The plugin logs of the ranks go next to the data so the report finds the session stats.
-    for w in ws:
-        for f in glob.glob(os.path.join(w.tmpdir, "msmonitor_log", "*.log")):
-            os.makedirs(os.path.join(out, "logs"), exist_ok=True)
-            shutil.copy(f, os.path.join(out, "logs", os.path.basename(f)))
     return out
+
+
+def _session_ends(out, ext):
+    """rank -> (filter, counters) of each file's session end, read here independently of the
+    report: META_DATA rows of the DB, the session_stats line of the JSONL."""
+    ends = {}
+    for p in glob.glob(os.path.join(out, "**", f"*.{ext}"), recursive=True):
+        rank = int(re.search(rf"_(-?\d+)\.{ext}$", p).group(1))
+        if ext == "db":
+            db = sqlite3.connect(p)
+            meta = dict(db.execute("SELECT name, value FROM META_DATA"))
+            db.close()
+            if "session_stats" in meta:
+                ends[rank] = (meta["filter"], json.loads(meta["session_stats"]))
+            continue
+        with open(p) as fh:
+            for line in fh:
+                d = json.loads(line)
+                if d.get("kind") == "session_stats":
+                    ends[rank] = (d["filter"], d["stats"])
+    return ends
+
+
+def _check_counters(data, out, ext):
+    """Every rank's counters and filter come from its file's session end (not from a log)."""
+    ends = _session_ends(out, ext)
+    assert sorted(ends) == [0, 1, 2], ends
+    assert data["header"]["filter"] == ["(none)"]
+    for r, (filt, st) in ends.items():
+        assert filt == "" and st["kept"] > 0, st
+        (src, kv), = data["counters"][str(r)].items()
+        assert ext.upper() in src.upper(), src
+        assert kv["consumed"] == str(st["consumed"]) and kv["kept"] == str(st["kept"]), (kv, st)
+        assert kv["bytes"] == str(st["bytes_written"]), (kv, st)
 
 
 def _db_truth(out):
@@ -190,14 +218,8 @@ def test_report_db_run(daemon):
     assert data["timeline"]["source"] == "DB rows"
     assert data["header"]["hosts"]
     assert data["header"]["duration_ns"] > 0
-    # Plugins that log `MsptiMonitor session stats: ...` at stop get their counters into the page.
-    logs = "".join(open(f).read() for f in glob.glob(os.path.join(out, "logs", "*.log")))
-    if "MsptiMonitor session stats" in logs:
-        for r in ("0", "1", "2"):
-            kv = [v for v in data["counters"][r].values() if "kept" in v]
-            assert kv and int(kv[0]["kept"]) > 0, data["counters"]
-    else:
-        assert "were not" in page and "recorded" in page
+    _check_counters(data, out, "db")
+    assert "Session counters" in page and "were not" not in page
     assert 'id="selfcheck"' in page and "https://" not in page and "http://" not in page
     # Another rank and step by option.
     s1 = sorted(truth[0][1])[1]
@@ -233,6 +255,7 @@ def test_report_jsonl_run(daemon):
     _, data = _report(out)
     _check(data, _jsonl_truth(out))
     assert data["timeline"]["source"] == "JSONL lines"
+    _check_counters(data, out, "jsonl")
     # A truncated last line (a killed writer) becomes a note, the rest is still reported.
     f = sorted(glob.glob(os.path.join(out, "*_1.jsonl")))[-1]
     with open(f, "a") as fh:
@@ -242,22 +265,42 @@ def test_report_jsonl_run(daemon):
     assert d2["kernels"] == data["kernels"]
 
 
-def test_report_counters_from_plugin_log(tmp_path):
-    log = tmp_path / "logs" / "msmonitor_20260101-000000.4242.log"
-    log.parent.mkdir()
-    log.write_text("I1201 20:07:01.666932 1 monitor.c:369] Start mspti monitor thread successfully, rankid: 5\n"
-                   "I1201 20:07:09.1 1 pipeline.c:278] MsptiMonitor session stats: consumed=10 kept=7 filtered=3 "
-                   "dropped_queue=0 cpu_ns=12345\n")
+def _db_with_end(path, rows):
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE STRING_IDS (id INTEGER, value TEXT)")
+    db.execute("CREATE TABLE META_DATA (name TEXT, value TEXT)")
+    db.executemany("INSERT INTO META_DATA VALUES (?, ?)", [("SCHEMA_VERSION", "1.2.0")] + rows)
+    db.commit()
+    db.close()
+
+
+def test_report_counters_from_session_end(tmp_path):
+    """The counters come from the session end of the files, keyed by the stats line's labels;
+    a plugin log next to them is not read."""
+    st = {"bytes_written": 4096, "consumed": 10, "cpu_ns": 12345, "filtered": 3, "kept": 7}
+    _db_with_end(str(tmp_path / "msmonitor_4242_20260101000000000_5.db"), [("session_stats", json.dumps(st))])
+    with open(tmp_path / "msmonitor_4243_20260101000000000_6.jsonl", "w") as f:
+        f.write(json.dumps({"filter": "", "kind": "session_stats", "stats": dict(st, kept=8)}) + "\n")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "msmonitor_20260101-000000.4242.log").write_text(
+        "I1201 20:07:09.1 1 pipeline.c:278] MsptiMonitor session stats: consumed=99 kept=99\n")
     _, data = _report(str(tmp_path))
     (src, kv), = data["counters"]["5"].items()
-    assert kv == {"consumed": "10", "kept": "7", "filtered": "3", "dropped_queue": "0", "cpu_ns": "12345"}
+    assert src.startswith("DB META_DATA")
+    assert kv == {"consumed": "10", "kept": "7", "filtered": "3", "bytes": "4096", "cpu_ns": "12345"}
+    (src, kv), = data["counters"]["6"].items()
+    assert src == "JSONL session_stats" and kv["kept"] == "8"
+    assert data["header"]["filter"] == ["(none)"]
+    # A damaged counters value is a note, not an error.
+    _db_with_end(str(tmp_path / "msmonitor_4244_20260101000000000_7.db"), [("session_stats", "{not json")])
+    _, data = _report(str(tmp_path))
+    assert "7" not in data["counters"] and any("session_stats is not a JSON object" in n for n in data["notes"])
 
 
-def test_report_filter_from_plugin_log(tmp_path):
-    """The DB/JSONL formats do not store the filter; the plugin logs each one it applies."""
-    log = tmp_path / "logs" / "msmonitor_20260101-000000.4242.log"
-    log.parent.mkdir()
-    log.write_text("I1201 20:07:01.1 1 monitor.c:470] MsptiMonitor filter: 'Kernel:MatMul;Communication:AllReduce'\n")
+def test_report_filter_from_session_end(tmp_path):
+    """The filter at stop is a META_DATA row of the DB (a key of the JSONL session end)."""
+    _db_with_end(str(tmp_path / "msmonitor_4242_20260101000000000_0.db"),
+                 [("filter", "Kernel:MatMul;Communication:AllReduce")])
     page, data = _report(str(tmp_path))
     assert data["header"]["filter"] == ["Kernel:MatMul;Communication:AllReduce"]
     assert "Kernel:MatMul;Communication:AllReduce" in page

@@ -22,10 +22,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/jw.h"
 #include "common/log.h"
+#include "contract/names.h"
 #include "plugin/outputs/db_rows.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/outputs/proc.h"
+#include "plugin/pipeline/filter.h"
 
 #define DB_CHUNK_ITEMS 4096               /* items per queue chunk */
 #define DB_MAX_CHUNKS 32                  /* queue bound: ~15 MB of items */
@@ -595,6 +598,20 @@ static int write_session_tables(struct proc *p, const char *parallel_group_info)
     if (parallel_group_info && *parallel_group_info) {
         struct text_pair pgi = {"parallel_group_info", parallel_group_info};
         if (write_batch(p, "META_DATA", "name TEXT, value TEXT", 2, bind_text_pair, &pgi, 1) < 0)
+            rc = -EIO;
+    }
+    /* The filter and the counters at stop, so a reader of the file needs no log
+     * (docs/outputs.md#session-end). */
+    if (p->pl) {
+        char filt[FILTER_MAX_TEXT + 1], stats[1024];
+        struct pipeline_stats ps;
+        struct jw w;
+        pipeline_filter_text(p->pl, filt, sizeof(filt));
+        pipeline_stats(p->pl, &ps);
+        jw_init(&w, stats, sizeof(stats));
+        pipeline_stats_obj(&w, &ps);
+        struct text_pair end[2] = {{NAMES_META_FILTER, filt}, {NAMES_META_STATS, w.err ? "{}" : stats}};
+        if (write_batch(p, "META_DATA", "name TEXT, value TEXT", 2, bind_text_pair, end, 2) < 0)
             rc = -EIO;
     }
     int64_t times[2] = {(int64_t)p->session_start_ns, (int64_t)clock_real_ns()};

@@ -23,11 +23,13 @@
 #include "common/strutil.h"
 #include "contract/cfgkeys.h"
 #include "contract/cfgrules.h"
+#include "contract/names.h"
 #include "plugin/outputs/jsonl_fmt.h"
 #include "plugin/outputs/linering.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/penv.h"
 #include "plugin/outputs/proc.h"
+#include "plugin/pipeline/filter.h"
 #include "plugin/outputs/proc_jsonl.h"
 
 #define JSONL_LINE_MAX (1024 * 1024) /* longest line we serialise (names are bounded by msPTI) */
@@ -738,6 +740,23 @@ static void write_session_end(struct proc *p, const char *parallel_group_info)
             write_text_line(p, w.buf, w.len);
         jw_fini(&w);
     }
+    if (p->pl) { /* the filter and the counters at stop (docs/outputs.md#session-end) */
+        char filt[FILTER_MAX_TEXT + 1];
+        struct pipeline_stats ps;
+        pipeline_filter_text(p->pl, filt, sizeof(filt));
+        pipeline_stats(p->pl, &ps);
+        jw_init(&w, stack, sizeof(stack));
+        jw_obj_begin(&w);
+        jw_key(&w, "filter");
+        jw_str(&w, filt);
+        jw_key(&w, "kind");
+        jw_str(&w, NAMES_META_STATS);
+        jw_key(&w, "stats");
+        pipeline_stats_obj(&w, &ps);
+        jw_obj_end(&w);
+        if (!w.err)
+            write_text_line(p, w.buf, w.len);
+    }
     uint32_t devs[256];
     size_t ndev = 0;
     if (p->pl)
@@ -774,13 +793,13 @@ static int jsonl_stop(struct proc *p, const char *parallel_group_info)
     check_file(p, true);
     p->next_open_ns = 0; /* the final lines get one more attempt */
     write_queued(p, SIZE_MAX);
-    write_session_end(p, parallel_group_info);
-    file_close(p);
-    uint64_t dropped = linering_dropped(&p->ring);
+    uint64_t dropped = linering_dropped(&p->ring); /* counted before the session end records it */
     if (dropped > 0)
         LOG_WARN("RingBuffer full %llu times", (unsigned long long)dropped);
     if (p->ctr)
         atomic_fetch_add_explicit(&p->ctr->dropped_queue, dropped, memory_order_relaxed);
+    write_session_end(p, parallel_group_info);
+    file_close(p);
     if (p->lost_lines > 0)
         LOG_ERROR("jsonl: %llu lines lost because no file could be created in %s",
                   (unsigned long long)p->lost_lines, p->log_dir);

@@ -37,6 +37,7 @@ struct filter_state {
     pthread_mutex_t mu;
     pthread_mutex_t comp_mu;
     struct idmap *comp;     /* ids of dropped markers; guarded by comp_mu */
+    char text[FILTER_MAX_TEXT + 1]; /* as last set, for the outputs' session end; guarded by mu */
 };
 
 /* Generations are unique across all filter states, so a thread's cached reference can never
@@ -176,6 +177,8 @@ int filter_state_set(struct filter_state *fs, const char *text)
     pthread_mutex_lock(&fs->mu);
     struct fsnap *old = fs->cur;
     fs->cur = s;
+    memcpy(fs->text, text ? text : "", len);
+    fs->text[len] = '\0';
     atomic_store_explicit(&fs->gen, atomic_fetch_add(&global_gen, 1), memory_order_release);
     pthread_mutex_unlock(&fs->mu);
     snap_unref(old);
@@ -309,6 +312,18 @@ size_t filter_state_kind_names(struct filter_state *fs, int kind)
     if (kind <= 0 || kind >= MON_KIND_LIMIT)
         return 0;
     return snap_get(fs)->k[kind].n;
+}
+
+size_t filter_state_text(struct filter_state *fs, char *buf, size_t cap)
+{
+    if (!cap)
+        return 0;
+    pthread_mutex_lock(&fs->mu);
+    size_t n = strnlen(fs->text, cap - 1);
+    memcpy(buf, fs->text, n);
+    pthread_mutex_unlock(&fs->mu);
+    buf[n] = '\0';
+    return n;
 }
 
 bool filter_state_active(struct filter_state *fs)

@@ -38,5 +38,8 @@ size_t filter_state_apply(struct filter_state *fs, struct mon_record *recs, size
  * whether any filter is active. */
 size_t filter_state_kind_names(struct filter_state *fs, int kind);
 bool filter_state_active(struct filter_state *fs);
+/* The text last given to filter_state_set ("" = none) into buf, cut to cap - 1 bytes and always
+ * terminated: the outputs record it at the session end (docs/outputs.md#session-end). */
+size_t filter_state_text(struct filter_state *fs, char *buf, size_t cap);
 
 #endif

@@ -478,10 +478,8 @@ size_t pipeline_stats_format(const struct pipeline_stats *s, char *buf, size_t c
 }
 
 /* The "stats" object: one key per counter, in the contract's (sorted) key order. */
-static void stats_obj(struct jw *w, const void *ctx)
+void pipeline_stats_obj(struct jw *w, const struct pipeline_stats *s)
 {
-    const struct pipeline_stats *s = ctx;
-
     jw_obj_begin(w);
 #define PL_KEY(key, label, pos, what)                                                                     \
     jw_key(w, #key);                                                                                       \
@@ -489,6 +487,20 @@ static void stats_obj(struct jw *w, const void *ctx)
     STATS_COUNTERS(PL_KEY)
 #undef PL_KEY
     jw_obj_end(w);
+}
+
+static void stats_obj(struct jw *w, const void *ctx)
+{
+    pipeline_stats_obj(w, ctx);
+}
+
+size_t pipeline_filter_text(struct pipeline *pl, char *buf, size_t cap)
+{
+    if (pl && pl->fs)
+        return filter_state_text(pl->fs, buf, cap);
+    if (cap)
+        buf[0] = '\0';
+    return 0;
 }
 
 size_t pipeline_stats_json(const struct pipeline_stats *s, int32_t pid, uint64_t now_ns, char *buf, size_t cap)

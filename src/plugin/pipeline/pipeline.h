@@ -123,6 +123,12 @@ size_t pipeline_stats_format(const struct pipeline_stats *s, char *buf, size_t c
  * 0 if cap is too small. */
 #define PIPELINE_STATS_KIND DATAMSG_PLUGIN_STATS
 size_t pipeline_stats_json(const struct pipeline_stats *s, int32_t pid, uint64_t now_ns, char *buf, size_t cap);
+/* Only the counters object, {"before_start":…,…}, as in the payload's "stats" (for the outputs'
+ * session-end record, docs/outputs.md#session-end). */
+struct jw;
+void pipeline_stats_obj(struct jw *w, const struct pipeline_stats *s);
+/* The session's filter text as last set ("" = none or no filter state); see filter_state_text. */
+size_t pipeline_filter_text(struct pipeline *pl, char *buf, size_t cap);
 /* Hook for the control layer's undelivered-data drops (added to the running session, if any;
  * drops between sessions are only in the control layer's own total). */
 void pipeline_add_offline_drops(uint64_t n);

@@ -1,6 +1,6 @@
 /* Unit tests of the DB exporter (docs/design/outputs.md#db-schema): schema of every table against the spec,
  * string-id numbering, multi-row insert values, opName composition, marker pairing, lazy
- * creation, file mode, rollback on a size-limited file and durability of committed batches
+ * creation, the session-end rows, file mode, rollback on a size-limited file and durability of committed batches
  * across SIGKILL. */
 #include <errno.h>
 #include <setjmp.h>
@@ -17,6 +17,7 @@
 #include "pl_test.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/outputs/proc.h"
+#include "plugin/pipeline/filter.h"
 
 static struct proc *session(const char *dir, int32_t rank)
 {
@@ -178,9 +179,9 @@ static void test_schema_every_table(void **state)
     assert_q(db, "SELECT * FROM ENUM_MSMONITOR_MEMCPY_KIND", "0|UNKNOWN\n1|HTOH\n2|HTOD\n3|DTOH\n4|DTOD\n5|DEFAULT\n");
     assert_q(db, "SELECT * FROM ENUM_MSMONITOR_MEMORY_OPERATION", "0|ALLOCATION\n1|RELEASE\n");
     assert_q(db, "SELECT * FROM ENUM_MSMONITOR_MEMORY_KIND", "0|UNKNOWN\n1|DEVICE\n");
-    assert_q(db, "SELECT * FROM META_DATA",
+    assert_q(db, "SELECT * FROM META_DATA WHERE name != 'session_stats'",
              "SCHEMA_VERSION_MICRO|1\nSCHEMA_VERSION_MINOR|2\nSCHEMA_VERSION_MAJOR|0\nSCHEMA_VERSION|1.2.0\n"
-             "parallel_group_info|{\"g\":1}\n");
+             "parallel_group_info|{\"g\":1}\nfilter|\n");
     assert_q(db, "SELECT * FROM RANK_DEVICE_MAP", "3|0\n3|1\n");
     assert_q(db, "SELECT * FROM NPU_INFO", "0|UNKNOWN\n1|UNKNOWN\n");
     assert_q(db, "SELECT startTimeNs = 1000000000000, endTimeNs > startTimeNs FROM SESSION_TIME_INFO", "1|1\n");
@@ -231,7 +232,7 @@ static void test_string_ids_and_rows(void **state)
              (7LL << 32) | 8, (7LL << 32) | 9);
     assert_q(db, "SELECT * FROM MSTX_EVENTS", exp);
     assert_q(db, "SELECT * FROM RANK_DEVICE_MAP", "-1|0\n-1|1\n");
-    assert_q(db, "SELECT count(*) FROM META_DATA", "4\n");
+    assert_q(db, "SELECT count(*) FROM META_DATA", "6\n"); /* the schema version, the session end */
     sqlite3_close(db);
     rm_rf(dir);
     free(dir);
@@ -357,6 +358,45 @@ static void test_marker_pairing_and_session_filter(void **state)
     /* the ignored records requested no ids; the END with empty strings did */
     assert_q(db, "SELECT value FROM STRING_IDS ORDER BY id", "\ninst\nd\ninstdev\nMsTx\nrange\nd2\n");
     assert_q(db, "SELECT * FROM RANK_DEVICE_MAP", "0|6\n");
+    sqlite3_close(db);
+    rm_rf(dir);
+    free(dir);
+}
+
+/* The session end (docs/outputs.md#session-end): the filter text at stop and the session's
+ * counters as META_DATA rows, through a pipeline with a filter as the monitor builds it. */
+static void test_session_end_rows(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_make();
+    struct filter_state *fs = NULL;
+    struct pipeline *pl = NULL;
+    struct proc_config cfg = {.log_dir = dir, .rank = 1, .session_start_ns = T0, .report_interval_s = 1};
+    assert_int_equal(filter_state_create(&fs), 0);
+    assert_int_equal(filter_state_set(fs, "Kernel:Other"), 0);
+    assert_int_equal(filter_state_set(fs, "Kernel:MatMul"), 0); /* the one at stop is recorded */
+    assert_int_equal(pipeline_create(&cfg, fs, &proc_db_ops, &pl), 0);
+    assert_int_equal(pipeline_start(pl), 0);
+    struct mon_record r[] = {
+        r_kernel(T0 + 30, T0 + 40, 0, 2, 3, "AI_CORE", "MatMul"),
+        r_kernel(T0 + 50, T0 + 60, 0, 2, 4, "AI_CORE", "Other"),
+        r_kernel(T0 + 70, T0 + 80, 0, 2, 5, "AI_CORE", "MatMul"),
+        r_kernel(T0 - 20, T0 - 10, 0, 2, 6, "AI_CORE", "MatMul"),
+    };
+    pipeline_deliver(pl, r, sizeof(r) / sizeof(r[0]));
+    assert_int_equal(pipeline_stop(pl, NULL), 0);
+    pipeline_destroy(pl);
+    filter_state_destroy(fs);
+
+    sqlite3 *db = open_only_db(dir);
+    assert_q(db, "SELECT value FROM META_DATA WHERE name = 'filter'", "Kernel:MatMul\n");
+    assert_q(db,
+             "SELECT json_extract(value, '$.consumed'), json_extract(value, '$.kept'), "
+             "json_extract(value, '$.filtered'), json_extract(value, '$.before_start'), "
+             "json_extract(value, '$.dropped_queue'), json_type(value, '$.cpu_ns') "
+             "FROM META_DATA WHERE name = 'session_stats'",
+             "4|2|1|1|0|integer\n");
+    assert_q(db, "SELECT count(*) FROM TASK", "2\n");
     sqlite3_close(db);
     rm_rf(dir);
     free(dir);
@@ -558,6 +598,7 @@ int main(void)
         cmocka_unit_test(test_multirow_values),
         cmocka_unit_test(test_opname_composition),
         cmocka_unit_test(test_marker_pairing_and_session_filter),
+        cmocka_unit_test(test_session_end_rows),
         cmocka_unit_test(test_lazy_creation_and_mode),
         cmocka_unit_test(test_file_removed_mid_session),
         cmocka_unit_test(test_rollback_on_full_file),

@@ -45,6 +45,25 @@ static char *only_file(const char *dir)
     return text;
 }
 
+/* The session-end line (docs/outputs.md#session-end) cut out of text: its counters hold the
+ * CPU time, so the tests match it apart. Returns it without its newline (caller frees). */
+static char *cut_session_end(char *text)
+{
+    char *at = strstr(text, "{\"filter\":");
+    assert_non_null(at);
+    char *nl = strchr(at, '\n');
+    assert_non_null(nl);
+    char *line = strndup(at, (size_t)(nl - at));
+    memmove(at, nl + 1, strlen(nl + 1) + 1);
+    return line;
+}
+
+static void assert_has(const char *text, const char *part)
+{
+    if (!strstr(text, part))
+        fail_msg("no %s in %s", part, text);
+}
+
 static void test_line_shapes(void **state)
 {
     (void)state;
@@ -72,6 +91,11 @@ static void test_line_shapes(void **state)
     pt_destroy(p);
     umask(old);
     char *text = only_file(dir);
+    char *end = cut_session_end(text);
+    assert_has(end, "{\"filter\":\"\",\"kind\":\"session_stats\",\"stats\":{\"before_start\":1,");
+    assert_has(end, ",\"consumed\":13,");
+    assert_has(end, ",\"kept\":12,");
+    free(end);
     char exp[4096];
     snprintf(exp, sizeof(exp),
         "{\"correlationId\":3,\"endNs\":%llu,\"kind\":\"AclAPI\",\"name\":\"aclnn\\\"Add\",\"processId\":7,\"startNs\":%llu,\"threadId\":8}\n"
@@ -115,7 +139,7 @@ static void test_rotation(void **state)
     size_t n = list_files(dir, ".jsonl", files, 8);
     assert_int_equal(n, 3);
     int expect_first[3] = {200, 300, 400};
-    int expect_lines[3] = {100, 100, 50};
+    int expect_lines[3] = {100, 100, 51}; /* + the session-end line */
     for (size_t f = 0; f < n; f++) {
         char *t = read_all(files[f]);
         int lines = 0;
@@ -161,6 +185,10 @@ static void test_rotation_large_batches(void **state)
             char *nl = strchr(line, '\n');
             assert_non_null(nl);
             int id = -1;
+            if (f == n - 1 && nl[1] == '\0' && strncmp(line, "{\"filter\":", 10) == 0) {
+                line = nl + 1; /* the session-end line */
+                continue;
+            }
             assert_int_equal(sscanf(line, "{\"correlationId\":%d,", &id), 1);
             assert_int_equal(id, next++);
             assert_true(nl[-1] == '}');
@@ -171,7 +199,7 @@ static void test_rotation_large_batches(void **state)
             }
             line = nl + 1;
         }
-        assert_int_equal(lines, f < 2 ? 1000 : 500);
+        assert_int_equal(lines, f < 2 ? 1000 : 500 + 1);
         free(t);
     }
     assert_int_equal(next, 2500);
@@ -205,11 +233,11 @@ static void test_flag_env_precedence(void **state)
 {
     (void)state;
     struct { const char *flag, *env; int feed; size_t first_lines, files; } cases[] = {
-        {"150", "120", 300, 150, 2},
+        {"150", "120", 299, 150, 2},   /* 299 + the session-end line */
         {"", "120", 300, 120, 3},
         {NULL, "120", 300, 120, 3},
         {"5", NULL, 250, 100, 3},      /* clamped up */
-        {"abc", NULL, 300, 300, 1},    /* invalid → 10000 */
+        {"abc", NULL, 300, 301, 1},    /* invalid → 10000; + the session-end line */
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *dir = tmpdir_make();
@@ -290,7 +318,15 @@ static void test_ring_overflow_count(void **state)
     assert_non_null(strstr(log, "RingBuffer full 1809 times"));
     free(log);
     size_t nfiles;
-    assert_int_equal(count_files_lines(dir, &nfiles), 8191);
+    assert_int_equal(count_files_lines(dir, &nfiles), 8191 + 1); /* + the session-end line */
+    char *files[2];
+    assert_int_equal(list_files(dir, ".jsonl", files, 2), 1);
+    char *text = read_all(files[0]);
+    char *end = cut_session_end(text);
+    assert_has(end, "\"dropped_queue\":1809,"); /* the drops are in the file, not only the log */
+    free(end);
+    free(text);
+    free_list(files, 1);
     assert_int_equal(nfiles, 1);
     unsetenv("MSMONITOR_JSONL_BUFFER_CAPACITY");
     penv_reload();
@@ -328,6 +364,7 @@ static void test_file_removed_mid_session(void **state)
     assert_non_null(strstr(log, want));
     free(log);
     char *text = only_file(dir);
+    free(cut_session_end(text));
     const char *last = "{\"kind\":\"parallel_group_info\",\"value\":\"{\\\"tp\\\":[0]}\"}\n";
     assert_true(strlen(text) >= strlen(last));
     assert_string_equal(text + strlen(text) - strlen(last), last);
@@ -366,7 +403,7 @@ static void test_no_directory(void **state)
                        (int64_t)((stamp[14] - '0') * 100 + (stamp[15] - '0') * 10 + (stamp[16] - '0'));
     int64_t now_ms = (int64_t)(clock_real_ns() / 1000000u);
     assert_true(stamp_ms - now_ms < 1000);
-    assert_non_null(strstr(log, "jsonl: 20000 lines lost because no file could be created in "));
+    assert_non_null(strstr(log, "jsonl: 20001 lines lost because no file could be created in "));
     free(log);
     free(dir);
 }
