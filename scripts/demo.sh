@@ -61,7 +61,7 @@ DAEMON_PID=$!
 wait_for 10 "dynolog" test -S "$WORK/sock/dynolog.sock"
 
 say "starting the simulated 2-rank training job ($STEPS steps at 5 steps/s)"
-# The plugin logs go next to the DB files, where the report finds their session counters.
+# The plugin logs go next to the DB files: the whole run in one directory.
 MSMONITOR_USE_DAEMON=1 MSMONITOR_MSPTI_LIB="$BUILD_DIR/src/sim/libmspti.so" MSMONITOR_LOG_PATH="$WORK/out" \
   PYTHONPATH="$BUILD_DIR/python/pkg${PYTHONPATH:+:$PYTHONPATH}" \
   setsid "$PY" -m mssim.train --ranks 2 --steps "$STEPS" --rate 5 >"$WORK/train.log" 2>&1 &

@@ -314,8 +314,8 @@ static void mon_tick(void)
 }
 
 /* One INFO line per filter change (every config repeats the filter), so a run's files can be
- * told what was filtered (`msmonitor report` reads it). Control bytes are masked: the text
- * comes from an RPC client. */
+ * told what was filtered (the files record the last one, docs/outputs.md#session-end).
+ * Control bytes are masked: the text comes from an RPC client. */
 static void mon_log_filter(const char *text)
 {
     struct mon_session *s = &mon.sess;
