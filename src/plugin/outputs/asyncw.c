@@ -95,7 +95,7 @@ static void *asyncw_main(void *arg)
         struct asyncw_item *list = take_all(w);
         pthread_mutex_unlock(&w->lock);
         write_list(w, list);
-        if (due) {
+        if (due || w->cfg.sync_each_batch) {
             sync_out(w);
             next_sync = mono_ns() + w->cfg.interval_ns;
         }

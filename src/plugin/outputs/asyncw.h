@@ -7,6 +7,7 @@
 #define MSMON_PLUGIN_ASYNCW_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,7 +22,7 @@ struct asyncw_ops {
      * asyncw_flush()/asyncw_drain() when no writer runs: never two at a time. */
     void (*write)(void *ctx, struct asyncw_item *it);
     /* Make what was written visible (commit, flush buffers): after the drains the interval,
-     * a flush or a drain asked for. Optional. */
+     * a flush or a drain asked for, and after every drain with sync_each_batch. Optional. */
     void (*sync)(void *ctx);
     /* Keep only the first `keep` units of it (0 < keep < it->weight) so the part that fits is
      * queued. Optional: without it an item that does not fit whole is refused whole. */
@@ -36,6 +37,7 @@ struct asyncw_cfg {
     size_t batch;               /* queued units that wake the writer before the interval */
     uint64_t interval_ns;       /* the writer drains and syncs at least this often */
     uint64_t backpressure_ns;   /* longest a pusher waits for room (0: never waits) */
+    bool sync_each_batch;       /* sync after every drain, not only on interval/flush/stop */
     _Atomic uint64_t *cpu_ns;   /* the writer thread adds its CPU time here when it ends; may be NULL */
     const struct asyncw_ops *ops;
     void *ctx;                  /* passed to every op; borrowed until asyncw_destroy() */
