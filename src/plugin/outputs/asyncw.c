@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "common/log.h"
+#include "common/strutil.h"
 #include "common/thr.h"
 #include "plugin/outputs/asyncw.h"
 
@@ -21,7 +23,7 @@ struct asyncw {
     size_t held;               /* units in the list or being written (the capacity bound) */
     unsigned waiters;          /* pushers waiting for room */
     uint64_t flush_req, flush_done;
-    uint64_t dropped;
+    _Atomic uint64_t dropped;  /* written under lock, read without */
     bool sleeping;             /* the writer waits on work */
     bool stop_req;
     bool running;
@@ -150,6 +152,8 @@ int asyncw_start(struct asyncw *w)
         w->running = rc == 0;
     }
     pthread_mutex_unlock(&w->lock);
+    if (rc != 0)
+        LOG_ERROR("%s: cannot start the writer thread: %s", w->cfg.what ? w->cfg.what : w->name, errno_name(-rc));
     return rc;
 }
 
@@ -204,7 +208,7 @@ int asyncw_push(struct asyncw *w, struct asyncw_item *it, size_t *ret_dropped)
     if (w->sleeping && w->queued >= w->cfg.batch)
         pthread_cond_signal(&w->work);
 out:
-    w->dropped += drop;
+    atomic_fetch_add_explicit(&w->dropped, drop, memory_order_relaxed);
     pthread_mutex_unlock(&w->lock);
     if (ret_dropped)
         *ret_dropped = drop;
@@ -254,10 +258,7 @@ void asyncw_drain(struct asyncw *w)
 
 uint64_t asyncw_dropped(struct asyncw *w)
 {
-    pthread_mutex_lock(&w->lock);
-    uint64_t d = w->dropped;
-    pthread_mutex_unlock(&w->lock);
-    return d;
+    return atomic_load_explicit(&w->dropped, memory_order_relaxed);
 }
 
 void asyncw_destroy(struct asyncw *w)
@@ -270,10 +271,64 @@ void asyncw_destroy(struct asyncw *w)
         struct asyncw_item *nx = list->next;
         if (w->cfg.ops->discard)
             w->cfg.ops->discard(w->cfg.ctx, list);
+        else
+            free(list);
         list = nx;
     }
     pthread_cond_destroy(&w->work);
     pthread_cond_destroy(&w->room);
     pthread_mutex_destroy(&w->lock);
     free(w);
+}
+
+int asyncw_spare_create(size_t cap, struct asyncw_spare **ret)
+{
+    struct asyncw_spare *s = calloc(1, sizeof(*s) + cap * sizeof(s->v[0]));
+
+    if (!s)
+        return -ENOMEM;
+    pthread_mutex_init(&s->mu, NULL);
+    s->cap = cap;
+    *ret = s;
+    return 0;
+}
+
+void *asyncw_spare_get(struct asyncw_spare *s)
+{
+    void *item = NULL;
+
+    if (!s)
+        return NULL;
+    pthread_mutex_lock(&s->mu);
+    if (s->n)
+        item = s->v[--s->n];
+    pthread_mutex_unlock(&s->mu);
+    return item;
+}
+
+void asyncw_spare_put(struct asyncw_spare *s, void *item)
+{
+    if (!item)
+        return;
+    if (!s) {
+        free(item);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (s->n < s->cap) {
+        s->v[s->n++] = item;
+        item = NULL;
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(item);
+}
+
+void asyncw_spare_destroy(struct asyncw_spare *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        free(s->v[i]);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
 }

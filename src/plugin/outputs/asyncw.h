@@ -6,6 +6,7 @@
 #ifndef MSMON_PLUGIN_ASYNCW_H
 #define MSMON_PLUGIN_ASYNCW_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,12 +28,14 @@ struct asyncw_ops {
     /* Keep only the first `keep` units of it (0 < keep < it->weight) so the part that fits is
      * queued. Optional: without it an item that does not fit whole is refused whole. */
     void (*cut)(void *ctx, struct asyncw_item *it, size_t keep);
-    /* Free an item that is never written (asyncw_destroy with items queued). */
+    /* Free an item that is never written (asyncw_destroy with items queued). Optional:
+     * without it free(it), for items that start their malloc'ed block. */
     void (*discard)(void *ctx, struct asyncw_item *it);
 };
 
 struct asyncw_cfg {
     const char *name;           /* the writer thread's name (15 bytes kept) */
+    const char *what;           /* the output, as its log lines start ("db", "jsonl") */
     size_t capacity;            /* units queued or being written, at most; >= 1 */
     size_t batch;               /* queued units that wake the writer before the interval */
     uint64_t interval_ns;       /* the writer drains and syncs at least this often */
@@ -47,7 +50,8 @@ struct asyncw;
 
 /* 0 and *ret (caller owns; free with asyncw_destroy()), -EINVAL or -ENOMEM. No thread yet. */
 int asyncw_create(const struct asyncw_cfg *cfg, struct asyncw **ret);
-/* Start the writer thread (all signals blocked). 0 when it runs or ran already; -errno. */
+/* Start the writer thread (all signals blocked). 0 when it runs or ran already; -errno
+ * (logged as "<what>: cannot start the writer thread"). */
 int asyncw_start(struct asyncw *w);
 /* Queue it (takes ownership on 0). When it does not fit, wait for room up to the
  * back-pressure bound while a writer runs; then queue the part that fits (cut) and count the
@@ -66,5 +70,22 @@ void asyncw_drain(struct asyncw *w);
 uint64_t asyncw_dropped(struct asyncw *w);
 /* Stops the writer, discards what is queued, frees w. NULL is a no-op. */
 void asyncw_destroy(struct asyncw *w);
+
+/* A bounded stack of written items kept for the pushers to reuse: a block malloc'ed on a
+ * completion thread and freed on the writer lets the allocator trim and re-grow its heap, a
+ * page fault per 4 KiB of item (docs/design/outputs.md#async-writer). */
+struct asyncw_spare {
+    pthread_mutex_t mu;
+    size_t n, cap;
+    void *v[];
+};
+/* 0 and *ret (caller owns; free with asyncw_spare_destroy()) holding up to cap items, or -ENOMEM. */
+int asyncw_spare_create(size_t cap, struct asyncw_spare **ret);
+/* A kept item (caller owns) or NULL when none is (or s is NULL). */
+void *asyncw_spare_get(struct asyncw_spare *s);
+/* Keep item for reuse; free()s it when the stack is full (or s is NULL). A NULL item is a no-op. */
+void asyncw_spare_put(struct asyncw_spare *s, void *item);
+/* Frees the kept items and s. NULL is a no-op. */
+void asyncw_spare_destroy(struct asyncw_spare *s);
 
 #endif

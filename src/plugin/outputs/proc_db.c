@@ -101,12 +101,9 @@ struct proc {
     pthread_mutex_t drop_mu; /* the drop total and its rate-limited line (completion threads) */
     uint64_t dropped;
     struct log_ratelimit drop_rl;
-    /* Written full-size chunks go back to the producers: chunks malloc'ed on a completion
-     * thread and freed on the writer let the allocator trim and re-grow its heap, a page fault
-     * per 4 KiB (+25-30 % CPU per record in bench_plugin_e2e db). */
-    pthread_mutex_t spare_mu;
-    struct db_chunk *spare[DB_SPARE_CHUNKS];
-    size_t nspare;
+    /* written full-size chunks, for the producers (without: +25-30 % CPU per record in
+     * bench_plugin_e2e db) */
+    struct asyncw_spare *spare;
     /* writer side (the asyncw writer thread; the stopping thread once it ended) */
     struct db_rows fmt;   /* the row formatter: string pool, rows of this transaction */
     size_t str_written;   /* STRING_IDS rows committed to the current file */
@@ -654,13 +651,7 @@ void proc_db_test_set_queue(size_t max_chunks, uint32_t backpressure_ms)
 
 static struct db_chunk *chunk_get(struct proc *p, size_t cap)
 {
-    struct db_chunk *c = NULL;
-    if (cap == DB_CHUNK_ITEMS) {
-        pthread_mutex_lock(&p->spare_mu);
-        if (p->nspare)
-            c = p->spare[--p->nspare];
-        pthread_mutex_unlock(&p->spare_mu);
-    }
+    struct db_chunk *c = cap == DB_CHUNK_ITEMS ? asyncw_spare_get(p->spare) : NULL;
     if (!c && (c = malloc(sizeof(*c) + cap * sizeof(c->items[0]))))
         c->cap = cap;
     if (c)
@@ -670,15 +661,10 @@ static struct db_chunk *chunk_get(struct proc *p, size_t cap)
 
 static void chunk_put(struct proc *p, struct db_chunk *c)
 {
-    if (c && c->cap == DB_CHUNK_ITEMS) {
-        pthread_mutex_lock(&p->spare_mu);
-        if (p->nspare < DB_SPARE_CHUNKS) {
-            p->spare[p->nspare++] = c;
-            c = NULL;
-        }
-        pthread_mutex_unlock(&p->spare_mu);
-    }
-    free(c);
+    if (c && c->cap == DB_CHUNK_ITEMS)
+        asyncw_spare_put(p->spare, c);
+    else
+        free(c);
 }
 
 /* Push the chunk being filled; once one push dropped, the rest of the call is dropped too
@@ -778,15 +764,7 @@ static void aw_cut(void *ctx, struct asyncw_item *it, size_t k)
     ((struct db_chunk *)it)->n = k;
 }
 
-static void aw_discard(void *ctx, struct asyncw_item *it)
-{
-    (void)ctx;
-    free(it);
-}
-
-static const struct asyncw_ops db_aw_ops = {
-    .write = aw_write, .sync = aw_sync, .cut = aw_cut, .discard = aw_discard,
-};
+static const struct asyncw_ops db_aw_ops = {.write = aw_write, .sync = aw_sync, .cut = aw_cut};
 
 /* ---- vtable ---- */
 
@@ -802,9 +780,7 @@ static void db_destroy(struct proc *p)
     db_close(p);
     db_rows_fini(&p->fmt);
     free(p->log_dir);
-    for (size_t i = 0; i < p->nspare; i++)
-        free(p->spare[i]);
-    pthread_mutex_destroy(&p->spare_mu);
+    asyncw_spare_destroy(p->spare);
     pthread_mutex_destroy(&p->drop_mu);
     free(p);
 }
@@ -818,7 +794,6 @@ static int db_create(const struct proc_config *cfg, struct proc **ret)
     if (!p)
         return -ENOMEM;
     pthread_mutex_init(&p->drop_mu, NULL);
-    pthread_mutex_init(&p->spare_mu, NULL);
     p->log_dir = strdup(cfg->log_dir);
     if (!p->log_dir)
         goto fail;
@@ -826,10 +801,11 @@ static int db_create(const struct proc_config *cfg, struct proc **ret)
     p->session_start_ns = cfg->session_start_ns;
     p->pl = cfg->pl;
     p->ctr = pipeline_counters(cfg->pl);
-    if ((rc = db_rows_init(&p->fmt, getpid())) < 0)
+    if ((rc = db_rows_init(&p->fmt, getpid())) < 0 || (rc = asyncw_spare_create(DB_SPARE_CHUNKS, &p->spare)) < 0)
         goto fail;
     struct asyncw_cfg ac = {
         .name = "MsMonitorDb",
+        .what = "db",
         .capacity = atomic_load(&g_max_chunks) * DB_BATCH_ITEMS,
         .batch = DB_BATCH_ITEMS,
         .interval_ns = DB_IDLE_NS,
@@ -853,12 +829,7 @@ fail:
 /* The file is created lazily at the first commit with something to write. */
 static int db_start(struct proc *p)
 {
-    if (p->stopped)
-        return 0;
-    int rc = asyncw_start(p->aw);
-    if (rc != 0)
-        LOG_ERROR("db: cannot start the writer thread: %s", strerror(-rc));
-    return rc;
+    return p->stopped ? 0 : asyncw_start(p->aw);
 }
 
 static int db_tick(struct proc *p)

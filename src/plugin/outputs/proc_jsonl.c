@@ -168,22 +168,13 @@ struct proc {
     struct log_ratelimit err_rl;
     bool stopped;
     struct esc_slot esc[JSONL_ESC_SLOTS];
-    /* Written JSONL_BLOCK_MAX blocks go back to the producers: a fresh malloc'ed block after
-     * the allocator trimmed the freed one costs a page fault per 4 KiB of text. */
-    pthread_mutex_t spare_mu;
-    struct lineblock *spare[JSONL_SPARE_BLOCKS];
-    size_t nspare;
+    /* written JSONL_BLOCK_MAX blocks, for the producers */
+    struct asyncw_spare *spare;
 };
 
 static struct lineblock *block_get(struct proc *p, size_t cap)
 {
-    struct lineblock *b = NULL;
-    if (cap == JSONL_BLOCK_MAX) {
-        pthread_mutex_lock(&p->spare_mu);
-        if (p->nspare)
-            b = p->spare[--p->nspare];
-        pthread_mutex_unlock(&p->spare_mu);
-    }
+    struct lineblock *b = cap == JSONL_BLOCK_MAX ? asyncw_spare_get(p->spare) : NULL;
     if (b) {
         b->len = 0;
         b->nlines = 0;
@@ -194,15 +185,10 @@ static struct lineblock *block_get(struct proc *p, size_t cap)
 
 static void block_put(struct proc *p, struct lineblock *b)
 {
-    if (b && b->cap == JSONL_BLOCK_MAX) {
-        pthread_mutex_lock(&p->spare_mu);
-        if (p->nspare < JSONL_SPARE_BLOCKS) {
-            p->spare[p->nspare++] = b;
-            b = NULL;
-        }
-        pthread_mutex_unlock(&p->spare_mu);
-    }
-    free(b);
+    if (b && b->cap == JSONL_BLOCK_MAX)
+        asyncw_spare_put(p->spare, b);
+    else
+        free(b);
 }
 
 /* ---- producer side: line blocks ---- */
@@ -596,15 +582,7 @@ static void aw_cut(void *ctx, struct asyncw_item *it, size_t k)
     b->nlines = k;
 }
 
-static void aw_discard(void *ctx, struct asyncw_item *it)
-{
-    (void)ctx;
-    free(it);
-}
-
-static const struct asyncw_ops jsonl_aw_ops = {
-    .write = aw_write, .sync = aw_sync, .cut = aw_cut, .discard = aw_discard,
-};
+static const struct asyncw_ops jsonl_aw_ops = {.write = aw_write, .sync = aw_sync, .cut = aw_cut};
 
 /* ---- vtable ---- */
 
@@ -619,9 +597,7 @@ static void jsonl_destroy(struct proc *p)
     for (size_t i = 0; i < JSONL_ESC_SLOTS; i++)
         if (atomic_load(&p->esc[i].src) > ESC_BUSY)
             free(p->esc[i].esc);
-    for (size_t i = 0; i < p->nspare; i++)
-        free(p->spare[i]);
-    pthread_mutex_destroy(&p->spare_mu);
+    asyncw_spare_destroy(p->spare);
     for (size_t i = 0; i < p->nfiles; i++)
         free(p->files[i]);
     free(p->log_dir);
@@ -636,7 +612,6 @@ static int jsonl_create(const struct proc_config *cfg, struct proc **ret)
     struct proc *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
-    pthread_mutex_init(&p->spare_mu, NULL);
     p->fd = -1;
     jsonl_settings_resolve(cfg->jsonl_rotate_lines, cfg->jsonl_rotate_files,
                            penv_get(PENV_JSONL_ROTATE_LOG_LINES), penv_get(PENV_JSONL_ROTATE_LOG_FILES),
@@ -651,6 +626,7 @@ static int jsonl_create(const struct proc_config *cfg, struct proc **ret)
     /* capacity - 1 lines: the ring buffer semantics users know from upstream */
     struct asyncw_cfg ac = {
         .name = "MsMonitorJsonl",
+        .what = "jsonl",
         .capacity = p->set.capacity - 1,
         /* lines reach the file in writev()s of up to 1 MiB anyway: waking the writer for
          * every block (one consume() batch, 256 lines) would only cost context switches */
@@ -661,7 +637,7 @@ static int jsonl_create(const struct proc_config *cfg, struct proc **ret)
         .ops = &jsonl_aw_ops,
         .ctx = p,
     };
-    if ((rc = asyncw_create(&ac, &p->aw)) < 0)
+    if ((rc = asyncw_create(&ac, &p->aw)) < 0 || (rc = asyncw_spare_create(JSONL_SPARE_BLOCKS, &p->spare)) < 0)
         goto fail;
     *ret = p;
     return 0;
@@ -672,12 +648,7 @@ fail:
 
 static int jsonl_start(struct proc *p)
 {
-    if (p->stopped)
-        return 0;
-    int rc = asyncw_start(p->aw);
-    if (rc != 0)
-        LOG_ERROR("jsonl: cannot start the writer thread: %s", strerror(-rc));
-    return rc;
+    return p->stopped ? 0 : asyncw_start(p->aw);
 }
 
 static int jsonl_tick(struct proc *p)

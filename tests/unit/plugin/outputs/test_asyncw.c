@@ -80,6 +80,8 @@ static void s_discard(void *ctx, struct asyncw_item *it)
 }
 
 static const struct asyncw_ops ops = {.write = s_write, .sync = s_sync, .cut = s_cut, .discard = s_discard};
+/* without discard, items never written are free()d */
+static const struct asyncw_ops ops_nodiscard = {.write = s_write, .sync = s_sync};
 
 static struct titem *titem(int id, long seq, size_t weight)
 {
@@ -150,6 +152,17 @@ static void test_budget_cut_refuse(void **state)
     asyncw_destroy(w);                                 /* discards what was never written */
     assert_int_equal(s.discarded, 1);
     assert_int_equal(s.items, 3);
+
+    /* no cut op: an item that does not fit whole is refused whole; no discard op: free() */
+    struct asyncw_cfg c = {.capacity = 4, .ops = &ops_nodiscard, .ctx = &s};
+    assert_int_equal(asyncw_create(&c, &w), 0);
+    assert_int_equal(asyncw_push(w, &titem(0, 0, 3)->q, NULL), 0);
+    x = titem(0, 3, 2);
+    assert_int_equal(asyncw_push(w, &x->q, &d), -ENOSPC);
+    assert_int_equal(d, 2);
+    free(x);
+    asyncw_destroy(w); /* the queued item is free()d (ASan: no leak) */
+    assert_int_equal(s.discarded, 1);
     sink_fini(&s);
 }
 
@@ -284,6 +297,27 @@ static void test_flush_wakes_sleeping_writer(void **state)
     sink_fini(&s);
 }
 
+/* The spare stack keeps up to its cap, frees the rest, hands kept items back LIFO. */
+static void test_spare_stack(void **state)
+{
+    (void)state;
+    struct asyncw_spare *sp = NULL;
+    void *a = malloc(16), *b = malloc(16), *c = malloc(16);
+
+    assert_int_equal(asyncw_spare_create(2, &sp), 0);
+    assert_null(asyncw_spare_get(sp));
+    asyncw_spare_put(sp, a);
+    asyncw_spare_put(sp, b);
+    asyncw_spare_put(sp, c); /* full: freed (ASan would see a leak otherwise) */
+    asyncw_spare_put(sp, NULL);
+    assert_ptr_equal(asyncw_spare_get(sp), b);
+    asyncw_spare_put(sp, b);
+    asyncw_spare_destroy(sp); /* frees a and b */
+    assert_null(asyncw_spare_get(NULL));
+    asyncw_spare_put(NULL, malloc(8)); /* no stack: freed */
+    asyncw_spare_destroy(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -291,6 +325,7 @@ int main(void)
         cmocka_unit_test(test_full_queue_counts_drops),
         cmocka_unit_test(test_backpressure_lossless_flush_stop),
         cmocka_unit_test(test_flush_wakes_sleeping_writer),
+        cmocka_unit_test(test_spare_stack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
