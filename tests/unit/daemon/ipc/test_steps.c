@@ -159,9 +159,10 @@ static void test_series_through_router(void **state)
     static const struct sink_ops ops = { .name = "series", .write = series_write };
     struct series c = { 0 };
     struct data_router dr;
-    struct steps_store *s = steps_create();
+    struct steps_store *s = NULL;
     char buf[8192];
     cJSON *m = NULL;
+    assert_int_equal(steps_create(&s), 0);
     data_router_init(&dr);
     assert_int_equal(data_router_add(&dr, (struct sink){ &ops, &c }), 0);
     struct sink view = data_router_sink(&dr);
