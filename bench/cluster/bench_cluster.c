@@ -120,7 +120,9 @@ static long rss_kib(void)
 static void bench_memory(void)
 {
     long before = rss_kib();
-    struct steps_store *st = steps_create();
+    struct steps_store *st = NULL;
+    if (steps_create(&st) != 0)
+        return;
     long bare = rss_kib();
     char buf[4096];
     for (int r = 0; r < 1000; r++) {

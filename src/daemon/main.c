@@ -223,10 +223,8 @@ int main(int argc, char **argv)
 
     /* 3. state shared by RPC and IPC */
     gethostname(host, sizeof(host) - 1);
-    reg = registry_create(host);
-    st = status_create();
-    steps = steps_create(); /* the per-rank step windows (docs/cluster.md) */
-    if (!reg || !st || !steps) {
+    /* steps: the per-rank step windows (docs/cluster.md) */
+    if (registry_create(host, &reg) != 0 || status_create(&st) != 0 || steps_create(&steps) != 0) {
         close(tcp_fd);
         goto out_state;
     }
@@ -280,7 +278,7 @@ int main(int argc, char **argv)
         bool conflict = false;
         const char *kdir = getenv("KINETO_IPC_SOCKET_DIR");
         struct ipc_server_cfg icfg = { dir, (mode_t)flags.ipc_socket_mode, kdir, reg, st, &data };
-        ipc = ipc_server_create(&icfg, &conflict);
+        (void)ipc_server_create(&icfg, &conflict, &ipc); /* without memory: no IPC, as for a failed endpoint */
         if (conflict) {
             LOG_ERROR("refusing to start: another dynolog serves %s/dynolog.sock", dir);
             close(tcp_fd);
@@ -295,9 +293,7 @@ int main(int argc, char **argv)
     /* 7. events on the loop: RPC listeners, IPC sockets, the registry GC timer */
     struct rpc_ctx ctx = { reg, st, MSMON_VERSION, steps };
     rpc_set_pid_gone(rpc_pid_gone); /* getStatus: a dead pid reads gone at once */
-    rpc = rpc_server_create(loop, tcp_fd, &tcp_conn, dyno_sock.fd, flags.rpc_max_clients,
-                            &ctx);
-    if (!rpc) {
+    if (rpc_server_create(loop, tcp_fd, &tcp_conn, dyno_sock.fd, flags.rpc_max_clients, &ctx, &rpc) != 0) {
         LOG_ERROR("cannot start the RPC server");
         goto out_ipc;
     }

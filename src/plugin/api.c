@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/thr.h"
 #include "contract/kinds.h"
 #include "msmon/msmonitor.h"
 #include "plugin/outputs/proc_memory.h"
@@ -211,12 +212,23 @@ MSMON_API int InitializeInjection(void)
     return 1;
 }
 
-/* Load time: only when the environment asks for the native poller (C workloads, docs/design/session.md#control-sources) do we
- * start anything; the thread does all the work, the constructor just launches it. */
+/* The load-time start: first use (log, vendor library, atexit), then the poller; a thread of
+ * its own that ends once the poller runs. */
+static void *api_load_main(void *arg)
+{
+    (void)arg;
+    api_init();
+    (void)npoll_start();
+    return NULL;
+}
+
+/* Load time: only when the environment asks for the native poller (C workloads that never
+ * call us, docs/design/session.md#control-sources) is anything started. The constructor runs
+ * under the dynamic loader's lock, so it does no work itself: no log file, no dlopen of the
+ * vendor library, no atexit; it launches the thread that does it (a process that calls the
+ * library first meets the same pthread_once). */
 __attribute__((constructor)) static void api_ctor(void)
 {
-    if (penv_is_one(PENV_USE_DAEMON) && penv_is_one(PENV_NATIVE_POLL)) {
-        api_init();
-        (void)npoll_start();
-    }
+    if (penv_is_one(PENV_USE_DAEMON) && penv_is_one(PENV_NATIVE_POLL))
+        (void)thr_start(NULL, "MsMonitorInit", api_load_main, NULL, THR_DETACHED);
 }

@@ -122,8 +122,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static unsigned runs;
     if (runs == 0) {
         log_set_level(LOG_LVL_FATAL);
-        if (!mkdtemp(tb_dir) || !(st = status_create()) || !(reg = registry_create("fuzzhost")) ||
-            !(steps = steps_create()))
+        if (!mkdtemp(tb_dir) || status_create(&st) != 0 || registry_create("fuzzhost", &reg) != 0 ||
+            steps_create(&steps) != 0)
             abort();
         atexit(rm_tb_dir);
         build();

@@ -29,8 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static struct status_table *st;
     if (!reg) {
         log_set_level(LOG_LVL_FATAL);
-        reg = registry_create("fuzz");
-        st = status_create();
+        if (registry_create("fuzz", &reg) != 0 || status_create(&st) != 0)
+            abort();
     }
     if (size < 1)
         return 0;

@@ -77,15 +77,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static struct registry *reg;
     static struct status_table *st;
     static struct rpc_ctx ctx;
+    static struct rpc_server *srv; /* lives for the process, like the loop */
     static struct client cl;
     if (!loop) {
         log_set_level(LOG_LVL_FATAL);
-        reg = registry_create("fuzz");
-        st = status_create();
+        if (registry_create("fuzz", &reg) != 0 || status_create(&st) != 0)
+            abort();
         ctx = (struct rpc_ctx){ .reg = reg, .st = st, .version = "0.3.2" };
         if (!mkdtemp(sockdir) || loop_create(&loop) != 0 ||
             sock_file_create(&sf, sockdir, "dyno.sock", SOCK_STREAM, 0600) != 0 ||
-            !rpc_server_create(loop, -1, NULL, sf.fd, 64, &ctx))
+            rpc_server_create(loop, -1, NULL, sf.fd, 64, &ctx, &srv) != 0)
             abort();
         cl.loop = loop;
         atexit(cleanup);

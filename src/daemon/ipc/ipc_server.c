@@ -177,12 +177,12 @@ static int open_kineto(struct ipc_server *s)
     return fd;
 }
 
-struct ipc_server *ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret_live_conflict)
+int ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret_live_conflict, struct ipc_server **ret)
 {
     struct ipc_server *s = calloc(1, sizeof(*s));
     *ret_live_conflict = false;
     if (!s)
-        return NULL;
+        return -ENOMEM;
     s->cfg = *cfg;
     s->ctl.fd = s->data.fd = s->kineto_fd = -1;
     s->pid_check = true;
@@ -196,7 +196,8 @@ struct ipc_server *ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret
     int rc = sock_file_create(&s->ctl, cfg->sock_dir, NAMES_SOCK_FILE(NAMES_SOCK_CTL), SOCK_DGRAM, cfg->mode);
     if (rc == -EADDRINUSE)
         *ret_live_conflict = true;
-    return s;
+    *ret = s;
+    return 0;
 }
 
 static void send_reply(struct ipc_server *s, int fd, const char *type, const void *payload,

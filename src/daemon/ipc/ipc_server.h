@@ -27,10 +27,10 @@ struct ipc_server_cfg {
 
 struct ipc_server;
 
-/* Create the endpoints (failures logged, endpoint skipped). Returns NULL on allocation
- * failure; *ret_live_conflict is set when dynolog.sock is served by another live daemon.
- * Caller owns; free with ipc_server_destroy() (unlinks the files it created). */
-struct ipc_server *ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret_live_conflict);
+/* Create the endpoints (failures logged, endpoint skipped). 0 and *ret (caller owns; free
+ * with ipc_server_destroy(), which unlinks the files it created), or -ENOMEM;
+ * *ret_live_conflict is set when dynolog.sock is served by another live daemon. */
+int ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret_live_conflict, struct ipc_server **ret);
 #define IPC_MAX_ALLOWED_UIDS 32
 
 /* Local-peer policy (issue 13), applied to every datagram that arrives through the sockets:

@@ -107,19 +107,20 @@ static int uid_count(const struct registry *r, uid_t uid)
     return n;
 }
 
-struct registry *registry_create(const char *hostname)
+int registry_create(const char *hostname, struct registry **ret)
 {
     struct registry *r = calloc(1, sizeof(*r));
     if (!r)
-        return NULL;
+        return -ENOMEM;
     r->procs = calloc(REGISTRY_MAX_PROCS, sizeof(*r->procs));
     if (!r->procs) {
         free(r);
-        return NULL;
+        return -ENOMEM;
     }
     snprintf(r->hostname, sizeof(r->hostname), "%s", hostname ? hostname : "");
     pthread_mutex_init(&r->mu, NULL);
-    return r;
+    *ret = r;
+    return 0;
 }
 
 void registry_destroy(struct registry *r)

@@ -18,8 +18,9 @@ enum reg_kind { REG_KIND_TRACE = 0, REG_KIND_NPU_MONITOR = 1 };
 
 struct registry;
 
-/* hostname feeds REQUEST_TRACE_ID. Caller owns; free with registry_destroy(). */
-struct registry *registry_create(const char *hostname);
+/* hostname feeds REQUEST_TRACE_ID. 0 and *ret (caller owns; free with registry_destroy()),
+ * or -ENOMEM. */
+int registry_create(const char *hostname, struct registry **ret);
 void registry_destroy(struct registry *r);
 
 /* Fair sharing (issue 13): one uid holds at most uid_quota of the REGISTRY_MAX_PROCS entries

@@ -26,20 +26,21 @@ static void init_record(struct ipc_status *s)
     s->stop_step = -1;
 }
 
-struct status_table *status_create(void)
+int status_create(struct status_table **ret)
 {
     struct status_table *st = calloc(1, sizeof(*st));
     if (!st)
-        return NULL;
+        return -ENOMEM;
     st->e = calloc(STATUS_MAX_ENTRIES, sizeof(*st->e));
     if (!st->e) {
         free(st);
-        return NULL;
+        return -ENOMEM;
     }
     init_record(&st->last.trace);
     init_record(&st->last.monitor);
     pthread_mutex_init(&st->mu, NULL);
-    return st;
+    *ret = st;
+    return 0;
 }
 
 void status_destroy(struct status_table *st)

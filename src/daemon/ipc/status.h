@@ -67,8 +67,8 @@ struct status_last {
 
 struct status_table;
 
-/* Caller owns; free with status_destroy(). */
-struct status_table *status_create(void);
+/* 0 and *ret (caller owns; free with status_destroy()), or -ENOMEM. */
+int status_create(struct status_table **ret);
 void status_destroy(struct status_table *st);
 
 /* Apply one report of the given dimension. */

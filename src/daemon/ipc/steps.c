@@ -27,18 +27,19 @@ struct steps_store {
     struct log_ratelimit rl;
 };
 
-struct steps_store *steps_create(void)
+int steps_create(struct steps_store **ret)
 {
     struct steps_store *s = calloc(1, sizeof(*s));
     if (!s)
-        return NULL;
+        return -ENOMEM;
     s->w = calloc(STEPS_MAX_RANKS, sizeof(*s->w));
     if (!s->w) {
         free(s);
-        return NULL;
+        return -ENOMEM;
     }
     pthread_mutex_init(&s->mu, NULL);
-    return s;
+    *ret = s;
+    return 0;
 }
 
 void steps_destroy(struct steps_store *s)

@@ -31,8 +31,8 @@ struct steps_rank {
 
 struct steps_store;
 
-/* Caller owns; free with steps_destroy(). */
-struct steps_store *steps_create(void);
+/* 0 and *ret (caller owns; free with steps_destroy()), or -ENOMEM. */
+int steps_create(struct steps_store **ret);
 void steps_destroy(struct steps_store *s);
 
 /* One StepSummary message (already validated as a data payload). New rows are written to

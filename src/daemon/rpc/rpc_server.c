@@ -637,14 +637,15 @@ static int listener_init(struct rpc_server *s, struct rpc_listener *ls, int fd, 
     return loop_fd_add(s->loop, fd, LOOP_READ, on_accept, ls, &ls->ev);
 }
 
-struct rpc_server *rpc_server_create(struct loop *l, int tcp_fd, const struct conn_factory *tcp_conn,
-                                     int local_fd, int max_clients, const struct rpc_ctx *ctx)
+int rpc_server_create(struct loop *l, int tcp_fd, const struct conn_factory *tcp_conn, int local_fd,
+                      int max_clients, const struct rpc_ctx *ctx, struct rpc_server **ret)
 {
     struct rpc_server *s = calloc(1, sizeof(*s));
+    int rc;
     if (!s) {
         if (tcp_fd >= 0)
             close(tcp_fd);
-        return NULL;
+        return -ENOMEM;
     }
     s->loop = l;
     s->max_clients = max_clients;
@@ -652,13 +653,14 @@ struct rpc_server *rpc_server_create(struct loop *l, int tcp_fd, const struct co
     s->ctx = ctx;
     s->tcp.fd = s->local.fd = -1;
     /* dyno.sock is never TLS (docs/design/rpc.md#local-socket) */
-    if (listener_init(s, &s->tcp, tcp_fd, false, tcp_conn ? tcp_conn : &conn_tcp_factory) != 0 ||
-        listener_init(s, &s->local, local_fd, true, &conn_tcp_factory) != 0)
+    if ((rc = listener_init(s, &s->tcp, tcp_fd, false, tcp_conn ? tcp_conn : &conn_tcp_factory)) != 0 ||
+        (rc = listener_init(s, &s->local, local_fd, true, &conn_tcp_factory)) != 0)
         goto fail;
-    return s;
+    *ret = s;
+    return 0;
 fail:
     rpc_server_destroy(s);
-    return NULL;
+    return rc < 0 ? rc : -EIO;
 }
 
 void rpc_server_set_peer_limit(struct rpc_server *s, int max_per_peer)

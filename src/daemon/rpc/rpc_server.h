@@ -41,10 +41,10 @@ bool rpc_listen_is_loopback(int fd);
 /* Registers the listeners on l (served once loop_run runs). Takes ownership of tcp_fd (even
  * on failure; -1 = none); its connections are built by tcp_conn (NULL = plain sockets; TLS
  * passes its factory here). local_fd (dyno.sock listener, or -1) stays owned by the caller and
- * is always plain. l, tcp_conn and ctx are borrowed until rpc_server_destroy(). Caller owns;
- * free with rpc_server_destroy(). */
-struct rpc_server *rpc_server_create(struct loop *l, int tcp_fd, const struct conn_factory *tcp_conn,
-                                     int local_fd, int max_clients, const struct rpc_ctx *ctx);
+ * is always plain. l, tcp_conn and ctx are borrowed until rpc_server_destroy(). 0 and *ret
+ * (caller owns; free with rpc_server_destroy()), or -errno. */
+int rpc_server_create(struct loop *l, int tcp_fd, const struct conn_factory *tcp_conn, int local_fd,
+                      int max_clients, const struct rpc_ctx *ctx, struct rpc_server **ret);
 /* At most max_per_peer TCP connections from one address in flight: beyond, the oldest
  * incomplete connection from that address is closed to serve the newcomer (the newcomer is
  * closed only when all of them are already being answered); rate-limited WARNING either way.

@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "common/log.h"
+#include "common/thr.h"
 #include "daemon/sinks/rw_curl.h"
 #include "daemon/sinks/rw_encode.h"
 #include "daemon/sinks/rw_queue.h"
@@ -488,7 +489,7 @@ int rw_sender_create(struct loop *loop, struct promfam_store *st, const struct r
     if (loop_timer_add(loop, (uint64_t)(cfg->interval_s > 0 ? cfg->interval_s : 1) * 1000u, true, on_timer, rw,
                        &rw->timer) != 0)
         goto fail;
-    rc = -pthread_create(&rw->th, NULL, run, rw);
+    rc = thr_start(&rw->th, "dynologRemoteW", run, rw, THR_JOINABLE); /* signals stay with the loop */
     if (rc)
         goto fail;
     rw->th_started = true;

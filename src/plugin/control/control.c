@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/logesc.h"
 #include "common/strutil.h"
+#include "common/thr.h"
 #include "contract/cfgkeys.h"
 #include "contract/datamsg.h"
 #include "contract/kvtext.h"
@@ -284,7 +285,6 @@ static void *control_poller_main(void *arg)
 {
     struct control_poller *p = arg;
 
-    pthread_setname_np(pthread_self(), p->name);
     pthread_mutex_lock(&p->lock);
     while (!p->stop) {
         bool was_registered = p->st.registered, ok;
@@ -307,7 +307,6 @@ int control_poller_create(const struct control_poller_cfg *cfg, struct control_p
 {
     struct control_poller *p;
     pthread_condattr_t a;
-    sigset_t all, old;
     int rc;
 
     p = calloc(1, sizeof(*p));
@@ -328,10 +327,7 @@ int control_poller_create(const struct control_poller_cfg *cfg, struct control_p
     pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
     pthread_cond_init(&p->cond, &a);
     pthread_condattr_destroy(&a);
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old); /* the thread inherits a full mask */
-    rc = -pthread_create(&p->thread, NULL, control_poller_main, p);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    rc = thr_start(&p->thread, p->name, control_poller_main, p, THR_JOINABLE);
     if (rc != 0) {
         LOG_ERROR("%s: cannot create the poller thread: %s", p->name, errno_name(-rc));
         pthread_cond_destroy(&p->cond);

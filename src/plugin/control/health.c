@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 
 #include "common/jw.h"
 #include "common/log.h"
+#include "common/thr.h"
 #include "plugin/backend/backend.h"
 #include "plugin/control/dyno.h"
 #include "plugin/control/monitor.h"
@@ -142,7 +142,6 @@ int health_send(void)
 static void *health_main(void *arg)
 {
     (void)arg;
-    pthread_setname_np(pthread_self(), "MsMonitorHealth");
     pthread_mutex_lock(&hl.lock);
     while (!hl.stop) {
         uint64_t deadline = clock_mono_ns() + (uint64_t)(hl.period_s * 1e9);
@@ -164,7 +163,6 @@ static void *health_main(void *arg)
 int health_reporter_start(double period_s, void (*tick)(void))
 {
     pthread_condattr_t a;
-    sigset_t all, old;
     int rc = 0;
 
     pthread_mutex_lock(&hl.lock);
@@ -177,10 +175,7 @@ int health_reporter_start(double period_s, void (*tick)(void))
     pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
     pthread_cond_init(&hl.cond, &a);
     pthread_condattr_destroy(&a);
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old); /* it lives in someone else's process */
-    rc = -pthread_create(&hl.thread, NULL, health_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    rc = thr_start(&hl.thread, "MsMonitorHealth", health_main, NULL, THR_JOINABLE);
     if (rc != 0) {
         pthread_cond_destroy(&hl.cond);
         LOG_WARN("health: cannot start the report thread: %s; this rank is listed only while it runs a session",

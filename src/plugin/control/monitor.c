@@ -22,6 +22,7 @@
 
 #include "common/log.h"
 #include "common/strutil.h"
+#include "common/thr.h"
 #include "contract/kinds.h"
 #include "contract/rank.h"
 #include "msmon/ipc_wire.h"
@@ -177,7 +178,6 @@ static void mon_deliver(void *ctx, struct mon_record *recs, size_t n)
 static void *mon_reporter(void *arg)
 {
     (void)arg;
-    pthread_setname_np(pthread_self(), "MsMonitorStat");
     pthread_mutex_lock(&mon.st_lock);
     while (mon.st_pending) {
         int32_t v = mon.st_value;
@@ -192,31 +192,11 @@ static void *mon_reporter(void *arg)
     return NULL;
 }
 
-/* Create a thread with every signal blocked (it lives in someone else's process). */
-static int mon_thread_create(pthread_t *ret, void *(*fn)(void *), bool detached)
-{
-    pthread_attr_t attr;
-    sigset_t all, old;
-    int rc;
-
-    pthread_attr_init(&attr);
-    if (detached)
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    rc = -pthread_create(ret, &attr, fn, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
-    return rc;
-}
-
 /* Start the reporter if it is not running. st_lock held. */
 static void mon_reporter_kick_locked(int32_t status)
 {
-    pthread_t t;
-
     if (!mon.st_alive) {
-        if (mon_thread_create(&t, mon_reporter, true) == 0) {
+        if (thr_start(NULL, "MsMonitorStat", mon_reporter, NULL, THR_DETACHED) == 0) {
             mon.st_alive = true;
         } else {
             mon.st_pending = false;
@@ -770,7 +750,7 @@ static int mon_call(const struct mon_cmd *tmpl, unsigned wait_ms)
         goto out;
     }
     if (!mon.actor_started) {
-        rc = mon_thread_create(&mon.actor, mon_actor, true);
+        rc = thr_start(&mon.actor, MON_NAME_IDLE, mon_actor, NULL, THR_DETACHED);
         if (rc != 0) {
             LOG_ERROR("MsptiMonitor: cannot create the session thread: %s", errno_name(-rc));
             goto out;

@@ -108,19 +108,45 @@ size_t jsonl_fmt_bound(size_t str_bytes)
     return JSONL_FMT_FIXED + str_bytes * 6;
 }
 
+/* "correlationId":c,"deviceId":d,"endNs":e — the run of sorted keys most device kinds share. */
+static inline char *put_corr_dev_end(char *o, uint64_t corr, uint64_t dev, uint64_t end)
+{
+    o = LIT(o, "\"correlationId\":");
+    o = put_u64(o, corr);
+    o = LIT(o, ",\"deviceId\":");
+    o = put_u64(o, dev);
+    o = LIT(o, ",\"endNs\":");
+    return put_u64(o, end);
+}
+
+/* ,"startNs":s,"streamId":t — every device kind has both, next to each other. */
+static inline char *put_start_stream(char *o, uint64_t start, uint64_t stream)
+{
+    o = LIT(o, ",\"startNs\":");
+    o = put_u64(o, start);
+    o = LIT(o, ",\"streamId\":");
+    return put_u64(o, stream);
+}
+
+/* "domain":..,"endNs":..,"id":..,"kind":"Marker","name":.. — the middle both parts share. */
+static inline char *put_marker_mid(char *o, const struct pl_range *l, uint64_t end, size_t nlen, size_t dlen)
+{
+    o = LIT(o, "\"domain\":");
+    o = put_str(o, l->domain, dlen);
+    o = LIT(o, ",\"endNs\":");
+    o = put_u64(o, end);
+    o = LIT(o, ",\"id\":");
+    o = put_u64(o, l->id);
+    o = LIT(o, ",\"kind\":\"Marker\",\"name\":");
+    return put_str(o, l->name, nlen);
+}
+
 /* The line of the part r completes: host lines take processId/threadId from the END record
  * (the record itself for instants), device lines deviceId/streamId likewise (docs/design/outputs.md#line-shapes). */
 char *jsonl_fmt_marker(char *o, const struct pl_range *l, size_t nlen, size_t dlen)
 {
     if (l->done == PL_PART_HOST) {
-        o = LIT(o, "{\"domain\":");
-        o = put_str(o, l->domain, dlen);
-        o = LIT(o, ",\"endNs\":");
-        o = put_u64(o, l->host_end);
-        o = LIT(o, ",\"id\":");
-        o = put_u64(o, l->id);
-        o = LIT(o, ",\"kind\":\"Marker\",\"name\":");
-        o = put_str(o, l->name, nlen);
+        o = put_marker_mid(LIT(o, "{"), l, l->host_end, nlen, dlen);
         o = LIT(o, ",\"processId\":");
         o = put_u64(o, l->end_pid);
         o = LIT(o, ",\"sourceKind\":\"Host\",\"startNs\":");
@@ -130,18 +156,8 @@ char *jsonl_fmt_marker(char *o, const struct pl_range *l, size_t nlen, size_t dl
     } else {
         o = LIT(o, "{\"deviceId\":");
         o = put_u64(o, l->device_id);
-        o = LIT(o, ",\"domain\":");
-        o = put_str(o, l->domain, dlen);
-        o = LIT(o, ",\"endNs\":");
-        o = put_u64(o, l->dev_end);
-        o = LIT(o, ",\"id\":");
-        o = put_u64(o, l->id);
-        o = LIT(o, ",\"kind\":\"Marker\",\"name\":");
-        o = put_str(o, l->name, nlen);
-        o = LIT(o, ",\"sourceKind\":\"Device\",\"startNs\":");
-        o = put_u64(o, l->dev_start);
-        o = LIT(o, ",\"streamId\":");
-        o = put_u64(o, l->stream_id);
+        o = put_marker_mid(LIT(o, ","), l, l->dev_end, nlen, dlen);
+        o = put_start_stream(LIT(o, ",\"sourceKind\":\"Device\""), l->dev_start, l->stream_id);
     }
     *o++ = '}';
     return o;
@@ -202,18 +218,10 @@ char *jsonl_fmt_record(char *o, const struct mon_record *r, const struct jsonl_s
         o = put_u64(o, a->tid);
     } else if (r->kind == MON_KIND_KERNEL) {
         const struct mon_kernel *k = &r->u.kernel;
-        o = LIT(o, "{\"correlationId\":");
-        o = put_u64(o, k->correlation_id);
-        o = LIT(o, ",\"deviceId\":");
-        o = put_u64(o, k->device_id);
-        o = LIT(o, ",\"endNs\":");
-        o = put_u64(o, k->end);
+        o = put_corr_dev_end(LIT(o, "{"), k->correlation_id, k->device_id, k->end);
         o = LIT(o, ",\"kind\":\"Kernel\",\"name\":");
         o = put_st(o, st, 0);
-        o = LIT(o, ",\"startNs\":");
-        o = put_u64(o, k->start);
-        o = LIT(o, ",\"streamId\":");
-        o = put_u64(o, k->stream_id);
+        o = put_start_stream(o, k->start, k->stream_id);
         o = LIT(o, ",\"type\":");
         o = put_st(o, st, 1);
     } else if (r->kind == MON_KIND_COMMUNICATION) {
@@ -235,10 +243,7 @@ char *jsonl_fmt_record(char *o, const struct mon_record *r, const struct jsonl_s
         o = put_u64(o, c->end);
         o = LIT(o, ",\"kind\":\"Communication\",\"name\":");
         o = put_st(o, st, 2);
-        o = LIT(o, ",\"startNs\":");
-        o = put_u64(o, c->start);
-        o = LIT(o, ",\"streamId\":");
-        o = put_u64(o, c->stream_id);
+        o = put_start_stream(o, c->start, c->stream_id);
     } else if (r->kind == MON_KIND_HCCL) {
         const struct mon_hccl *h = &r->u.hccl;
         o = LIT(o, "{\"bandWidth\":");
@@ -253,47 +258,28 @@ char *jsonl_fmt_record(char *o, const struct mon_record *r, const struct jsonl_s
         o = put_u64(o, h->end);
         o = LIT(o, ",\"kind\":\"Hccl\",\"name\":");
         o = put_st(o, st, 1);
-        o = LIT(o, ",\"startNs\":");
-        o = put_u64(o, h->start);
-        o = LIT(o, ",\"streamId\":");
-        o = put_u64(o, h->stream_id);
+        o = put_start_stream(o, h->start, h->stream_id);
     } else if (r->kind == MON_KIND_MEMORY) {
         const struct mon_memory *m = &r->u.memory;
         o = LIT(o, "{\"address\":");
         o = put_u64(o, m->address);
         o = LIT(o, ",\"bytes\":");
         o = put_u64(o, m->bytes);
-        o = LIT(o, ",\"correlationId\":");
-        o = put_u64(o, m->correlation_id);
-        o = LIT(o, ",\"deviceId\":");
-        o = put_u64(o, m->device_id);
-        o = LIT(o, ",\"endNs\":");
-        o = put_u64(o, m->end);
+        o = put_corr_dev_end(LIT(o, ","), m->correlation_id, m->device_id, m->end);
         o = LIT(o, ",\"kind\":\"Memory\",\"memoryKind\":");
         o = m->memory_kind == 1 ? LIT(o, "\"DEVICE\"") : LIT(o, "\"UNKNOWN\"");
         o = LIT(o, ",\"operationType\":");
         o = m->op_type == 1 ? LIT(o, "\"RELEASE\"") : LIT(o, "\"ALLOCATION\"");
         o = LIT(o, ",\"processId\":");
         o = put_u64(o, m->pid);
-        o = LIT(o, ",\"startNs\":");
-        o = put_u64(o, m->start);
-        o = LIT(o, ",\"streamId\":");
-        o = put_u64(o, m->stream_id);
+        o = put_start_stream(o, m->start, m->stream_id);
     } else if (r->kind == MON_KIND_MEMSET) {
         const struct mon_memset *m = &r->u.memset;
         o = LIT(o, "{\"bytes\":");
         o = put_u64(o, m->bytes);
-        o = LIT(o, ",\"correlationId\":");
-        o = put_u64(o, m->correlation_id);
-        o = LIT(o, ",\"deviceId\":");
-        o = put_u64(o, m->device_id);
-        o = LIT(o, ",\"endNs\":");
-        o = put_u64(o, m->end);
+        o = put_corr_dev_end(LIT(o, ","), m->correlation_id, m->device_id, m->end);
         o = m->is_async ? LIT(o, ",\"isAsync\":true") : LIT(o, ",\"isAsync\":false");
-        o = LIT(o, ",\"kind\":\"MemSet\",\"startNs\":");
-        o = put_u64(o, m->start);
-        o = LIT(o, ",\"streamId\":");
-        o = put_u64(o, m->stream_id);
+        o = put_start_stream(LIT(o, ",\"kind\":\"MemSet\""), m->start, m->stream_id);
         o = LIT(o, ",\"value\":");
         o = put_u64(o, m->value);
     } else if (r->kind == MON_KIND_MEMCPY) {
@@ -303,17 +289,9 @@ char *jsonl_fmt_record(char *o, const struct mon_record *r, const struct jsonl_s
         o = put_u64(o, m->bytes);
         o = LIT(o, ",\"copyKind\":");
         o = put_str(o, ck, jsonl_fmt_slen(ck));
-        o = LIT(o, ",\"correlationId\":");
-        o = put_u64(o, m->correlation_id);
-        o = LIT(o, ",\"deviceId\":");
-        o = put_u64(o, m->device_id);
-        o = LIT(o, ",\"endNs\":");
-        o = put_u64(o, m->end);
+        o = put_corr_dev_end(LIT(o, ","), m->correlation_id, m->device_id, m->end);
         o = m->is_async ? LIT(o, ",\"isAsync\":true") : LIT(o, ",\"isAsync\":false");
-        o = LIT(o, ",\"kind\":\"MemCpy\",\"startNs\":");
-        o = put_u64(o, m->start);
-        o = LIT(o, ",\"streamId\":");
-        o = put_u64(o, m->stream_id);
+        o = put_start_stream(LIT(o, ",\"kind\":\"MemCpy\""), m->start, m->stream_id);
     } else {
         return NULL;
     }

@@ -1,13 +1,12 @@
 /* proc_jsonl: the JSONL exporter (--export-type Jsonl, docs/design/outputs.md#jsonl). Completion threads
  * format each record into one sorted-key JSON line, appended to a line block of their
- * consume() batch (no allocation per line); whole blocks go through a bounded lock-free queue
- * whose capacity counts lines. A full queue makes the completion thread wait for the writer
- * (back-pressure, bounded) before anything is dropped; drops are counted per session. A
- * dedicated writer thread gathers blocks into large writev() calls on rotating files. Marker
- * ranges and the devices seen come from the pipeline. */
+ * consume() batch (no allocation per line); whole blocks go through the bounded async writer
+ * (asyncw.h) whose capacity counts lines. A full queue makes the completion thread wait for the
+ * writer (back-pressure, bounded) before anything is dropped; drops are counted per session.
+ * The writer thread gathers blocks into large writev() calls on rotating files. Marker ranges
+ * and the devices seen come from the pipeline. */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -24,8 +23,8 @@
 #include "contract/cfgkeys.h"
 #include "contract/cfgrules.h"
 #include "contract/names.h"
+#include "plugin/outputs/asyncw.h"
 #include "plugin/outputs/jsonl_fmt.h"
-#include "plugin/outputs/linering.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/penv.h"
 #include "plugin/outputs/proc.h"
@@ -39,7 +38,6 @@
 #define JSONL_MAX_TRACKED 4096       /* files of this session remembered for maxFiles */
 #define JSONL_RETRY_NS 1000000000ull /* pause between attempts to create a file after a failure */
 #define JSONL_CHECK_NS 1000000000ull /* how often the writer checks its file is still there */
-#define JSONL_WAIT_NS 50000ull       /* back-pressure poll of a producer facing a full queue */
 #define JSONL_ESC_SLOTS 1024         /* pre-escaped strings cached per session (power of two) */
 #define JSONL_ESC_MAX 4096           /* longest string cached */
 #define ESC_BUSY ((uintptr_t)1)       /* a slot being filled */
@@ -121,6 +119,28 @@ void jsonl_settings_resolve(const char *flag_lines, const char *flag_files, cons
 
 /* ---- processor state ---- */
 
+/* A block of whole lines: text[0..len) holds nlines lines, each ending with '\n'; queued as
+ * one asyncw item whose weight is its line count. */
+struct lineblock {
+    struct asyncw_item q;
+    size_t len;
+    size_t cap; /* bytes allocated for text */
+    size_t nlines;
+    char text[];
+};
+
+/* An empty block with room for cap bytes. Caller owns; free with free(). NULL on ENOMEM. */
+static struct lineblock *lineblock_create(size_t cap)
+{
+    struct lineblock *b = malloc(sizeof(*b) + cap);
+    if (b) {
+        b->len = 0;
+        b->cap = cap;
+        b->nlines = 0;
+    }
+    return b;
+}
+
 /* A backend string (stable address for the process, record.h) and its JSON-escaped copy.
  * Filled once by the first completion thread that claims the slot, read-only afterwards. */
 struct esc_slot {
@@ -134,13 +154,10 @@ struct proc {
     int32_t rank;
     uint64_t session_start_ns;
     struct jsonl_settings set;
-    struct linering ring;
+    struct asyncw *aw;
     struct pipeline *pl;
     struct pl_counters *ctr;
-    /* writer side (writer thread, or the stopping thread after the join) */
-    pthread_t writer;
-    bool writer_running;
-    _Atomic bool stop_req;
+    /* writer side (the asyncw writer thread, or the stopping thread after it ended) */
     int fd;
     char path[OUTFILE_PATH_MAX + 128];
     dev_t fdev;                   /* identity of the open file, to notice its removal */
@@ -155,28 +172,18 @@ struct proc {
     size_t iov_bytes;
     struct lineblock *hold[JSONL_IOV]; /* blocks whose text the iovecs may point into */
     int nhold;
-    uint64_t last_write_ns;
     char *files[JSONL_MAX_TRACKED]; /* this session's files, oldest first (maxFiles > 0) */
     size_t nfiles;
     struct log_ratelimit err_rl;
     bool stopped;
     struct esc_slot esc[JSONL_ESC_SLOTS];
-    /* Written JSONL_BLOCK_MAX blocks go back to the producers: a fresh malloc'ed block after
-     * the allocator trimmed the freed one costs a page fault per 4 KiB of text. */
-    pthread_mutex_t spare_mu;
-    struct lineblock *spare[JSONL_SPARE_BLOCKS];
-    size_t nspare;
+    /* written JSONL_BLOCK_MAX blocks, for the producers */
+    struct asyncw_spare *spare;
 };
 
 static struct lineblock *block_get(struct proc *p, size_t cap)
 {
-    struct lineblock *b = NULL;
-    if (cap == JSONL_BLOCK_MAX) {
-        pthread_mutex_lock(&p->spare_mu);
-        if (p->nspare)
-            b = p->spare[--p->nspare];
-        pthread_mutex_unlock(&p->spare_mu);
-    }
+    struct lineblock *b = cap == JSONL_BLOCK_MAX ? asyncw_spare_get(p->spare) : NULL;
     if (b) {
         b->len = 0;
         b->nlines = 0;
@@ -187,15 +194,10 @@ static struct lineblock *block_get(struct proc *p, size_t cap)
 
 static void block_put(struct proc *p, struct lineblock *b)
 {
-    if (b && b->cap == JSONL_BLOCK_MAX) {
-        pthread_mutex_lock(&p->spare_mu);
-        if (p->nspare < JSONL_SPARE_BLOCKS) {
-            p->spare[p->nspare++] = b;
-            b = NULL;
-        }
-        pthread_mutex_unlock(&p->spare_mu);
-    }
-    free(b);
+    if (b && b->cap == JSONL_BLOCK_MAX)
+        asyncw_spare_put(p->spare, b);
+    else
+        free(b);
 }
 
 /* ---- producer side: line blocks ---- */
@@ -215,27 +217,6 @@ static void lb_init(struct lbuild *lb, struct proc *p, size_t nrec)
     lb->block_cap = cap < JSONL_BLOCK_MAX ? cap : JSONL_BLOCK_MAX;
 }
 
-/* Back-pressure: wait (on this completion thread) until the writer makes room for all of b,
- * at most g_backpressure_ns; 0 when queued whole, else the caller pushes what fits. */
-static int lb_push_wait(struct proc *p, struct lineblock *b)
-{
-    uint64_t limit = atomic_load_explicit(&g_backpressure_ns, memory_order_relaxed);
-    uint64_t deadline = 0;
-    int rc;
-    while ((rc = linering_push_all(&p->ring, b)) == -EAGAIN) {
-        uint64_t now = clock_mono_ns();
-        if (!p->writer_running || atomic_load(&p->stop_req) || limit == 0)
-            break;
-        if (!deadline)
-            deadline = now + limit;
-        else if (now >= deadline)
-            break;
-        const struct timespec nap = {0, (long)JSONL_WAIT_NS};
-        nanosleep(&nap, NULL);
-    }
-    return rc;
-}
-
 /* Queue the current block; a refused block (queue full after back-pressure, drops counted)
  * is kept for reuse. A mostly empty block (small consume() batches) is shrunk first, so a
  * full queue holds about the bytes of its lines, not of their worst-case bounds. */
@@ -250,7 +231,8 @@ static void lb_flush(struct lbuild *lb)
             lb->b = small;
         }
     }
-    if (lb_push_wait(lb->p, lb->b) == 0 || linering_push(&lb->p->ring, lb->b) == 0) {
+    lb->b->q.weight = lb->b->nlines;
+    if (asyncw_push(lb->p->aw, &lb->b->q, NULL) == 0) {
         lb->b = NULL;
     } else {
         lb->b->len = 0;
@@ -586,44 +568,31 @@ static void write_block(struct proc *p, struct lineblock *b)
         out_flush(p);
 }
 
-/* Write up to max_blocks queued blocks; returns how many. */
-static size_t write_queued(struct proc *p, size_t max_blocks)
+/* ---- asyncw callbacks (the writer thread; the stopping thread once it ended) ---- */
+
+static void aw_write(void *ctx, struct asyncw_item *it)
 {
-    size_t done = 0;
-    struct lineblock *b;
-    if (linering_size(&p->ring) > 0)
+    struct proc *p = ctx;
+    if (p->niov == 0) /* once per writev() group: reading the clock per block is measurable */
         check_file(p, false);
-    while (done < max_blocks && linering_pop(&p->ring, &b) == 0) {
-        write_block(p, b);
-        done++;
-    }
-    return done;
+    write_block(p, (struct lineblock *)it);
 }
 
-static void *writer_main(void *arg)
+static void aw_sync(void *ctx)
 {
-    struct proc *p = arg;
-    const struct timespec nap = {0, 1000000};
-    uint64_t interval_ns = (uint64_t)p->set.interval_ms * 1000000u;
-    p->last_write_ns = clock_mono_ns();
-    while (!atomic_load(&p->stop_req)) {
-        if (linering_size(&p->ring) > JSONL_BATCH_LINES) {
-            write_queued(p, JSONL_IOV);
-            p->last_write_ns = clock_mono_ns();
-        } else if (clock_mono_ns() - p->last_write_ns >= interval_ns) {
-            write_queued(p, SIZE_MAX);
-            out_flush(p);
-            p->last_write_ns = clock_mono_ns();
-        } else {
-            nanosleep(&nap, NULL);
-        }
-    }
-    struct timespec cpu;
-    if (p->ctr && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
-        atomic_fetch_add_explicit(&p->ctr->cpu_ns, (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec,
-                                  memory_order_relaxed);
-    return NULL;
+    out_flush(ctx);
 }
+
+/* Keep the first k lines: the part of a block that fits a full queue. */
+static void aw_cut(void *ctx, struct asyncw_item *it, size_t k)
+{
+    struct lineblock *b = (struct lineblock *)it;
+    (void)ctx;
+    b->len = lines_prefix(b->text, b->len, k);
+    b->nlines = k;
+}
+
+static const struct asyncw_ops jsonl_aw_ops = {.write = aw_write, .sync = aw_sync, .cut = aw_cut};
 
 /* ---- vtable ---- */
 
@@ -631,20 +600,14 @@ static void jsonl_destroy(struct proc *p)
 {
     if (!p)
         return;
-    if (p->writer_running) {
-        atomic_store(&p->stop_req, true);
-        pthread_join(p->writer, NULL);
-    }
+    asyncw_destroy(p->aw); /* joins the writer; queued blocks are freed unwritten */
     if (p->fd >= 0)
         file_close(p);
     out_flush(p); /* releases held blocks when no file is open */
-    linering_fini(&p->ring);
     for (size_t i = 0; i < JSONL_ESC_SLOTS; i++)
         if (atomic_load(&p->esc[i].src) > ESC_BUSY)
             free(p->esc[i].esc);
-    for (size_t i = 0; i < p->nspare; i++)
-        free(p->spare[i]);
-    pthread_mutex_destroy(&p->spare_mu);
+    asyncw_spare_destroy(p->spare);
     for (size_t i = 0; i < p->nfiles; i++)
         free(p->files[i]);
     free(p->log_dir);
@@ -659,7 +622,6 @@ static int jsonl_create(const struct proc_config *cfg, struct proc **ret)
     struct proc *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
-    pthread_mutex_init(&p->spare_mu, NULL);
     p->fd = -1;
     jsonl_settings_resolve(cfg->jsonl_rotate_lines, cfg->jsonl_rotate_files,
                            penv_get(PENV_JSONL_ROTATE_LOG_LINES), penv_get(PENV_JSONL_ROTATE_LOG_FILES),
@@ -669,10 +631,24 @@ static int jsonl_create(const struct proc_config *cfg, struct proc **ret)
         goto fail;
     p->rank = cfg->rank;
     p->session_start_ns = cfg->session_start_ns;
-    if ((rc = linering_init(&p->ring, p->set.capacity)) < 0)
-        goto fail;
     p->pl = cfg->pl;
     p->ctr = pipeline_counters(cfg->pl);
+    /* capacity - 1 lines: the ring buffer semantics users know from upstream */
+    struct asyncw_cfg ac = {
+        .name = "MsMonitorJsonl",
+        .what = "jsonl",
+        .capacity = p->set.capacity - 1,
+        /* lines reach the file in writev()s of up to 1 MiB anyway: waking the writer for
+         * every block (one consume() batch, 256 lines) would only cost context switches */
+        .batch = JSONL_BATCH_LINES,
+        .interval_ns = (uint64_t)p->set.interval_ms * 1000000u,
+        .backpressure_ns = atomic_load(&g_backpressure_ns),
+        .cpu_ns = p->ctr ? &p->ctr->cpu_ns : NULL,
+        .ops = &jsonl_aw_ops,
+        .ctx = p,
+    };
+    if ((rc = asyncw_create(&ac, &p->aw)) < 0 || (rc = asyncw_spare_create(JSONL_SPARE_BLOCKS, &p->spare)) < 0)
+        goto fail;
     *ret = p;
     return 0;
 fail:
@@ -680,23 +656,9 @@ fail:
     return rc;
 }
 
-/* The writer thread blocks every signal: it lives in the application's process. */
 static int jsonl_start(struct proc *p)
 {
-    sigset_t all, old;
-    if (p->writer_running || p->stopped)
-        return 0;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&p->writer, NULL, writer_main, p);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-        LOG_ERROR("jsonl: cannot start the writer thread: %s", strerror(rc));
-        return -rc;
-    }
-    pthread_setname_np(p->writer, "MsMonitorJsonl");
-    p->writer_running = true;
-    return 0;
+    return p->stopped ? 0 : asyncw_start(p->aw);
 }
 
 static int jsonl_tick(struct proc *p)
@@ -745,7 +707,7 @@ static void write_session_end(struct proc *p, const char *parallel_group_info)
         struct pipeline_stats ps;
         pipeline_filter_text(p->pl, filt, sizeof(filt));
         pipeline_stats(p->pl, &ps);
-        jw_init(&w, stack, sizeof(stack));
+        jw_init_dyn(&w, JSONL_LINE_MAX); /* the filter's 1024 bytes may escape to 6x that */
         jw_obj_begin(&w);
         jw_key(&w, "filter");
         jw_str(&w, filt);
@@ -756,6 +718,7 @@ static void write_session_end(struct proc *p, const char *parallel_group_info)
         jw_obj_end(&w);
         if (!w.err)
             write_text_line(p, w.buf, w.len);
+        jw_fini(&w);
     }
     uint32_t devs[256];
     size_t ndev = 0;
@@ -785,15 +748,11 @@ static int jsonl_stop(struct proc *p, const char *parallel_group_info)
 {
     if (p->stopped)
         return 0;
-    if (p->writer_running) {
-        atomic_store(&p->stop_req, true);
-        pthread_join(p->writer, NULL);
-        p->writer_running = false;
-    }
+    asyncw_stop(p->aw);
     check_file(p, true);
     p->next_open_ns = 0; /* the final lines get one more attempt */
-    write_queued(p, SIZE_MAX);
-    uint64_t dropped = linering_dropped(&p->ring); /* counted before the session end records it */
+    asyncw_drain(p->aw);
+    uint64_t dropped = asyncw_dropped(p->aw); /* counted before the session end records it */
     if (dropped > 0)
         LOG_WARN("RingBuffer full %llu times", (unsigned long long)dropped);
     if (p->ctr)

@@ -12,7 +12,7 @@
 #define JSONL_MAX_CAPACITY 2097152u
 #define JSONL_DEFAULT_INTERVAL_MS 30000u
 #define JSONL_MIN_INTERVAL_MS 1000u
-#define JSONL_BATCH_LINES 256u
+#define JSONL_BATCH_LINES 4096u /* queued lines that wake the writer (< JSONL_MIN_CAPACITY) */
 
 struct jsonl_settings {
     uint32_t max_lines;

@@ -169,8 +169,10 @@ static void test_refused_config(void **state)
     assert_int_equal(rpc_check_log_dirs(NULL, "ACTIVITIES_LOG_FILE=/etc\n", 25, true, why, sizeof(why)), 0);
 
     /* through rpc_handle: the reply says why; the registered process's mailbox stays empty */
-    struct registry *reg = registry_create("n");
-    struct status_table *st = status_create();
+    struct registry *reg = NULL;
+    assert_int_equal(registry_create("n", &reg), 0);
+    struct status_table *st = NULL;
+    assert_int_equal(status_create(&st), 0);
     struct rpc_ctx ctx = { reg, st, "0", NULL };
     int32_t me = (int32_t)getpid();
     char *got = NULL, body[1024];
@@ -222,7 +224,8 @@ static pid_t dead_pid(void)
 static void test_registry_policy(void **state)
 {
     (void)state;
-    struct registry *r = registry_create("n");
+    struct registry *r = NULL;
+    assert_int_equal(registry_create("n", &r), 0);
     char *cfg;
     size_t len;
     registry_set_policy(r, 2, true);
@@ -241,7 +244,7 @@ static void test_registry_policy(void **state)
     registry_destroy(r);
 
     /* a process that died after registering takes no process_limit slot */
-    r = registry_create("n");
+    assert_int_equal(registry_create("n", &r), 0);
     registry_set_policy(r, 0, false);
     int32_t d1 = (int32_t)dead_pid();
     assert_int_equal(registry_poll(r, 0, &d1, 1, 3, REG_ORIGIN_MSMON, 1, &cfg, &len), 0);
@@ -272,11 +275,14 @@ static void test_ipc_peers(void **state)
     char kdir[128];
     snprintf(kdir, sizeof(kdir), "%s/k", tmp);
     mkdir(kdir, 0700);
-    struct registry *reg = registry_create("n");
-    struct status_table *st = status_create();
+    struct registry *reg = NULL;
+    assert_int_equal(registry_create("n", &reg), 0);
+    struct status_table *st = NULL;
+    assert_int_equal(status_create(&st), 0);
     struct ipc_server_cfg cfg = { tmp, 0600, kdir, reg, st, NULL };
     bool conflict;
-    struct ipc_server *s = ipc_server_create(&cfg, &conflict);
+    struct ipc_server *s = NULL;
+    assert_int_equal(ipc_server_create(&cfg, &conflict, &s), 0);
     assert_non_null(s);
     pid_t me = getpid();
     logcap_clear();

@@ -166,7 +166,8 @@ static void test_config_ack(void **state)
 {
     (void)state;
     struct data_router dr;
-    struct registry *reg = registry_create("h");
+    struct registry *reg = NULL;
+    assert_int_equal(registry_create("h", &reg), 0);
     struct reg_set_result res;
     struct reg_cfg_entry e;
     char *cfg = NULL, msg[512];

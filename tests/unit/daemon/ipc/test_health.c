@@ -257,7 +257,8 @@ static void test_write(void **state)
 
 static void test_listing(void **state)
 {
-    struct status_table *st = status_create();
+    struct status_table *st = NULL;
+    assert_int_equal(status_create(&st), 0);
     struct status_health h;
     struct status_entry *ents = NULL;
     size_t n = 0;

@@ -36,7 +36,8 @@ static void set(struct registry *r, int64_t job, const int32_t *pids, size_t n, 
 static void test_wrap_and_one_shot(void **state)
 {
     (void)state;
-    struct registry *r = registry_create("nodeA");
+    struct registry *r = NULL;
+    assert_int_equal(registry_create("nodeA", &r), 0);
     int32_t p[] = { 42, 7 };
     assert_null(poll1(r, 0, p, 2, 3));
     struct reg_set_result res;
@@ -94,7 +95,8 @@ static void test_fnv(void **state)
 static void test_outcomes(void **state)
 {
     (void)state;
-    struct registry *r = registry_create("h");
+    struct registry *r = NULL;
+    assert_int_equal(registry_create("h", &r), 0);
     int32_t a[] = { 11 }, b[] = { 12 };
     struct reg_set_result res;
     struct reg_cfg_entry *v = NULL, last;
@@ -162,7 +164,8 @@ static void test_outcomes(void **state)
 static void test_match_busy_limit_order(void **state)
 {
     (void)state;
-    struct registry *r = registry_create("h");
+    struct registry *r = NULL;
+    assert_int_equal(registry_create("h", &r), 0);
     /* pid sets {5,10}, {3,20}, {3}, {30,1} -> order {1,30} {3} {3,20} {5,10} */
     int32_t a[] = { 10, 5 }, b[] = { 20, 3 }, c[] = { 3 }, d[] = { 30, 1 };
     poll1(r, 0, a, 2, 3);
@@ -221,7 +224,8 @@ static void test_match_busy_limit_order(void **state)
 static void test_cap_and_gc(void **state)
 {
     (void)state;
-    struct registry *r = registry_create("h");
+    struct registry *r = NULL;
+    assert_int_equal(registry_create("h", &r), 0);
     char *cfg;
     size_t len;
     for (int i = 0; i < REGISTRY_MAX_PROCS; i++) {
@@ -246,7 +250,8 @@ static void test_cap_and_gc(void **state)
 static void test_ctxt(void **state)
 {
     (void)state;
-    struct registry *r = registry_create("h");
+    struct registry *r = NULL;
+    assert_int_equal(registry_create("h", &r), 0);
     assert_int_equal(registry_ctxt(r, 0, 0, 1), 1);
     assert_int_equal(registry_ctxt(r, 0, 0, 2), 2);
     assert_int_equal(registry_ctxt(r, 0, 0, 2), 2);
@@ -272,7 +277,8 @@ static void test_ctxt(void **state)
 static void test_gc_releases_ctxt_of_many_jobs(void **state)
 {
     (void)state;
-    struct registry *r = registry_create("h");
+    struct registry *r = NULL;
+    assert_int_equal(registry_create("h", &r), 0);
     char *cfg;
     size_t len;
     const int njobs = 200;
@@ -300,7 +306,8 @@ static void test_gc_releases_ctxt_of_many_jobs(void **state)
 static void test_status_table(void **state)
 {
     (void)state;
-    struct status_table *st = status_create();
+    struct status_table *st = NULL;
+    assert_int_equal(status_create(&st), 0);
     struct status_last last;
     status_get_last(st, &last);
     assert_false(last.any_received);

@@ -62,10 +62,13 @@ static void test_repeat_registrations(void **state)
     bool conflict;
     (void)state;
     assert_non_null(mkdtemp(dir));
-    struct registry *reg = registry_create("node");
-    struct status_table *st = status_create();
+    struct registry *reg = NULL;
+    assert_int_equal(registry_create("node", &reg), 0);
+    struct status_table *st = NULL;
+    assert_int_equal(status_create(&st), 0);
     struct ipc_server_cfg cfg = { dir, 0600, dir, reg, st, NULL };
-    struct ipc_server *s = ipc_server_create(&cfg, &conflict);
+    struct ipc_server *s = NULL;
+    assert_int_equal(ipc_server_create(&cfg, &conflict, &s), 0);
     assert_non_null(s);
     assert_false(conflict);
 

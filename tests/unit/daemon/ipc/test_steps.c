@@ -35,7 +35,8 @@ static int msg(char *buf, size_t cap, int pid, int rank, int from, int n)
 static void test_window(void **state)
 {
     (void)state;
-    struct steps_store *s = steps_create();
+    struct steps_store *s = NULL;
+    assert_int_equal(steps_create(&s), 0);
     char buf[8192];
     struct steps_rank *rs;
     size_t n, nr;
@@ -76,7 +77,8 @@ static void test_window(void **state)
 static void test_wait_transfer(void **state)
 {
     (void)state;
-    struct steps_store *s = steps_create();
+    struct steps_store *s = NULL;
+    assert_int_equal(steps_create(&s), 0);
     struct steps_rank *rs;
     size_t n;
     assert_int_equal(take(s, "{\"pid\":7,\"rank\":1,\"steps\":[{\"comm\":10,\"compute\":2,\"host\":3,\"memcpy\":4,"
@@ -100,7 +102,8 @@ static void test_wait_transfer(void **state)
 static void test_rpc_get_steps(void **state)
 {
     (void)state;
-    struct steps_store *s = steps_create();
+    struct steps_store *s = NULL;
+    assert_int_equal(steps_create(&s), 0);
     struct rpc_ctx ctx = { NULL, NULL, "x", s };
     char buf[8192], *reply = NULL;
     size_t len = 0;
@@ -156,9 +159,10 @@ static void test_series_through_router(void **state)
     static const struct sink_ops ops = { .name = "series", .write = series_write };
     struct series c = { 0 };
     struct data_router dr;
-    struct steps_store *s = steps_create();
+    struct steps_store *s = NULL;
     char buf[8192];
     cJSON *m = NULL;
+    assert_int_equal(steps_create(&s), 0);
     data_router_init(&dr);
     assert_int_equal(data_router_add(&dr, (struct sink){ &ops, &c }), 0);
     struct sink view = data_router_sink(&dr);

@@ -24,8 +24,8 @@ struct fx {
 static int setup(void **state)
 {
     struct fx *f = calloc(1, sizeof(*f));
-    f->reg = registry_create("host");
-    f->st = status_create();
+    assert_int_equal(registry_create("host", &f->reg), 0);
+    assert_int_equal(status_create(&f->st), 0);
     f->ctx = (struct rpc_ctx){ f->reg, f->st, "0.3.2", NULL };
     log_set_level(LOG_LVL_ERROR);
     *state = f;

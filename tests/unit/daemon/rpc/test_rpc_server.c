@@ -82,14 +82,14 @@ static struct fixture *fixture_new(int max_clients)
     snprintf(f->dir, sizeof(f->dir), "/tmp/msmon_rpcsrvXXXXXX");
     assert_non_null(mkdtemp(f->dir));
     assert_int_equal(loop_create(&f->loop), 0);
-    f->reg = registry_create("node");
-    f->st = status_create();
+    assert_int_equal(registry_create("node", &f->reg), 0);
+    assert_int_equal(status_create(&f->st), 0);
     f->ctx = (struct rpc_ctx){ f->reg, f->st, "9.9.9", NULL };
     f->local.fd = -1;
     assert_int_equal(sock_file_create(&f->local, f->dir, "dyno.sock", SOCK_STREAM, 0600), 0);
     f->port = pick_port();
     assert_int_equal(rpc_listen_tcp(f->port, "127.0.0.1", &tcp_fd, err, sizeof(err)), 0);
-    f->srv = rpc_server_create(f->loop, tcp_fd, NULL, f->local.fd, max_clients, &f->ctx);
+    assert_int_equal(rpc_server_create(f->loop, tcp_fd, NULL, f->local.fd, max_clients, &f->ctx, &f->srv), 0);
     assert_non_null(f->srv);
     assert_int_equal(loop_timer_add(f->loop, 5, true, on_watch, f, &f->watch), 0);
     return f;

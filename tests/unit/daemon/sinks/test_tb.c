@@ -321,7 +321,8 @@ static void test_plugin_stats_record(void **state)
     assert_int_equal(c.pid, 77);
     assert_int_equal(c.job, SINK_NO_JOB); /* no status table: job unknown */
     /* with the pid's status report known, its records carry that job */
-    struct status_table *st = status_create();
+    struct status_table *st = NULL;
+    assert_int_equal(status_create(&st), 0);
     struct ipc_status rep = { .pid = 77, .job_id = 5, .status = 1, .current_step = -1,
                               .start_step = -1, .stop_step = -1 };
     status_update(st, STATUS_MONITOR, &rep, 1);

@@ -15,7 +15,6 @@
 
 #include "export_util.h"
 #include "pl_test.h"
-#include "plugin/outputs/linering.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/penv.h"
 #include "plugin/outputs/proc.h"
@@ -408,113 +407,6 @@ static void test_no_directory(void **state)
     free(dir);
 }
 
-static struct lineblock *block_of(const char *text)
-{
-    size_t len = strlen(text), n = 0;
-    struct lineblock *b = lineblock_create(len);
-    assert_non_null(b);
-    memcpy(b->text, text, len);
-    for (size_t i = 0; i < len; i++)
-        n += text[i] == '\n';
-    b->len = len;
-    b->nlines = n;
-    return b;
-}
-
-/* Producers push blocks of 1..4 lines "<id>:<seq>\n". */
-struct prod_arg { struct linering *r; int id, n; };
-static void *producer(void *a)
-{
-    struct prod_arg *pa = a;
-    for (int i = 0; i < pa->n;) {
-        int k = 1 + i % 4;
-        if (k > pa->n - i)
-            k = pa->n - i;
-        struct lineblock *b = lineblock_create(64);
-        for (int j = 0; j < k; j++)
-            b->len += (size_t)snprintf(b->text + b->len, 64 - b->len, "%d:%d\n", pa->id, i + j);
-        b->nlines = (size_t)k;
-        if (linering_push(pa->r, b) < 0)
-            free(b);
-        i += k;
-    }
-    return NULL;
-}
-
-static void test_linering(void **state)
-{
-    (void)state;
-    struct linering r;
-    struct lineblock *b;
-    assert_int_equal(linering_init(&r, 6), -EINVAL);
-    assert_int_equal(linering_init(&r, 8), 0);
-    /* capacity counts lines: 8 holds 7 lines, whatever the blocks */
-    assert_int_equal(linering_push(&r, block_of("a\nb\nc\n")), 0);
-    assert_int_equal(linering_push(&r, block_of("d\n")), 0);
-    assert_int_equal(linering_size(&r), 4);
-    /* a block that only partly fits is cut after the lines that fit; the rest are drops */
-    assert_int_equal(linering_push(&r, block_of("e\nf\ng\nh\ni\n")), 0);
-    assert_int_equal(linering_size(&r), 7);
-    assert_int_equal(linering_dropped(&r), 2);
-    struct lineblock *x = block_of("y\nz\n");
-    assert_int_equal(linering_push(&r, x), -ENOSPC); /* the caller keeps x */
-    assert_int_equal(x->nlines, 2);
-    assert_int_equal(linering_dropped(&r), 4);
-    struct lineblock *empty = lineblock_create(8);
-    assert_int_equal(linering_push(&r, empty), -EINVAL);
-    free(empty);
-    assert_int_equal(linering_pop(&r, &b), 0);
-    assert_int_equal(b->nlines, 3);
-    assert_memory_equal(b->text, "a\nb\nc\n", b->len);
-    free(b);
-    assert_int_equal(linering_size(&r), 4);
-    assert_int_equal(linering_pop(&r, &b), 0);
-    free(b);
-    assert_int_equal(linering_pop(&r, &b), 0);
-    assert_int_equal(b->nlines, 3);
-    assert_int_equal(b->len, 6);
-    assert_memory_equal(b->text, "e\nf\ng\n", 6);
-    free(b);
-    assert_int_equal(linering_pop(&r, &b), -EAGAIN);
-    assert_int_equal(linering_size(&r), 0);
-    assert_int_equal(linering_push(&r, x), 0); /* room again: reused block accepted */
-    linering_fini(&r);                         /* frees the queued blocks */
-
-    /* 4 producers, 1 consumer: every line arrives once or is counted as dropped, in
-     * per-producer order. */
-    assert_int_equal(linering_init(&r, 1024), 0);
-    pthread_t th[4];
-    struct prod_arg pa[4];
-    for (int i = 0; i < 4; i++) {
-        pa[i] = (struct prod_arg){&r, i, 50000};
-        pthread_create(&th[i], NULL, producer, &pa[i]);
-    }
-    int next[4] = {0, 0, 0, 0};
-    long got = 0;
-    int done = 0;
-    while (!done) {
-        if (linering_pop(&r, &b) == 0) {
-            const char *s = b->text;
-            for (size_t j = 0; j < b->nlines; j++) {
-                int id, seq;
-                assert_int_equal(sscanf(s, "%d:%d", &id, &seq), 2);
-                assert_true(seq >= next[id]);
-                next[id] = seq + 1;
-                got++;
-                s = strchr(s, '\n') + 1;
-            }
-            assert_true(s == b->text + b->len);
-            free(b);
-        } else if (got + (long)linering_dropped(&r) == 200000) {
-            done = 1;
-        }
-    }
-    for (int i = 0; i < 4; i++)
-        pthread_join(th[i], NULL);
-    assert_int_equal(got + (long)linering_dropped(&r), 200000);
-    linering_fini(&r);
-}
-
 static void test_outfile_names_and_hash(void **state)
 {
     (void)state;
@@ -654,7 +546,6 @@ int main(void)
         cmocka_unit_test(test_ring_overflow_count),
         cmocka_unit_test(test_file_removed_mid_session),
         cmocka_unit_test(test_no_directory),
-        cmocka_unit_test(test_linering),
         cmocka_unit_test(test_outfile_names_and_hash),
         cmocka_unit_test(test_prepare_dir),
         cmocka_unit_test(test_full_file_keeps_whole_lines),
