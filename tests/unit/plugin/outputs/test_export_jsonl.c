@@ -19,6 +19,7 @@
 #include "plugin/penv.h"
 #include "plugin/outputs/proc.h"
 #include "plugin/outputs/proc_jsonl.h"
+#include "plugin/pipeline/filter.h"
 
 static struct proc *session(const char *dir, const char *lines, const char *files, int start)
 {
@@ -373,6 +374,39 @@ static void test_file_removed_mid_session(void **state)
     free(dir);
 }
 
+/* The session-end line keeps the filter as set, however hostile: 1024 bytes of control
+ * characters escape to 6x that and the line is still written whole. */
+static void test_session_end_hostile_filter(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_make();
+    struct filter_state *fs = NULL;
+    struct pipeline *pl = NULL;
+    struct proc_config cfg = {.log_dir = dir, .rank = 2, .session_start_ns = T0};
+    char text[FILTER_MAX_TEXT + 1];
+    memset(text, 0x01, FILTER_MAX_TEXT);
+    memcpy(text, "Kernel:", 7);
+    text[FILTER_MAX_TEXT] = '\0';
+    assert_int_equal(filter_state_create(&fs), 0);
+    assert_int_equal(filter_state_set(fs, text), 0);
+    assert_int_equal(pipeline_create(&cfg, fs, &proc_jsonl_ops, &pl), 0);
+    assert_int_equal(pipeline_start(pl), 0);
+    struct mon_record r = r_kernel(T0 + 3, T0 + 4, 1, 2, 5, "AI_CORE", "MatMul");
+    pipeline_deliver(pl, &r, 1);
+    assert_int_equal(pipeline_stop(pl, NULL), 0);
+    pipeline_destroy(pl);
+    filter_state_destroy(fs);
+    char *all = only_file(dir);
+    char *end = cut_session_end(all);
+    assert_true(strncmp(end, "{\"filter\":\"Kernel:\\u0001", 18) == 0);
+    assert_int_equal(strstr(end, "\",\"kind\":\"session_stats\"") - end, 11 + 7 + 6 * (FILTER_MAX_TEXT - 7));
+    assert_has(end, "\"filtered\":1,"); /* no kernel name matches: MatMul was filtered out */
+    free(end);
+    free(all);
+    rm_rf(dir);
+    free(dir);
+}
+
 /* No file can be created (directory gone): the lines are counted and reported once, and the
  * failed attempts do not push the forced-unique name stamps into the future (one attempt per
  * block would advance them 1 ms each: 20 s for these 20000 blocks). */
@@ -545,6 +579,7 @@ int main(void)
         cmocka_unit_test(test_settings_rules),
         cmocka_unit_test(test_ring_overflow_count),
         cmocka_unit_test(test_file_removed_mid_session),
+        cmocka_unit_test(test_session_end_hostile_filter),
         cmocka_unit_test(test_no_directory),
         cmocka_unit_test(test_outfile_names_and_hash),
         cmocka_unit_test(test_prepare_dir),
