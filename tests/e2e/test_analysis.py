@@ -51,6 +51,33 @@ def test_step_rule_is_one(tmp_path):
         assert [s["step"] for s in json.load(f)["steps"]] == want
 
 
+def test_facts_from_contract():
+    """msmonitor.facts restates nothing the generated _contract holds: the step rule, dtype and
+    memcpy-kind names and the kind names are the contract's, and every contract dtype has a size."""
+    require_packages()
+    r = subprocess.run([PYTHON, "-c", """
+import json
+from msmonitor import facts as F, _contract as C
+print(json.dumps({
+    "dtypes": {i: n for i, (n, _) in F.DTYPES.items()} == C.DTYPE_NAMES,
+    "sized": all(size > 0 for _, size in F.DTYPES.values()),
+    "invalid": F.dtype_name(13) == C.DTYPE_INVALID,
+    "memcpy": F.MEMCPY_KINDS == C.MEMCPY_KIND_NAMES,
+    "step": F.STEP_PREFIXES[0] == C.STEP_PREFIX and F.STEP_MAX == C.STEP_MAX,
+    "rule": all(F.step_number(n) == C.step_of(n) for n in ("step 1", "step 2147483648", "step x", "step ")),
+    "kinds": set(F.API_KINDS + F.COMM_KINDS + (F.K_KERNEL, F.K_MEMCPY, F.K_MEMSET, F.K_MARKER)) <= set(C.KIND_VALUES),
+    "end": (F.META_FILTER, F.META_STATS) == (C.META_FILTER, C.META_STATS),
+}))
+"""], env=py_env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert all(got.values()), got
+    with open(os.path.join(SOURCE, "python", "msmonitor", "facts.py")) as f:
+        src = f.read()
+    for copy in ("2 ** 31", "HTOD", '"step "', "MsptiMonitor"):   # once hand-written copies / log lines
+        assert copy not in src, copy
+
+
 def _plugin_db(path, kernels, steps, comm, strings=True):
     """A DB with the plugin's tables (docs/design/outputs.md#db-schema): kernels [(name, ns)],
     steps [(n, host ns, device ns)], comm [(op, elements, ns)]."""
