@@ -1,7 +1,9 @@
 /* api: the exported C API of libmsmonitor.so (include/msmon/msmonitor.h), the only file that
  * includes that header. Thin: every call makes sure logging and the backend are set up (first
  * use), then delegates down to the control layer (control, dyno, npoll, dynamic) or the
- * monitor; nothing below calls back up here. The library's only exported symbols. */
+ * monitor; nothing below calls back up here. The library's only exported symbols. Loading
+ * the library starts nothing (no constructor): a program that never calls it is reached by
+ * the CUDA driver through InitializeInjection (docs/design/session.md#control-sources). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -10,7 +12,6 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "common/thr.h"
 #include "contract/kinds.h"
 #include "msmon/msmonitor.h"
 #include "plugin/outputs/proc_memory.h"
@@ -204,31 +205,12 @@ MSMON_API int msmon_monitor_results(int32_t kind, const struct msmon_result **re
     return proc_memory_results(kind, ret_arr, ret_n);
 }
 
+/* CUDA_INJECTION64_PATH: the driver calls this at cuInit, on the program's thread and outside
+ * the loader lock, so the first use and the poller start here. */
 MSMON_API int InitializeInjection(void)
 {
     api_init();
     if ((penv_is_one(PENV_USE_DAEMON) || penv_is_one(PENV_KINETO_USE_DAEMON)) && penv_is_one(PENV_NATIVE_POLL))
         (void)npoll_start();
     return 1;
-}
-
-/* The load-time start: first use (log, vendor library, atexit), then the poller; a thread of
- * its own that ends once the poller runs. */
-static void *api_load_main(void *arg)
-{
-    (void)arg;
-    api_init();
-    (void)npoll_start();
-    return NULL;
-}
-
-/* Load time: only when the environment asks for the native poller (C workloads that never
- * call us, docs/design/session.md#control-sources) is anything started. The constructor runs
- * under the dynamic loader's lock, so it does no work itself: no log file, no dlopen of the
- * vendor library, no atexit; it launches the thread that does it (a process that calls the
- * library first meets the same pthread_once). */
-__attribute__((constructor)) static void api_ctor(void)
-{
-    if (penv_is_one(PENV_USE_DAEMON) && penv_is_one(PENV_NATIVE_POLL))
-        (void)thr_start(NULL, "MsMonitorInit", api_load_main, NULL, THR_DETACHED);
 }

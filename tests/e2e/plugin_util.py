@@ -102,6 +102,7 @@ sys.path.insert(0, os.environ["MSMON_E2E_PYPATH"])
 import mssim
 sim = mssim.load(os.environ["MSMON_E2E_SIM"])
 plugin = ctypes.CDLL(os.environ["MSMON_E2E_PLUGIN"], mode=ctypes.RTLD_GLOBAL)
+plugin.msmon_native_poll_start()  # loading starts nothing (docs/plugin.md)
 stop = []
 signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
 mask, burst, pause = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])

@@ -183,41 +183,13 @@ def test_cupti_lib_missing_keeps_app_running(daemon):
     assert app.p.returncode == 0, app.log()
 
 
-def test_fallback_when_mspti_absent(daemon):
-    """No MSMONITOR_BACKEND, no injection, no msPTI anywhere: the plugin (LD_PRELOAD) falls
-    back to CUPTI and finds the copy the program already mapped (RTLD_NOLOAD, docs/design/session.md#cupti-backend)."""
-    tmp = tempfile.mkdtemp(prefix="mmc")
-    pre = os.environ.get("LD_PRELOAD")  # the sanitizer runtime in the ASan tree comes first
-    env = {"CUDA_INJECTION64_PATH": "", "LD_PRELOAD": (pre + ":" if pre else "") + binpath("libmsmonitor.so")}
-    app = CudaApp(daemon, tmp, steps=10, extra_env=env,
-                  unset=("MSMONITOR_CUPTI_LIB", "MSMONITOR_MSPTI_LIB", "ASCEND_HOME_PATH", "CUDA_HOME"))
-    try:
-        wait_registered(daemon, app.p.pid)
-        r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--report-interval-s", "1",
-                     "--mspti-activity-kind", "Kernel")
-        assert r.returncode == 0, r.stderr + r.stdout
-        app.wait_plugin_log("MsptiMonitor start successfully")
-        app.go()
-        app.p.wait(60)
-    finally:
-        app.stop()
-    assert app.p.returncode == 0, app.log()
-    log = app.plugin_log()
-    # one WARNING naming what was searched (issue 22 item 8)
-    warn = [ln for ln in log.splitlines() if "CUPTI chosen because msPTI was not found (searched: " in ln]
-    assert len(warn) == 1 and warn[0].startswith("W"), log[-3000:]
-    assert "Loaded CUPTI library from " + os.path.join(SIMDIR, "libcupti.so") in log, log[-3000:]
-    _, cnt = _reported(daemon, "Kernel")
-    kern, _, _, _, _ = _truth(app)
-    assert cnt == kern and sum(cnt.values()) == 40
-
-
 _PY_WORKLOAD = r"""
 import ctypes, os, sys, time
 sys.path.insert(0, os.environ["MSMON_E2E_PYPATH"])
 from mssim import cupti
 sim = cupti.load()
 plugin = ctypes.CDLL(os.environ["MSMON_E2E_PLUGIN"], mode=ctypes.RTLD_GLOBAL)
+plugin.msmon_native_poll_start()  # loading starts nothing (docs/plugin.md)
 open(sys.argv[1], "w").close()
 while not os.path.exists(sys.argv[2]):
     time.sleep(0.01)
@@ -243,24 +215,25 @@ class PyProc(Proc):
     wait_plugin_log = Workload.wait_plugin_log
 
 
-def test_python_workload_on_simulated_cuda(daemon):
-    """A Python workload drives the simulated CUPTI through mssim.cupti, the plugin loaded with
-    MSMONITOR_BACKEND=cupti: Kernel and Communication metrics match, CUPTI's dropped count is
-    logged."""
+def _run_py_workload(daemon, kinds, extra_env, unset=()):
+    """Run _PY_WORKLOAD (the plugin loaded with ctypes, the poller started by its call) through
+    one npu-monitor session; returns its plugin log."""
     from conftest import SOURCE
     tmp = tempfile.mkdtemp(prefix="mmc")
     ready, go, seen = os.path.join(tmp, "ready"), os.path.join(tmp, "go"), os.path.join(tmp, "seen")
     env = daemon.client_env()
-    env.update({"MSMONITOR_USE_DAEMON": "1", "MSMONITOR_NATIVE_POLL": "1", "MSMONITOR_BACKEND": "cupti",
-                "MSMONITOR_CUPTI_LIB": os.path.join(SIMDIR, "libcupti.so"), "MSMONITOR_LOG_PATH": tmp,
+    env.update({"MSMONITOR_USE_DAEMON": "1", "MSMONITOR_NATIVE_POLL": "1", "MSMONITOR_LOG_PATH": tmp,
                 "MSMON_E2E_PYPATH": os.path.join(SOURCE, "python"), "MSMON_E2E_PLUGIN": binpath("libmsmonitor.so"),
                 "PYTHONDONTWRITEBYTECODE": "1"})
+    env.update(extra_env)
+    for k in unset:
+        env.pop(k, None)
     w = PyProc(["/usr/bin/python3", "-c", _PY_WORKLOAD, ready, go, seen], env=env, logname="py", tmpdir=tmp)
     try:
         wait_until(lambda: os.path.exists(ready), 60, "the Python workload to be ready", diag=w.log, alive=w)
         wait_registered(daemon, w.p.pid)
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--report-interval-s", "1",
-                     "--mspti-activity-kind", "Kernel,Communication")
+                     "--mspti-activity-kind", kinds)
         assert r.returncode == 0, r.stderr + r.stdout
         w.wait_plugin_log("MsptiMonitor start successfully")
         open(go, "w").close()
@@ -270,9 +243,30 @@ def test_python_workload_on_simulated_cuda(daemon):
     finally:
         w.stop()
     assert w.p.returncode == 0, w.log()
+    return w.plugin_log()
+
+
+def test_python_workload_on_simulated_cuda(daemon):
+    """A Python workload drives the simulated CUPTI through mssim.cupti, the plugin loaded with
+    MSMONITOR_BACKEND=cupti: Kernel and Communication metrics match, CUPTI's dropped count is
+    logged."""
+    log = _run_py_workload(daemon, "Kernel,Communication",
+                           {"MSMONITOR_BACKEND": "cupti", "MSMONITOR_CUPTI_LIB": os.path.join(SIMDIR, "libcupti.so")})
     _, cnt = _reported(daemon, "Kernel")
     assert cnt["py_gemm"] == 10 and sum(cnt.values()) == 20, cnt
     _, comm = _reported(daemon, "Communication")
     assert comm == {"AllReduce": 10}, comm
-    log = w.plugin_log()
     assert "CUPTI dropped 7 records" in log, log[-3000:]
+
+
+def test_fallback_when_mspti_absent(daemon):
+    """No MSMONITOR_BACKEND, no library path, no msPTI anywhere: the plugin falls back to CUPTI
+    and finds the copy the program already mapped (RTLD_NOLOAD,
+    docs/design/session.md#cupti-backend), with one WARNING naming what was searched."""
+    log = _run_py_workload(daemon, "Kernel", {}, unset=("MSMONITOR_BACKEND", "MSMONITOR_CUPTI_LIB",
+                                                         "MSMONITOR_MSPTI_LIB", "ASCEND_HOME_PATH", "CUDA_HOME"))
+    warn = [ln for ln in log.splitlines() if "CUPTI chosen because msPTI was not found (searched: " in ln]
+    assert len(warn) == 1 and warn[0].startswith("W"), log[-3000:]
+    assert "Loaded CUPTI library from " + os.path.join(SIMDIR, "libcupti.so") in log, log[-3000:]
+    _, cnt = _reported(daemon, "Kernel")
+    assert cnt["py_gemm"] == 10 and sum(cnt.values()) == 20, cnt

@@ -115,6 +115,7 @@ CUPTI_SIM = os.path.join(BUILD, "src", "sim", "cupti", "libcupti.so")
 IDLE_SCRIPT = r"""
 import ctypes, os, signal, sys, time
 plugin = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+plugin.msmon_native_poll_start()  # loading starts nothing (docs/plugin.md)
 stop = []
 signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
 open(sys.argv[2], "w").close()

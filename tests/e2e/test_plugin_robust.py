@@ -317,3 +317,46 @@ def test_daemon_absent_logged_once(make_daemon):
         w.wait_plugin_log("MsptiMonitor start successfully")
     finally:
         w.stop()
+
+
+_LOAD_ONLY = r"""
+import ctypes, glob, json, os, sys, time
+
+def threads():
+    out = []
+    for comm in glob.glob("/proc/self/task/*/comm"):
+        try:
+            out.append(open(comm).read().strip())
+        except OSError:
+            pass
+    return sorted(out)
+
+before = threads()
+lib = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+after_load = threads()
+rc = lib.msmon_native_poll_start()
+deadline = time.monotonic() + float(sys.argv[2])
+while "MsMonitorPoll" not in threads() and time.monotonic() < deadline:
+    time.sleep(0.01)
+after_start = threads()
+lib.msmon_native_poll_stop()
+print(json.dumps({"before": before, "after_load": after_load, "rc": rc, "after_start": after_start}))
+"""
+
+
+def test_loading_starts_nothing(daemon):
+    """Issue 24 item 6: no thread is started from the library's constructor, even with the
+    native-poller variables set; the poller starts at the first call that asks for it
+    (docs/plugin.md). Fails if a constructor starts the poller: its thread would be listed
+    right after the load."""
+    import subprocess
+    from python_util import PYTHON, last_json
+    from waits import TIMEOUT_SCALE
+    env = daemon.client_env(MSMONITOR_USE_DAEMON="1", MSMONITOR_NATIVE_POLL="1",
+                            MSMONITOR_MSPTI_LIB=binpath("libmspti.so"))
+    r = subprocess.run([PYTHON, "-c", _LOAD_ONLY, binpath("libmsmonitor.so"), str(30 * TIMEOUT_SCALE)],
+                       env=env, capture_output=True, text=True, timeout=120 * TIMEOUT_SCALE)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = last_json(r.stdout)
+    assert got["after_load"] == got["before"], got
+    assert got["rc"] == 0 and "MsMonitorPoll" in got["after_start"], (got, r.stderr[-3000:])
