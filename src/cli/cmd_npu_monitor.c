@@ -100,7 +100,8 @@ static int npu_monitor_prepare(const struct cli_args *a, struct cmd_req *req, ch
     if (log_file[0])
         cli_val_path_warnings(log_file, &req->echo);
     cli_buf_printf(&req->echo, "Npu monitor config = \n%s\n", cli_buf_str(&req->config));
-    req->log_file = log_file;
+    /* The report hint names the directory a start writes to; a stop or a status names none. */
+    req->log_file = start ? log_file : "";
     return req->config.err ? req->config.err : req->body.err;
 }
 
@@ -115,8 +116,7 @@ static void npu_monitor_render(const struct cmd_req *req, const char *reply, siz
     cmd_render_reply_line(reply, out);
     cmd_render_note(json, out);
     /* Files on the node are read back with SQL or jq otherwise: point at the report. */
-    if (req->log_file && req->log_file[0] &&
-        strstr(cli_buf_str(&req->config), CFGKEY_NPU_MONITOR_START "=true"))
+    if (req->log_file && req->log_file[0])
         cli_buf_printf(out, "Hint: once the session has stopped, `python3 -m msmonitor report %s` on "
                             "the node renders its files as one HTML page (docs/report.md)\n",
                        req->log_file);
