@@ -280,7 +280,7 @@ int main(int argc, char **argv)
         struct ipc_server_cfg icfg = { dir, (mode_t)flags.ipc_socket_mode, kdir, reg, st, &data };
         (void)ipc_server_create(&icfg, &conflict, &ipc); /* without memory: no IPC, as for a failed endpoint */
         if (conflict) {
-            LOG_ERROR("refusing to start: another dynolog serves %s/dynolog.sock", dir);
+            LOG_ERROR("refusing to start: another dynolog serves %s/" NAMES_SOCK_FILE(NAMES_SOCK_CTL), dir);
             close(tcp_fd);
             goto out_ipc;
         }

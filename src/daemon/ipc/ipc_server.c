@@ -345,7 +345,7 @@ static int endpoint_idx(bool kineto, bool data)
 
 static const char *endpoint_name(bool kineto, bool data)
 {
-    return kineto ? "Kineto endpoint" : data ? "dynolog_data.sock" : "dynolog.sock";
+    return kineto ? "Kineto endpoint" : data ? NAMES_SOCK_FILE(NAMES_SOCK_DATA) : NAMES_SOCK_FILE(NAMES_SOCK_CTL);
 }
 
 void ipc_server_dispatch_cred(struct ipc_server *s, int fd, bool kineto, bool data,
