@@ -6,12 +6,12 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/thr.h"
 #include "sim/sim_dump.h"
 
 struct full_buf {
@@ -84,29 +84,6 @@ static void init_once(void)
 
 void sim_core_init(void) { pthread_once(&g_once, init_once); }
 const struct sim_knobs *sim_knobs(void) { return &g.k; }
-
-void sim_block_signals(void)
-{
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
-}
-
-/* Start a thread with every signal blocked (it lives inside someone else's process). */
-static int spawn(pthread_t *t, void *(*fn)(void *), void *arg, bool detached)
-{
-    sigset_t all, old;
-    pthread_attr_t attr;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    pthread_attr_init(&attr);
-    if (detached)
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(t, &attr, fn, arg);
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return -rc;
-}
 
 /* ---------------- subscription, kinds, callbacks ---------------- */
 
@@ -314,7 +291,7 @@ static void *manager_main(void *arg)
                 job->done = done;
                 job->fb = fb;
                 pthread_mutex_unlock(&g.lock);
-                int rc = spawn(&t, completion_main, job, true);
+                int rc = thr_start(&t, "mssim-complete", completion_main, job, THR_DETACHED);
                 pthread_mutex_lock(&g.lock);
                 if (rc == 0)
                     continue;
@@ -343,7 +320,7 @@ SIM_EXPORT msptiResult msptiActivityRegisterCallbacks(msptiBuffersCallbackReques
     g.done = funcBufferCompleted;
     if (!g.mgr_started) {
         pthread_t t;
-        if (spawn(&t, manager_main, NULL, true) != 0) {
+        if (thr_start(&t, "mssim-manager", manager_main, NULL, THR_DETACHED) != 0) {
             rc = MSPTI_ERROR_INNER;
             goto out;
         }

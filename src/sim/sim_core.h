@@ -52,7 +52,5 @@ void sim_core_get_stats(struct mssim_stats *out);
 /* mssim_reset's part for this module (see mssim.h). */
 void sim_core_reset(void);
 
-/* Blocks every signal in the calling thread; used by all simulator threads. */
-void sim_block_signals(void);
 
 #endif

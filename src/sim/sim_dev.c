@@ -6,11 +6,11 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/thr.h"
 #include "sim/sim_core.h"
 
 struct pend {
@@ -167,19 +167,13 @@ static void *device_main(void *arg)
 static int start_locked(void)
 {
     pthread_t t;
-    sigset_t all, old;
-    pthread_attr_t attr;
+    int rc;
     if (d.started)
         return 0;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&t, &attr, device_main, NULL);
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    /* it lives inside someone else's process: every signal blocked (thr.h) */
+    rc = thr_start(&t, "mssim-device", device_main, NULL, THR_DETACHED);
     if (rc != 0)
-        return -rc;
+        return rc;
     d.started = true;
     return 0;
 }
