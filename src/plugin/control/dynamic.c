@@ -245,18 +245,6 @@ bool dyn_use_daemon(const char *msmon, const char *kineto)
     return value == 1;
 }
 
-/* (dynamic.h) */
-int dyn_py_int(const char *s, int32_t *ret)
-{
-    char tmp[32];
-    size_t n = strlen(s);
-
-    str_trim_view(&s, &n, DYN_PY_WS);
-    if (str_copy(tmp, sizeof(tmp), s, n) != 0)
-        return -ERANGE;
-    return str_to_i32(tmp, ret);
-}
-
 double dyn_poll_interval(const char *raw)
 {
     double v;
@@ -276,7 +264,7 @@ long dyn_stale_seconds(const char *raw)
 
     if (!raw)
         return DYN_STALE_S;
-    if (dyn_py_int(raw, &v) != 0 || v < 0) {
+    if (kvtext_int(raw, &v) != 0 || v < 0) {
         LOG_WARN("dynamic_profile: MSMONITOR_SHM_STALE_S='%s' invalid (integer >= 0), using %d", raw, DYN_STALE_S);
         return DYN_STALE_S;
     }

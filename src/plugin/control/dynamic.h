@@ -15,6 +15,7 @@
 
 #include "contract/kvtext.h"
 #include "contract/names.h"
+#include "msmon/ipc_wire.h"
 #include "plugin/control/control.h"
 
 #define DYN_SHM_PREFIX NAMES_SHM_PREFIX
@@ -75,12 +76,9 @@ int dyn_attach_or_create(const char *path, long stale_s, int *ret_fd, bool *ret_
                          char *err, size_t errcap);
 
 /* The nputrace window's status as the IPC carries it (docs/design/ipc.md#ranks): Ready until
- * start, Running in [start, stop), then Idle. Wire values only: the window itself is
- * tracewin's (tracewin.h). */
-enum { DYN_TRACE_IDLE = 0, DYN_TRACE_RUNNING = 1, DYN_TRACE_READY = 2 };
-/* Python int(str): surrounding whitespace (KVTEXT_WS) allowed, then a whole decimal int32.
- * 0, -EINVAL, -ERANGE. */
-int dyn_py_int(const char *s, int32_t *ret);
+ * start, Running in [start, stop), then Idle. Wire values only (msmon/ipc_wire.h): the window
+ * itself is tracewin's (tracewin.h). */
+enum { DYN_TRACE_IDLE = IPC_STATUS_IDLE, DYN_TRACE_RUNNING = IPC_STATUS_RUNNING, DYN_TRACE_READY = IPC_STATUS_READY };
 
 /* msmon_dynamic_init(): join dyno mode as `rank` (< 0: RANK, else RANK_ID, else 0). 0 active
  * (also when already active), -ENOTSUP dyno mode not asked for by the environment, -ESTALE

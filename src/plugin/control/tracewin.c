@@ -14,8 +14,8 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "contract/cfgkeys.h"
+#include "msmon/ipc_wire.h"
 #include "msmon/msmonitor.h"
-#include "plugin/control/dynamic.h"
 #include "plugin/control/monitor.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/outputs/proc_trace.h"
@@ -40,7 +40,7 @@ static struct {
 /* The IPC status value of a window (lock held). */
 static int32_t tw_status_of(const struct window_state *w)
 {
-    return w->phase == WINDOW_ARMED ? DYN_TRACE_READY : w->phase == WINDOW_OPEN ? DYN_TRACE_RUNNING : DYN_TRACE_IDLE;
+    return w->phase == WINDOW_ARMED ? IPC_STATUS_READY : w->phase == WINDOW_OPEN ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE;
 }
 
 static bool tw_busy(const struct window_state *w)
@@ -97,7 +97,7 @@ int tracewin_rule(const struct kvtext *kv, int32_t rank, int32_t step, struct wi
                  tw_get(kv, "PROFILE_RANK_LIST", ""));
         return 0;
     }
-    if (dyn_py_int(start_s, &start) != 0 || dyn_py_int(iters_s, &iters) != 0) {
+    if (kvtext_int(start_s, &start) != 0 || kvtext_int(iters_s, &iters) != 0) {
         LOG_ERROR("dynamic_profile: nputrace config ignored: PROFILE_START_STEP='%s' ACTIVITIES_ITERATIONS='%s'",
                   start_s, iters_s);
         return -EINVAL;

@@ -77,7 +77,7 @@ void tracewin_leave(int32_t step);
 
 /* The window's status as the IPC reports it (read-only view). */
 struct tracewin_status {
-    int32_t status;      /* DYN_TRACE_* (dynamic.h); Idle when no window */
+    int32_t status;      /* IPC_STATUS_IDLE/RUNNING/READY (msmon/ipc_wire.h, dynamic.h's DYN_TRACE_*) */
     int32_t step;        /* the step the window last saw, -1 none */
     int32_t start, stop; /* [start, stop) while Ready or Running, else -1 */
 };
@@ -91,7 +91,7 @@ void tracewin_status(struct tracewin_status *ret);
  * starts now; records before the start of `step <start>` are left out, the start of
  * `step <stop>` closes it (-1: the first step that begins). 0 or -errno (logged). */
 int tracewin_native_config(const char *text, size_t len, int32_t rank);
-/* The poller's tick: the window's status (DYN_TRACE_*, current step, [start, stop)); stops
+/* The poller's tick: the window's status (IPC_STATUS_*, current step, [start, stop)); stops
  * the session once the window closed (the file is written on the session thread). */
 void tracewin_native_tick(int32_t *ret_status, int32_t *ret_step, int32_t *ret_start, int32_t *ret_stop);
 
