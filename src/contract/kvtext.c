@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/strutil.h"
+
 void kvtext_init(struct kvtext *kv)
 {
     kv->store = NULL;
@@ -85,4 +87,15 @@ int kvtext_parse(const char *text, size_t len, struct kvtext *ret)
         p = nl + 1;
     }
     return rc;
+}
+
+int kvtext_int(const char *s, int32_t *ret)
+{
+    char tmp[32];
+    size_t n = strlen(s);
+
+    str_trim_view(&s, &n, KVTEXT_WS);
+    if (str_copy(tmp, sizeof(tmp), s, n) != 0)
+        return -ERANGE;
+    return str_to_i32(tmp, ret);
 }

@@ -5,6 +5,7 @@
 #define MSMON_CONTRACT_KVTEXT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define KVTEXT_MAX_KEYS 256 /* cap on the keys of one config */
 /* What Python's str.strip() removes among ASCII bytes. */
@@ -31,5 +32,8 @@ int kvtext_put(struct kvtext *kv, const char *key, const char *value);
 /* Value of key (exact), or NULL when absent. Borrowed until kvtext_fini(). */
 const char *kvtext_get(const struct kvtext *kv, const char *key);
 void kvtext_fini(struct kvtext *kv);
+/* A value as Python's int(str) reads it: surrounding KVTEXT_WS allowed, then a whole decimal
+ * int32. 0, -EINVAL, -ERANGE. */
+int kvtext_int(const char *s, int32_t *ret);
 
 #endif

@@ -1,5 +1,5 @@
 /* fuzz_dyn_segment: what a rank does with the dyno-mode segment's bytes (docs/python.md):
- * dyn_shm_read on a whole mapped-size segment, then the nputrace window (dyn_trace_config) and
+ * dyn_shm_read on a whole mapped-size segment, then the nputrace window (tracewin_rule) and
  * its options (tracewin_parse) of whatever config came out. The first input byte picks the
  * rank (low 2 bits), the step and where ACTIVITIES_LOG_FILE points (always inside a private
  * sandbox: missing, a directory, a file, a symlink), since tracewin_parse creates directories.
@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char *const where[] = { "dir", "file", "link", "missing/sub" };
     struct kvtext kv;
-    struct dyn_trace t = { DYN_TRACE_IDLE, -1, -1 };
+    struct window_state t = { .phase = WINDOW_CLOSED, .start = -1, .stop = -1 };
     struct tracewin_cfg *c;
     char logf[128];
     bool valid;
@@ -104,10 +104,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 snprintf(logf, sizeof(logf), "%s/%s", sandbox, where[(step + 2) & 3]);
                 kv.values[i] = logf; /* never a directory outside the sandbox */
             }
-        rc = dyn_trace_config(&t, &kv, rank, step);
+        rc = tracewin_rule(&kv, rank, step, &t);
         if (rc != 1 && rc != 0 && rc != -EINVAL && rc != -ERANGE)
             abort();
-        if (rc == 1 && (t.state != DYN_TRACE_READY || t.start <= step || t.stop < t.start))
+        if (rc == 1 && (t.phase != WINDOW_ARMED || t.start <= step || t.stop < t.start))
             abort();
         c = malloc(sizeof(*c));
         if (c && tracewin_parse(&kv, c) == 0 &&

@@ -49,4 +49,18 @@ static inline void logcap_clear(void)
         lseek(logcap_fd, 0, SEEK_SET);
 }
 
+/* cmocka group fixtures for a binary that captures for all its tests. */
+static inline int logcap_group_setup(void **state)
+{
+    (void)state;
+    return logcap_open();
+}
+
+static inline int logcap_group_teardown(void **state)
+{
+    (void)state;
+    logcap_close();
+    return 0;
+}
+
 #endif

@@ -33,7 +33,6 @@
 #include "plugin/control/health.h"
 #include "plugin/control/monitor.h"
 #include "plugin/control/tracewin.h"
-#include "plugin/pipeline/window.h"
 #include "plugin/penv.h"
 
 #define DYN_PY_WS KVTEXT_WS
@@ -246,18 +245,6 @@ bool dyn_use_daemon(const char *msmon, const char *kineto)
     return value == 1;
 }
 
-/* Python int(str): surrounding whitespace allowed, then a whole decimal integer. */
-static int dyn_int(const char *s, int32_t *ret)
-{
-    char tmp[32];
-    size_t n = strlen(s);
-
-    str_trim_view(&s, &n, DYN_PY_WS);
-    if (str_copy(tmp, sizeof(tmp), s, n) != 0)
-        return -ERANGE;
-    return str_to_i32(tmp, ret);
-}
-
 double dyn_poll_interval(const char *raw)
 {
     double v;
@@ -277,7 +264,7 @@ long dyn_stale_seconds(const char *raw)
 
     if (!raw)
         return DYN_STALE_S;
-    if (dyn_int(raw, &v) != 0 || v < 0) {
+    if (kvtext_int(raw, &v) != 0 || v < 0) {
         LOG_WARN("dynamic_profile: MSMONITOR_SHM_STALE_S='%s' invalid (integer >= 0), using %d", raw, DYN_STALE_S);
         return DYN_STALE_S;
     }
@@ -558,85 +545,6 @@ int dyn_attach_or_create(const char *path, long stale_s, int *ret_fd, bool *ret_
 }
 
 
-/* ---- nputrace window ---- */
-
-static const char *dyn_get(const struct kvtext *kv, const char *key, const char *dflt)
-{
-    const char *v = kvtext_get(kv, key);
-
-    return v ? v : dflt;
-}
-
-static bool dyn_rank_listed(const char *list, int32_t rank)
-{
-    char want[16];
-    const char *p = list;
-
-    snprintf(want, sizeof(want), "%d", (int)rank);
-    while (*p) {
-        const char *comma = strchr(p, ',');
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        const char *item = p;
-        str_trim_view(&item, &n, DYN_PY_WS);
-        if (n > 0 && n == strlen(want) && memcmp(item, want, n) == 0)
-            return true;
-        if (!comma)
-            break;
-        p = comma + 1;
-    }
-    return false;
-}
-
-int dyn_trace_config(struct dyn_trace *t, const struct kvtext *kv, int32_t rank, int32_t step)
-{
-    const char *is_rank = dyn_get(kv, "PROFILE_IS_RANK", "false");
-    const char *start_s = dyn_get(kv, "PROFILE_START_STEP", "-1");
-    const char *iters_s = dyn_get(kv, "ACTIVITIES_ITERATIONS", "1");
-    int32_t start, iters;
-
-    if (cfgkeys_true(is_rank) && !dyn_rank_listed(dyn_get(kv, "PROFILE_RANK_LIST", ""), rank)) {
-        LOG_INFO("dynamic_profile: nputrace config not for rank %d (PROFILE_RANK_LIST '%s')", (int)rank,
-                 dyn_get(kv, "PROFILE_RANK_LIST", ""));
-        return 0;
-    }
-    if (dyn_int(start_s, &start) != 0 || dyn_int(iters_s, &iters) != 0) {
-        LOG_ERROR("dynamic_profile: nputrace config ignored: PROFILE_START_STEP='%s' ACTIVITIES_ITERATIONS='%s'",
-                  start_s, iters_s);
-        return -EINVAL;
-    }
-    if (start >= 0 && start <= step) {
-        /* Tracing other steps than asked would break the alignment of the ranks' traces. */
-        LOG_ERROR("dynamic_profile: nputrace config ignored on rank %d: start step %d already passed (now at "
-                  "step %d)", (int)rank, (int)start, (int)step);
-        return -ERANGE;
-    }
-    if (start < 0)
-        start = step + 1;
-    if (iters < 1)
-        iters = 1;
-    if (start > INT32_MAX - iters)
-        iters = INT32_MAX - start;
-    t->state = DYN_TRACE_READY;
-    t->start = start;
-    t->stop = start + iters;
-    LOG_INFO("dynamic_profile: nputrace ready: steps [%d, %d)", (int)t->start, (int)t->stop);
-    return 1;
-}
-
-bool dyn_trace_advance(struct dyn_trace *t, int32_t step)
-{
-    /* the window's one step rule (pipeline/window.h), over the IPC status values */
-    struct window_state w = { .start = t->start, .stop = t->stop,
-                              .phase = t->state == DYN_TRACE_READY     ? WINDOW_ARMED
-                                       : t->state == DYN_TRACE_RUNNING ? WINDOW_OPEN
-                                                                       : WINDOW_CLOSED };
-
-    if (!window_advance(&w, step))
-        return false;
-    t->state = w.phase == WINDOW_OPEN ? DYN_TRACE_RUNNING : DYN_TRACE_IDLE;
-    return true;
-}
-
 /* ---- the process's dyno-mode state ---- */
 
 static struct {
@@ -650,8 +558,6 @@ static struct {
     uint32_t last_ts;
     uint64_t range_id, last_status_ns;
     bool status_due;
-    struct dyn_trace trace;
-    struct tracewin_cfg tcfg;     /* the armed window's options */
     uint32_t *steps;              /* <segment>.steps: every rank's current step (alignment) */
     uint32_t steps_retry;         /* steps until a rank tries to map it again */
     /* mstx: the simulator's API, else CANN's; both optional */
@@ -871,10 +777,7 @@ void dyn_finalize(void)
     health_reporter_stop();
     dyn_mstx_end(dyn.range_id);
     dyn.range_id = 0;
-    if (dyn.trace.state == DYN_TRACE_RUNNING)
-        tracewin_end(dyn.step, true); /* the partial window is written, valid */
-    dyn.trace.state = DYN_TRACE_IDLE;
-    tracewin_note(DYN_TRACE_IDLE, dyn.trace.start, dyn.trace.stop, dyn.step, dyn.rank, NULL);
+    tracewin_leave(dyn.step);
     (void)monitor_stop();
     control_poller_destroy(dyn.poller); /* sends the last status, then the -1 statuses */
     dyn.poller = NULL;
@@ -963,7 +866,6 @@ int dyn_init(int32_t rank, unsigned flags)
      * first step (docs/python.md "Ranks that attach late") */
     dyn.last_ts = 0;
     dyn.step = 1;
-    dyn.trace = (struct dyn_trace){ DYN_TRACE_IDLE, -1, -1 };
     dyn.status_due = true;
     dyn.steps_retry = 0;
     if (dyn.creator)
@@ -990,26 +892,6 @@ out:
 }
 
 
-/* An nputrace config read at a step: 0 armed, else -EINVAL (the reason is logged). */
-static int dyn_apply_trace(const struct kvtext *kv, int32_t step)
-{
-    struct tracewin_cfg c;
-    struct dyn_trace t = dyn.trace;
-    if (dyn.trace.state != DYN_TRACE_IDLE) {
-        LOG_ERROR("dynamic_profile: nputrace config ignored on rank %d: a window [%d, %d) is already %s",
-                  (int)dyn.rank, (int)dyn.trace.start, (int)dyn.trace.stop,
-                  dyn.trace.state == DYN_TRACE_RUNNING ? "running" : "armed");
-        return -EBUSY;
-    }
-    if (dyn_trace_config(&t, kv, dyn.rank, step) != 1 || tracewin_parse(kv, &c) != 0)
-        return -EINVAL;
-    dyn.trace = t;
-    dyn.tcfg = c;
-    tracewin_note(t.state, t.start, t.stop, step, dyn.rank, &c);
-    dyn.status_due = true; /* report the new state at once */
-    return 0;
-}
-
 static void dyn_apply(int32_t step)
 {
     struct kvtext kv;
@@ -1029,13 +911,16 @@ static void dyn_apply(int32_t step)
         /* answered to the daemon (ack.h) with the reason the line below logs */
         char id[ACK_ID_CAP], why[ACK_REASON_CAP + 1];
         int rc;
+        struct tracewin_status st;
         ack_find_id(kv.keys, kv.values, kv.n, id);
         log_reason_begin(why, sizeof(why));
-        rc = dyn_apply_trace(&kv, step);
+        rc = tracewin_arm(&kv, dyn.rank, step);
         log_reason_end();
+        if (rc == 0)
+            dyn.status_due = true; /* report the new state at once */
+        tracewin_status(&st);
         (void)ack_send(id, rc == 0 ? "applied" : "rejected", rc == 0 ? "" : why[0] ? why : "not applied",
-                       dyn.trace.state == DYN_TRACE_RUNNING ? "Running"
-                       : dyn.trace.state == DYN_TRACE_READY ? "Ready" : "Idle");
+                       st.status == DYN_TRACE_RUNNING ? "Running" : st.status == DYN_TRACE_READY ? "Ready" : "Idle");
     }
 out:
     kvtext_fini(&kv);
@@ -1062,28 +947,18 @@ int dyn_step(void)
     }
     /* The window opens and closes between steps, before this step's range starts, so the
      * trace holds exactly the records (and `step <N>` ranges) of [start, stop). */
-    {
-        int32_t before = dyn.trace.state;
-        if (dyn_trace_advance(&dyn.trace, dyn.step)) {
-            dyn.status_due = true;
-            if (before == DYN_TRACE_RUNNING || dyn.trace.state != DYN_TRACE_RUNNING)
-                tracewin_end(dyn.step, false);
-            if (dyn.trace.state == DYN_TRACE_RUNNING &&
-                tracewin_begin(&dyn.tcfg, dyn.trace.start, dyn.trace.stop, dyn.rank) != 0)
-                dyn.trace.state = DYN_TRACE_IDLE; /* refused: the line says why; status goes Idle */
-            tracewin_note(dyn.trace.state, dyn.trace.start, dyn.trace.stop, dyn.step, dyn.rank, NULL);
-        }
-    }
+    if (tracewin_step(dyn.step))
+        dyn.status_due = true;
     dyn.range_id = dyn_mstx_start(dyn.step);
     if (dyn.poller) {
         uint64_t now = clock_mono_ns();
         if (dyn.status_due || now - dyn.last_status_ns >= DYN_STATUS_PERIOD_NS) {
-            bool busy = dyn.trace.state != DYN_TRACE_IDLE;
+            struct tracewin_status st;
+            tracewin_status(&st);
             dyn.status_due = false;
             dyn.last_status_ns = now;
             /* Handed to the poller thread: the step never waits on the daemon. */
-            control_poller_post_status(dyn.poller, dyn.trace.state, dyn.step, busy ? dyn.trace.start : -1,
-                                       busy ? dyn.trace.stop : -1);
+            control_poller_post_status(dyn.poller, st.status, dyn.step, st.start, st.stop);
         }
     }
 out:

@@ -15,6 +15,7 @@
 
 #include "contract/kvtext.h"
 #include "contract/names.h"
+#include "msmon/ipc_wire.h"
 #include "plugin/control/control.h"
 
 #define DYN_SHM_PREFIX NAMES_SHM_PREFIX
@@ -74,18 +75,10 @@ int dyn_shm_read(const uint8_t *shm, struct kvtext *kv, bool *ret_is_valid);
 int dyn_attach_or_create(const char *path, long stale_s, int *ret_fd, bool *ret_creator,
                          char *err, size_t errcap);
 
-/* nputrace window of one rank (docs/design/ipc.md#ranks): Ready until start, Running in [start, stop),
- * then Idle. States as the daemon encodes them: 0 Idle, 1 Running, 2 Ready. */
-enum { DYN_TRACE_IDLE = 0, DYN_TRACE_RUNNING = 1, DYN_TRACE_READY = 2 };
-struct dyn_trace {
-    int32_t state, start, stop;
-};
-/* Apply an nputrace config seen at step `step` by rank `rank` (PROFILE_IS_RANK /
- * PROFILE_RANK_LIST select ranks; PROFILE_START_STEP -1 or not after `step` = next step;
- * ACTIVITIES_ITERATIONS >= 1). Returns 1 armed (Ready), 0 not for this rank, -EINVAL. */
-int dyn_trace_config(struct dyn_trace *t, const struct kvtext *kv, int32_t rank, int32_t step);
-/* Advance at step `step`; returns true if the state changed. */
-bool dyn_trace_advance(struct dyn_trace *t, int32_t step);
+/* The nputrace window's status as the IPC carries it (docs/design/ipc.md#ranks): Ready until
+ * start, Running in [start, stop), then Idle. Wire values only (msmon/ipc_wire.h): the window
+ * itself is tracewin's (tracewin.h). */
+enum { DYN_TRACE_IDLE = IPC_STATUS_IDLE, DYN_TRACE_RUNNING = IPC_STATUS_RUNNING, DYN_TRACE_READY = IPC_STATUS_READY };
 
 /* msmon_dynamic_init(): join dyno mode as `rank` (< 0: RANK, else RANK_ID, else 0). 0 active
  * (also when already active), -ENOTSUP dyno mode not asked for by the environment, -ESTALE

@@ -11,6 +11,7 @@
 #include "plugin/control/monitor.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -119,6 +120,10 @@ static struct {
     pthread_mutex_t pgi_lock;
     char *parallel_group_info;
 
+    /* the last file an output of a session put in place (proc_config.artifact) */
+    pthread_mutex_t art_lock;
+    char last_artifact[PATH_MAX];
+
     /* status mailbox: one slot per status type, newest value wins */
     pthread_mutex_t st_lock;
     bool st_pending, st_alive;
@@ -130,6 +135,7 @@ static struct {
     .q_lock = PTHREAD_MUTEX_INITIALIZER,
     .be_lock = PTHREAD_MUTEX_INITIALIZER,
     .pgi_lock = PTHREAD_MUTEX_INITIALIZER,
+    .art_lock = PTHREAD_MUTEX_INITIALIZER,
     .st_lock = PTHREAD_MUTEX_INITIALIZER,
     .trace_status = IPC_STATUS_UNINITIALIZED,
 };
@@ -326,6 +332,24 @@ static size_t mon_outputs(const struct monitor_start_args *a, const struct proc_
     return n;
 }
 
+/* proc_config.artifact: an output's finished file (its session thread or a stopping one). */
+static void mon_artifact(void *ctx, const char *path)
+{
+    (void)ctx;
+    pthread_mutex_lock(&mon.art_lock);
+    snprintf(mon.last_artifact, sizeof(mon.last_artifact), "%s", path);
+    pthread_mutex_unlock(&mon.art_lock);
+}
+
+void monitor_last_artifact(char *buf, size_t cap)
+{
+    if (!buf || !cap)
+        return;
+    pthread_mutex_lock(&mon.art_lock);
+    snprintf(buf, cap, "%s", mon.last_artifact);
+    pthread_mutex_unlock(&mon.art_lock);
+}
+
 static int mon_do_start(const struct monitor_start_args *a)
 {
     struct mon_session *s = &mon.sess;
@@ -369,7 +393,7 @@ static int mon_do_start(const struct monitor_start_args *a)
          * has no daemon */
         .send = a->standalone && !a->window ? NULL
                 : a->output == MSMON_OUTPUT_METRIC || dyno_reachable() ? dyno_send_data : NULL,
-        .trace = a->trace,
+        .trace = a->trace, .artifact = mon_artifact,
     };
     rc = pipeline_create_set(&pc, s->filter, ops, nops, &pl);
     if (rc == 0 && a->window)

@@ -6,6 +6,7 @@
 #define MSMON_PLUGIN_MONITOR_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "plugin/backend/backend.h"
@@ -47,6 +48,9 @@ bool monitor_running(void);
 int monitor_end_window(uint64_t end_ns, bool wait);
 /* Where the running session's window stands (any thread). -ENOENT: no window session. */
 int monitor_window(struct window_state *ret);
+/* The last file an output of a session put in place (e.g. the nputrace window's trace), ""
+ * before any; kept across sessions until a newer one. Any thread. */
+void monitor_last_artifact(char *buf, size_t cap);
 /* The running session is an nputrace window. */
 bool monitor_tracing(void);
 /* docs/design/session.md#report-ticks live interval change (stored while idle). Queued; does not wait. */

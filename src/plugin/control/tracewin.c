@@ -14,24 +14,110 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "contract/cfgkeys.h"
+#include "msmon/ipc_wire.h"
 #include "msmon/msmonitor.h"
-#include "plugin/control/dynamic.h"
 #include "plugin/control/monitor.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/outputs/proc_trace.h"
 #include "plugin/penv.h"
-#include "plugin/pipeline/window.h"
+
+/* No window yet: msmon_dynamic_trace_info() reports state -1 until the first one; the status
+ * the IPC sees is Idle. window_advance leaves this phase alone. */
+#define TW_NONE (-1)
 
 static struct {
     pthread_mutex_t lock;
-    int32_t state, start, stop, step, rank; /* state: DYN_TRACE_* (the IPC status values) */
+    /* The one window of the process: step-bounded (moved by tracewin_step) or, for a native
+     * window, the session's window stage as the poller's tick last read it. */
+    struct window_state win;
+    int32_t rank;
     uint32_t windows;
     bool session;                 /* a window session of ours runs */
     bool native;                  /* that session is a marker-delimited window (no step call) */
-    int32_t native_step;          /* the last `step <N>` a native window saw; -1 none */
-    struct tracewin_cfg cfg;
-} tw = { .lock = PTHREAD_MUTEX_INITIALIZER, .state = -1, .start = -1, .stop = -1,
-      .native_step = -1 };
+    struct tracewin_cfg cfg;      /* the armed window's options */
+} tw = { .lock = PTHREAD_MUTEX_INITIALIZER, .win = { .phase = TW_NONE, .step = -1, .start = -1, .stop = -1 } };
+
+/* The IPC status value of a window (lock held). */
+static int32_t tw_status_of(const struct window_state *w)
+{
+    return w->phase == WINDOW_ARMED ? IPC_STATUS_READY : w->phase == WINDOW_OPEN ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE;
+}
+
+static bool tw_busy(const struct window_state *w)
+{
+    return w->phase == WINDOW_ARMED || w->phase == WINDOW_OPEN;
+}
+
+/* The one refusal line of a second config while a window is armed or running (lock held). */
+static int tw_refuse_busy(const char *prefix, int32_t rank)
+{
+    if (!tw_busy(&tw.win))
+        return 0;
+    LOG_ERROR("%snputrace config ignored on rank %d: a window [%d, %d) is already %s", prefix, (int)rank,
+              (int)tw.win.start, (int)tw.win.stop, tw.win.phase == WINDOW_OPEN ? "running" : "armed");
+    return -EBUSY;
+}
+
+static bool tw_rank_listed(const char *list, int32_t rank)
+{
+    char want[16];
+    const char *p = list;
+
+    snprintf(want, sizeof(want), "%d", (int)rank);
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        const char *item = p;
+        str_trim_view(&item, &n, KVTEXT_WS);
+        if (n > 0 && n == strlen(want) && memcmp(item, want, n) == 0)
+            return true;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return false;
+}
+
+static const char *tw_get(const struct kvtext *kv, const char *key, const char *dflt)
+{
+    const char *v = kvtext_get(kv, key);
+
+    return v ? v : dflt;
+}
+
+int tracewin_rule(const struct kvtext *kv, int32_t rank, int32_t step, struct window_state *ret)
+{
+    const char *is_rank = tw_get(kv, "PROFILE_IS_RANK", "false");
+    const char *start_s = tw_get(kv, "PROFILE_START_STEP", "-1");
+    const char *iters_s = tw_get(kv, "ACTIVITIES_ITERATIONS", "1");
+    int32_t start, iters;
+
+    if (cfgkeys_true(is_rank) && !tw_rank_listed(tw_get(kv, "PROFILE_RANK_LIST", ""), rank)) {
+        LOG_INFO("dynamic_profile: nputrace config not for rank %d (PROFILE_RANK_LIST '%s')", (int)rank,
+                 tw_get(kv, "PROFILE_RANK_LIST", ""));
+        return 0;
+    }
+    if (kvtext_int(start_s, &start) != 0 || kvtext_int(iters_s, &iters) != 0) {
+        LOG_ERROR("dynamic_profile: nputrace config ignored: PROFILE_START_STEP='%s' ACTIVITIES_ITERATIONS='%s'",
+                  start_s, iters_s);
+        return -EINVAL;
+    }
+    if (start >= 0 && start <= step) {
+        /* Tracing other steps than asked would break the alignment of the ranks' traces. */
+        LOG_ERROR("dynamic_profile: nputrace config ignored on rank %d: start step %d already passed (now at "
+                  "step %d)", (int)rank, (int)start, (int)step);
+        return -ERANGE;
+    }
+    if (start < 0)
+        start = step + 1;
+    if (iters < 1)
+        iters = 1;
+    if (start > INT32_MAX - iters)
+        iters = INT32_MAX - start;
+    *ret = (struct window_state){ .phase = WINDOW_ARMED, .step = step, .start = start, .stop = start + iters };
+    LOG_INFO("dynamic_profile: nputrace ready: steps [%d, %d)", (int)ret->start, (int)ret->stop);
+    return 1;
+}
 
 uint32_t tracewin_flags(const struct kvtext *kv)
 {
@@ -169,92 +255,9 @@ static int tw_begin(const struct tracewin_cfg *c, int32_t start, int32_t stop, i
     return 0;
 }
 
-int tracewin_begin(const struct tracewin_cfg *c, int32_t start, int32_t stop, int32_t rank)
-{
-    return tw_begin(c, start, stop, rank, false, 0);
-}
-
-/* ---- a program without a step call: the native poller's window ---- */
-
-int tracewin_native_config(const char *text, size_t len, int32_t rank)
-{
-    struct kvtext kv;
-    struct tracewin_cfg c;
-    struct dyn_trace t = { DYN_TRACE_IDLE, -1, -1 };
-    int32_t iters = 1, step;
-    int rc;
-
-    pthread_mutex_lock(&tw.lock);
-    rc = tw.state == DYN_TRACE_READY || tw.state == DYN_TRACE_RUNNING ? -EBUSY : 0;
-    if (rc != 0)
-        LOG_ERROR("nputrace config ignored on rank %d: a window [%d, %d) is already %s", (int)rank, (int)tw.start,
-                  (int)tw.stop, tw.state == DYN_TRACE_RUNNING ? "running" : "armed");
-    step = tw.native_step;
-    pthread_mutex_unlock(&tw.lock);
-    if (rc != 0)
-        return rc;
-    rc = kvtext_parse(text, len, &kv);
-    if (rc != 0)
-        goto out;
-    /* The step is the last `step <N>` seen in an earlier window (-1: none); a start step
-     * that has passed without our knowing is refused when the first step is seen. */
-    rc = dyn_trace_config(&t, &kv, rank, step);
-    if (rc != 1)
-        goto out;
-    rc = tracewin_parse(&kv, &c);
-    if (rc != 0)
-        goto out;
-    {
-        const char *v = kvtext_get(&kv, CFGKEY_PROFILE_START_STEP);
-        int64_t s = -1;
-        iters = t.stop - t.start;
-        if (!v || (str_to_i64(v, &s) == 0 && s < 0))
-            t.start = t.stop = -1; /* resolved by the first step that begins */
-    }
-    rc = tw_begin(&c, t.start, t.stop, rank, true, iters);
-    if (rc == 0 && !(c.flags & TRACEWIN_NPU))
-        goto out; /* nothing to collect: stays Idle */
-    if (rc == 0)
-        tracewin_note(DYN_TRACE_READY, t.start, t.stop, step, rank, &c);
-out:
-    kvtext_fini(&kv);
-    return rc < 0 ? rc : 0;
-}
-
-void tracewin_native_tick(int32_t *ret_status, int32_t *ret_step, int32_t *ret_start, int32_t *ret_stop)
-{
-    struct window_state m = { .step = -1, .start = -1, .stop = -1, .phase = WINDOW_ARMED };
-    bool ours, stop = false;
-    int32_t state;
-
-    pthread_mutex_lock(&tw.lock);
-    ours = tw.session && tw.native;
-    if (ours && monitor_tracing() && monitor_window(&m) == 0) {
-        state = m.phase == WINDOW_ARMED ? DYN_TRACE_READY : m.phase == WINDOW_OPEN ? DYN_TRACE_RUNNING : DYN_TRACE_IDLE;
-        stop = state == DYN_TRACE_IDLE;
-        tw.state = state;
-        tw.start = m.start;
-        tw.stop = m.stop;
-        if (m.step >= 0)
-            tw.native_step = m.step;
-    } else if (ours || tw.native) {
-        tw.state = DYN_TRACE_IDLE; /* the session ended (job exit, a stop): nothing armed */
-    }
-    if (stop || (ours && !monitor_tracing())) {
-        tw.session = false;
-        tw.native = false;
-    }
-    *ret_status = tw.state < 0 ? DYN_TRACE_IDLE : tw.state;
-    *ret_step = tw.native_step;
-    *ret_start = *ret_status == DYN_TRACE_IDLE ? -1 : tw.start;
-    *ret_stop = *ret_status == DYN_TRACE_IDLE ? -1 : tw.stop;
-    pthread_mutex_unlock(&tw.lock);
-    /* The trace is written on the session thread; the poller does not wait for it. */
-    if (stop && monitor_stop_nowait() != 0)
-        (void)monitor_stop();
-}
-
-void tracewin_end(int32_t step, bool early)
+/* End our window session at step `step` (early: the job is leaving mid-window; waits for the
+ * partial trace). */
+static void tw_end(int32_t step, bool early)
 {
     bool ours;
 
@@ -276,18 +279,165 @@ void tracewin_end(int32_t step, bool early)
         (void)monitor_end_window(end, true);
 }
 
-void tracewin_note(int32_t state, int32_t start, int32_t stop, int32_t step, int32_t rank,
-                   const struct tracewin_cfg *c)
+/* ---- a program with a step call: the step-bounded window (dynamic.c) ---- */
+
+int tracewin_arm(const struct kvtext *kv, int32_t rank, int32_t step)
+{
+    struct window_state w;
+    struct tracewin_cfg c;
+    int rc;
+
+    pthread_mutex_lock(&tw.lock);
+    rc = tw_refuse_busy("dynamic_profile: ", rank);
+    pthread_mutex_unlock(&tw.lock);
+    if (rc != 0)
+        return rc;
+    if (tracewin_rule(kv, rank, step, &w) != 1 || tracewin_parse(kv, &c) != 0)
+        return -EINVAL;
+    pthread_mutex_lock(&tw.lock);
+    tw.win = w;
+    tw.cfg = c;
+    tw.rank = rank;
+    pthread_mutex_unlock(&tw.lock);
+    return 0;
+}
+
+bool tracewin_step(int32_t step)
+{
+    struct window_state w;
+    struct tracewin_cfg c;
+    int32_t rank;
+    int was;
+    bool changed;
+
+    pthread_mutex_lock(&tw.lock);
+    if (tw.win.marker_steps) { /* moved by the program's own `step <N>` ranges instead */
+        pthread_mutex_unlock(&tw.lock);
+        return false;
+    }
+    was = tw.win.phase;
+    changed = window_advance(&tw.win, step);
+    tw.win.step = step;
+    w = tw.win;
+    c = tw.cfg;
+    rank = tw.rank;
+    pthread_mutex_unlock(&tw.lock);
+    if (!changed)
+        return false;
+    if (was == WINDOW_OPEN || w.phase != WINDOW_OPEN)
+        tw_end(step, false);
+    if (w.phase == WINDOW_OPEN && tw_begin(&c, w.start, w.stop, rank, false, 0) != 0) {
+        pthread_mutex_lock(&tw.lock);
+        tw.win.phase = WINDOW_CLOSED; /* refused: the line says why; status goes Idle */
+        pthread_mutex_unlock(&tw.lock);
+    }
+    return true;
+}
+
+void tracewin_leave(int32_t step)
+{
+    bool running;
+
+    pthread_mutex_lock(&tw.lock);
+    running = tw.win.phase == WINDOW_OPEN && !tw.win.marker_steps;
+    pthread_mutex_unlock(&tw.lock);
+    if (running)
+        tw_end(step, true); /* the partial window is written, valid */
+    pthread_mutex_lock(&tw.lock);
+    tw.win.phase = WINDOW_CLOSED;
+    tw.win.step = step;
+    pthread_mutex_unlock(&tw.lock);
+}
+
+void tracewin_status(struct tracewin_status *ret)
 {
     pthread_mutex_lock(&tw.lock);
-    tw.state = state;
-    tw.start = start;
-    tw.stop = stop;
-    tw.step = step;
-    tw.rank = rank;
-    if (c)
-        tw.cfg = *c;
+    ret->status = tw_status_of(&tw.win);
+    ret->step = tw.win.step;
+    ret->start = tw_busy(&tw.win) ? tw.win.start : -1;
+    ret->stop = tw_busy(&tw.win) ? tw.win.stop : -1;
     pthread_mutex_unlock(&tw.lock);
+}
+
+/* ---- a program without a step call: the native poller's window ---- */
+
+int tracewin_native_config(const char *text, size_t len, int32_t rank)
+{
+    struct kvtext kv;
+    struct tracewin_cfg c;
+    struct window_state w;
+    int32_t iters = 1, step;
+    int rc;
+
+    pthread_mutex_lock(&tw.lock);
+    rc = tw_refuse_busy("", rank);
+    step = tw.win.step;
+    pthread_mutex_unlock(&tw.lock);
+    if (rc != 0)
+        return rc;
+    rc = kvtext_parse(text, len, &kv);
+    if (rc != 0)
+        goto out;
+    /* The step is the last `step <N>` seen in an earlier window (-1: none); a start step
+     * that has passed without our knowing is refused when the first step is seen. */
+    rc = tracewin_rule(&kv, rank, step, &w);
+    if (rc != 1)
+        goto out;
+    rc = tracewin_parse(&kv, &c);
+    if (rc != 0)
+        goto out;
+    {
+        const char *v = kvtext_get(&kv, CFGKEY_PROFILE_START_STEP);
+        int64_t s = -1;
+        iters = w.stop - w.start;
+        if (!v || (str_to_i64(v, &s) == 0 && s < 0))
+            w.start = w.stop = -1; /* resolved by the first step that begins */
+    }
+    rc = tw_begin(&c, w.start, w.stop, rank, true, iters);
+    if (rc == 0 && !(c.flags & TRACEWIN_NPU))
+        goto out; /* nothing to collect: stays Idle */
+    if (rc == 0) {
+        w.marker_steps = true;
+        pthread_mutex_lock(&tw.lock);
+        tw.win = w;
+        tw.cfg = c;
+        tw.rank = rank;
+        pthread_mutex_unlock(&tw.lock);
+    }
+out:
+    kvtext_fini(&kv);
+    return rc < 0 ? rc : 0;
+}
+
+void tracewin_native_tick(int32_t *ret_status, int32_t *ret_step, int32_t *ret_start, int32_t *ret_stop)
+{
+    struct window_state m = { .step = -1, .start = -1, .stop = -1, .phase = WINDOW_ARMED };
+    bool ours, stop = false;
+
+    pthread_mutex_lock(&tw.lock);
+    ours = tw.session && tw.native;
+    if (ours && monitor_tracing() && monitor_window(&m) == 0) {
+        /* the session's window stage moves a marker-bounded window; ours mirrors it */
+        if (m.step < 0)
+            m.step = tw.win.step;
+        m.marker_steps = true;
+        tw.win = m;
+        stop = !tw_busy(&tw.win);
+    } else if (ours || tw.native) {
+        tw.win.phase = WINDOW_CLOSED; /* the session ended (job exit, a stop): nothing armed */
+    }
+    if (stop || (ours && !monitor_tracing())) {
+        tw.session = false;
+        tw.native = false;
+    }
+    *ret_status = tw_status_of(&tw.win);
+    *ret_step = tw.win.step;
+    *ret_start = tw_busy(&tw.win) ? tw.win.start : -1;
+    *ret_stop = tw_busy(&tw.win) ? tw.win.stop : -1;
+    pthread_mutex_unlock(&tw.lock);
+    /* The trace is written on the session thread; the poller does not wait for it. */
+    if (stop && monitor_stop_nowait() != 0)
+        (void)monitor_stop();
 }
 
 MSMON_API int msmon_dynamic_trace_info(struct msmon_trace_info *ret)
@@ -296,15 +446,15 @@ MSMON_API int msmon_dynamic_trace_info(struct msmon_trace_info *ret)
         return -EINVAL;
     memset(ret, 0, sizeof(*ret));
     pthread_mutex_lock(&tw.lock);
-    ret->state = tw.state;
-    ret->start_step = tw.start;
-    ret->stop_step = tw.stop;
-    ret->step = tw.step;
+    ret->state = tw.win.phase == TW_NONE ? -1 : tw_status_of(&tw.win);
+    ret->start_step = tw.win.start;
+    ret->stop_step = tw.win.stop;
+    ret->step = tw.win.step;
     ret->rank = tw.rank;
     ret->flags = tw.cfg.flags;
     ret->windows = tw.windows;
     snprintf(ret->log_dir, sizeof(ret->log_dir), "%s", tw.cfg.log_dir);
-    proc_trace_last_path(ret->last_trace, sizeof(ret->last_trace));
+    monitor_last_artifact(ret->last_trace, sizeof(ret->last_trace));
     pthread_mutex_unlock(&tw.lock);
     return 0;
 }

@@ -24,6 +24,9 @@ struct proc_trace_opts; /* proc_trace.h */
 /* Sends one `data` datagram payload (JSON text ≤ 4096 bytes) to the daemon; 0 or -errno.
  * Provided by the core (IPC client: 5 retries from 1 ms). */
 typedef int (*proc_send_fn)(void *ctx, const char *json, size_t len);
+/* An output put a finished file in place (its final name, after the rename): how the session
+ * learns what its outputs wrote without reading their state. Any thread; must not block. */
+typedef void (*proc_artifact_fn)(void *ctx, const char *path);
 
 struct proc_config {
     const char *log_dir;             /* DB/JSONL: absolute, existing, writable directory */
@@ -36,6 +39,8 @@ struct proc_config {
     void *send_ctx;
     struct pipeline *pl;             /* set by pipeline_create: counters, devices seen */
     const struct proc_trace_opts *trace; /* the trace output's options (borrowed for create) */
+    proc_artifact_fn artifact;       /* NULL: nobody listens */
+    void *artifact_ctx;
 };
 
 struct proc; /* opaque, one per session */

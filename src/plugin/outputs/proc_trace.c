@@ -55,19 +55,10 @@ struct proc {
 
 static _Atomic size_t g_max_events;
 static _Atomic uint64_t g_gz_bytes;
-static pthread_mutex_t g_last_lock = PTHREAD_MUTEX_INITIALIZER;
-static char g_last_path[PROC_TRACE_NAME_MAX];
 void proc_trace_test_set_limits(size_t max_events, uint64_t gz_bytes)
 {
     atomic_store(&g_max_events, max_events);
     atomic_store(&g_gz_bytes, gz_bytes);
-}
-
-void proc_trace_last_path(char *buf, size_t cap)
-{
-    pthread_mutex_lock(&g_last_lock);
-    snprintf(buf, cap, "%s", g_last_path);
-    pthread_mutex_unlock(&g_last_lock);
 }
 
 int proc_trace_name(char *buf, size_t cap, const char *dir, int pid, int32_t rank, int32_t start, int32_t stop,
@@ -479,9 +470,8 @@ static int tr_write_file(struct proc *p, const struct window_state *win)
     }
     atomic_fetch_add_explicit(&pipeline_counters(p->cfg.pl)->written, events, memory_order_relaxed);
     atomic_fetch_add_explicit(&pipeline_counters(p->cfg.pl)->bytes_written, o.bytes, memory_order_relaxed);
-    pthread_mutex_lock(&g_last_lock);
-    (void)str_copy(g_last_path, sizeof(g_last_path), path, strlen(path));
-    pthread_mutex_unlock(&g_last_lock);
+    if (p->cfg.artifact)
+        p->cfg.artifact(p->cfg.artifact_ctx, path);
     LOG_INFO("nputrace: trace of steps [%d, %d) written to %s (%" PRIu64 " events, %" PRIu64 " bytes%s)",
              (int)win->start, (int)win->stop, path, events, o.bytes, gz ? " before gzip" : "");
     free(ts);

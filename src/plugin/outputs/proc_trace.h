@@ -2,7 +2,8 @@
  * The session's window stage hands it the window's kept records and completed marker parts,
  * appended to chunked in-memory storage (capped; overflow counted as dropped_queue); stop()
  * writes the rank's Chrome trace-event file once, to a temporary name renamed into place, so
- * a reader never sees a truncated trace. With --export-type Db the DB output is a second
+ * a reader never sees a truncated trace, and names the file to the session (proc_config's
+ * artifact callback). With --export-type Db the DB output is a second
  * output of the same session (docs/design/session.md#outputs), not part of this one. */
 #ifndef MSMON_PLUGIN_PROC_TRACE_H
 #define MSMON_PLUGIN_PROC_TRACE_H
@@ -30,8 +31,6 @@ extern const struct proc_ops proc_trace_ops;
  * builds the torch.profiler and analysis names from the same stem. 0 or -ENAMETOOLONG. */
 int proc_trace_name(char *buf, size_t cap, const char *dir, int pid, int32_t rank, int32_t start, int32_t stop,
                     bool gz);
-/* Copy the path of the last trace file this process wrote ("" before any) into buf. */
-void proc_trace_last_path(char *buf, size_t cap);
 /* Test seams: event cap (0 = default) and size threshold for gzip (0 = default). */
 void proc_trace_test_set_limits(size_t max_events, uint64_t gz_bytes);
 

@@ -305,6 +305,13 @@ static void test_kvtext(void **state)
     assert_int_equal(kv.n, 1);
     assert_string_equal(kvtext_get(&kv, "x"), "2");
     kvtext_fini(&kv);
+    /* values read as Python's int(str) */
+    int32_t v = 0;
+    assert_int_equal(kvtext_int(" \t-12 \n", &v), 0);
+    assert_int_equal(v, -12);
+    assert_int_not_equal(kvtext_int("1 2", &v), 0);
+    assert_int_not_equal(kvtext_int("", &v), 0);
+    assert_int_not_equal(kvtext_int("2147483648", &v), 0);
 }
 
 static void test_utf8(void **state)

@@ -613,68 +613,6 @@ static void test_creator_election(void **state)
     unlink(path);
 }
 
-static void test_trace_window(void **state)
-{
-    struct dyn_trace t = { DYN_TRACE_IDLE, -1, -1 };
-    struct kvtext kv;
-
-    (void)state;
-    /* PROFILE_START_STEP -1: the next step; [start, start + iterations). */
-    kv_from(&kv, "PROFILE_START_STEP=-1\nACTIVITIES_ITERATIONS=2");
-    assert_int_equal(dyn_trace_config(&t, &kv, 0, 5), 1);
-    kvtext_fini(&kv);
-    assert_int_equal(t.state, DYN_TRACE_READY);
-    assert_int_equal(t.start, 6);
-    assert_int_equal(t.stop, 8);
-    assert_false(dyn_trace_advance(&t, 5));
-    assert_true(dyn_trace_advance(&t, 6));
-    assert_int_equal(t.state, DYN_TRACE_RUNNING);
-    assert_false(dyn_trace_advance(&t, 7));
-    assert_true(dyn_trace_advance(&t, 8));
-    assert_int_equal(t.state, DYN_TRACE_IDLE);
-
-    /* A start already passed is refused (the ranks' traces must cover the same steps);
-     * iterations < 1 become 1; defaults. */
-    log_clear();
-    kv_from(&kv, "PROFILE_START_STEP=3\nACTIVITIES_ITERATIONS=2");
-    assert_int_equal(dyn_trace_config(&t, &kv, 0, 5), -ERANGE);
-    kvtext_fini(&kv);
-    assert_non_null(strstr(log_text(), "start step 3 already passed (now at step 5)"));
-    kv_from(&kv, "PROFILE_START_STEP=6\nACTIVITIES_ITERATIONS=0");
-    assert_int_equal(dyn_trace_config(&t, &kv, 0, 5), 1);
-    kvtext_fini(&kv);
-    assert_int_equal(t.start, 6);
-    assert_int_equal(t.stop, 7);
-    kv_from(&kv, "PROFILE_START_STEP= 20 ");
-    assert_int_equal(dyn_trace_config(&t, &kv, 0, 5), 1);
-    kvtext_fini(&kv);
-    assert_int_equal(t.start, 20);
-    assert_int_equal(t.stop, 21);
-    /* Ready -> Running -> Idle in one step when the window is already behind. */
-    assert_true(dyn_trace_advance(&t, 30));
-    assert_int_equal(t.state, DYN_TRACE_IDLE);
-
-    /* Rank selection. */
-    t = (struct dyn_trace){ DYN_TRACE_IDLE, -1, -1 };
-    kv_from(&kv, "PROFILE_IS_RANK=True\nPROFILE_RANK_LIST=0, 2 ,11");
-    assert_int_equal(dyn_trace_config(&t, &kv, 1, 1), 0);
-    assert_int_equal(t.state, DYN_TRACE_IDLE);
-    assert_int_equal(dyn_trace_config(&t, &kv, 11, 1), 1);
-    assert_int_equal(dyn_trace_config(&t, &kv, 2, 1), 1);
-    kvtext_fini(&kv);
-    kv_from(&kv, "PROFILE_IS_RANK=false\nPROFILE_RANK_LIST=0");
-    assert_int_equal(dyn_trace_config(&t, &kv, 1, 1), 1);
-    kvtext_fini(&kv);
-
-    log_clear();
-    t = (struct dyn_trace){ DYN_TRACE_IDLE, -1, -1 };
-    kv_from(&kv, "PROFILE_START_STEP=x");
-    assert_int_equal(dyn_trace_config(&t, &kv, 0, 1), -EINVAL);
-    kvtext_fini(&kv);
-    assert_int_equal(t.state, DYN_TRACE_IDLE);
-    assert_non_null(strstr(log_text(), "nputrace config ignored: PROFILE_START_STEP='x'"));
-}
-
 /* LeakSanitizer hook (sanitizer/lsan_interface.h): the fork()ed child below exits through
  * exit() on purpose (to run the atexit finalizer); its copy of the parent's heap, with the
  * parent's threads gone, only yields false leak reports. */
@@ -758,7 +696,7 @@ int main(void)
         cmocka_unit_test(test_shm_roundtrip),     cmocka_unit_test(test_attach_or_create),
         cmocka_unit_test(test_stale_rule),        cmocka_unit_test(test_takeover),
         cmocka_unit_test(test_creator_election),
-        cmocka_unit_test(test_trace_window),      cmocka_unit_test(test_lifecycle_and_fork),
+        cmocka_unit_test(test_lifecycle_and_fork),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "plugin/backend/backend_fake.h"
 #include "plugin/control/monitor.h"
+#include "plugin/outputs/proc_trace.h"
 #include "plugin/outputs/registry.h"
 #include "plugin/pipeline/pipeline.h"
 
@@ -286,6 +287,30 @@ static void test_trace_exclusion(void **state)
     assert_int_equal(monitor_stop(), 0);
 }
 
+/* A window session's trace file reaches the session through its output's artifact callback:
+ * monitor_last_artifact names the file once it is in place, without reading proc_trace. */
+static void test_window_artifact(void **state)
+{
+    struct proc_trace_opts to = { .backend = "fake" };
+    struct window_opts wo = { .start_step = 3, .stop_step = 5 };
+    struct monitor_start_args a = { .output = MSMON_OUTPUT_TRACE, .log_dir = sockdir, .standalone = true,
+                                    .kinds_mask = API_BIT, .trace = &to, .window = &wo };
+    char got[4096];
+    (void)state;
+    reset();
+    monitor_last_artifact(got, sizeof(got));
+    assert_null(strstr(got, "_step3-5.json"));
+    assert_int_equal(monitor_start(&a), 0);
+    assert_true(monitor_tracing());
+    assert_int_equal(monitor_end_window(clock_real_ns(), true), 0);
+    monitor_last_artifact(got, sizeof(got));
+    assert_int_equal(strncmp(got, sockdir, strlen(sockdir)), 0);
+    assert_non_null(strstr(got, "/msmonitor_trace_"));
+    assert_non_null(strstr(got, "_step3-5.json"));
+    assert_int_equal(access(got, F_OK), 0); /* whole and in place */
+    assert_int_equal(unlink(got), 0);
+}
+
 /* The backend's loss counters reach the core and the stop line. */
 static void test_backend_drops(void **state)
 {
@@ -414,6 +439,7 @@ int main(void)
         cmocka_unit_test(test_expiry_cluster_config_race),
         cmocka_unit_test(test_interval_change_ticks),
         cmocka_unit_test(test_trace_exclusion),
+        cmocka_unit_test(test_window_artifact),
         cmocka_unit_test(test_backend_drops),
         cmocka_unit_test(test_config_wait_is_bounded),
         cmocka_unit_test(test_reentry_refused),

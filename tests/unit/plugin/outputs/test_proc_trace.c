@@ -33,12 +33,21 @@ struct topt {
 };
 
 /* The session tracewin starts: the trace output (+ the DB with export_db) behind a window. */
+/* proc_config.artifact: the file the output last put in place, as the session hears it. */
+static char pt_artifact[4096];
+static void on_artifact(void *ctx, const char *path)
+{
+    assert_ptr_equal(ctx, pt_artifact);
+    snprintf(pt_artifact, sizeof(pt_artifact), "%s", path);
+}
+
 static struct proc *make(const char *dir, const struct topt *o)
 {
     struct proc_trace_opts to = { .world_size = o->world_size, .backend = o->backend };
     struct window_opts wo = { .start_step = o->start_step, .stop_step = o->stop_step,
                               .marker_steps = o->marker_steps, .iterations = o->iterations };
-    struct proc_config cfg = { .log_dir = dir, .rank = 1, .session_start_ns = T0, .trace = &to };
+    struct proc_config cfg = { .log_dir = dir, .rank = 1, .session_start_ns = T0, .trace = &to,
+                               .artifact = on_artifact, .artifact_ctx = pt_artifact };
     const struct proc_ops *ops[2] = { &proc_trace_ops, &proc_db_ops };
     struct pipeline *pl = NULL;
     int i;
@@ -104,14 +113,13 @@ static void test_window_file(void **state)
     char *dir = tmpdir_make(), path[4096];
     struct topt o = { .start_step = 5, .stop_step = 7, .world_size = 2, .backend = "mspti" };
     (void)state;
+    pt_artifact[0] = '\0';
     struct proc *p = make(dir, &o);
     feed(p);
     assert_int_equal(pt_stop(p, NULL), 0);
     pt_destroy(p);
     assert_int_equal(proc_trace_name(path, sizeof(path), dir, (int)getpid(), 1, 5, 7, false), 0);
-    char last[4096];
-    proc_trace_last_path(last, sizeof(last));
-    assert_string_equal(last, path);
+    assert_string_equal(pt_artifact, path);
     cJSON *j = load(path, false);
     assert_true((uint64_t)cJSON_GetObjectItem(j, "baseTimeNanoseconds")->valuedouble == T0 + 1000);
     assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "distributedInfo"), "world_size")->valueint, 2);
