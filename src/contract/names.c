@@ -7,6 +7,18 @@
 #include <string.h>
 
 #include "common/strutil.h"
+#include "msmon/ipc_wire.h"
+
+const char *names_ipc_status(int32_t s)
+{
+    switch (s) {
+    case IPC_STATUS_UNINITIALIZED: return "Uninitialized";
+    case IPC_STATUS_IDLE: return "Idle";
+    case IPC_STATUS_RUNNING: return "Running";
+    case IPC_STATUS_READY: return "Ready";
+    }
+    return "unknown";
+}
 
 int names_step_parse(const char *name, int64_t *ret_n)
 {

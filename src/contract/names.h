@@ -33,6 +33,9 @@ int names_step_parse(const char *name, int64_t *ret_n);
 /* "step <n>" into buf; 0, -EINVAL for n out of range, -ENOSPC if cap is too small. */
 int names_step_format(char *buf, size_t cap, int64_t n);
 
+/* The name of an IPC status value (IPC_STATUS_*, msmon/ipc_wire.h): "Uninitialized", "Idle",
+ * "Running", "Ready", else "unknown". The one spelling of the states dyno, acks and logs show. */
+const char *names_ipc_status(int32_t s);
 /* Communication data type name ("FP32", ...); "INVALID_TYPE" for other values. */
 const char *names_dtype(int32_t dt);
 /* MemCpy kind name ("HTOD", ...); "UNKNOWN" for other values. */

@@ -52,17 +52,6 @@ void status_destroy(struct status_table *st)
     free(st);
 }
 
-const char *status_name(int32_t s)
-{
-    switch (s) {
-    case -1: return "Uninitialized";
-    case 0: return "Idle";
-    case 1: return "Running";
-    case 2: return "Ready";
-    }
-    return "unknown";
-}
-
 void status_update(struct status_table *st, enum status_dim dim, const struct ipc_status *s,
                    uint64_t now_ns)
 {

@@ -104,7 +104,5 @@ struct status_daemon {
 void status_set_daemon(struct status_table *st, uint64_t start_mono_ns, const char *loggers);
 void status_get_daemon(struct status_table *st, struct status_daemon *ret);
 
-/* "Uninitialized", "Idle", "Running", "Ready" or "unknown". */
-const char *status_name(int32_t s);
 
 #endif

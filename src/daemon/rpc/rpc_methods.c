@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/logesc.h"
 #include "common/strutil.h"
+#include "contract/names.h"
 #include "contract/cfgkeys.h"
 #include "contract/cfgcanon.h"
 #include "contract/cjx.h"
@@ -172,8 +173,8 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
         }
         jw_arr_end(w);
     }
-    jw_kv_str(w, "npumonitor", status_name(last.monitor.status));
-    jw_kv_str(w, "nputrace", status_name(last.trace.status));
+    jw_kv_str(w, "npumonitor", names_ipc_status(last.monitor.status));
+    jw_kv_str(w, "nputrace", names_ipc_status(last.trace.status));
     jw_key(w, "processes");
     jw_arr_begin(w);
     size_t a = 0, b = 0;
@@ -228,8 +229,8 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
         if (lib_backend) {
             jw_kv_str(w, "library", lib_path);
         }
-        jw_kv_str(w, "npumonitor", status_name(e.monitor));
-        jw_kv_str(w, "nputrace", status_name(e.trace));
+        jw_kv_str(w, "npumonitor", names_ipc_status(e.monitor));
+        jw_kv_str(w, "nputrace", names_ipc_status(e.trace));
         jw_kv_int(w, "pid", e.pid);
         jw_kv_bool(w, "polling", polling);
         if (e.has_stats) { /* ours: the session's counters (keys sorted, like every reply) */
@@ -547,7 +548,7 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
     char busy[160] = "";
     if (kind == REG_KIND_TRACE && strcmp(gate, "effective") == 0 && trace_busy(&last.trace)) {
         snprintf(busy, sizeof(busy), "nputrace is already %s in pid %d (steps %d-%d); wait until it is Idle",
-                 last.trace.status == 1 ? "Running" : "Ready", (int)last.trace.pid,
+                 names_ipc_status(last.trace.status), (int)last.trace.pid,
                  (int)last.trace.start_step, (int)last.trace.stop_step);
         gate = "ineffective";
     }

@@ -19,6 +19,7 @@
 #include "common/logesc.h"
 #include "common/strutil.h"
 #include "common/thr.h"
+#include "contract/names.h"
 #include "contract/cfgkeys.h"
 #include "contract/datamsg.h"
 #include "contract/kvtext.h"
@@ -42,7 +43,7 @@ int control_apply_config(const char *const *keys, const char *const *values, siz
     ack_find_id(keys, values, n, id);
     cfg = malloc(sizeof(*cfg)); /* ~5 KiB: keep it off small framework thread stacks */
     if (!cfg) {
-        (void)ack_send(id, "rejected", "out of memory", monitor_running() ? "Running" : "Idle");
+        (void)ack_send(id, "rejected", "out of memory", names_ipc_status(monitor_running() ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE));
         return -ENOMEM;
     }
     log_reason_begin(why, sizeof(why));
@@ -52,7 +53,7 @@ int control_apply_config(const char *const *keys, const char *const *values, siz
         memcpy(cfg->id, id, sizeof(cfg->id));
         (void)monitor_handle_config(cfg); /* reports npuMonitorStatus and the outcome itself */
     } else {
-        (void)ack_send(id, "rejected", why[0] ? why : "invalid config", monitor_running() ? "Running" : "Idle");
+        (void)ack_send(id, "rejected", why[0] ? why : "invalid config", names_ipc_status(monitor_running() ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE));
     }
     free(cfg);
     return rc;
@@ -71,7 +72,7 @@ int control_apply_text(const char *text, size_t len)
             kvtext_fini(&kv);
         }
         (void)ack_send(id, "rejected", "not an npu-monitor or nputrace config (gputrace targets Kineto clients)",
-                       monitor_running() ? "Running" : "Idle");
+                       names_ipc_status(monitor_running() ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE));
         return -ENOMSG;
     }
     rc = kvtext_parse(text, len, &kv); /* the one KEY=value rule, as on the shm path */

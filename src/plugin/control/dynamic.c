@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "common/logesc.h"
 #include "common/strutil.h"
+#include "contract/names.h"
 #include "contract/cfgkeys.h"
 #include "contract/cjx.h"
 #include "contract/kvtext.h"
@@ -920,7 +921,7 @@ static void dyn_apply(int32_t step)
             dyn.status_due = true; /* report the new state at once */
         tracewin_status(&st);
         (void)ack_send(id, rc == 0 ? "applied" : "rejected", rc == 0 ? "" : why[0] ? why : "not applied",
-                       st.status == DYN_TRACE_RUNNING ? "Running" : st.status == DYN_TRACE_READY ? "Ready" : "Idle");
+                       names_ipc_status(st.status));
     }
 out:
     kvtext_fini(&kv);

@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "common/thr.h"
+#include "contract/names.h"
 #include "contract/kinds.h"
 #include "contract/rank.h"
 #include "msmon/ipc_wire.h"
@@ -604,9 +605,9 @@ report:
     mon_status_post(status ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE);
     if (rejected)
         (void)ack_send(cfg->id, "rejected", why[0] ? why : err[0] ? err : "not applied",
-                       status ? "Running" : "Idle");
+                       names_ipc_status(status));
     else
-        (void)ack_send(cfg->id, "applied", cfg->notes, status ? "Running" : "Idle");
+        (void)ack_send(cfg->id, "applied", cfg->notes, names_ipc_status(status));
     return status;
 }
 

@@ -10,10 +10,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
-#include <strings.h>
 
 #include "common/log.h"
 #include "contract/cfgkeys.h"
+#include "contract/names.h"
 #include "contract/kvtext.h"
 #include "contract/rank.h"
 #include "msmon/ipc_wire.h"
@@ -53,7 +53,7 @@ static void npoll_trace_config(const char *text, size_t len)
         const char *am = kvtext_get(&kv, CFGKEY_PROFILE_ASYNC_MODE);
         ack_find_id(kv.keys, kv.values, kv.n, id);
         /* an option of the PyTorch profiler: named, so a user does not wait for it */
-        if (am && strcasecmp(am, "true") == 0)
+        if (cfgkeys_true(am))
             note = "--async-mode applies to PyTorch processes only; ignored by this native process";
         kvtext_fini(&kv);
     }
@@ -62,8 +62,12 @@ static void npoll_trace_config(const char *text, size_t len)
     log_reason_end();
     if (rc == 0 && why[0])
         rc = -EINVAL; /* ignored with an ERROR line (a rank not in the list, a passed step) */
-    (void)ack_send(id, rc == 0 ? "applied" : "rejected", rc == 0 ? note : why[0] ? why : "not applied",
-                   rc == 0 ? "Ready" : "Idle");
+    {
+        struct tracewin_status st;
+        tracewin_status(&st); /* the window's own state, not a guess */
+        (void)ack_send(id, rc == 0 ? "applied" : "rejected", rc == 0 ? note : why[0] ? why : "not applied",
+                       names_ipc_status(st.status));
+    }
 }
 
 static void npoll_on_config(void *ctx, const char *text, size_t len)
