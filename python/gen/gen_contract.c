@@ -7,6 +7,7 @@
 #include "contract/cfgkeys.h"
 #include "contract/cfgrules.h"
 #include "contract/datamsg.h"
+#include "contract/dbschema.h"
 #include "contract/kinds.h"
 #include "contract/names.h"
 #include "contract/stats.h"
@@ -101,7 +102,11 @@ static void names(void)
     pystr(NAMES_META_STATS);
     printf("\n\n");
     printf("# Record value names (Communication data types, MemCpy kinds).\nDTYPE_NAMES = {\n");
-#define DTYPE(value, name) printf("    %d: \"%s\",\n", value, #name);
+#define DTYPE(value, name, bytes) printf("    %d: \"%s\",\n", value, #name);
+#include "contract/recnames.def"
+#undef DTYPE
+    printf("}\n# Bytes per element of each data type.\nDTYPE_SIZES = {\n");
+#define DTYPE(value, name, bytes) printf("    \"%s\": %d,\n", #name, bytes);
 #include "contract/recnames.def"
 #undef DTYPE
     printf("}\nDTYPE_INVALID = ");
@@ -111,6 +116,48 @@ static void names(void)
 #include "contract/recnames.def"
 #undef MEMCPY_KIND
     printf("}\n\n");
+}
+
+static void trace_cats(void)
+{
+    printf("# Chrome trace categories of the nputrace output.\n");
+#define CAT(id)                                                                                    \
+    printf("TRACE_CAT_%s = ", #id);                                                                \
+    pystr(NAMES_CAT_##id);                                                                         \
+    putchar('\n');
+    NAMES_TRACE_CATS(CAT)
+#undef CAT
+    printf("\n");
+}
+
+static void db_schema(void)
+{
+    printf("# DB tables: the incremental ones in writing order, then those written once (DB_<name>).\n"
+           "DB_TABLES = (\n");
+#define TABLE(id, ncols, real_col, cols) printf("    \"%s\",\n", #id);
+    DBSCHEMA_TABLES(TABLE)
+#undef TABLE
+    printf(")\nDB_FIXED_TABLES = (\n");
+#define FIXED(id) printf("    \"%s\",\n", DBSCHEMA_##id);
+    DBSCHEMA_FIXED_TABLES(FIXED)
+#undef FIXED
+    printf(")\n");
+#define TABLE(id, ncols, real_col, cols) printf("DB_%s = \"%s\"\n", #id, #id);
+    DBSCHEMA_TABLES(TABLE)
+#undef TABLE
+#define FIXED(id) printf("DB_%s = \"%s\"\n", #id, DBSCHEMA_##id);
+    DBSCHEMA_FIXED_TABLES(FIXED)
+#undef FIXED
+    printf("DB_META_SCHEMA_PREFIX = ");
+    pystr(DBSCHEMA_META_SCHEMA_PREFIX);
+    printf("\nMETA_PARALLEL = ");
+    pystr(NAMES_META_PARALLEL);
+    printf("\nMETA_RANK_DEVICE_MAP = ");
+    pystr(NAMES_META_RANK_DEVICE_MAP);
+    printf("\n# A device step marker: a TASK row of this taskType, paired with its MSTX_EVENTS range\n"
+           "# (eventType DB_MSTX_RANGE) by connectionId.\nDB_MSTX_TASK_TYPE = ");
+    pystr(DBSCHEMA_MSTX_TASK_TYPE);
+    printf("\nDB_MSTX_RANGE = %d\n\n", DBSCHEMA_MSTX_RANGE);
 }
 
 static void config_rules(void)
@@ -139,7 +186,10 @@ static void step_marker(void)
 {
     printf("# The step marker: mstx range message \"step <N>\", N decimal digits <= STEP_MAX.\nSTEP_PREFIX = ");
     pystr(NAMES_STEP_PREFIX);
-    printf("\nSTEP_MAX = %lld\n\n\n", (long long)NAMES_STEP_MAX);
+    printf("\nSTEP_MAX = %lld\n# torch.profiler's step range, read by the same digits rule.\nTORCH_STEP_PREFIX = ",
+           (long long)NAMES_STEP_MAX);
+    pystr(NAMES_TORCH_STEP_PREFIX);
+    printf("\n\n\n");
     printf("def step_of(name):\n"
            "    \"\"\"N of a step marker name, else None (the rule of names_step_parse).\"\"\"\n"
            "    if not isinstance(name, str) or not name.startswith(STEP_PREFIX):\n"
@@ -158,6 +208,8 @@ int main(void)
     kinds();
     data_messages();
     names();
+    trace_cats();
+    db_schema();
     config_rules();
     step_marker();
     return ferror(stdout) ? 1 : 0;

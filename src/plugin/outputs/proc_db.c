@@ -23,6 +23,7 @@
 
 #include "common/jw.h"
 #include "common/log.h"
+#include "contract/dbschema.h"
 #include "contract/names.h"
 #include "plugin/outputs/asyncw.h"
 #include "plugin/outputs/db_rows.h"
@@ -53,7 +54,7 @@ struct enum_row {
     const char *name;
 };
 static const struct enum_row enum_hccl_dtype[] = {
-#define DTYPE(value, name) {value, #name},
+#define DTYPE(value, name, bytes) {value, #name},
 #include "contract/recnames.def"
 #undef DTYPE
     {65535, "INVALID_TYPE"},
@@ -450,10 +451,11 @@ static int insert_enum(struct proc *p, const char *table, const struct enum_row 
  * them next to its rows. */
 static int insert_consts(struct proc *p)
 {
-    static const struct text_pair meta[4] = {{"SCHEMA_VERSION_MICRO", "1"}, {"SCHEMA_VERSION_MINOR", "2"},
-                                             {"SCHEMA_VERSION_MAJOR", "0"}, {"SCHEMA_VERSION", "1.2.0"}};
+    static const struct text_pair meta[4] = {
+        {DBSCHEMA_META_SCHEMA_PREFIX "_MICRO", "1"}, {DBSCHEMA_META_SCHEMA_PREFIX "_MINOR", "2"},
+        {DBSCHEMA_META_SCHEMA_PREFIX "_MAJOR", "0"}, {DBSCHEMA_META_SCHEMA_PREFIX, "1.2.0"}};
     char host_uid[32] = "", host_name[256] = "";
-    int rc = create_table(p, "STRING_IDS", "id INTEGER, value TEXT");
+    int rc = create_table(p, DBSCHEMA_STRING_IDS, DBSCHEMA_STRING_IDS_COLS);
     if (rc == SQLITE_OK)
         rc = insert_enum(p, "ENUM_HCCL_DATA_TYPE", enum_hccl_dtype, NELEM(enum_hccl_dtype));
     if (rc == SQLITE_OK)
@@ -461,13 +463,13 @@ static int insert_consts(struct proc *p)
     if (rc == SQLITE_OK)
         rc = insert_enum(p, "ENUM_API_TYPE", enum_api_type, NELEM(enum_api_type));
     if (rc == SQLITE_OK)
-        rc = insert_small(p, "META_DATA", "name TEXT, value TEXT", 2, bind_text_pair, meta, 4);
+        rc = insert_small(p, DBSCHEMA_META_DATA, DBSCHEMA_META_DATA_COLS, 2, bind_text_pair, meta, 4);
     if (rc == SQLITE_OK) {
         outfile_host_uid(host_uid, sizeof(host_uid));
         if (gethostname(host_name, sizeof(host_name) - 1) != 0)
             host_name[0] = '\0';
         struct text_pair host = {host_uid, host_name};
-        rc = insert_small(p, "HOST_INFO", "hostUid TEXT, hostName TEXT", 2, bind_text_pair, &host, 1);
+        rc = insert_small(p, DBSCHEMA_HOST_INFO, DBSCHEMA_HOST_INFO_COLS, 2, bind_text_pair, &host, 1);
     }
     return rc;
 }
@@ -553,8 +555,9 @@ static int commit_tx(struct proc *p)
     if (rc == SQLITE_OK && nstr > p->str_written) {
         struct str_ctx sc = {p->fmt.pool, p->str_written};
         what = "insert into";
-        table = "STRING_IDS";
-        rc = insert_small(p, "STRING_IDS", "id INTEGER, value TEXT", 2, bind_string_id, &sc, nstr - p->str_written);
+        table = DBSCHEMA_STRING_IDS;
+        rc = insert_small(p, DBSCHEMA_STRING_IDS, DBSCHEMA_STRING_IDS_COLS, 2, bind_string_id, &sc,
+                          nstr - p->str_written);
     }
     if (rc == SQLITE_OK && nl)
         table = names; /* a COMMIT failure concerns them all */
@@ -596,8 +599,8 @@ static int write_session_tables(struct proc *p, const char *parallel_group_info)
     int rc = 0;
 
     if (parallel_group_info && *parallel_group_info) {
-        struct text_pair pgi = {"parallel_group_info", parallel_group_info};
-        if (write_batch(p, "META_DATA", "name TEXT, value TEXT", 2, bind_text_pair, &pgi, 1) < 0)
+        struct text_pair pgi = {NAMES_META_PARALLEL, parallel_group_info};
+        if (write_batch(p, DBSCHEMA_META_DATA, DBSCHEMA_META_DATA_COLS, 2, bind_text_pair, &pgi, 1) < 0)
             rc = -EIO;
     }
     /* The filter and the counters at stop, so a reader of the file needs no log
@@ -611,12 +614,12 @@ static int write_session_tables(struct proc *p, const char *parallel_group_info)
         jw_init(&w, stats, sizeof(stats));
         pipeline_stats_obj(&w, &ps);
         struct text_pair end[2] = {{NAMES_META_FILTER, filt}, {NAMES_META_STATS, w.err ? "{}" : stats}};
-        if (write_batch(p, "META_DATA", "name TEXT, value TEXT", 2, bind_text_pair, end, 2) < 0)
+        if (write_batch(p, DBSCHEMA_META_DATA, DBSCHEMA_META_DATA_COLS, 2, bind_text_pair, end, 2) < 0)
             rc = -EIO;
     }
     int64_t times[2] = {(int64_t)p->session_start_ns, (int64_t)clock_real_ns()};
     struct int_rows_ctx tctx = {times, 2};
-    if (write_batch(p, "SESSION_TIME_INFO", "startTimeNs INTEGER, endTimeNs INTEGER", 2, bind_int_row, &tctx,
+    if (write_batch(p, DBSCHEMA_SESSION_TIME_INFO, DBSCHEMA_SESSION_TIME_INFO_COLS, 2, bind_int_row, &tctx,
                     1) < 0)
         rc = -EIO;
 
@@ -641,15 +644,15 @@ static int write_session_tables(struct proc *p, const char *parallel_group_info)
         npu[i] = (struct enum_row){dev, "UNKNOWN"};
     }
     bool exists = false;
-    if (table_exists(p, "RANK_DEVICE_MAP", &exists) == SQLITE_OK && !exists) {
+    if (table_exists(p, DBSCHEMA_RANK_DEVICE_MAP, &exists) == SQLITE_OK && !exists) {
         struct int_rows_ctx mctx = {map, 2};
-        if (write_batch(p, "RANK_DEVICE_MAP", "rankId INTEGER, deviceId INTEGER", 2, bind_int_row, &mctx,
+        if (write_batch(p, DBSCHEMA_RANK_DEVICE_MAP, DBSCHEMA_RANK_DEVICE_MAP_COLS, 2, bind_int_row, &mctx,
                         ndev) < 0)
             rc = -EIO;
     }
     exists = false;
-    if (table_exists(p, "NPU_INFO", &exists) == SQLITE_OK && !exists &&
-        write_batch(p, "NPU_INFO", "id INTEGER, name TEXT", 2, bind_enum_row, npu, ndev) < 0)
+    if (table_exists(p, DBSCHEMA_NPU_INFO, &exists) == SQLITE_OK && !exists &&
+        write_batch(p, DBSCHEMA_NPU_INFO, DBSCHEMA_NPU_INFO_COLS, 2, bind_enum_row, npu, ndev) < 0)
         rc = -EIO;
 out:
     free(map);

@@ -694,7 +694,7 @@ static void write_session_end(struct proc *p, const char *parallel_group_info)
         jw_init_dyn(&w, JSONL_LINE_MAX);
         jw_obj_begin(&w);
         jw_key(&w, "kind");
-        jw_str(&w, "parallel_group_info");
+        jw_str(&w, NAMES_META_PARALLEL);
         jw_key(&w, "value");
         jw_str(&w, parallel_group_info);
         jw_obj_end(&w);
@@ -735,7 +735,7 @@ static void write_session_end(struct proc *p, const char *parallel_group_info)
             jw_uint(&w, devs[i]);
         jw_arr_end(&w);
         jw_key(&w, "kind");
-        jw_str(&w, "rank_device_map");
+        jw_str(&w, NAMES_META_RANK_DEVICE_MAP);
         jw_key(&w, "rank");
         jw_int(&w, p->rank);
         jw_obj_end(&w);
