@@ -134,17 +134,17 @@ static void db_schema(void)
 {
     printf("# DB tables: the incremental ones in writing order, then those written once (DB_<name>).\n"
            "DB_TABLES = (\n");
-#define TABLE(id, ncols, real_col, cols) printf("    \"%s\",\n", #id);
-    DBSCHEMA_TABLES(TABLE)
-#undef TABLE
+#define DB_TABLE(id, ncols, real_col, cols) printf("    \"%s\",\n", #id);
+#include "contract/dbschema.def"
+#undef DB_TABLE
     printf(")\nDB_FIXED_TABLES = (\n");
 #define FIXED(id) printf("    \"%s\",\n", DBSCHEMA_##id);
     DBSCHEMA_FIXED_TABLES(FIXED)
 #undef FIXED
     printf(")\n");
-#define TABLE(id, ncols, real_col, cols) printf("DB_%s = \"%s\"\n", #id, #id);
-    DBSCHEMA_TABLES(TABLE)
-#undef TABLE
+#define DB_TABLE(id, ncols, real_col, cols) printf("DB_%s = \"%s\"\n", #id, #id);
+#include "contract/dbschema.def"
+#undef DB_TABLE
 #define FIXED(id) printf("DB_%s = \"%s\"\n", #id, DBSCHEMA_##id);
     DBSCHEMA_FIXED_TABLES(FIXED)
 #undef FIXED

@@ -7,37 +7,8 @@
 /* The columns every device activity table of ours starts with. */
 #define DBSCHEMA_COLS_DEVICE_SPAN "startNs INTEGER, endNs INTEGER, deviceId INTEGER, streamId INTEGER, "
 
-/* The incremental tables (rows as records arrive), in the order a commit writes them:
- * X(id, ncols, real_col, columns), real_col the index of the one REAL column bound as a double or -1.
+/* The incremental tables with their columns: dbschema.def, DB_TABLE(id, ncols, real_col, columns).
  * The MSMONITOR_* tables follow the upstream ones; DBSCHEMA_FIRST_EXTRA names the first. */
-#define DBSCHEMA_TABLES(X)                                                                                     \
-    X(CANN_API, 6, -1,                                                                                         \
-      "startNs INTEGER, endNs INTEGER, type INTEGER, globalTid INTEGER, connectionId INTEGER, name INTEGER")    \
-    X(TASK, 11, -1,                                                                                            \
-      "startNs INTEGER, endNs INTEGER, deviceId INTEGER, connectionId INTEGER, globalTaskId INTEGER, "          \
-      "globalPid INTEGER, taskType INTEGER, contextId INTEGER, streamId INTEGER, taskId INTEGER, "             \
-      "modelId INTEGER")                                                                                       \
-    X(COMPUTE_TASK_INFO, 15, -1,                                                                               \
-      "name INTEGER, globalTaskId INTEGER, blockNum INTEGER, mixBlockNum INTEGER, taskType INTEGER, "          \
-      "opType INTEGER, inputFormats INTEGER, inputDataTypes INTEGER, inputShapes INTEGER, "                    \
-      "outputFormats INTEGER, outputDataTypes INTEGER, outputShapes INTEGER, attrInfo INTEGER, "               \
-      "opState INTEGER, hf32Eligible INTEGER")                                                                 \
-    X(COMMUNICATION_OP, 13, -1,                                                                                \
-      "opName INTEGER, startNs INTEGER, endNs INTEGER, connectionId INTEGER, groupName INTEGER, "              \
-      "opId INTEGER, relay INTEGER, retry INTEGER, dataType INTEGER, algType INTEGER, count NUMERIC, "         \
-      "opType INTEGER, deviceId INTEGER")                                                                      \
-    X(MSTX_EVENTS, 10, -1,                                                                                     \
-      "startNs INTEGER, endNs INTEGER, eventType INTEGER, rangeId INTEGER, category INTEGER, "                 \
-      "message INTEGER, globalTid INTEGER, endGlobalTid INTEGER, domainId INTEGER, connectionId INTEGER")      \
-    X(MSMONITOR_HCCL, 8, 4,                                                                                    \
-      DBSCHEMA_COLS_DEVICE_SPAN "bandWidth REAL, name INTEGER, commName INTEGER, globalPid INTEGER")           \
-    X(MSMONITOR_MEMORY, 10, -1,                                                                                \
-      DBSCHEMA_COLS_DEVICE_SPAN "connectionId INTEGER, operationType INTEGER, memoryKind INTEGER, "            \
-      "address INTEGER, bytes INTEGER, processId INTEGER")                                                     \
-    X(MSMONITOR_MEMSET, 8, -1,                                                                                 \
-      DBSCHEMA_COLS_DEVICE_SPAN "connectionId INTEGER, value INTEGER, bytes INTEGER, isAsync INTEGER")         \
-    X(MSMONITOR_MEMCPY, 8, -1,                                                                                 \
-      DBSCHEMA_COLS_DEVICE_SPAN "connectionId INTEGER, copyKind INTEGER, bytes INTEGER, isAsync INTEGER")
 #define DBSCHEMA_FIRST_EXTRA MSMONITOR_HCCL
 
 /* Tables written once per file (STRING_IDS grows with each commit) or at the session end:

@@ -17,9 +17,9 @@
 #define DB_MARKER_CONN_OFFSET NAMES_DB_MARKER_CONN_OFFSET
 
 const struct db_table db_rows_tables[T_INCR_COUNT] = {
-#define DB_TABLE_DEF(id, ncols, real_col, cols) [T_##id] = {#id, cols, ncols, real_col},
-    DBSCHEMA_TABLES(DB_TABLE_DEF)
-#undef DB_TABLE_DEF
+#define DB_TABLE(id, ncols, real_col, cols) [T_##id] = {#id, cols, ncols, real_col},
+#include "contract/dbschema.def"
+#undef DB_TABLE
 };
 
 int db_rows_init(struct db_rows *p, int64_t pid)

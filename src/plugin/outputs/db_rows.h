@@ -12,11 +12,11 @@
 #include "plugin/pipeline/pipeline.h"
 #include "plugin/pipeline/record.h"
 
-/* The incremental tables of contract/dbschema.h, in its order: T_CANN_API, T_TASK, ... */
+/* The incremental tables of contract/dbschema.def, in its order: T_CANN_API, T_TASK, ... */
 enum db_table_id {
-#define DB_TABLE_ID(id, ncols, real_col, cols) T_##id,
-    DBSCHEMA_TABLES(DB_TABLE_ID)
-#undef DB_TABLE_ID
+#define DB_TABLE(id, ncols, real_col, cols) T_##id,
+#include "contract/dbschema.def"
+#undef DB_TABLE
     T_INCR_COUNT
 };
 #define DB_TABLE_ENUM(id) T_##id
