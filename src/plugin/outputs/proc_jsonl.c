@@ -619,11 +619,11 @@ static int jsonl_create(const struct proc_config *cfg, struct proc **ret)
     if (!p)
         return -ENOMEM;
     p->fd = -1;
+    if ((rc = outfile_sess_init(&p->s, cfg)) < 0) /* before the settings: no warnings for a refused config */
+        goto fail;
     jsonl_settings_resolve(cfg->jsonl_rotate_lines, cfg->jsonl_rotate_files,
                            penv_get(PENV_JSONL_ROTATE_LOG_LINES), penv_get(PENV_JSONL_ROTATE_LOG_FILES),
                            penv_get(PENV_JSONL_BUFFER_CAPACITY), penv_get(PENV_JSONL_MAX_DUMP_INTERVAL), &p->set);
-    if ((rc = outfile_sess_init(&p->s, cfg)) < 0)
-        goto fail;
     /* capacity - 1 lines: the ring buffer semantics users know from upstream */
     struct asyncw_cfg ac = {
         .name = "MsMonitorJsonl",
