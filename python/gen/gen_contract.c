@@ -157,7 +157,10 @@ static void db_schema(void)
     printf("\n# A device step marker: a TASK row of this taskType, paired with its MSTX_EVENTS range\n"
            "# (eventType DB_MSTX_RANGE) by connectionId.\nDB_MSTX_TASK_TYPE = ");
     pystr(DBSCHEMA_MSTX_TASK_TYPE);
-    printf("\nDB_MSTX_RANGE = %d\n\n", DBSCHEMA_MSTX_RANGE);
+    printf("\nDB_MSTX_RANGE = %d\n", DBSCHEMA_MSTX_RANGE);
+    printf("# CANN_API.type of the API kinds: API and NodeAPI, AclAPI, RuntimeAPI.\n"
+           "DB_API_TYPE_NODE = %d\nDB_API_TYPE_ACL = %d\nDB_API_TYPE_RUNTIME = %d\n\n",
+           DBSCHEMA_API_TYPE_NODE, DBSCHEMA_API_TYPE_ACL, DBSCHEMA_API_TYPE_RUNTIME);
 }
 
 static void config_rules(void)

@@ -55,8 +55,8 @@ DTYPE_INVALID = C.DTYPE_INVALID
 DTYPE_BYTES_BY_NAME = {name: size for name, size in DTYPES.values()}
 # ENUM_MSMONITOR_MEMCPY_KIND
 MEMCPY_KINDS = dict(C.MEMCPY_KIND_NAMES)
-# ENUM_API_TYPE
-API_TYPES = {10000: "API/NodeAPI", 20000: "AclAPI", 5000: "RuntimeAPI"}
+# ENUM_API_TYPE: CANN_API.type -> the kinds it stands for
+API_TYPES = {C.DB_API_TYPE_NODE: "API/NodeAPI", C.DB_API_TYPE_ACL: "AclAPI", C.DB_API_TYPE_RUNTIME: "RuntimeAPI"}
 
 # Record kinds as the JSONL lines name them.
 def _kind(name):

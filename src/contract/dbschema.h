@@ -34,5 +34,10 @@
  * (MSTX_EVENTS row of eventType DBSCHEMA_MSTX_RANGE) by connectionId. */
 #define DBSCHEMA_MSTX_TASK_TYPE "MsTx"
 #define DBSCHEMA_MSTX_RANGE 2
+/* CANN_API.type of the API kinds (ENUM_API_TYPE's node, acl and runtime rows): API and NodeAPI,
+ * AclAPI, RuntimeAPI. */
+#define DBSCHEMA_API_TYPE_NODE 10000
+#define DBSCHEMA_API_TYPE_ACL 20000
+#define DBSCHEMA_API_TYPE_RUNTIME 5000
 
 #endif

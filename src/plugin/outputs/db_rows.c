@@ -94,7 +94,9 @@ static int64_t gtid(uint32_t pid, uint32_t tid)
 static int add_api(struct db_rows *p, const struct mon_record *rec)
 {
     const struct mon_api *a = &rec->u.api;
-    int64_t type = rec->kind == MON_KIND_ACL_API ? 20000 : rec->kind == MON_KIND_RUNTIME_API ? 5000 : 10000;
+    int64_t type = rec->kind == MON_KIND_ACL_API       ? DBSCHEMA_API_TYPE_ACL
+                   : rec->kind == MON_KIND_RUNTIME_API ? DBSCHEMA_API_TYPE_RUNTIME
+                                                       : DBSCHEMA_API_TYPE_NODE;
     int64_t name = sid(p, a->name);
     ADD_ROW(p, T_CANN_API, r);
     p->tx_rows++;

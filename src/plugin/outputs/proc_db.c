@@ -61,7 +61,8 @@ static const struct enum_row enum_hccl_dtype[] = {
 };
 static const struct enum_row enum_mstx_type[] = {{0, "marker"}, {1, "push/pop"}, {2, "start/end"}, {3, "marker_ex"}};
 static const struct enum_row enum_api_type[] = {
-    {5000, "runtime"}, {5500, "communication"}, {10000, "node"}, {15000, "model"}, {20000, "acl"},
+    {DBSCHEMA_API_TYPE_RUNTIME, "runtime"}, {5500, "communication"}, {DBSCHEMA_API_TYPE_NODE, "node"},
+    {15000, "model"}, {DBSCHEMA_API_TYPE_ACL, "acl"},
     {50001, "op"}, {50002, "queue"}, {50003, "trace"}, {50004, "mstx"},
 };
 static const struct enum_row enum_memcpy_kind[] = {
