@@ -11,6 +11,7 @@
 #include "contract/kinds.h"
 #include "contract/names.h"
 #include "contract/stats.h"
+#include "msmon/msmonitor.h"
 
 /* A Python string literal of s; the table texts are printable ASCII, anything else is escaped. */
 static void pystr(const char *s)
@@ -130,6 +131,16 @@ static void trace_cats(void)
     printf("\n");
 }
 
+static void trace_window(void)
+{
+    printf("# The nputrace window's option bits (include/msmon/msmonitor.h MSMON_TRACE_*).\n");
+#define BIT(id) printf("TRACE_%s = 0x%x\n", #id, (unsigned)MSMON_TRACE_##id);
+    BIT(CPU) BIT(NPU) BIT(ANALYSE) BIT(ASYNC) BIT(RECORD_SHAPES) BIT(PROFILE_MEMORY) BIT(WITH_STACK)
+    BIT(WITH_FLOPS) BIT(WITH_MODULES) BIT(EXPORT_DB)
+#undef BIT
+    printf("\n");
+}
+
 static void db_schema(void)
 {
     printf("# DB tables: the incremental ones in writing order, then those written once (DB_<name>).\n"
@@ -212,6 +223,7 @@ int main(void)
     data_messages();
     names();
     trace_cats();
+    trace_window();
     db_schema();
     config_rules();
     step_marker();

@@ -14,11 +14,12 @@ NPUTRACE_FILE_RE = re.compile(r"^msmonitor_(trace|torch)_\d+_rank\d+_step\d+-\d+
 NPUTRACE_TORCH_NAME = "msmonitor_torch_{pid}_rank{rank}_step{start}-{stop}.json"
 NPUTRACE_WINDOW_TAG = "_step{start}-{stop}."     # in the name of the window's trace files
 
-# The nputrace window as IPCMonitor_C.dynamic.trace_info() reports it (include/msmon/msmonitor.h,
-# MSMON_TRACE_*): option bits and states.
-TRACE_CPU, TRACE_NPU, TRACE_ANALYSE, TRACE_ASYNC = 0x1, 0x2, 0x4, 0x8
-TRACE_RECORD_SHAPES, TRACE_PROFILE_MEMORY, TRACE_WITH_STACK = 0x10, 0x20, 0x40
-TRACE_WITH_FLOPS, TRACE_WITH_MODULES, TRACE_EXPORT_DB = 0x80, 0x100, 0x200
+# The nputrace window as IPCMonitor_C.dynamic.trace_info() reports it: option bits
+# (include/msmon/msmonitor.h MSMON_TRACE_*, through the contract) and states (documented there).
+TRACE_CPU, TRACE_NPU, TRACE_ANALYSE, TRACE_ASYNC = C.TRACE_CPU, C.TRACE_NPU, C.TRACE_ANALYSE, C.TRACE_ASYNC
+TRACE_RECORD_SHAPES, TRACE_PROFILE_MEMORY = C.TRACE_RECORD_SHAPES, C.TRACE_PROFILE_MEMORY
+TRACE_WITH_STACK, TRACE_WITH_FLOPS, TRACE_WITH_MODULES = C.TRACE_WITH_STACK, C.TRACE_WITH_FLOPS, C.TRACE_WITH_MODULES
+TRACE_EXPORT_DB = C.TRACE_EXPORT_DB
 TRACE_IDLE, TRACE_RUNNING, TRACE_READY = 0, 1, 2
 
 # The step rule: a marker range named `step N` (the plugin's step(), the contract's rule) or

@@ -75,6 +75,7 @@ print(json.dumps({
               {F.T_STRINGS, F.T_SESSION, F.T_HOST, F.T_META} <= set(C.DB_FIXED_TABLES),
     "names": (F.T_STRINGS, F.T_COMPUTE, F.MSTX_TASK_TYPE) == ("STRING_IDS", "COMPUTE_TASK_INFO", "MsTx"),
     "api": F.API_TYPES == {10000: "API/NodeAPI", 20000: "AclAPI", 5000: "RuntimeAPI"},
+    "bits": (F.TRACE_CPU, F.TRACE_WITH_MODULES, F.TRACE_EXPORT_DB) == (1, 0x100, 0x200),
     "cats": {C.TRACE_CAT_KERNEL, C.TRACE_CAT_MEMCPY, C.TRACE_CAT_MEMSET, C.TRACE_CAT_MEMORY}
             <= set(F.TRACE_DEVICE_CATS) and F.TRACE_DEVICE_ANNOTATION == C.TRACE_CAT_DEVICE_ANNOTATION
             and C.TRACE_CAT_RUNTIME in F.TRACE_HOST_OP_CATS and C.TRACE_CAT_KERNEL == "kernel",
@@ -87,7 +88,7 @@ print(json.dumps({
         src = f.read()
     for copy in ("2 ** 31", "HTOD", '"step "', "MsptiMonitor",   # once hand-written copies / log lines
                  '"ProfilerStep#"', '"STRING_IDS"', '"MSTX_EVENTS"', '"FP16"', '"MsTx"', '"gpu_memcpy"',
-                 '"kernel"', '"parallel_group_info"', "20000"):
+                 '"kernel"', '"parallel_group_info"', "20000", "0x200"):
         assert copy not in src, copy
 
 
