@@ -474,34 +474,35 @@ static PyObject *get_data(int32_t kind, enum rec_class rc)
     return list;
 }
 
-#define GETTER(fn, kind, rc)                                                                         \
-    static PyObject *fn(PyObject *mod, PyObject *unused)                                             \
+/* The standalone kinds' getters, get_<stem>_data (the stems of _contract.STANDALONE_KINDS):
+ * X(stem, kind, record class, the records' name in the docstring). */
+#define MONITOR_GETTERS(X)                                                                           \
+    X(api, KIND_API, RC_API, "API")                                                                  \
+    X(acl_api, KIND_ACL_API, RC_API, "AclAPI")                                                       \
+    X(node_api, KIND_NODE_API, RC_API, "NodeAPI")                                                    \
+    X(runtime_api, KIND_RUNTIME_API, RC_API, "RuntimeAPI")                                           \
+    X(kernel, KIND_KERNEL, RC_KERNEL, "Kernel")                                                      \
+    X(communication, KIND_COMMUNICATION, RC_COMM, "Communication")                                   \
+    X(marker, KIND_MARKER, RC_MARKER, "Marker")
+
+#define GETTER(stem, kind, rc, what)                                                                 \
+    static PyObject *m_get_##stem##_data(PyObject *mod, PyObject *unused)                            \
     {                                                                                                \
         (void)mod;                                                                                   \
         (void)unused;                                                                                \
         return get_data(kind, rc);                                                                   \
     }
-GETTER(m_get_api_data, KIND_API, RC_API)
-GETTER(m_get_acl_api_data, KIND_ACL_API, RC_API)
-GETTER(m_get_node_api_data, KIND_NODE_API, RC_API)
-GETTER(m_get_runtime_api_data, KIND_RUNTIME_API, RC_API)
-GETTER(m_get_kernel_data, KIND_KERNEL, RC_KERNEL)
-GETTER(m_get_communication_data, KIND_COMMUNICATION, RC_COMM)
-GETTER(m_get_marker_data, KIND_MARKER, RC_MARKER)
+MONITOR_GETTERS(GETTER)
+#undef GETTER
+#define GETTER_METHOD(stem, kind, rc, what)                                                          \
+    {"get_" #stem "_data", m_get_##stem##_data, METH_NOARGS, what " records of the last session."},
 
 static PyMethodDef monitor_methods[] = {
     {"start_monitor", (PyCFunction)(void (*)(void))m_start_monitor, METH_VARARGS | METH_KEYWORDS,
      "start_monitor(kinds): start a standalone session for a list of ActivityKind."},
     {"stop_monitor", m_stop_monitor, METH_NOARGS, "Stop the standalone session, flushing all data."},
     {"get_kinds", m_get_kinds, METH_NOARGS, "ActivityKind list of the last start."},
-    {"get_api_data", m_get_api_data, METH_NOARGS, "API records of the last session."},
-    {"get_acl_api_data", m_get_acl_api_data, METH_NOARGS, "AclAPI records of the last session."},
-    {"get_node_api_data", m_get_node_api_data, METH_NOARGS, "NodeAPI records of the last session."},
-    {"get_runtime_api_data", m_get_runtime_api_data, METH_NOARGS, "RuntimeAPI records of the last session."},
-    {"get_kernel_data", m_get_kernel_data, METH_NOARGS, "Kernel records of the last session."},
-    {"get_communication_data", m_get_communication_data, METH_NOARGS,
-     "Communication records of the last session."},
-    {"get_marker_data", m_get_marker_data, METH_NOARGS, "Marker records of the last session."},
+    MONITOR_GETTERS(GETTER_METHOD)
     {"save_xlsx", (PyCFunction)(void (*)(void))ext_xlsx_save, METH_VARARGS | METH_KEYWORDS,
      "save_xlsx(path) -> bool: write the last session's records as an xlsx workbook."},
     {NULL, NULL, 0, NULL},

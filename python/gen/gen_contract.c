@@ -7,9 +7,11 @@
 #include "contract/cfgkeys.h"
 #include "contract/cfgrules.h"
 #include "contract/datamsg.h"
+#include "contract/dbschema.h"
 #include "contract/kinds.h"
 #include "contract/names.h"
 #include "contract/stats.h"
+#include "msmon/msmonitor.h"
 
 /* A Python string literal of s; the table texts are printable ASCII, anything else is escaped. */
 static void pystr(const char *s)
@@ -101,7 +103,11 @@ static void names(void)
     pystr(NAMES_META_STATS);
     printf("\n\n");
     printf("# Record value names (Communication data types, MemCpy kinds).\nDTYPE_NAMES = {\n");
-#define DTYPE(value, name) printf("    %d: \"%s\",\n", value, #name);
+#define DTYPE(value, name, bytes) printf("    %d: \"%s\",\n", value, #name);
+#include "contract/recnames.def"
+#undef DTYPE
+    printf("}\n# Bytes per element of each data type.\nDTYPE_SIZES = {\n");
+#define DTYPE(value, name, bytes) printf("    \"%s\": %d,\n", #name, bytes);
 #include "contract/recnames.def"
 #undef DTYPE
     printf("}\nDTYPE_INVALID = ");
@@ -111,6 +117,61 @@ static void names(void)
 #include "contract/recnames.def"
 #undef MEMCPY_KIND
     printf("}\n\n");
+}
+
+static void trace_cats(void)
+{
+    printf("# Chrome trace categories of the nputrace output.\n");
+#define CAT(id)                                                                                    \
+    printf("TRACE_CAT_%s = ", #id);                                                                \
+    pystr(NAMES_CAT_##id);                                                                         \
+    putchar('\n');
+    NAMES_TRACE_CATS(CAT)
+#undef CAT
+    printf("\n");
+}
+
+static void trace_window(void)
+{
+    printf("# The nputrace window's option bits (include/msmon/msmonitor.h MSMON_TRACE_*).\n");
+#define BIT(id) printf("TRACE_%s = 0x%x\n", #id, (unsigned)MSMON_TRACE_##id);
+    BIT(CPU) BIT(NPU) BIT(ANALYSE) BIT(ASYNC) BIT(RECORD_SHAPES) BIT(PROFILE_MEMORY) BIT(WITH_STACK)
+    BIT(WITH_FLOPS) BIT(WITH_MODULES) BIT(EXPORT_DB)
+#undef BIT
+    printf("\n");
+}
+
+static void db_schema(void)
+{
+    printf("# DB tables: the incremental ones in writing order, then those written once (DB_<name>).\n"
+           "DB_TABLES = (\n");
+#define DB_TABLE(id, ncols, real_col, cols) printf("    \"%s\",\n", #id);
+#include "contract/dbschema.def"
+#undef DB_TABLE
+    printf(")\nDB_FIXED_TABLES = (\n");
+#define FIXED(id) printf("    \"%s\",\n", DBSCHEMA_##id);
+    DBSCHEMA_FIXED_TABLES(FIXED)
+#undef FIXED
+    printf(")\n");
+#define DB_TABLE(id, ncols, real_col, cols) printf("DB_%s = \"%s\"\n", #id, #id);
+#include "contract/dbschema.def"
+#undef DB_TABLE
+#define FIXED(id) printf("DB_%s = \"%s\"\n", #id, DBSCHEMA_##id);
+    DBSCHEMA_FIXED_TABLES(FIXED)
+#undef FIXED
+    printf("DB_META_SCHEMA_PREFIX = ");
+    pystr(DBSCHEMA_META_SCHEMA_PREFIX);
+    printf("\nMETA_PARALLEL = ");
+    pystr(NAMES_META_PARALLEL);
+    printf("\nMETA_RANK_DEVICE_MAP = ");
+    pystr(NAMES_META_RANK_DEVICE_MAP);
+    printf("\n# A device step marker: a TASK row of this taskType, paired with its MSTX_EVENTS range\n"
+           "# (eventType DB_MSTX_RANGE) by connectionId.\nDB_MSTX_TASK_TYPE = ");
+    pystr(DBSCHEMA_MSTX_TASK_TYPE);
+    printf("\nDB_MSTX_RANGE = %d\n", DBSCHEMA_MSTX_RANGE);
+    printf("# CANN_API.type of the API kinds: API and NodeAPI, AclAPI, RuntimeAPI.\n"
+           "DB_API_TYPE_NODE = %d\nDB_API_TYPE_ACL = %d\nDB_API_TYPE_RUNTIME = %d\n\n",
+           DBSCHEMA_API_TYPE_NODE, DBSCHEMA_API_TYPE_ACL, DBSCHEMA_API_TYPE_RUNTIME);
 }
 
 static void config_rules(void)
@@ -139,7 +200,10 @@ static void step_marker(void)
 {
     printf("# The step marker: mstx range message \"step <N>\", N decimal digits <= STEP_MAX.\nSTEP_PREFIX = ");
     pystr(NAMES_STEP_PREFIX);
-    printf("\nSTEP_MAX = %lld\n\n\n", (long long)NAMES_STEP_MAX);
+    printf("\nSTEP_MAX = %lld\n# torch.profiler's step range, read by the same digits rule.\nTORCH_STEP_PREFIX = ",
+           (long long)NAMES_STEP_MAX);
+    pystr(NAMES_TORCH_STEP_PREFIX);
+    printf("\n\n\n");
     printf("def step_of(name):\n"
            "    \"\"\"N of a step marker name, else None (the rule of names_step_parse).\"\"\"\n"
            "    if not isinstance(name, str) or not name.startswith(STEP_PREFIX):\n"
@@ -158,6 +222,9 @@ int main(void)
     kinds();
     data_messages();
     names();
+    trace_cats();
+    trace_window();
+    db_schema();
     config_rules();
     step_marker();
     return ferror(stdout) ? 1 : 0;

@@ -831,7 +831,7 @@ def _trace_timeline(rel, events, want_step, strict=False):
         label = f"{pnames.get(pid, pid)} / {tnames.get((pid, tid), tid)}"
         cat = str(e.get("cat") or "")
         low = (cat + " " + label).lower()
-        kind = ("marker" if F.step_number(e.get("name", "")) is not None or "user_annotation" in cat.lower() else
+        kind = ("marker" if F.step_number(e.get("name", "")) is not None or F.TRACE_ANNOTATION in cat.lower() else
                 "communication" if ("comm" in low or "hccl" in low or "nccl" in low) else
                 "memcpy" if "memcpy" in low or "memset" in low else
                 "api" if ("api" in low or "cpu" in low or "runtime" in low or "host" in low) else "compute")

@@ -14,51 +14,50 @@ NPUTRACE_FILE_RE = re.compile(r"^msmonitor_(trace|torch)_\d+_rank\d+_step\d+-\d+
 NPUTRACE_TORCH_NAME = "msmonitor_torch_{pid}_rank{rank}_step{start}-{stop}.json"
 NPUTRACE_WINDOW_TAG = "_step{start}-{stop}."     # in the name of the window's trace files
 
-# The nputrace window as IPCMonitor_C.dynamic.trace_info() reports it (include/msmon/msmonitor.h,
-# MSMON_TRACE_*): option bits and states.
-TRACE_CPU, TRACE_NPU, TRACE_ANALYSE, TRACE_ASYNC = 0x1, 0x2, 0x4, 0x8
-TRACE_RECORD_SHAPES, TRACE_PROFILE_MEMORY, TRACE_WITH_STACK = 0x10, 0x20, 0x40
-TRACE_WITH_FLOPS, TRACE_WITH_MODULES, TRACE_EXPORT_DB = 0x80, 0x100, 0x200
+# The nputrace window as IPCMonitor_C.dynamic.trace_info() reports it: option bits
+# (include/msmon/msmonitor.h MSMON_TRACE_*, through the contract) and states (documented there).
+TRACE_CPU, TRACE_NPU, TRACE_ANALYSE, TRACE_ASYNC = C.TRACE_CPU, C.TRACE_NPU, C.TRACE_ANALYSE, C.TRACE_ASYNC
+TRACE_RECORD_SHAPES, TRACE_PROFILE_MEMORY = C.TRACE_RECORD_SHAPES, C.TRACE_PROFILE_MEMORY
+TRACE_WITH_STACK, TRACE_WITH_FLOPS, TRACE_WITH_MODULES = C.TRACE_WITH_STACK, C.TRACE_WITH_FLOPS, C.TRACE_WITH_MODULES
+TRACE_EXPORT_DB = C.TRACE_EXPORT_DB
 TRACE_IDLE, TRACE_RUNNING, TRACE_READY = 0, 1, 2
 
 # The step rule: a marker range named `step N` (the plugin's step(), the contract's rule) or
 # `ProfilerStep#N` (torch.profiler, the same digits rule), N a non-negative int32.
-TORCH_STEP_PREFIX = "ProfilerStep#"
+TORCH_STEP_PREFIX = C.TORCH_STEP_PREFIX
 STEP_PREFIXES = (C.STEP_PREFIX, TORCH_STEP_PREFIX)
 STEP_MAX = C.STEP_MAX
 
 # DB schema (docs/design/outputs.md#db-schema): table names.
-T_STRINGS = "STRING_IDS"
-T_TASK = "TASK"
-T_COMPUTE = "COMPUTE_TASK_INFO"
-T_MSTX = "MSTX_EVENTS"
-T_COMM = "COMMUNICATION_OP"
-T_HCCL = "MSMONITOR_HCCL"
-T_MEMCPY = "MSMONITOR_MEMCPY"
-T_MEMSET = "MSMONITOR_MEMSET"
-T_MEMORY = "MSMONITOR_MEMORY"
-T_API = "CANN_API"
-T_SESSION = "SESSION_TIME_INFO"
-T_HOST = "HOST_INFO"
-T_META = "META_DATA"
-META_PARALLEL = "parallel_group_info"
-META_SCHEMA_PREFIX = "SCHEMA_VERSION"
-# A device step marker is a TASK row whose taskType is the string "MsTx"; it pairs with its
-# host range (MSTX_EVENTS row, eventType 2 = range) by connectionId.
-MSTX_TASK_TYPE = "MsTx"
-MSTX_RANGE = 2
+T_STRINGS = C.DB_STRING_IDS
+T_TASK = C.DB_TASK
+T_COMPUTE = C.DB_COMPUTE_TASK_INFO
+T_MSTX = C.DB_MSTX_EVENTS
+T_COMM = C.DB_COMMUNICATION_OP
+T_HCCL = C.DB_MSMONITOR_HCCL
+T_MEMCPY = C.DB_MSMONITOR_MEMCPY
+T_MEMSET = C.DB_MSMONITOR_MEMSET
+T_MEMORY = C.DB_MSMONITOR_MEMORY
+T_API = C.DB_CANN_API
+T_SESSION = C.DB_SESSION_TIME_INFO
+T_HOST = C.DB_HOST_INFO
+T_META = C.DB_META_DATA
+META_PARALLEL = C.META_PARALLEL
+META_SCHEMA_PREFIX = C.DB_META_SCHEMA_PREFIX
+# A device step marker is a TASK row whose taskType is the string MSTX_TASK_TYPE; it pairs with its
+# host range (MSTX_EVENTS row, eventType MSTX_RANGE) by connectionId.
+MSTX_TASK_TYPE = C.DB_MSTX_TASK_TYPE
+MSTX_RANGE = C.DB_MSTX_RANGE
 
-# ENUM_HCCL_DATA_TYPE: id -> (name, bytes per element); the names are the contract's.
-DTYPE_SIZES = {"INT8": 1, "INT16": 2, "INT32": 4, "FP16": 2, "FP32": 4, "INT64": 8, "UINT64": 8, "UINT8": 1,
-               "UINT16": 2, "UINT32": 4, "FP64": 8, "BFP16": 2, "INT128": 16, "HIF8": 1, "FP8E4M3": 1,
-               "FP8E5M2": 1, "FP8E8M0": 1}
-DTYPES = {i: (name, DTYPE_SIZES.get(name, 0)) for i, name in C.DTYPE_NAMES.items()}
+# ENUM_HCCL_DATA_TYPE: id -> (name, bytes per element).
+DTYPE_SIZES = dict(C.DTYPE_SIZES)
+DTYPES = {i: (name, DTYPE_SIZES[name]) for i, name in C.DTYPE_NAMES.items()}
 DTYPE_INVALID = C.DTYPE_INVALID
 DTYPE_BYTES_BY_NAME = {name: size for name, size in DTYPES.values()}
 # ENUM_MSMONITOR_MEMCPY_KIND
 MEMCPY_KINDS = dict(C.MEMCPY_KIND_NAMES)
-# ENUM_API_TYPE
-API_TYPES = {10000: "API/NodeAPI", 20000: "AclAPI", 5000: "RuntimeAPI"}
+# ENUM_API_TYPE: CANN_API.type -> the kinds it stands for
+API_TYPES = {C.DB_API_TYPE_NODE: "API/NodeAPI", C.DB_API_TYPE_ACL: "AclAPI", C.DB_API_TYPE_RUNTIME: "RuntimeAPI"}
 
 # Record kinds as the JSONL lines name them.
 def _kind(name):
@@ -73,15 +72,18 @@ K_KERNEL, K_COMM, K_HCCL, K_MEMCPY, K_MEMSET, K_MARKER = \
 API_KINDS = tuple(n for n, _ in C.KINDS if n.endswith("API"))
 COMM_KINDS = (K_COMM, K_HCCL)
 SOURCE_DEVICE = "Device"
-JSONL_META_KINDS = ("parallel_group_info", "rank_device_map", C.META_STATS)
+JSONL_META_KINDS = (C.META_PARALLEL, C.META_RANK_DEVICE_MAP, C.META_STATS)
 
-# Chrome trace categories of device work (ours and torch.profiler's).
-TRACE_DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_memory", "Kernel", "Memcpy", "Memset")
-TRACE_COPY_CATS = ("gpu_memcpy", "gpu_memset", "Memcpy", "Memset")
-TRACE_KERNEL_CATS = ("kernel", "Kernel")
-TRACE_HOST_OP_CATS = ("cpu_op", "cuda_runtime", "operator", "cuda_driver", "python_function")
-TRACE_MEMORY_CAT = "gpu_memory"
-TRACE_DEVICE_ANNOTATION = "gpu_user_annotation"
+# Chrome trace categories of device and host work: ours (the contract's) and torch.profiler's
+# (its own names, "Kernel", "Memcpy", ..., which the C code never writes).
+TRACE_DEVICE_CATS = (C.TRACE_CAT_KERNEL, C.TRACE_CAT_MEMCPY, C.TRACE_CAT_MEMSET, C.TRACE_CAT_MEMORY,
+                     "Kernel", "Memcpy", "Memset")
+TRACE_COPY_CATS = (C.TRACE_CAT_MEMCPY, C.TRACE_CAT_MEMSET, "Memcpy", "Memset")
+TRACE_KERNEL_CATS = (C.TRACE_CAT_KERNEL, "Kernel")
+TRACE_HOST_OP_CATS = ("cpu_op", C.TRACE_CAT_RUNTIME, "operator", "cuda_driver", "python_function")
+TRACE_MEMORY_CAT = C.TRACE_CAT_MEMORY
+TRACE_DEVICE_ANNOTATION = C.TRACE_CAT_DEVICE_ANNOTATION
+TRACE_ANNOTATION = C.TRACE_CAT_HOST_ANNOTATION   # within both annotation categories' names
 
 # The session end (docs/outputs.md#session-end): META_DATA rows of the DB, a JSONL line of this
 # kind; the counters are a JSON object keyed by the PluginStats keys, shown by their labels.

@@ -49,7 +49,7 @@ static const char *by_value(const char *const *tbl, size_t n, int32_t v, const c
 }
 
 static const char *const dtype_names[] = {
-#define DTYPE(value, name) [value] = #name,
+#define DTYPE(value, name, bytes) [value] = #name,
 #include "contract/recnames.def"
 #undef DTYPE
 };

@@ -22,11 +22,30 @@
  * the filter text at stop and the session counters (docs/outputs.md#session-end). */
 #define NAMES_META_FILTER "filter"
 #define NAMES_META_STATS "session_stats"
+/* The parallel group text given at stop (a META_DATA row, a JSONL line of this kind) and the JSONL
+ * line of the rank's devices (the DB's RANK_DEVICE_MAP table). */
+#define NAMES_META_PARALLEL "parallel_group_info"
+#define NAMES_META_RANK_DEVICE_MAP "rank_device_map"
 
 /* The step marker: mstx range message "step <N>", N decimal digits (no sign) worth at most
  * NAMES_STEP_MAX. */
 #define NAMES_STEP_PREFIX "step "
 #define NAMES_STEP_MAX INT32_MAX
+/* torch.profiler's step range "ProfilerStep#<N>": the analysis reads it by the same digits rule. */
+#define NAMES_TORCH_STEP_PREFIX "ProfilerStep#"
+
+/* Chrome trace categories of the nputrace output (docs/nputrace.md), the names the analysis reads
+ * a trace by; NAMES_TRACE_CATS lists them for the generated _contract.py (TRACE_CAT_<id>). */
+#define NAMES_CAT_KERNEL "kernel" /* kernels, HCCL and communication ops */
+#define NAMES_CAT_MEMCPY "gpu_memcpy"
+#define NAMES_CAT_MEMSET "gpu_memset"
+#define NAMES_CAT_MEMORY "gpu_memory"
+#define NAMES_CAT_RUNTIME "cuda_runtime" /* host API calls */
+#define NAMES_CAT_DEVICE_ANNOTATION "gpu_user_annotation"
+#define NAMES_CAT_HOST_ANNOTATION "user_annotation"
+#define NAMES_CAT_FLOW "ac2g" /* host call -> device work arrows */
+#define NAMES_TRACE_CATS(X)                                                                                   \
+    X(KERNEL) X(MEMCPY) X(MEMSET) X(MEMORY) X(RUNTIME) X(DEVICE_ANNOTATION) X(HOST_ANNOTATION) X(FLOW)
 
 /* N of a step marker name: 0 and *ret_n, or -EINVAL (NULL, another name, N out of range). */
 int names_step_parse(const char *name, int64_t *ret_n);

@@ -52,8 +52,9 @@ def test_step_rule_is_one(tmp_path):
 
 
 def test_facts_from_contract():
-    """msmonitor.facts restates nothing the generated _contract holds: the step rule, dtype and
-    memcpy-kind names and the kind names are the contract's, and every contract dtype has a size."""
+    """msmonitor.facts restates nothing the generated _contract holds: the step rules, dtype names
+    and sizes, memcpy-kind names, kind names, DB table names and our trace categories are the
+    contract's, and every contract dtype has a size."""
     require_packages()
     r = subprocess.run([PYTHON, "-c", """
 import json
@@ -67,6 +68,17 @@ print(json.dumps({
     "rule": all(F.step_number(n) == C.step_of(n) for n in ("step 1", "step 2147483648", "step x", "step ")),
     "kinds": set(F.API_KINDS + F.COMM_KINDS + (F.K_KERNEL, F.K_MEMCPY, F.K_MEMSET, F.K_MARKER)) <= set(C.KIND_VALUES),
     "end": (F.META_FILTER, F.META_STATS) == (C.META_FILTER, C.META_STATS),
+    "torch": F.STEP_PREFIXES[1] == C.TORCH_STEP_PREFIX == "ProfilerStep#",
+    "sizes": F.DTYPE_SIZES == C.DTYPE_SIZES and F.dtype_bytes(4) == 4 and F.dtype_bytes(name="INT128") == 16,
+    "tables": {F.T_TASK, F.T_COMPUTE, F.T_MSTX, F.T_COMM, F.T_HCCL, F.T_MEMCPY, F.T_MEMSET, F.T_MEMORY,
+               F.T_API} == set(C.DB_TABLES) and
+              {F.T_STRINGS, F.T_SESSION, F.T_HOST, F.T_META} <= set(C.DB_FIXED_TABLES),
+    "names": (F.T_STRINGS, F.T_COMPUTE, F.MSTX_TASK_TYPE) == ("STRING_IDS", "COMPUTE_TASK_INFO", "MsTx"),
+    "api": F.API_TYPES == {10000: "API/NodeAPI", 20000: "AclAPI", 5000: "RuntimeAPI"},
+    "bits": (F.TRACE_CPU, F.TRACE_WITH_MODULES, F.TRACE_EXPORT_DB) == (1, 0x100, 0x200),
+    "cats": {C.TRACE_CAT_KERNEL, C.TRACE_CAT_MEMCPY, C.TRACE_CAT_MEMSET, C.TRACE_CAT_MEMORY}
+            <= set(F.TRACE_DEVICE_CATS) and F.TRACE_DEVICE_ANNOTATION == C.TRACE_CAT_DEVICE_ANNOTATION
+            and C.TRACE_CAT_RUNTIME in F.TRACE_HOST_OP_CATS and C.TRACE_CAT_KERNEL == "kernel",
 }))
 """], env=py_env(), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -74,7 +86,9 @@ print(json.dumps({
     assert all(got.values()), got
     with open(os.path.join(SOURCE, "python", "msmonitor", "facts.py")) as f:
         src = f.read()
-    for copy in ("2 ** 31", "HTOD", '"step "', "MsptiMonitor"):   # once hand-written copies / log lines
+    for copy in ("2 ** 31", "HTOD", '"step "', "MsptiMonitor",   # once hand-written copies / log lines
+                 '"ProfilerStep#"', '"STRING_IDS"', '"MSTX_EVENTS"', '"FP16"', '"MsTx"', '"gpu_memcpy"',
+                 '"kernel"', '"parallel_group_info"', "20000", "0x200"):
         assert copy not in src, copy
 
 

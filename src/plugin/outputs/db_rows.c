@@ -17,40 +17,9 @@
 #define DB_MARKER_CONN_OFFSET NAMES_DB_MARKER_CONN_OFFSET
 
 const struct db_table db_rows_tables[T_INCR_COUNT] = {
-    [T_CANN_API] = {"CANN_API",
-                    "startNs INTEGER, endNs INTEGER, type INTEGER, globalTid INTEGER, connectionId INTEGER, "
-                    "name INTEGER", 6, -1},
-    [T_TASK] = {"TASK",
-                "startNs INTEGER, endNs INTEGER, deviceId INTEGER, connectionId INTEGER, globalTaskId INTEGER, "
-                "globalPid INTEGER, taskType INTEGER, contextId INTEGER, streamId INTEGER, taskId INTEGER, "
-                "modelId INTEGER", 11, -1},
-    [T_COMPUTE_TASK_INFO] = {"COMPUTE_TASK_INFO",
-                             "name INTEGER, globalTaskId INTEGER, blockNum INTEGER, mixBlockNum INTEGER, "
-                             "taskType INTEGER, opType INTEGER, inputFormats INTEGER, inputDataTypes INTEGER, "
-                             "inputShapes INTEGER, outputFormats INTEGER, outputDataTypes INTEGER, "
-                             "outputShapes INTEGER, attrInfo INTEGER, opState INTEGER, hf32Eligible INTEGER",
-                             15, -1},
-    [T_COMMUNICATION_OP] = {"COMMUNICATION_OP",
-                            "opName INTEGER, startNs INTEGER, endNs INTEGER, connectionId INTEGER, "
-                            "groupName INTEGER, opId INTEGER, relay INTEGER, retry INTEGER, dataType INTEGER, "
-                            "algType INTEGER, count NUMERIC, opType INTEGER, deviceId INTEGER", 13, -1},
-    [T_MSTX_EVENTS] = {"MSTX_EVENTS",
-                       "startNs INTEGER, endNs INTEGER, eventType INTEGER, rangeId INTEGER, category INTEGER, "
-                       "message INTEGER, globalTid INTEGER, endGlobalTid INTEGER, domainId INTEGER, "
-                       "connectionId INTEGER", 10, -1},
-    [T_MSMONITOR_HCCL] = {"MSMONITOR_HCCL",
-                          "startNs INTEGER, endNs INTEGER, deviceId INTEGER, streamId INTEGER, bandWidth REAL, "
-                          "name INTEGER, commName INTEGER, globalPid INTEGER", 8, 4},
-    [T_MSMONITOR_MEMORY] = {"MSMONITOR_MEMORY",
-                            "startNs INTEGER, endNs INTEGER, deviceId INTEGER, streamId INTEGER, "
-                            "connectionId INTEGER, operationType INTEGER, memoryKind INTEGER, address INTEGER, "
-                            "bytes INTEGER, processId INTEGER", 10, -1},
-    [T_MSMONITOR_MEMSET] = {"MSMONITOR_MEMSET",
-                            "startNs INTEGER, endNs INTEGER, deviceId INTEGER, streamId INTEGER, "
-                            "connectionId INTEGER, value INTEGER, bytes INTEGER, isAsync INTEGER", 8, -1},
-    [T_MSMONITOR_MEMCPY] = {"MSMONITOR_MEMCPY",
-                            "startNs INTEGER, endNs INTEGER, deviceId INTEGER, streamId INTEGER, "
-                            "connectionId INTEGER, copyKind INTEGER, bytes INTEGER, isAsync INTEGER", 8, -1},
+#define DB_TABLE(id, ncols, real_col, cols) [T_##id] = {#id, cols, ncols, real_col},
+#include "contract/dbschema.def"
+#undef DB_TABLE
 };
 
 int db_rows_init(struct db_rows *p, int64_t pid)
@@ -125,7 +94,9 @@ static int64_t gtid(uint32_t pid, uint32_t tid)
 static int add_api(struct db_rows *p, const struct mon_record *rec)
 {
     const struct mon_api *a = &rec->u.api;
-    int64_t type = rec->kind == MON_KIND_ACL_API ? 20000 : rec->kind == MON_KIND_RUNTIME_API ? 5000 : 10000;
+    int64_t type = rec->kind == MON_KIND_ACL_API       ? DBSCHEMA_API_TYPE_ACL
+                   : rec->kind == MON_KIND_RUNTIME_API ? DBSCHEMA_API_TYPE_RUNTIME
+                                                       : DBSCHEMA_API_TYPE_NODE;
     int64_t name = sid(p, a->name);
     ADD_ROW(p, T_CANN_API, r);
     p->tx_rows++;
@@ -188,7 +159,7 @@ static void marker_ids(struct db_rows *p, const struct mon_marker *m)
         (void)sid(p, m->name);
         (void)sid(p, m->domain);
     } else {
-        (void)sid(p, "MsTx");
+        (void)sid(p, DBSCHEMA_MSTX_TASK_TYPE);
         /* docs/design/outputs.md#tables: a device START allocates its range's globalTaskId, so the ids follow the
          * order of the START records whatever order the parts complete in. */
         if ((m->flag & MON_MARKER_START) && !idmap_get(p->task_ids, m->id)) {
@@ -219,11 +190,11 @@ int db_rows_add_range(struct db_rows *p, const struct pl_range *m)
     if (m->done == PL_PART_HOST) {
         int64_t name = sid(p, m->name), domain = sid(p, m->domain);
         ADD_ROW(p, T_MSTX_EVENTS, r);
-        r[0] = (int64_t)m->host_start; r[1] = (int64_t)m->host_end; r[2] = m->instant ? 0 : 2;
+        r[0] = (int64_t)m->host_start; r[1] = (int64_t)m->host_end; r[2] = m->instant ? 0 : DBSCHEMA_MSTX_RANGE;
         r[3] = r[4] = DB_INVALID_U32; r[5] = name; r[6] = gtid(m->pid, m->tid);
         r[7] = gtid(m->end_pid, m->end_tid); r[8] = domain; r[9] = (int64_t)(m->id + DB_MARKER_CONN_OFFSET);
     } else {
-        int64_t type = sid(p, "MsTx");
+        int64_t type = sid(p, DBSCHEMA_MSTX_TASK_TYPE);
         ADD_ROW(p, T_TASK, t);
         t[0] = (int64_t)m->dev_start; t[1] = (int64_t)m->dev_end; t[2] = m->device_id;
         t[3] = (int64_t)(m->id + DB_MARKER_CONN_OFFSET); t[4] = device_task_id(p, m); t[5] = p->pid; t[6] = type;

@@ -8,15 +8,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "contract/dbschema.h"
 #include "plugin/pipeline/pipeline.h"
 #include "plugin/pipeline/record.h"
 
+/* The incremental tables of contract/dbschema.def, in its order: T_CANN_API, T_TASK, ... */
 enum db_table_id {
-    T_CANN_API = 0, T_TASK, T_COMPUTE_TASK_INFO, T_COMMUNICATION_OP, T_MSTX_EVENTS,
-    T_MSMONITOR_HCCL, T_MSMONITOR_MEMORY, T_MSMONITOR_MEMSET, T_MSMONITOR_MEMCPY,
+#define DB_TABLE(id, ncols, real_col, cols) T_##id,
+#include "contract/dbschema.def"
+#undef DB_TABLE
     T_INCR_COUNT
 };
-#define T_FIRST_EXTRA T_MSMONITOR_HCCL
+#define DB_TABLE_ENUM(id) T_##id
+#define DB_TABLE_ENUM_OF(id) DB_TABLE_ENUM(id)
+#define T_FIRST_EXTRA DB_TABLE_ENUM_OF(DBSCHEMA_FIRST_EXTRA)
 
 struct db_table {
     const char *name;

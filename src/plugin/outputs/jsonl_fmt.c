@@ -197,52 +197,33 @@ size_t jsonl_fmt_strings(const struct mon_record *r, struct jsonl_strs *ret)
     return k;
 }
 
+/* A key (the literal with its leading '{' or ',') and its value: one field of a line. */
+#define PUT_KU(o, key, v) put_u64(LIT(o, key), (v))
+#define PUT_KS(o, key, st, i) put_st(LIT(o, key), (st), (i))
+
 /* Serialise a non-marker record whose strings st holds; NULL if the kind has no line. */
 char *jsonl_fmt_record(char *o, const struct mon_record *r, const struct jsonl_strs *st)
 {
     if (mon_kind_is_api(r->kind)) {
         const struct mon_api *a = &r->u.api;
-        o = LIT(o, "{\"correlationId\":");
-        o = put_u64(o, a->correlation_id);
-        o = LIT(o, ",\"endNs\":");
-        o = put_u64(o, a->end);
-        o = LIT(o, ",\"kind\":");
-        o = put_st(o, st, 0);
-        o = LIT(o, ",\"name\":");
-        o = put_st(o, st, 1);
-        o = LIT(o, ",\"processId\":");
-        o = put_u64(o, a->pid);
-        o = LIT(o, ",\"startNs\":");
-        o = put_u64(o, a->start);
-        o = LIT(o, ",\"threadId\":");
-        o = put_u64(o, a->tid);
+        o = PUT_KU(o, "{\"correlationId\":", a->correlation_id);
+        o = PUT_KU(o, ",\"endNs\":", a->end);
+        o = PUT_KS(PUT_KS(o, ",\"kind\":", st, 0), ",\"name\":", st, 1);
+        o = PUT_KU(o, ",\"processId\":", a->pid);
+        o = PUT_KU(PUT_KU(o, ",\"startNs\":", a->start), ",\"threadId\":", a->tid);
     } else if (r->kind == MON_KIND_KERNEL) {
         const struct mon_kernel *k = &r->u.kernel;
         o = put_corr_dev_end(LIT(o, "{"), k->correlation_id, k->device_id, k->end);
-        o = LIT(o, ",\"kind\":\"Kernel\",\"name\":");
-        o = put_st(o, st, 0);
-        o = put_start_stream(o, k->start, k->stream_id);
-        o = LIT(o, ",\"type\":");
-        o = put_st(o, st, 1);
+        o = PUT_KS(o, ",\"kind\":\"Kernel\",\"name\":", st, 0);
+        o = PUT_KS(put_start_stream(o, k->start, k->stream_id), ",\"type\":", st, 1);
     } else if (r->kind == MON_KIND_COMMUNICATION) {
         const struct mon_comm *c = &r->u.comm;
         const char *dt = mon_comm_dtype_name(c->data_type);
-        o = LIT(o, "{\"algType\":");
-        o = put_st(o, st, 0);
-        o = LIT(o, ",\"commName\":");
-        o = put_st(o, st, 1);
-        o = LIT(o, ",\"correlationId\":");
-        o = put_u64(o, c->correlation_id);
-        o = LIT(o, ",\"count\":");
-        o = put_u64(o, c->count);
-        o = LIT(o, ",\"dataType\":");
-        o = put_str(o, dt, jsonl_fmt_slen(dt));
-        o = LIT(o, ",\"deviceId\":");
-        o = put_u64(o, c->device_id);
-        o = LIT(o, ",\"endNs\":");
-        o = put_u64(o, c->end);
-        o = LIT(o, ",\"kind\":\"Communication\",\"name\":");
-        o = put_st(o, st, 2);
+        o = PUT_KS(PUT_KS(o, "{\"algType\":", st, 0), ",\"commName\":", st, 1);
+        o = PUT_KU(PUT_KU(o, ",\"correlationId\":", c->correlation_id), ",\"count\":", c->count);
+        o = put_str(LIT(o, ",\"dataType\":"), dt, jsonl_fmt_slen(dt));
+        o = PUT_KU(PUT_KU(o, ",\"deviceId\":", c->device_id), ",\"endNs\":", c->end);
+        o = PUT_KS(o, ",\"kind\":\"Communication\",\"name\":", st, 2);
         o = put_start_stream(o, c->start, c->stream_id);
     } else if (r->kind == MON_KIND_HCCL) {
         const struct mon_hccl *h = &r->u.hccl;
@@ -250,45 +231,32 @@ char *jsonl_fmt_record(char *o, const struct mon_record *r, const struct jsonl_s
         int n = jw_fmt_double(o, 40, h->bandwidth);
         if (n > 0)
             o += n;
-        o = LIT(o, ",\"commName\":");
-        o = put_st(o, st, 0);
-        o = LIT(o, ",\"deviceId\":");
-        o = put_u64(o, h->device_id);
-        o = LIT(o, ",\"endNs\":");
-        o = put_u64(o, h->end);
-        o = LIT(o, ",\"kind\":\"Hccl\",\"name\":");
-        o = put_st(o, st, 1);
+        o = PUT_KS(o, ",\"commName\":", st, 0);
+        o = PUT_KU(PUT_KU(o, ",\"deviceId\":", h->device_id), ",\"endNs\":", h->end);
+        o = PUT_KS(o, ",\"kind\":\"Hccl\",\"name\":", st, 1);
         o = put_start_stream(o, h->start, h->stream_id);
     } else if (r->kind == MON_KIND_MEMORY) {
         const struct mon_memory *m = &r->u.memory;
-        o = LIT(o, "{\"address\":");
-        o = put_u64(o, m->address);
-        o = LIT(o, ",\"bytes\":");
-        o = put_u64(o, m->bytes);
+        o = PUT_KU(PUT_KU(o, "{\"address\":", m->address), ",\"bytes\":", m->bytes);
         o = put_corr_dev_end(LIT(o, ","), m->correlation_id, m->device_id, m->end);
         o = LIT(o, ",\"kind\":\"Memory\",\"memoryKind\":");
         o = m->memory_kind == 1 ? LIT(o, "\"DEVICE\"") : LIT(o, "\"UNKNOWN\"");
         o = LIT(o, ",\"operationType\":");
         o = m->op_type == 1 ? LIT(o, "\"RELEASE\"") : LIT(o, "\"ALLOCATION\"");
-        o = LIT(o, ",\"processId\":");
-        o = put_u64(o, m->pid);
+        o = PUT_KU(o, ",\"processId\":", m->pid);
         o = put_start_stream(o, m->start, m->stream_id);
     } else if (r->kind == MON_KIND_MEMSET) {
         const struct mon_memset *m = &r->u.memset;
-        o = LIT(o, "{\"bytes\":");
-        o = put_u64(o, m->bytes);
+        o = PUT_KU(o, "{\"bytes\":", m->bytes);
         o = put_corr_dev_end(LIT(o, ","), m->correlation_id, m->device_id, m->end);
         o = m->is_async ? LIT(o, ",\"isAsync\":true") : LIT(o, ",\"isAsync\":false");
         o = put_start_stream(LIT(o, ",\"kind\":\"MemSet\""), m->start, m->stream_id);
-        o = LIT(o, ",\"value\":");
-        o = put_u64(o, m->value);
+        o = PUT_KU(o, ",\"value\":", m->value);
     } else if (r->kind == MON_KIND_MEMCPY) {
         const struct mon_memcpy *m = &r->u.memcpy;
         const char *ck = mon_memcpy_kind_name(m->copy_kind);
-        o = LIT(o, "{\"bytes\":");
-        o = put_u64(o, m->bytes);
-        o = LIT(o, ",\"copyKind\":");
-        o = put_str(o, ck, jsonl_fmt_slen(ck));
+        o = PUT_KU(o, "{\"bytes\":", m->bytes);
+        o = put_str(LIT(o, ",\"copyKind\":"), ck, jsonl_fmt_slen(ck));
         o = put_corr_dev_end(LIT(o, ","), m->correlation_id, m->device_id, m->end);
         o = m->is_async ? LIT(o, ",\"isAsync\":true") : LIT(o, ",\"isAsync\":false");
         o = put_start_stream(LIT(o, ",\"kind\":\"MemCpy\""), m->start, m->stream_id);

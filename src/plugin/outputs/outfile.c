@@ -20,6 +20,7 @@
 
 #include "common/log.h"
 #include "common/strutil.h"
+#include "plugin/outputs/proc.h"
 
 /* Last millisecond stamp handed out: the reason for this global is that names must be unique
  * and ordered across every exporter and session of the process (docs/design/outputs.md#jsonl). Atomic, no lock. */
@@ -242,4 +243,25 @@ int outfile_host_uid(char *buf, size_t cap)
     if (w < 0 || (size_t)w >= cap)
         rc = -ENOSPC;
     return rc;
+}
+
+int outfile_sess_init(struct outfile_sess *s, const struct proc_config *cfg)
+{
+    memset(s, 0, sizeof(*s));
+    if (!cfg->log_dir || !*cfg->log_dir)
+        return -EINVAL;
+    s->log_dir = strdup(cfg->log_dir);
+    if (!s->log_dir)
+        return -ENOMEM;
+    s->rank = cfg->rank;
+    s->session_start_ns = cfg->session_start_ns;
+    s->pl = cfg->pl;
+    s->ctr = pipeline_counters(cfg->pl);
+    return 0;
+}
+
+void outfile_sess_fini(struct outfile_sess *s)
+{
+    free(s->log_dir);
+    s->log_dir = NULL;
 }

@@ -7,6 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct pipeline;
+struct pl_counters;
+struct proc_config;
+
 #define OUTFILE_PATH_MAX 4096
 #define OUTFILE_FILE_MODE 0640
 #define OUTFILE_DIR_MODE 0750
@@ -31,6 +35,21 @@ int outfile_create(const char *path, int truncate);
 
 /* msprof HashId: a = a*29 + b, c = c*131 + b (uint32) over the unsigned bytes; (a << 32) | c. */
 uint64_t outfile_hash_id(const char *s, size_t n);
+
+/* What a file exporter (DB, JSONL) keeps of its proc_config: the directory (copied), the rank
+ * and session start its file names carry, the pipeline whose filter, counters and devices its
+ * session end records. */
+struct outfile_sess {
+    char *log_dir;
+    int32_t rank;
+    uint64_t session_start_ns;
+    struct pipeline *pl;
+    struct pl_counters *ctr; /* the pipeline's counters; NULL without a pipeline */
+};
+/* Fill from cfg (log_dir must be non-empty): 0, -EINVAL or -ENOMEM. outfile_sess_fini frees,
+ * also after a failed init or on a zeroed struct. */
+int outfile_sess_init(struct outfile_sess *s, const struct proc_config *cfg);
+void outfile_sess_fini(struct outfile_sess *s);
 
 /* Host uid of docs/design/outputs.md#tables as decimal text ("" when there is no interface). 0 or -errno. */
 int outfile_host_uid(char *buf, size_t cap);

@@ -23,6 +23,7 @@
 
 #include "common/jw.h"
 #include "common/log.h"
+#include "contract/dbschema.h"
 #include "contract/names.h"
 #include "plugin/outputs/asyncw.h"
 #include "plugin/outputs/db_rows.h"
@@ -53,14 +54,15 @@ struct enum_row {
     const char *name;
 };
 static const struct enum_row enum_hccl_dtype[] = {
-#define DTYPE(value, name) {value, #name},
+#define DTYPE(value, name, bytes) {value, #name},
 #include "contract/recnames.def"
 #undef DTYPE
     {65535, "INVALID_TYPE"},
 };
 static const struct enum_row enum_mstx_type[] = {{0, "marker"}, {1, "push/pop"}, {2, "start/end"}, {3, "marker_ex"}};
 static const struct enum_row enum_api_type[] = {
-    {5000, "runtime"}, {5500, "communication"}, {10000, "node"}, {15000, "model"}, {20000, "acl"},
+    {DBSCHEMA_API_TYPE_RUNTIME, "runtime"}, {5500, "communication"}, {DBSCHEMA_API_TYPE_NODE, "node"},
+    {15000, "model"}, {DBSCHEMA_API_TYPE_ACL, "acl"},
     {50001, "op"}, {50002, "queue"}, {50003, "trace"}, {50004, "mstx"},
 };
 static const struct enum_row enum_memcpy_kind[] = {
@@ -97,12 +99,7 @@ struct ins_stmt {
 };
 
 struct proc {
-    /* config */
-    char *log_dir;
-    int32_t rank;
-    uint64_t session_start_ns;
-    struct pipeline *pl;
-    struct pl_counters *ctr;
+    struct outfile_sess s; /* config */
     struct asyncw *aw;
     pthread_mutex_t drop_mu; /* the drop total and its rate-limited line (completion threads) */
     uint64_t dropped;
@@ -187,9 +184,9 @@ static bool db_room_for_big_pages(const char *dir)
  * the newest batches on a power loss, not on a process crash. */
 static int db_open(struct proc *p)
 {
-    int rc = outfile_make_name(p->path, sizeof(p->path), p->log_dir, p->rank, "db");
+    int rc = outfile_make_name(p->path, sizeof(p->path), p->s.log_dir, p->s.rank, "db");
     if (rc < 0) {
-        LOG_ERROR("db: output path in '%s' is too long", p->log_dir);
+        LOG_ERROR("db: output path in '%s' is too long", p->s.log_dir);
         return rc;
     }
     int fd = outfile_create(p->path, 0);
@@ -212,7 +209,7 @@ static int db_open(struct proc *p)
     sqlite3_busy_timeout(p->db, INT_MAX);
     /* A 32 MiB page cache holds a whole transaction's pages (DB_TX_ROWS rows of the widest
      * tables), so nothing spills to the WAL mid-transaction (the default 2 MiB did). */
-    rc = db_room_for_big_pages(p->log_dir) ? db_exec(p, "PRAGMA page_size=" DB_BIG_PAGE) : SQLITE_OK;
+    rc = db_room_for_big_pages(p->s.log_dir) ? db_exec(p, "PRAGMA page_size=" DB_BIG_PAGE) : SQLITE_OK;
     if (rc == SQLITE_OK)
         rc = db_exec(p, "PRAGMA cache_size=-32768");
     if (rc == SQLITE_OK)
@@ -450,10 +447,11 @@ static int insert_enum(struct proc *p, const char *table, const struct enum_row 
  * them next to its rows. */
 static int insert_consts(struct proc *p)
 {
-    static const struct text_pair meta[4] = {{"SCHEMA_VERSION_MICRO", "1"}, {"SCHEMA_VERSION_MINOR", "2"},
-                                             {"SCHEMA_VERSION_MAJOR", "0"}, {"SCHEMA_VERSION", "1.2.0"}};
+    static const struct text_pair meta[4] = {
+        {DBSCHEMA_META_SCHEMA_PREFIX "_MICRO", "1"}, {DBSCHEMA_META_SCHEMA_PREFIX "_MINOR", "2"},
+        {DBSCHEMA_META_SCHEMA_PREFIX "_MAJOR", "0"}, {DBSCHEMA_META_SCHEMA_PREFIX, "1.2.0"}};
     char host_uid[32] = "", host_name[256] = "";
-    int rc = create_table(p, "STRING_IDS", "id INTEGER, value TEXT");
+    int rc = create_table(p, DBSCHEMA_STRING_IDS, DBSCHEMA_STRING_IDS_COLS);
     if (rc == SQLITE_OK)
         rc = insert_enum(p, "ENUM_HCCL_DATA_TYPE", enum_hccl_dtype, NELEM(enum_hccl_dtype));
     if (rc == SQLITE_OK)
@@ -461,13 +459,13 @@ static int insert_consts(struct proc *p)
     if (rc == SQLITE_OK)
         rc = insert_enum(p, "ENUM_API_TYPE", enum_api_type, NELEM(enum_api_type));
     if (rc == SQLITE_OK)
-        rc = insert_small(p, "META_DATA", "name TEXT, value TEXT", 2, bind_text_pair, meta, 4);
+        rc = insert_small(p, DBSCHEMA_META_DATA, DBSCHEMA_META_DATA_COLS, 2, bind_text_pair, meta, 4);
     if (rc == SQLITE_OK) {
         outfile_host_uid(host_uid, sizeof(host_uid));
         if (gethostname(host_name, sizeof(host_name) - 1) != 0)
             host_name[0] = '\0';
         struct text_pair host = {host_uid, host_name};
-        rc = insert_small(p, "HOST_INFO", "hostUid TEXT, hostName TEXT", 2, bind_text_pair, &host, 1);
+        rc = insert_small(p, DBSCHEMA_HOST_INFO, DBSCHEMA_HOST_INFO_COLS, 2, bind_text_pair, &host, 1);
     }
     return rc;
 }
@@ -526,7 +524,7 @@ static int commit_tx(struct proc *p)
     if (!p->db && (nstr > 0 || p->fmt.extra_rows) && db_open(p) == 0)
         file_reset(p);
     if (!p->db) {
-        atomic_fetch_add_explicit(&p->ctr->dropped_write, rows, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->s.ctr->dropped_write, rows, memory_order_relaxed);
         clear_rows(p);
         return rows ? -EIO : 0;
     }
@@ -553,8 +551,9 @@ static int commit_tx(struct proc *p)
     if (rc == SQLITE_OK && nstr > p->str_written) {
         struct str_ctx sc = {p->fmt.pool, p->str_written};
         what = "insert into";
-        table = "STRING_IDS";
-        rc = insert_small(p, "STRING_IDS", "id INTEGER, value TEXT", 2, bind_string_id, &sc, nstr - p->str_written);
+        table = DBSCHEMA_STRING_IDS;
+        rc = insert_small(p, DBSCHEMA_STRING_IDS, DBSCHEMA_STRING_IDS_COLS, 2, bind_string_id, &sc,
+                          nstr - p->str_written);
     }
     if (rc == SQLITE_OK && nl)
         table = names; /* a COMMIT failure concerns them all */
@@ -564,9 +563,9 @@ static int commit_tx(struct proc *p)
         p->extra_enums_written = p->extra_enums_written || p->fmt.extra_rows;
         p->str_written = nstr;
         p->append_ok = true;
-        atomic_fetch_add_explicit(&p->ctr->written, rows, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->s.ctr->written, rows, memory_order_relaxed);
     } else {
-        atomic_fetch_add_explicit(&p->ctr->dropped_write, rows, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->s.ctr->dropped_write, rows, memory_order_relaxed);
         /* a rolled-back CREATE TABLE is gone again */
         for (int t = 0; t < T_INCR_COUNT; t++)
             p->created[t] = false;
@@ -583,7 +582,7 @@ static void build_chunk(struct proc *p, const struct db_chunk *c)
         int rc = it->is_range ? db_rows_add_range(&p->fmt, &it->u.rng) : db_rows_add_record(&p->fmt, &it->u.rec);
         if (rc < 0) {
             LOG_ERROR("db: out of memory while building rows; %zu records dropped", c->n - i);
-            atomic_fetch_add_explicit(&p->ctr->dropped_write, c->n - i, memory_order_relaxed);
+            atomic_fetch_add_explicit(&p->s.ctr->dropped_write, c->n - i, memory_order_relaxed);
             break;
         }
         if (p->fmt.tx_rows >= DB_TX_ROWS)
@@ -596,35 +595,35 @@ static int write_session_tables(struct proc *p, const char *parallel_group_info)
     int rc = 0;
 
     if (parallel_group_info && *parallel_group_info) {
-        struct text_pair pgi = {"parallel_group_info", parallel_group_info};
-        if (write_batch(p, "META_DATA", "name TEXT, value TEXT", 2, bind_text_pair, &pgi, 1) < 0)
+        struct text_pair pgi = {NAMES_META_PARALLEL, parallel_group_info};
+        if (write_batch(p, DBSCHEMA_META_DATA, DBSCHEMA_META_DATA_COLS, 2, bind_text_pair, &pgi, 1) < 0)
             rc = -EIO;
     }
     /* The filter and the counters at stop, so a reader of the file needs no log
      * (docs/outputs.md#session-end). */
-    if (p->pl) {
+    if (p->s.pl) {
         char filt[FILTER_MAX_TEXT + 1], stats[1024];
         struct pipeline_stats ps;
         struct jw w;
-        pipeline_filter_text(p->pl, filt, sizeof(filt));
-        pipeline_stats(p->pl, &ps);
+        pipeline_filter_text(p->s.pl, filt, sizeof(filt));
+        pipeline_stats(p->s.pl, &ps);
         jw_init(&w, stats, sizeof(stats));
         pipeline_stats_obj(&w, &ps);
         struct text_pair end[2] = {{NAMES_META_FILTER, filt}, {NAMES_META_STATS, w.err ? "{}" : stats}};
-        if (write_batch(p, "META_DATA", "name TEXT, value TEXT", 2, bind_text_pair, end, 2) < 0)
+        if (write_batch(p, DBSCHEMA_META_DATA, DBSCHEMA_META_DATA_COLS, 2, bind_text_pair, end, 2) < 0)
             rc = -EIO;
     }
-    int64_t times[2] = {(int64_t)p->session_start_ns, (int64_t)clock_real_ns()};
+    int64_t times[2] = {(int64_t)p->s.session_start_ns, (int64_t)clock_real_ns()};
     struct int_rows_ctx tctx = {times, 2};
-    if (write_batch(p, "SESSION_TIME_INFO", "startTimeNs INTEGER, endTimeNs INTEGER", 2, bind_int_row, &tctx,
+    if (write_batch(p, DBSCHEMA_SESSION_TIME_INFO, DBSCHEMA_SESSION_TIME_INFO_COLS, 2, bind_int_row, &tctx,
                     1) < 0)
         rc = -EIO;
 
     /* RANK_DEVICE_MAP and NPU_INFO: one row per device seen, or a single -1 row. */
     uint32_t devs[DB_MAX_DEVICES];
     size_t nseen = 0;
-    if (p->pl)
-        pipeline_devices(p->pl, devs, DB_MAX_DEVICES, &nseen);
+    if (p->s.pl)
+        pipeline_devices(p->s.pl, devs, DB_MAX_DEVICES, &nseen);
     if (nseen > DB_MAX_DEVICES)
         nseen = DB_MAX_DEVICES;
     size_t ndev = nseen ? nseen : 1;
@@ -636,20 +635,20 @@ static int write_session_tables(struct proc *p, const char *parallel_group_info)
     }
     for (size_t i = 0; i < ndev; i++) {
         int64_t dev = nseen ? (int64_t)devs[i] : -1;
-        map[2 * i] = p->rank;
+        map[2 * i] = p->s.rank;
         map[2 * i + 1] = dev;
         npu[i] = (struct enum_row){dev, "UNKNOWN"};
     }
     bool exists = false;
-    if (table_exists(p, "RANK_DEVICE_MAP", &exists) == SQLITE_OK && !exists) {
+    if (table_exists(p, DBSCHEMA_RANK_DEVICE_MAP, &exists) == SQLITE_OK && !exists) {
         struct int_rows_ctx mctx = {map, 2};
-        if (write_batch(p, "RANK_DEVICE_MAP", "rankId INTEGER, deviceId INTEGER", 2, bind_int_row, &mctx,
+        if (write_batch(p, DBSCHEMA_RANK_DEVICE_MAP, DBSCHEMA_RANK_DEVICE_MAP_COLS, 2, bind_int_row, &mctx,
                         ndev) < 0)
             rc = -EIO;
     }
     exists = false;
-    if (table_exists(p, "NPU_INFO", &exists) == SQLITE_OK && !exists &&
-        write_batch(p, "NPU_INFO", "id INTEGER, name TEXT", 2, bind_enum_row, npu, ndev) < 0)
+    if (table_exists(p, DBSCHEMA_NPU_INFO, &exists) == SQLITE_OK && !exists &&
+        write_batch(p, DBSCHEMA_NPU_INFO, DBSCHEMA_NPU_INFO_COLS, 2, bind_enum_row, npu, ndev) < 0)
         rc = -EIO;
 out:
     free(map);
@@ -754,7 +753,7 @@ static void db_consume(struct proc *p, const struct pl_batch *b)
 out:
     dropped += push_chunk(p, &cur, &gave_up);
     if (dropped) {
-        atomic_fetch_add_explicit(&p->ctr->dropped_queue, dropped, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->s.ctr->dropped_queue, dropped, memory_order_relaxed);
         pthread_mutex_lock(&p->drop_mu);
         p->dropped += dropped;
         LOG_RL(&p->drop_rl, 10000, LOG_LVL_WARNING, "db: writer queue full; %llu records dropped so far",
@@ -799,7 +798,7 @@ static void db_destroy(struct proc *p)
     asyncw_destroy(p->aw);
     db_close(p);
     db_rows_fini(&p->fmt);
-    free(p->log_dir);
+    outfile_sess_fini(&p->s);
     asyncw_spare_destroy(p->spare);
     pthread_mutex_destroy(&p->drop_mu);
     free(p);
@@ -807,21 +806,15 @@ static void db_destroy(struct proc *p)
 
 static int db_create(const struct proc_config *cfg, struct proc **ret)
 {
-    int rc = -ENOMEM;
-    if (!cfg || !cfg->log_dir || !*cfg->log_dir || !cfg->pl)
+    int rc;
+    if (!cfg || !cfg->pl)
         return -EINVAL;
     struct proc *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
     pthread_mutex_init(&p->drop_mu, NULL);
-    p->log_dir = strdup(cfg->log_dir);
-    if (!p->log_dir)
-        goto fail;
-    p->rank = cfg->rank;
-    p->session_start_ns = cfg->session_start_ns;
-    p->pl = cfg->pl;
-    p->ctr = pipeline_counters(cfg->pl);
-    if ((rc = db_rows_init(&p->fmt, getpid())) < 0 || (rc = asyncw_spare_create(DB_SPARE_CHUNKS, &p->spare)) < 0)
+    if ((rc = outfile_sess_init(&p->s, cfg)) < 0 || (rc = db_rows_init(&p->fmt, getpid())) < 0 ||
+        (rc = asyncw_spare_create(DB_SPARE_CHUNKS, &p->spare)) < 0)
         goto fail;
     struct asyncw_cfg ac = {
         .name = "MsMonitorDb",
@@ -833,7 +826,7 @@ static int db_create(const struct proc_config *cfg, struct proc **ret)
         /* a commit per batch keeps the transaction's row arrays small and in cache: one per
          * 100 ms grows them to DB_TX_ROWS and costs ~25 % more CPU per record (bench_plugin_e2e db) */
         .sync_each_batch = true,
-        .cpu_ns = &p->ctr->cpu_ns,
+        .cpu_ns = &p->s.ctr->cpu_ns,
         .ops = &db_aw_ops,
         .ctx = p,
     };

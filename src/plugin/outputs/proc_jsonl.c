@@ -150,13 +150,9 @@ struct esc_slot {
 };
 
 struct proc {
-    char *log_dir;
-    int32_t rank;
-    uint64_t session_start_ns;
+    struct outfile_sess s;
     struct jsonl_settings set;
     struct asyncw *aw;
-    struct pipeline *pl;
-    struct pl_counters *ctr;
     /* writer side (the asyncw writer thread, or the stopping thread after it ended) */
     int fd;
     char path[OUTFILE_PATH_MAX + 128];
@@ -388,13 +384,13 @@ static void out_flush(struct proc *p)
             v->iov_len -= (size_t)w;
         }
     }
-    if (p->ctr) {
+    if (p->s.ctr) {
         uint64_t lost = 0; /* pieces not (completely) written */
         for (int i = (int)(v - p->iov); i < p->niov; i++)
             lost += p->iov_nl[i];
-        atomic_fetch_add_explicit(&p->ctr->written, lines, memory_order_relaxed);
-        atomic_fetch_add_explicit(&p->ctr->bytes_written, whole, memory_order_relaxed);
-        atomic_fetch_add_explicit(&p->ctr->dropped_write, lost, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->s.ctr->written, lines, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->s.ctr->bytes_written, whole, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->s.ctr->dropped_write, lost, memory_order_relaxed);
     }
     p->niov = 0;
     p->iov_bytes = 0;
@@ -473,10 +469,10 @@ static int file_open(struct proc *p)
         return -EAGAIN;
     if (p->set.max_files > 0)
         rotate_delete(p);
-    int rc = outfile_make_name(p->path, sizeof(p->path), p->log_dir, p->rank, "jsonl");
+    int rc = outfile_make_name(p->path, sizeof(p->path), p->s.log_dir, p->s.rank, "jsonl");
     if (rc < 0) {
         p->next_open_ns = now + JSONL_RETRY_NS;
-        LOG_RL(&p->err_rl, 10000, LOG_LVL_ERROR, "jsonl: output path in '%s' is too long", p->log_dir);
+        LOG_RL(&p->err_rl, 10000, LOG_LVL_ERROR, "jsonl: output path in '%s' is too long", p->s.log_dir);
         return rc;
     }
     p->fd = outfile_create(p->path, 1);
@@ -546,8 +542,8 @@ static void write_block(struct proc *p, struct lineblock *b)
             file_close(p);
         if (p->fd < 0 && file_open(p) < 0) {
             p->lost_lines += nl;
-            if (p->ctr)
-                atomic_fetch_add_explicit(&p->ctr->dropped_write, nl, memory_order_relaxed);
+            if (p->s.ctr)
+                atomic_fetch_add_explicit(&p->s.ctr->dropped_write, nl, memory_order_relaxed);
             break;
         }
         size_t take = nl, bytes = len;
@@ -610,29 +606,24 @@ static void jsonl_destroy(struct proc *p)
     asyncw_spare_destroy(p->spare);
     for (size_t i = 0; i < p->nfiles; i++)
         free(p->files[i]);
-    free(p->log_dir);
+    outfile_sess_fini(&p->s);
     free(p);
 }
 
 static int jsonl_create(const struct proc_config *cfg, struct proc **ret)
 {
-    int rc = -ENOMEM;
-    if (!cfg || !cfg->log_dir || !*cfg->log_dir)
+    int rc;
+    if (!cfg)
         return -EINVAL;
     struct proc *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
     p->fd = -1;
+    if ((rc = outfile_sess_init(&p->s, cfg)) < 0) /* before the settings: no warnings for a refused config */
+        goto fail;
     jsonl_settings_resolve(cfg->jsonl_rotate_lines, cfg->jsonl_rotate_files,
                            penv_get(PENV_JSONL_ROTATE_LOG_LINES), penv_get(PENV_JSONL_ROTATE_LOG_FILES),
                            penv_get(PENV_JSONL_BUFFER_CAPACITY), penv_get(PENV_JSONL_MAX_DUMP_INTERVAL), &p->set);
-    p->log_dir = strdup(cfg->log_dir);
-    if (!p->log_dir)
-        goto fail;
-    p->rank = cfg->rank;
-    p->session_start_ns = cfg->session_start_ns;
-    p->pl = cfg->pl;
-    p->ctr = pipeline_counters(cfg->pl);
     /* capacity - 1 lines: the ring buffer semantics users know from upstream */
     struct asyncw_cfg ac = {
         .name = "MsMonitorJsonl",
@@ -643,7 +634,7 @@ static int jsonl_create(const struct proc_config *cfg, struct proc **ret)
         .batch = JSONL_BATCH_LINES,
         .interval_ns = (uint64_t)p->set.interval_ms * 1000000u,
         .backpressure_ns = atomic_load(&g_backpressure_ns),
-        .cpu_ns = p->ctr ? &p->ctr->cpu_ns : NULL,
+        .cpu_ns = p->s.ctr ? &p->s.ctr->cpu_ns : NULL,
         .ops = &jsonl_aw_ops,
         .ctx = p,
     };
@@ -694,7 +685,7 @@ static void write_session_end(struct proc *p, const char *parallel_group_info)
         jw_init_dyn(&w, JSONL_LINE_MAX);
         jw_obj_begin(&w);
         jw_key(&w, "kind");
-        jw_str(&w, "parallel_group_info");
+        jw_str(&w, NAMES_META_PARALLEL);
         jw_key(&w, "value");
         jw_str(&w, parallel_group_info);
         jw_obj_end(&w);
@@ -702,11 +693,11 @@ static void write_session_end(struct proc *p, const char *parallel_group_info)
             write_text_line(p, w.buf, w.len);
         jw_fini(&w);
     }
-    if (p->pl) { /* the filter and the counters at stop (docs/outputs.md#session-end) */
+    if (p->s.pl) { /* the filter and the counters at stop (docs/outputs.md#session-end) */
         char filt[FILTER_MAX_TEXT + 1];
         struct pipeline_stats ps;
-        pipeline_filter_text(p->pl, filt, sizeof(filt));
-        pipeline_stats(p->pl, &ps);
+        pipeline_filter_text(p->s.pl, filt, sizeof(filt));
+        pipeline_stats(p->s.pl, &ps);
         jw_init_dyn(&w, JSONL_LINE_MAX); /* the filter's 1024 bytes may escape to 6x that */
         jw_obj_begin(&w);
         jw_key(&w, "filter");
@@ -722,8 +713,8 @@ static void write_session_end(struct proc *p, const char *parallel_group_info)
     }
     uint32_t devs[256];
     size_t ndev = 0;
-    if (p->pl)
-        pipeline_devices(p->pl, devs, 256, &ndev);
+    if (p->s.pl)
+        pipeline_devices(p->s.pl, devs, 256, &ndev);
     if (ndev > 256)
         ndev = 256;
     if (ndev > 0) {
@@ -735,9 +726,9 @@ static void write_session_end(struct proc *p, const char *parallel_group_info)
             jw_uint(&w, devs[i]);
         jw_arr_end(&w);
         jw_key(&w, "kind");
-        jw_str(&w, "rank_device_map");
+        jw_str(&w, NAMES_META_RANK_DEVICE_MAP);
         jw_key(&w, "rank");
-        jw_int(&w, p->rank);
+        jw_int(&w, p->s.rank);
         jw_obj_end(&w);
         if (!w.err)
             write_text_line(p, w.buf, w.len);
@@ -755,13 +746,13 @@ static int jsonl_stop(struct proc *p, const char *parallel_group_info)
     uint64_t dropped = asyncw_dropped(p->aw); /* counted before the session end records it */
     if (dropped > 0)
         LOG_WARN("RingBuffer full %llu times", (unsigned long long)dropped);
-    if (p->ctr)
-        atomic_fetch_add_explicit(&p->ctr->dropped_queue, dropped, memory_order_relaxed);
+    if (p->s.ctr)
+        atomic_fetch_add_explicit(&p->s.ctr->dropped_queue, dropped, memory_order_relaxed);
     write_session_end(p, parallel_group_info);
     file_close(p);
     if (p->lost_lines > 0)
         LOG_ERROR("jsonl: %llu lines lost because no file could be created in %s",
-                  (unsigned long long)p->lost_lines, p->log_dir);
+                  (unsigned long long)p->lost_lines, p->s.log_dir);
     p->stopped = true;
     return 0;
 }

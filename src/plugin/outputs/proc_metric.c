@@ -236,7 +236,7 @@ static const char *memory_op_name(int32_t op)
     return op == 0 ? "ALLOCATION" : op == 1 ? "RELEASE" : "UNKNOWN";
 }
 
-/* Per record: pick (device, name, duration, bytes) by kind, then one inlined table probe. */
+/* Per record: pick (name, bytes) by kind, the record's device and duration, then one inlined table probe. */
 static void metric_consume(struct proc *p, const struct pl_batch *b)
 {
     const struct mon_record *recs = b->recs;
@@ -250,55 +250,41 @@ static void metric_consume(struct proc *p, const struct pl_batch *b)
         return;
     for (size_t i = 0; i < n; i++) {
         const struct mon_record *r = &recs[i];
-        int64_t dev;
         const char *name;
-        uint64_t dur, bytes = 0;
+        uint64_t bytes = 0;
         switch (r->kind) {
         case MON_KIND_KERNEL:
-            dev = r->u.kernel.device_id;
             name = r->u.kernel.name;
-            dur = dur_of(r->u.kernel.start, r->u.kernel.end);
             break;
         case MON_KIND_API:
         case MON_KIND_ACL_API:
         case MON_KIND_NODE_API:
         case MON_KIND_RUNTIME_API:
-            dev = -1;
             name = r->u.api.name;
-            dur = dur_of(r->u.api.start, r->u.api.end);
             break;
         case MON_KIND_COMMUNICATION:
-            dev = r->u.comm.device_id;
             name = r->u.comm.name;
-            dur = dur_of(r->u.comm.start, r->u.comm.end);
             break;
         case MON_KIND_HCCL:
-            dev = r->u.hccl.device_id;
             name = r->u.hccl.name;
-            dur = dur_of(r->u.hccl.start, r->u.hccl.end);
             break;
         case MON_KIND_MEMORY:
-            dev = r->u.memory.device_id;
             name = memory_op_name(r->u.memory.op_type);
-            dur = dur_of(r->u.memory.start, r->u.memory.end);
             bytes = r->u.memory.bytes;
             break;
         case MON_KIND_MEMSET:
-            dev = r->u.memset.device_id;
             name = "MemSet";
-            dur = dur_of(r->u.memset.start, r->u.memset.end);
             bytes = r->u.memset.bytes;
             break;
         case MON_KIND_MEMCPY:
-            dev = r->u.memcpy.device_id;
             name = mon_memcpy_kind_name(r->u.memcpy.copy_kind);
-            dur = dur_of(r->u.memcpy.start, r->u.memcpy.end);
             bytes = r->u.memcpy.bytes;
             break;
         default:
             continue;
         }
-        ttab_add_fast(t, r->kind, dev, name, dur, bytes);
+        struct mon_span sp = mon_record_span(r); /* the API kinds have no device: -1 */
+        ttab_add_fast(t, r->kind, sp.device, name, dur_of(sp.start, sp.end), bytes);
     }
     pthread_mutex_unlock(&t->mu);
 }

@@ -1,5 +1,5 @@
 /* trace_fmt: the nputrace file's JSON pieces (trace_fmt.h). Categories follow Kineto's names
- * (kernel, cuda_runtime, gpu_memcpy, gpu_memset, gpu_user_annotation, user_annotation, ac2g)
+ * (kernel, cuda_runtime, gpu_memcpy, ...: contract/names.h NAMES_CAT_*, which the analysis reads too)
  * so HTA's kernel/communication/memcpy breakdowns work on our traces; args.kind keeps the
  * exact activity kind for our own analysis. */
 #include "plugin/outputs/trace_fmt.h"
@@ -8,6 +8,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "contract/names.h"
 
 /* Hand-rolled: this runs twice per event and snprintf was a tenth of the write time. */
 size_t trace_fmt_us(char *buf, size_t cap, uint64_t t_ns, uint64_t base_ns)
@@ -194,7 +196,7 @@ int trace_fmt_record(struct jw *w, const struct mon_record *r, uint64_t base_ns)
     switch (r->kind) {
     case MON_KIND_KERNEL: {
         const struct mon_kernel *k = &r->u.kernel;
-        tf_x(w, "kernel", k->name, k->device_id, k->stream_id, k->start, k->end, base_ns);
+        tf_x(w, NAMES_CAT_KERNEL, k->name, k->device_id, k->stream_id, k->start, k->end, base_ns);
         jw_str(w, kn);
         tf_kv_u(w, "correlation", k->correlation_id);
         tf_kv_u(w, "device", k->device_id);
@@ -204,7 +206,7 @@ int trace_fmt_record(struct jw *w, const struct mon_record *r, uint64_t base_ns)
     }
     case MON_KIND_HCCL: {
         const struct mon_hccl *h = &r->u.hccl;
-        tf_x(w, "kernel", h->name, h->device_id, h->stream_id, h->start, h->end, base_ns);
+        tf_x(w, NAMES_CAT_KERNEL, h->name, h->device_id, h->stream_id, h->start, h->end, base_ns);
         jw_str(w, kn);
         jw_key(w, "bandwidth");
         jw_double(w, h->bandwidth);
@@ -215,7 +217,7 @@ int trace_fmt_record(struct jw *w, const struct mon_record *r, uint64_t base_ns)
     }
     case MON_KIND_COMMUNICATION: {
         const struct mon_comm *c = &r->u.comm;
-        tf_x(w, "kernel", c->name, c->device_id, c->stream_id, c->start, c->end, base_ns);
+        tf_x(w, NAMES_CAT_KERNEL, c->name, c->device_id, c->stream_id, c->start, c->end, base_ns);
         jw_str(w, kn);
         tf_kv_s(w, "algType", c->alg_type);
         tf_kv_s(w, "commName", c->comm_name);
@@ -229,7 +231,7 @@ int trace_fmt_record(struct jw *w, const struct mon_record *r, uint64_t base_ns)
     case MON_KIND_MEMCPY: {
         const struct mon_memcpy *m = &r->u.memcpy;
         snprintf(name, sizeof(name), "Memcpy %s", mon_memcpy_kind_name(m->copy_kind));
-        tf_x(w, "gpu_memcpy", name, m->device_id, m->stream_id, m->start, m->end, base_ns);
+        tf_x(w, NAMES_CAT_MEMCPY, name, m->device_id, m->stream_id, m->start, m->end, base_ns);
         jw_str(w, kn);
         tf_kv_u(w, "async", m->is_async);
         tf_kv_u(w, "bytes", m->bytes);
@@ -241,7 +243,7 @@ int trace_fmt_record(struct jw *w, const struct mon_record *r, uint64_t base_ns)
     }
     case MON_KIND_MEMSET: {
         const struct mon_memset *m = &r->u.memset;
-        tf_x(w, "gpu_memset", "Memset", m->device_id, m->stream_id, m->start, m->end, base_ns);
+        tf_x(w, NAMES_CAT_MEMSET, "Memset", m->device_id, m->stream_id, m->start, m->end, base_ns);
         jw_str(w, kn);
         tf_kv_u(w, "async", m->is_async);
         tf_kv_u(w, "bytes", m->bytes);
@@ -254,7 +256,7 @@ int trace_fmt_record(struct jw *w, const struct mon_record *r, uint64_t base_ns)
     case MON_KIND_MEMORY: {
         const struct mon_memory *m = &r->u.memory;
         snprintf(name, sizeof(name), "Memory op %d", (int)m->op_type);
-        tf_x(w, "gpu_memory", name, m->device_id, m->stream_id, m->start, m->end, base_ns);
+        tf_x(w, NAMES_CAT_MEMORY, name, m->device_id, m->stream_id, m->start, m->end, base_ns);
         jw_str(w, kn);
         tf_kv_u(w, "address", m->address);
         tf_kv_u(w, "bytes", m->bytes);
@@ -271,7 +273,7 @@ int trace_fmt_record(struct jw *w, const struct mon_record *r, uint64_t base_ns)
     default:
         if (!mon_kind_is_api(r->kind))
             return -ENOENT;
-        tf_x(w, "cuda_runtime", r->u.api.name, r->u.api.pid, r->u.api.tid, r->u.api.start, r->u.api.end, base_ns);
+        tf_x(w, NAMES_CAT_RUNTIME, r->u.api.name, r->u.api.pid, r->u.api.tid, r->u.api.start, r->u.api.end, base_ns);
         jw_str(w, kn);
         tf_kv_u(w, "correlation", r->u.api.correlation_id);
         break;
@@ -285,7 +287,7 @@ int trace_fmt_range(struct jw *w, const struct pl_range *g, uint64_t base_ns)
     bool dev = g->done == PL_PART_DEVICE;
     uint32_t pid = dev ? g->device_id : g->pid, tid = dev ? g->stream_id : g->tid;
     uint64_t start = dev ? g->dev_start : g->host_start, end = dev ? g->dev_end : g->host_end;
-    const char *cat = dev ? "gpu_user_annotation" : "user_annotation";
+    const char *cat = dev ? NAMES_CAT_DEVICE_ANNOTATION : NAMES_CAT_HOST_ANNOTATION;
 
     if (g->done != PL_PART_DEVICE && g->done != PL_PART_HOST)
         return -ENOENT;
@@ -328,9 +330,9 @@ void trace_fmt_flow(struct jw *w, bool start, uint64_t id, uint32_t pid, uint32_
     jw_key(w, "ph");
     jw_str(w, start ? "s" : "f");
     jw_key(w, "cat");
-    jw_str(w, "ac2g");
+    jw_str(w, NAMES_CAT_FLOW);
     jw_key(w, "name");
-    jw_str(w, "ac2g");
+    jw_str(w, NAMES_CAT_FLOW);
     jw_key(w, "id");
     jw_uint(w, id);
     jw_key(w, "pid");

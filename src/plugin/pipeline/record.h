@@ -95,36 +95,40 @@ struct mon_record {
     } u;
 };
 
-/* End time used by the per-session filter (records ending before the session start are
- * ignored): `end` for ranged records, `timestamp` for markers. */
-static inline uint64_t mon_record_end(const struct mon_record *r)
+/* When and where a record ran: `start`/`end` for ranged records; a marker's `timestamp` as its end
+ * and 0 as its start (markers are placed by the ranges they complete); the device of the device
+ * activity kinds, -1 for the API kinds and markers. One switch for every accessor below. */
+struct mon_span {
+    uint64_t start, end;
+    int64_t device;
+};
+static inline struct mon_span mon_record_span(const struct mon_record *r)
 {
+#define MON_SPAN_(u) ((struct mon_span){(u).start, (u).end, (u).device_id})
     switch (r->kind) {
-    case MON_KIND_MARKER: return r->u.marker.timestamp;
-    case MON_KIND_KERNEL: return r->u.kernel.end;
-    case MON_KIND_HCCL: return r->u.hccl.end;
-    case MON_KIND_MEMORY: return r->u.memory.end;
-    case MON_KIND_MEMSET: return r->u.memset.end;
-    case MON_KIND_MEMCPY: return r->u.memcpy.end;
-    case MON_KIND_COMMUNICATION: return r->u.comm.end;
-    default: return mon_kind_is_api(r->kind) ? r->u.api.end : 0;
+    case MON_KIND_MARKER: return (struct mon_span){0, r->u.marker.timestamp, -1};
+    case MON_KIND_KERNEL: return MON_SPAN_(r->u.kernel);
+    case MON_KIND_HCCL: return MON_SPAN_(r->u.hccl);
+    case MON_KIND_MEMORY: return MON_SPAN_(r->u.memory);
+    case MON_KIND_MEMSET: return MON_SPAN_(r->u.memset);
+    case MON_KIND_MEMCPY: return MON_SPAN_(r->u.memcpy);
+    case MON_KIND_COMMUNICATION: return MON_SPAN_(r->u.comm);
+    default: return mon_kind_is_api(r->kind) ? (struct mon_span){r->u.api.start, r->u.api.end, -1}
+                                             : (struct mon_span){0, 0, -1};
     }
+#undef MON_SPAN_
 }
 
-/* Start time a window cuts by (docs/design/session.md#the-window): `start` for ranged records;
- * 0 for markers, whose parts are placed by the ranges they complete. */
+/* End time used by the per-session filter (records ending before the session start are ignored). */
+static inline uint64_t mon_record_end(const struct mon_record *r)
+{
+    return mon_record_span(r).end;
+}
+
+/* Start time a window cuts by (docs/design/session.md#the-window). */
 static inline uint64_t mon_record_start(const struct mon_record *r)
 {
-    switch (r->kind) {
-    case MON_KIND_MARKER: return 0;
-    case MON_KIND_KERNEL: return r->u.kernel.start;
-    case MON_KIND_HCCL: return r->u.hccl.start;
-    case MON_KIND_MEMORY: return r->u.memory.start;
-    case MON_KIND_MEMSET: return r->u.memset.start;
-    case MON_KIND_MEMCPY: return r->u.memcpy.start;
-    case MON_KIND_COMMUNICATION: return r->u.comm.start;
-    default: return mon_kind_is_api(r->kind) ? r->u.api.start : 0;
-    }
+    return mon_record_span(r).start;
 }
 
 /* Marker flag helpers */
