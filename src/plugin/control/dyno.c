@@ -21,7 +21,6 @@
 #include "plugin/pipeline/pipeline.h"
 
 struct dyno_state {
-    pthread_mutex_t lock;            /* registration, polling, pending */
     struct ipc_client *client;       /* created at first use */
     bool registered;
     int32_t npu;
@@ -42,11 +41,10 @@ struct dyno_state {
     struct log_ratelimit data_drop_rl;
 };
 
-static struct dyno_state dyno = {
-    .lock = PTHREAD_MUTEX_INITIALIZER,
-    .last_monitor_status = IPC_STATUS_IDLE,
-    .last_trace = { IPC_STATUS_IDLE, -1, -1, -1 },
-};
+/* The load-time state; dyno_reset() returns to it. */
+#define DYNO_STATE_INIT { .last_monitor_status = IPC_STATUS_IDLE, .last_trace = { IPC_STATUS_IDLE, -1, -1, -1 } }
+static pthread_mutex_t dyno_lock = PTHREAD_MUTEX_INITIALIZER; /* registration, polling, pending */
+static struct dyno_state dyno = DYNO_STATE_INIT;
 static pthread_mutex_t dyno_client_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct ipc_client *dyno_client(void)
@@ -159,7 +157,7 @@ int dyno_init(int32_t npu_id)
     struct ipc_client *c;
     int ok = 0;
 
-    pthread_mutex_lock(&dyno.lock);
+    pthread_mutex_lock(&dyno_lock);
     if (dyno.registered) {
         LOG_WARN("DynoLog npu monitor already initialized");
         ok = 1;
@@ -179,7 +177,7 @@ int dyno_init(int32_t npu_id)
     (void)dyno_send_status_locked(c, IPC_TYPE_MONITOR_STATUS, IPC_STATUS_IDLE, -1, -1, -1);
     ok = 1;
 out:
-    pthread_mutex_unlock(&dyno.lock);
+    pthread_mutex_unlock(&dyno_lock);
     return ok;
 }
 
@@ -274,7 +272,7 @@ int dyno_poll(char *buf, size_t cap, size_t *ret_len)
 
     if (!buf || !ret_len)
         return -EINVAL;
-    pthread_mutex_lock(&dyno.lock);
+    pthread_mutex_lock(&dyno_lock);
     *ret_len = 0;
     c = dyno_client();
     if (!c) {
@@ -311,7 +309,7 @@ int dyno_poll(char *buf, size_t cap, size_t *ret_len)
     }
     rc = dyno_take(buf, cap, ret_len);
 out:
-    pthread_mutex_unlock(&dyno.lock);
+    pthread_mutex_unlock(&dyno_lock);
     return rc;
 }
 
@@ -322,9 +320,9 @@ int dyno_send_trace_status(int32_t status, int32_t cur, int32_t start, int32_t s
 
     if (!c)
         return -ENOTCONN;
-    pthread_mutex_lock(&dyno.lock);
+    pthread_mutex_lock(&dyno_lock);
     rc = dyno_send_status_locked(c, IPC_TYPE_TRACE_STATUS, status, cur, start, stop);
-    pthread_mutex_unlock(&dyno.lock);
+    pthread_mutex_unlock(&dyno_lock);
     return rc;
 }
 
@@ -335,9 +333,9 @@ int dyno_send_monitor_status(int32_t status)
 
     if (!c)
         return -ENOTCONN;
-    pthread_mutex_lock(&dyno.lock);
+    pthread_mutex_lock(&dyno_lock);
     rc = dyno_send_status_locked(c, IPC_TYPE_MONITOR_STATUS, status, -1, -1, -1);
-    pthread_mutex_unlock(&dyno.lock);
+    pthread_mutex_unlock(&dyno_lock);
     return rc;
 }
 
@@ -513,9 +511,9 @@ bool dyno_reachable(void)
 {
     bool ok;
 
-    pthread_mutex_lock(&dyno.lock);
+    pthread_mutex_lock(&dyno_lock);
     ok = dyno.client && !dyno.ctrl_failed;
-    pthread_mutex_unlock(&dyno.lock);
+    pthread_mutex_unlock(&dyno_lock);
     return ok;
 }
 
@@ -523,34 +521,20 @@ unsigned dyno_registrations(void)
 {
     unsigned n;
 
-    pthread_mutex_lock(&dyno.lock);
+    pthread_mutex_lock(&dyno_lock);
     n = dyno.registrations;
-    pthread_mutex_unlock(&dyno.lock);
+    pthread_mutex_unlock(&dyno_lock);
     return n;
 }
 
 void dyno_reset(void)
 {
-    pthread_mutex_lock(&dyno.lock);
+    pthread_mutex_lock(&dyno_lock);
     pthread_mutex_lock(&dyno_client_lock);
     ipc_client_destroy(dyno.client);
-    dyno.client = NULL;
-    dyno.registered = false;
-    dyno.ctrl_failed = false;
-    dyno.registrations = 0;
-    dyno.reg_stamp = 0;
-    dyno.npids = 0;
-    dyno.last_monitor_status = IPC_STATUS_IDLE;
-    dyno.last_trace[0] = IPC_STATUS_IDLE;
-    dyno.last_trace[1] = dyno.last_trace[2] = dyno.last_trace[3] = -1;
     free(dyno.pending);
-    dyno.pending = NULL;
-    dyno.pending_len = 0;
-    dyno.data_failing = false;
     backlog_destroy(dyno.backlog);
-    dyno.backlog = NULL;
-    dyno.data_dropping = false;
-    dyno.data_dropped_logged = 0;
+    dyno = (struct dyno_state)DYNO_STATE_INIT;
     pthread_mutex_unlock(&dyno_client_lock);
-    pthread_mutex_unlock(&dyno.lock);
+    pthread_mutex_unlock(&dyno_lock);
 }
