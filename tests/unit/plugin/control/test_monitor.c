@@ -120,7 +120,7 @@ static struct mconfig cfg_of(int start, int stop, uint32_t interval, double dura
  * hang if the behaviour is broken). */
 #define WAIT_FOR(cond)                                        \
     do {                                                      \
-        for (int w_ = 0; w_ < 10000 && !(cond); w_++)         \
+        for (int w_ = 0; w_ < 60000 && !(cond); w_++)         \
             usleep(1000);                                     \
         assert_true(cond);                                    \
     } while (0)
