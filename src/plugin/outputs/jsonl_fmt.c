@@ -9,7 +9,14 @@
 /* ---- line formatting (no I/O): straight into the caller's buffer, whose room the caller
  * guarantees (JSONL_FMT_FIXED + 6 bytes per string byte + 2 quotes per string) ---- */
 
-#define LIT(o, s) (memcpy((o), (s), sizeof(s) - 1), (o) + sizeof(s) - 1)
+/* A literal's bytes at o; o is evaluated once, so a field call can be nested as the argument
+ * (a macro using o twice ran every nested field twice: same bytes, double the work). */
+static inline char *lit(char *o, const char *s, size_t n)
+{
+    memcpy(o, s, n);
+    return o + n;
+}
+#define LIT(o, s) lit((o), (s), sizeof(s) - 1)
 
 static const char digits2[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
                                  "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
