@@ -29,7 +29,8 @@ static int parse_step(PyObject *row, struct slowrank_sample *s)
         PyErr_Clear();
         return -1;
     }
-    if (PySequence_Fast_GET_SIZE(f) == 8 && PyLong_Check(PySequence_Fast_GET_ITEM(f, 0))) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(f);
+    if ((n == 8 || n == 9) && PyLong_Check(PySequence_Fast_GET_ITEM(f, 0))) {
         long long step = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(f, 0));
         if (PyErr_Occurred()) {
             PyErr_Clear();
@@ -38,7 +39,20 @@ static int parse_step(PyObject *row, struct slowrank_sample *s)
                    u64_item(f, 5, &s->host) == 0 && u64_item(f, 6, &s->wait) == 0 &&
                    u64_item(f, 7, &s->transfer) == 0) {
             s->step = step;
+            /* the split's name; without it a split can only have been measured */
+            s->split = s->wait || s->transfer < s->comm ? DATAMSG_SPLIT_MEASURED : DATAMSG_SPLIT_NONE;
             rc = 0;
+            if (n == 9) {
+                PyObject *how = PySequence_Fast_GET_ITEM(f, 8);
+                Py_ssize_t len = 0;
+                const char *name = PyUnicode_Check(how) ? PyUnicode_AsUTF8AndSize(how, &len) : NULL;
+                if (!name || datamsg_split_parse(name, (size_t)len, &s->split) != 0) {
+                    PyErr_Clear();
+                    rc = -1;
+                } else if (s->split != DATAMSG_SPLIT_MEASURED) {
+                    s->split = DATAMSG_SPLIT_NONE; /* the merge infers it again */
+                }
+            }
         }
     }
     Py_DECREF(f);
@@ -50,21 +64,27 @@ static int parse_step(PyObject *row, struct slowrank_sample *s)
 static PyObject *result_dict(const struct slowrank_result *res, const struct slowrank_in *in,
                              const struct slowrank_rule *rule)
 {
-    PyObject *d = Py_BuildValue("{s:n,s:L,s:L,s:d,s:d,s:d,s:{s:d,s:d,s:I,s:I}}", "judged_steps",
+    PyObject *d = Py_BuildValue("{s:n,s:L,s:L,s:d,s:d,s:d,s:{s:d,s:d,s:I,s:I},s:{s:n,s:n,s:n}}", "judged_steps",
                                 (Py_ssize_t)res->judged_steps, "first_step", (long long)res->first_step, "last_step",
                                 (long long)res->last_step, "median_ms", res->median_ms, "p99_ms", res->p99_ms,
                                 "max_ms", res->max_ms, "rule", "threshold", rule->threshold, "mad_k", rule->mad_k,
-                                "min_steps", (unsigned)rule->min_steps, "min_ranks", (unsigned)rule->min_ranks);
+                                "min_steps", (unsigned)rule->min_steps, "min_ranks", (unsigned)rule->min_ranks,
+                                "split", datamsg_split_name(DATAMSG_SPLIT_MEASURED),
+                                (Py_ssize_t)res->split[DATAMSG_SPLIT_MEASURED],
+                                datamsg_split_name(DATAMSG_SPLIT_INFERRED),
+                                (Py_ssize_t)res->split[DATAMSG_SPLIT_INFERRED], datamsg_split_name(DATAMSG_SPLIT_NONE),
+                                (Py_ssize_t)res->split[DATAMSG_SPLIT_NONE]);
     PyObject *slow = d ? PyList_New(0) : NULL;
     if (!slow)
         goto fail;
     for (size_t i = 0; i < res->nslow; i++) {
         const struct slowrank_slow *s = &res->slow[i];
         PyObject *e = Py_BuildValue(
-            "{s:i,s:L,s:L,s:I,s:d,s:s,s:d,s:L,s:{s:d,s:d,s:d}}", "rank", (int)in[s->rank_index].rank, "since_step",
-            (long long)s->since_step, "last_step", (long long)s->last_step, "slow_steps", (unsigned)s->run, "ratio",
-            s->ratio, "cause", slowrank_cause_name(s->cause), "cost_ms", s->cost_ms, "cost_to_step",
-            (long long)s->cost_last_step, "excess_ms", "compute",
+            "{s:i,s:L,s:L,s:I,s:d,s:s,s:s,s:d,s:d,s:L,s:s,s:{s:d,s:d,s:d}}", "rank", (int)in[s->rank_index].rank,
+            "since_step", (long long)s->since_step, "last_step", (long long)s->last_step, "slow_steps",
+            (unsigned)s->run, "ratio", s->ratio, "cause", slowrank_cause_name(s->cause), "severity",
+            slowrank_severity_name(s->severity), "cost_ms", s->cost_ms, "cost_share", s->cost_share, "cost_to_step",
+            (long long)s->cost_last_step, "split", datamsg_split_name(s->split), "excess_ms", "compute",
             s->excess_ms[SLOWRANK_COMPUTE], "communication", s->excess_ms[SLOWRANK_COMMUNICATION], "host",
             s->excess_ms[SLOWRANK_HOST]);
         if (!e || PyList_Append(slow, e) != 0) {
@@ -150,8 +170,8 @@ PyObject *ext_slow_ranks(PyObject *mod, PyObject *args, PyObject *kw)
             if (parse_step(PySequence_Fast_GET_ITEM(rows[i], (Py_ssize_t)k), &smp[q]) != 0 ||
                 (k > 0 && smp[q].step <= smp[q - 1].step)) {
                 PyErr_Format(PyExc_TypeError, "slow_ranks(): ranks[%zd] step %zu is not 8 non-negative ints "
-                                              "(step, wall, compute, comm, memcpy, host, wait, transfer) in "
-                                              "ascending step order", i, k);
+                                              "(step, wall, compute, comm, memcpy, host, wait, transfer) and an "
+                                              "optional split name in ascending step order", i, k);
                 goto out;
             }
         }

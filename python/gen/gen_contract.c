@@ -71,6 +71,11 @@ static void data_messages(void)
 #define DATAMSG_STEP_FIELD(field, key, what) printf("%s\"%s\"", sep, key), sep = ", ";
     DATAMSG_STEP_FIELDS(DATAMSG_STEP_FIELD)
 #undef DATAMSG_STEP_FIELD
+    printf(")\n# How a step's communication was split into wait and transfer (index = the code).\nSTEP_SPLITS = (");
+    sep = "";
+#define DATAMSG_SPLIT_NAME(e, name, code) printf("%s\"%s\"", sep, name), sep = ", ";
+    DATAMSG_SPLITS(DATAMSG_SPLIT_NAME)
+#undef DATAMSG_SPLIT_NAME
     printf(")\n# Session counters: (PluginStats key, stats-line label), in the stats line's order.\n"
            "STATS_COUNTERS = (\n");
     for (int pos = 0; pos < STATS_COUNT; pos++) {

@@ -139,7 +139,8 @@ static int collect(const struct cli_reply *r, size_t nh, struct slowrank_in **re
             x->s = &s[q];
             cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(rk, "steps")) {
                 /* columns: step, start_ns, wall_ns, compute_ns, comm_ns, memcpy_ns, host_ns
-                 * [, wait_ns, transfer_ns] (an older daemon sends the first seven) */
+                 * [, wait_ns, transfer_ns [, split]] (an older daemon sends the first seven
+                 * or nine) */
                 if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) < 7 || !cJSON_IsNumber(row->child))
                     continue;
                 struct slowrank_sample *y = &s[q];
@@ -152,12 +153,22 @@ static int collect(const struct cli_reply *r, size_t nh, struct slowrank_in **re
                 y->memcpy = u64_of(c = c->next);
                 y->host = u64_of(c = c->next);
                 y->transfer = y->comm;
+                y->split = DATAMSG_SPLIT_NONE;
                 if (c->next && c->next->next) {
+                    const cJSON *how = c->next->next->next;
                     y->wait = u64_of(c->next);
                     y->transfer = u64_of(c->next->next);
-                    if (y->wait > y->comm || y->transfer > y->comm) {
-                        y->wait = 0; /* inconsistent: no split */
+                    /* without the split column, a split could only have been measured; a
+                     * daemon's "inferred" (it has no peers to infer from) is inferred again */
+                    if (cJSON_IsString(how))
+                        y->split = strcmp(how->valuestring, "measured") == 0 ? DATAMSG_SPLIT_MEASURED
+                                                                              : DATAMSG_SPLIT_NONE;
+                    else
+                        y->split = y->wait || y->transfer < y->comm ? DATAMSG_SPLIT_MEASURED : DATAMSG_SPLIT_NONE;
+                    if (y->wait > y->comm || y->transfer > y->comm || y->split != DATAMSG_SPLIT_MEASURED) {
+                        y->wait = 0; /* inconsistent, or not measured: no split */
                         y->transfer = y->comm;
+                        y->split = DATAMSG_SPLIT_NONE;
                     }
                 }
                 q++;
@@ -201,6 +212,7 @@ static void print_view(const struct steps_opts *o, const struct cli_targets *t, 
             cJSON *e = cJSON_CreateObject(), *ex;
             cJSON_AddStringToObject(e, "cause", slowrank_cause_name(s->cause));
             cJSON_AddNumberToObject(e, "cost_ms", round(s->cost_ms * 1000) / 1000);
+            cJSON_AddNumberToObject(e, "cost_share", round(s->cost_share * 10000) / 10000);
             cJSON_AddNumberToObject(e, "cost_to_step", (double)s->cost_last_step);
             ex = cJSON_AddObjectToObject(e, "excess_ms");
             cJSON_AddNumberToObject(ex, "communication", s->excess_ms[1]);
@@ -212,10 +224,15 @@ static void print_view(const struct steps_opts *o, const struct cli_targets *t, 
             cJSON_AddNumberToObject(e, "pid", x->pid);
             cJSON_AddNumberToObject(e, "rank", x->rank);
             cJSON_AddNumberToObject(e, "ratio", round(s->ratio * 1000) / 1000);
+            cJSON_AddStringToObject(e, "severity", slowrank_severity_name(s->severity));
             cJSON_AddNumberToObject(e, "since_step", (double)s->since_step);
             cJSON_AddNumberToObject(e, "slow_steps", s->run);
+            cJSON_AddStringToObject(e, "split", datamsg_split_name(s->split));
             cJSON_AddItemToArray(sr, e);
         }
+        cJSON *spl = cJSON_AddObjectToObject(root, "split");
+        for (int k = 0; k < DATAMSG_SPLIT_COUNT; k++)
+            cJSON_AddNumberToObject(spl, datamsg_split_name((enum datamsg_split)k), (double)res->split[k]);
         cJSON *st = cJSON_AddObjectToObject(root, "step_time_ms");
         cJSON_AddNumberToObject(st, "max", res->max_ms);
         cJSON_AddNumberToObject(st, "median", res->median_ms);
@@ -251,16 +268,23 @@ static void print_view(const struct steps_opts *o, const struct cli_targets *t, 
                 "max %.2f ms\n", (long long)res->first_step, (long long)res->last_step, res->judged_steps,
                 res->ranks, t->hosts->n - nfail, res->median_ms, res->p99_ms, res->max_ms);
     }
+    if (res->judged_steps) {
+        /* how the judged (rank, step) samples' communication was split (docs/cluster.md §4) */
+        fprintf(out, "wait/transfer split:");
+        for (int k = DATAMSG_SPLIT_COUNT; k-- > 0;)
+            fprintf(out, " %s %zu%s", datamsg_split_name((enum datamsg_split)k), res->split[k], k ? "," : "\n");
+    }
     fprintf(out, "slow ranks: %zu\n", res->nslow);
     if (res->nslow)
-        fprintf(out, "%-24s %6s %8s %8s %6s %-13s %9s %s\n", "HOST", "RANK", "PID", "SINCE", "RATIO", "CAUSE",
-                "COST_MS", "EXCESS (compute/transfer/host ms)");
+        fprintf(out, "%-24s %6s %8s %8s %6s %-13s %-9s %9s %6s %-8s %s\n", "HOST", "RANK", "PID", "SINCE", "RATIO",
+                "CAUSE", "SEVERITY", "COST_MS", "SHARE", "SPLIT", "EXCESS (compute/transfer/host ms)");
     for (size_t i = 0; i < res->nslow; i++) {
         const struct slowrank_slow *s = &res->slow[i];
         const struct slowrank_in *x = &in[s->rank_index];
-        fprintf(out, "%-24s %6d %8d %8lld %6.2f %-13s %9.2f %+.2f/%+.2f/%+.2f\n", x->host, x->rank, x->pid,
-                (long long)s->since_step, s->ratio, slowrank_cause_name(s->cause), s->cost_ms, s->excess_ms[0],
-                s->excess_ms[1], s->excess_ms[2]);
+        fprintf(out, "%-24s %6d %8d %8lld %6.2f %-13s %-9s %9.2f %5.1f%% %-8s %+.2f/%+.2f/%+.2f\n", x->host, x->rank,
+                x->pid, (long long)s->since_step, s->ratio, slowrank_cause_name(s->cause),
+                slowrank_severity_name(s->severity), s->cost_ms, s->cost_share * 100, datamsg_split_name(s->split),
+                s->excess_ms[0], s->excess_ms[1], s->excess_ms[2]);
     }
     fflush(out);
 }

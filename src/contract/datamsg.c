@@ -20,12 +20,41 @@ static void put_value(struct jw *w, const struct datamsg_field *f)
     }
 }
 
+const char *datamsg_split_name(enum datamsg_split s)
+{
+    switch (s) {
+#define DATAMSG_SPLIT_CASE(e, name, code)                                                          \
+    case e: return name;
+        DATAMSG_SPLITS(DATAMSG_SPLIT_CASE)
+#undef DATAMSG_SPLIT_CASE
+    }
+    return "none";
+}
+
+int datamsg_split_parse(const char *s, size_t n, enum datamsg_split *ret)
+{
+#define DATAMSG_SPLIT_CMP(e, name, code)                                                           \
+    if (n == sizeof(name) - 1 && memcmp(s, name, n) == 0) {                                        \
+        *ret = e;                                                                                  \
+        return 0;                                                                                  \
+    }
+    DATAMSG_SPLITS(DATAMSG_SPLIT_CMP)
+#undef DATAMSG_SPLIT_CMP
+    return -EINVAL;
+}
+
 void datamsg_step_write(struct jw *w, const struct datamsg_step *r)
 {
-    bool step_done = false;
+    bool step_done = false, split_done = false;
 
     jw_obj_begin(w);
+    /* "split" and "step" go where their names sort among the duration keys */
 #define DATAMSG_STEP_FIELD(field, key, what)                                                      \
+    if (!split_done && strcmp(key, "split") > 0) {                                                \
+        jw_key(w, "split");                                                                       \
+        jw_str(w, datamsg_split_name(r->split));                                                  \
+        split_done = true;                                                                        \
+    }                                                                                             \
     if (!step_done && strcmp(key, "step") > 0) {                                                  \
         jw_key(w, "step");                                                                        \
         jw_int(w, r->step);                                                                       \

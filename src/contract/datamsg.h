@@ -22,7 +22,8 @@
 #define DATAMSG_EXTRA_MAX 16 /* extra keys per message */
 
 /* A StepSummary's per-step durations, in key order: X(field, key, what). "wait" and
- * "transfer" came later; a reader accepts a row without them (all transfer). */
+ * "transfer" came later; a reader accepts a row without them (all transfer). Besides these
+ * and "step", a row has "split" (below), which came later still. */
 #define DATAMSG_STEP_FIELDS(X)                                                                   \
     X(comm_ns, "comm", "communication time inside the step (= wait + transfer)")               \
     X(compute_ns, "compute", "kernel time inside the step (sum over streams)")                 \
@@ -33,12 +34,35 @@
     X(wait_ns, "wait", "of comm: waiting for the other members (0 when not split)")            \
     X(wall_ns, "wall", "step end - start")
 
+/* How a step's comm was split into wait and transfer (docs/cluster.md#1-per-rank-step-summaries-plugin-metric-mode):
+ * measured from the records (Communication and Hccl), inferred from the other ranks of the
+ * same step by the merge (docs/cluster.md#4-dyno-steps-merged-step-time-and-slow-ranks), or
+ * none (wait 0, transfer = comm). A row's "split" key is "measured" or "none": one rank alone
+ * cannot infer. X(enum, name, code): the code is the msmonitor_step_split gauge's value. */
+#define DATAMSG_SPLITS(X)                                                                          \
+    X(DATAMSG_SPLIT_NONE, "none", 0)                                                               \
+    X(DATAMSG_SPLIT_INFERRED, "inferred", 1)                                                       \
+    X(DATAMSG_SPLIT_MEASURED, "measured", 2)
+
+enum datamsg_split {
+#define DATAMSG_SPLIT_ENUM(e, name, code) e = code,
+    DATAMSG_SPLITS(DATAMSG_SPLIT_ENUM)
+#undef DATAMSG_SPLIT_ENUM
+};
+#define DATAMSG_SPLIT_COUNT 3
+
+/* "none", "inferred", "measured" ("none" for a value out of range). */
+const char *datamsg_split_name(enum datamsg_split s);
+/* s[0..n) as a split name: 0, or -EINVAL. */
+int datamsg_split_parse(const char *s, size_t n, enum datamsg_split *ret);
+
 /* One step of a StepSummary, as the plugin sends it and the daemon keeps it. */
 struct datamsg_step {
     int64_t step; /* N of `step <N>`; the interval number when the summary's src is "interval" */
 #define DATAMSG_STEP_FIELD(field, key, what) uint64_t field;
     DATAMSG_STEP_FIELDS(DATAMSG_STEP_FIELD)
 #undef DATAMSG_STEP_FIELD
+    enum datamsg_split split; /* key "split": MEASURED or NONE */
 };
 
 /* One step row as a JSON object, keys sorted. */

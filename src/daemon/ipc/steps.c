@@ -82,6 +82,17 @@ static int parse_row(const cJSON *o, struct datamsg_step *r)
         (cjx_get(o, "transfer") && get_u64(o, "transfer", &r->transfer_ns)) ||
         r->wait_ns > r->comm_ns || r->transfer_ns > r->comm_ns)
         return -EINVAL;
+    /* how it was split came later still: without "split", a wait or a transfer shorter than
+     * comm can only have been measured. One rank cannot infer ("inferred" is the merge's);
+     * "none" means no wait. */
+    const cJSON *sp = cjx_get(o, "split");
+    if (!sp) {
+        r->split = r->wait_ns || r->transfer_ns < r->comm_ns ? DATAMSG_SPLIT_MEASURED : DATAMSG_SPLIT_NONE;
+    } else if (!cJSON_IsString(sp) || datamsg_split_parse(sp->valuestring, strlen(sp->valuestring), &r->split) ||
+               r->split == DATAMSG_SPLIT_INFERRED ||
+               (r->split == DATAMSG_SPLIT_NONE && (r->wait_ns || r->transfer_ns != r->comm_ns))) {
+        return -EINVAL;
+    }
     return 0;
 }
 
@@ -150,7 +161,7 @@ static bool put_row(struct win *w, const struct datamsg_step *row)
  * record's job/pid/rank labels; values in ns like the other duration families. */
 static void emit(const struct sink *out, const struct datamsg_step *r, const struct steps_rank *who, uint64_t wall_ns)
 {
-    struct sink_kv kv[9];
+    struct sink_kv kv[10];
     size_t n = 0;
 #define U(k, v) kv[n++] = (struct sink_kv){ .key = k, .type = SINK_UINT, .u = (v) }
     kv[n++] = (struct sink_kv){ .key = "msmonitor_step", .type = SINK_INT, .i = r->step };
@@ -158,6 +169,8 @@ static void emit(const struct sink *out, const struct datamsg_step *r, const str
     U("msmonitor_step_compute_ns", r->compute_ns);
     U("msmonitor_step_host_ns", r->host_ns);
     U("msmonitor_step_memcpy_ns", r->memcpy_ns);
+    /* the split's code (datamsg.h): 2 measured, 0 none; the alert rule infers where 0 */
+    U("msmonitor_step_split", (uint64_t)r->split);
     U("msmonitor_step_transfer_ns", r->transfer_ns);
     U("msmonitor_step_wait_ns", r->wait_ns);
     U("msmonitor_step_wall_ns", r->wall_ns);

@@ -10,9 +10,9 @@
 #include "contract/cjx.h"
 
 /* Replies are capped at 1 MiB (rpc_methods.c): with many ranks the newest rows per rank are
- * cut so that every rank still appears. A row is at most ~150 bytes, each rank ~130 more. */
+ * cut so that every rank still appears. A row is at most ~200 bytes, each rank ~130 more. */
 #define REPLY_BUDGET (900u << 10)
-#define ROW_BYTES_MAX 192u
+#define ROW_BYTES_MAX 208u
 #define RANK_BYTES_MAX 160u
 
 static void failed(struct jw *w, const char *why)
@@ -60,7 +60,7 @@ int rpc_steps_get(struct steps_store *steps, const cJSON *req, struct jw *w)
     jw_arr_begin(w);
     /* new columns go at the end: an older dyno reads the first seven by position */
     static const char *const cols[] = { "step", "start_ns", "wall_ns", "compute_ns", "comm_ns", "memcpy_ns", "host_ns",
-                                        "wait_ns", "transfer_ns" };
+                                        "wait_ns", "transfer_ns", "split" };
     for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++)
         jw_str(w, cols[i]);
     jw_arr_end(w);
@@ -94,6 +94,7 @@ int rpc_steps_get(struct steps_store *steps, const cJSON *req, struct jw *w)
             jw_uint(w, x->host_ns);
             jw_uint(w, x->wait_ns);
             jw_uint(w, x->transfer_ns);
+            jw_str(w, datamsg_split_name(x->split));
             jw_arr_end(w);
         }
         jw_arr_end(w);

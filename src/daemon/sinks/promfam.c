@@ -81,6 +81,7 @@ static const struct {
     { "msmonitor_step_compute_ns", "kernel time in the rank's newest step, ns" },
     { "msmonitor_step_host_ns", "host-side gaps (no device activity) in the rank's newest step, ns" },
     { "msmonitor_step_memcpy_ns", "memcpy and memset time in the rank's newest step, ns" },
+    { "msmonitor_step_split", "how the rank's newest step split its communication: 2 measured (wait and transfer from the records), 0 none (the alert rule infers the wait, docs/cluster.md)" },
     { "msmonitor_step_transfer_ns", "of the communication: data movement in the rank's newest step, ns" },
     { "msmonitor_step_wait_ns", "of the communication: waiting for the other members in the rank's newest step, ns" },
     { "msmonitor_step_wall_ns", "wall time of the rank's newest step, ns" },

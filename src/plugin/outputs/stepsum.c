@@ -15,7 +15,7 @@
 #include "contract/names.h"
 
 #define DGRAM_MAX 4096
-#define ROWS_PER_DGRAM 20 /* ~160 bytes a row: well inside one datagram */
+#define ROWS_PER_DGRAM 20 /* ~180 bytes a row: well inside one datagram (halved if not) */
 
 struct sstep {
     int64_t step;
@@ -211,9 +211,11 @@ void stepsum_compute(const struct stepsum_iv *ivs, size_t n, uint64_t s, uint64_
     ret->compute_ns = sums[0];
     /* The Communication record spans the whole op (arrival to end), the Hccl record the
      * data movement: the difference is the wait for the other members. With only one of the
-     * two kinds there is no split (all transfer). */
+     * two kinds there is no split (all transfer); the merge may infer it from the other ranks
+     * (docs/cluster.md#4-dyno-steps-merged-step-time-and-slow-ranks). */
     ret->comm_ns = sums[1] ? sums[1] : sums[3];
-    ret->transfer_ns = sums[1] && sums[3] && sums[3] < sums[1] ? sums[3] : ret->comm_ns;
+    ret->split = sums[1] && sums[3] && sums[3] <= sums[1] ? DATAMSG_SPLIT_MEASURED : DATAMSG_SPLIT_NONE;
+    ret->transfer_ns = ret->split == DATAMSG_SPLIT_MEASURED ? sums[3] : ret->comm_ns;
     ret->wait_ns = ret->comm_ns - ret->transfer_ns;
     ret->memcpy_ns = sums[2];
     ret->host_ns = ret->wall_ns > covered ? ret->wall_ns - covered : 0;
@@ -273,7 +275,7 @@ static int send_rows(struct stepsum *s, const struct datamsg_step *rows, size_t 
                                             sizeof(buf))) == 0)
             k /= 2;
         if (k == 0)
-            return -ENOSPC; /* cannot happen: one row is ~140 bytes */
+            return -ENOSPC; /* cannot happen: one row is at most ~300 bytes */
         if (send) {
             int rc = send(ctx, buf, len);
             if (rc < 0 && !first_err)

@@ -19,7 +19,7 @@ static void fill(int slow, int from, int comp, uint64_t add, uint64_t noise_ns)
         in[r] = (struct slowrank_in){ "h", r, 100 + r, 0, smp[r], S };
         for (int k = 0; k < S; k++) {
             uint64_t n = noise_ns * (uint64_t)((r * 7 + k * 3) % 5);
-            struct slowrank_sample x = { k + 1, 0, 12000000 + n, 2000000, 0, 300000, 0, 0 };
+            struct slowrank_sample x = { k + 1, 0, 12000000 + n, 2000000, 0, 300000, 0, 0, DATAMSG_SPLIT_NONE };
             if (r == slow && k + 1 >= from) {
                 if (comp == 0)
                     x.compute += add;

@@ -151,13 +151,25 @@ static void test_datamsg_step(void **state)
     char buf[512];
     struct jw w;
     const struct datamsg_step r = { .step = 7, .start_ns = 1000, .wall_ns = 100, .compute_ns = 60, .comm_ns = 20,
-                                    .wait_ns = 5, .transfer_ns = 15, .memcpy_ns = 10, .host_ns = 20 };
+                                    .wait_ns = 5, .transfer_ns = 15, .memcpy_ns = 10, .host_ns = 20,
+                                    .split = DATAMSG_SPLIT_MEASURED };
+    enum datamsg_split sp = DATAMSG_SPLIT_NONE;
 
     jw_init(&w, buf, sizeof(buf));
     datamsg_step_write(&w, &r);
     assert_int_equal(w.err, 0);
-    assert_string_equal(buf, "{\"comm\":20,\"compute\":60,\"host\":20,\"memcpy\":10,\"start\":1000,\"step\":7,"
-                             "\"transfer\":15,\"wait\":5,\"wall\":100}");
+    assert_string_equal(buf, "{\"comm\":20,\"compute\":60,\"host\":20,\"memcpy\":10,\"split\":\"measured\","
+                             "\"start\":1000,\"step\":7,\"transfer\":15,\"wait\":5,\"wall\":100}");
+    /* the names round-trip; the codes are the Prometheus gauge's values */
+    for (int c = 0; c < DATAMSG_SPLIT_COUNT; c++) {
+        const char *n = datamsg_split_name((enum datamsg_split)c);
+        assert_int_equal(datamsg_split_parse(n, strlen(n), &sp), 0);
+        assert_int_equal((int)sp, c);
+    }
+    assert_string_equal(datamsg_split_name(DATAMSG_SPLIT_INFERRED), "inferred");
+    assert_int_equal(datamsg_split_parse("measure", 7, &sp), -EINVAL);
+    assert_int_equal(datamsg_split_parse("measured!", 9, &sp), -EINVAL);
+    assert_int_equal(datamsg_split_parse("", 0, &sp), -EINVAL);
 }
 
 static void test_cfgrules(void **state)

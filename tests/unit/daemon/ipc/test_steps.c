@@ -90,7 +90,29 @@ static void test_wait_transfer(void **state)
     assert_int_equal(rs[0].rows[0].transfer_ns, 4);
     assert_int_equal(rs[0].rows[1].wait_ns, 0); /* no split: all transfer */
     assert_int_equal(rs[0].rows[1].transfer_ns, 10);
+    /* an older plugin says nothing of how: a wait can only have been measured */
+    assert_int_equal(rs[0].rows[0].split, DATAMSG_SPLIT_MEASURED);
+    assert_int_equal(rs[0].rows[1].split, DATAMSG_SPLIT_NONE);
     free(rs);
+    /* the plugin's "split": measured (even a wait of 0: the last to arrive) or none */
+    assert_int_equal(take(s, "{\"pid\":7,\"rank\":1,\"steps\":[{\"comm\":10,\"compute\":2,\"host\":3,\"memcpy\":4,"
+                             "\"split\":\"measured\",\"start\":5,\"step\":3,\"transfer\":10,\"wait\":0,\"wall\":30},"
+                             "{\"comm\":10,\"compute\":2,\"host\":3,\"memcpy\":4,\"split\":\"none\",\"start\":5,"
+                             "\"step\":4,\"transfer\":10,\"wait\":0,\"wall\":30}]}"), 2);
+    assert_int_equal(steps_snapshot(s, &rs, &n), 0);
+    assert_int_equal(rs[0].rows[2].split, DATAMSG_SPLIT_MEASURED);
+    assert_int_equal(rs[0].rows[3].split, DATAMSG_SPLIT_NONE);
+    free(rs);
+    /* refused: an unknown name, not a string, "inferred" (one rank has no peers to infer
+     * from), "none" with a wait */
+    static const char *const bad[] = { "\"split\":\"guessed\",", "\"split\":2,", "\"split\":\"inferred\",",
+                                       "\"split\":\"none\",\"wait\":1,", "\"split\":\"\"," };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char m[512];
+        snprintf(m, sizeof(m), "{\"pid\":7,\"rank\":1,\"steps\":[{\"comm\":10,\"compute\":2,\"host\":3,"
+                               "\"memcpy\":4,%s\"start\":5,\"step\":9,\"wall\":30}]}", bad[i]);
+        assert_int_equal(take(s, m), -EINVAL);
+    }
     assert_int_equal(take(s, "{\"pid\":7,\"rank\":1,\"steps\":[{\"comm\":10,\"compute\":2,\"host\":3,\"memcpy\":4,"
                              "\"start\":5,\"step\":3,\"transfer\":4,\"wait\":11,\"wall\":30}]}"), -EINVAL);
     assert_int_equal(take(s, "{\"pid\":7,\"rank\":1,\"steps\":[{\"comm\":10,\"compute\":2,\"host\":3,\"memcpy\":4,"
@@ -125,6 +147,11 @@ static void test_rpc_get_steps(void **state)
     const cJSON *rows = cJSON_GetObjectItem(r0, "steps");
     assert_int_equal(cJSON_GetArraySize(rows), last);
     assert_int_equal(cJSON_GetArrayItem(cJSON_GetArrayItem(rows, last - 1), 0)->valueint, 80); /* newest */
+    /* the split, by name, in the last column */
+    const cJSON *cols = cJSON_GetObjectItem(j, "columns");
+    assert_string_equal(cJSON_GetArrayItem(cols, 9)->valuestring, "split");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetArrayItem(rows, 0)), 10);
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetArrayItem(rows, 0), 9)->valuestring, "none");
     cJSON_Delete(j);
     free(reply);
     req = "{\"fn\":\"getSteps\",\"last\":0}";
@@ -140,6 +167,7 @@ struct series {
     int records;
     int64_t last_step;
     int32_t last_pid;
+    uint64_t last_split;
 };
 
 static int series_write(void *self, const struct sink_record *rec)
@@ -147,9 +175,13 @@ static int series_write(void *self, const struct sink_record *rec)
     struct series *c = self;
     c->records++;
     c->last_pid = rec->pid;
-    for (size_t i = 0; i < rec->n; i++)
+    c->last_split = 99;
+    for (size_t i = 0; i < rec->n; i++) {
         if (strcmp(rec->kv[i].key, "msmonitor_step") == 0)
             c->last_step = rec->kv[i].i;
+        if (strcmp(rec->kv[i].key, "msmonitor_step_split") == 0)
+            c->last_split = rec->kv[i].u;
+    }
     return 0;
 }
 
@@ -173,6 +205,7 @@ static void test_series_through_router(void **state)
     assert_int_equal(c.records, 3);
     assert_int_equal(c.last_step, 7);
     assert_int_equal(c.last_pid, 77);
+    assert_int_equal(c.last_split, 0); /* the gauge of how the step was split: 0 none */
     assert_int_equal(steps_take(s, &view, m, 2, 2), 0); /* repeats: nothing new to write */
     assert_int_equal(c.records, 3);
     cJSON_Delete(m);

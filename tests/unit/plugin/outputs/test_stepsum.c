@@ -23,6 +23,7 @@ static void test_compute(void **state)
     assert_int_equal(r.host_ns, 20);
     assert_int_equal(r.wait_ns, 0); /* no Hccl record: no split */
     assert_int_equal(r.transfer_ns, 20);
+    assert_int_equal(r.split, DATAMSG_SPLIT_NONE);
 }
 
 /* A synchronised collective: the Communication record spans arrival..end, the Hccl record the
@@ -37,12 +38,20 @@ static void test_wait_split(void **state)
     assert_int_equal(r.transfer_ns, 15);
     assert_int_equal(r.wait_ns, 25);
     assert_int_equal(r.host_ns, 10);
+    assert_int_equal(r.split, DATAMSG_SPLIT_MEASURED);
     /* Hccl only: it is the communication, no wait known */
     const struct stepsum_iv iv2[] = { { 100, 150, 0 }, { 175, 190, 3 } };
     stepsum_compute(iv2, 2, 100, 200, &r);
     assert_int_equal(r.comm_ns, 15);
     assert_int_equal(r.transfer_ns, 15);
     assert_int_equal(r.wait_ns, 0);
+    assert_int_equal(r.split, DATAMSG_SPLIT_NONE);
+    /* both kinds, and the last to arrive: a measured wait of 0 */
+    const struct stepsum_iv iv3[] = { { 100, 150, 0 }, { 175, 190, 1 }, { 175, 190, 3 } };
+    stepsum_compute(iv3, 3, 100, 200, &r);
+    assert_int_equal(r.comm_ns, 15);
+    assert_int_equal(r.wait_ns, 0);
+    assert_int_equal(r.split, DATAMSG_SPLIT_MEASURED);
 }
 
 static void test_json(void **state)
@@ -55,7 +64,8 @@ static void test_json(void **state)
     assert_true(len > 0);
     assert_string_equal(buf, "{\"deviceId\":-1,\"dropped\":0,\"duration\":100,\"kind\":\"StepSummary\",\"pid\":99,"
                              "\"rank\":3,\"src\":\"step\",\"steps\":[{\"comm\":20,\"compute\":60,\"host\":20,"
-                             "\"memcpy\":10,\"start\":1000,\"step\":7,\"transfer\":15,\"wait\":5,\"wall\":100}],"
+                             "\"memcpy\":10,\"split\":\"none\",\"start\":1000,\"step\":7,\"transfer\":15,\"wait\":5,"
+                             "\"wall\":100}],"
                              "\"timestamp\":5}");
     assert_int_equal(stepsum_json(&r, 1, 3, 99, "step", 0, 5, buf, 40), 0);
 }
@@ -109,8 +119,8 @@ static void test_tick(void **state)
     assert_int_equal(c.n, 2);
     assert_non_null(strstr(c.last, "\"rank\":4"));
     assert_non_null(strstr(c.last, "\"pid\":77"));
-    assert_non_null(strstr(c.last, "{\"comm\":0,\"compute\":200,\"host\":300,\"memcpy\":0,\"start\":2000,"
-                                   "\"step\":1,\"transfer\":0,\"wait\":0,\"wall\":500}"));
+    assert_non_null(strstr(c.last, "{\"comm\":0,\"compute\":200,\"host\":300,\"memcpy\":0,\"split\":\"none\","
+                                   "\"start\":2000,\"step\":1,\"transfer\":0,\"wait\":0,\"wall\":500}"));
     /* step 2 completes: the carried kernel belongs to it; no step, no datagram */
     struct pl_range r2 = r;
     r2.host_start = 2500;
@@ -120,7 +130,7 @@ static void test_tick(void **state)
     stepsum_feed(ss, &b3);
     assert_int_equal(stepsum_tick(ss, cap_send, &c, 11, 1000), 0);
     assert_int_equal(c.n, 3);
-    assert_non_null(strstr(c.last, "\"compute\":100,\"host\":400,\"memcpy\":0,\"start\":2500,\"step\":2"));
+    assert_non_null(strstr(c.last, "\"compute\":100,\"host\":400,\"memcpy\":0,\"split\":\"none\",\"start\":2500,\"step\":2"));
     assert_int_equal(stepsum_tick(ss, cap_send, &c, 12, 1000), 0);
     assert_int_equal(c.n, 3);
     stepsum_destroy(ss);
