@@ -30,7 +30,7 @@ class Rank:
         self.pids = set()
         self.files = []
         self.steps = {}           # step -> [host_ns, device_ns|None, start, end, dev_start, dev_end]
-        self.samples = {}         # step -> (wall, compute, comm, memcpy, host, wait, transfer) ns (DB only)
+        self.samples = {}         # step -> (wall, compute, comm, memcpy, host, wait, transfer) ns, split (DB only)
         self.kernels = {}         # name -> [count, total, min, max]
         self.comm = {}            # (name, group, dtype) -> [count, total, elements, bytes]
         self.hccl = {}            # (name, comm) -> [count, total, bandwidth_sum]
@@ -602,8 +602,9 @@ def slow_ranks(ranks):
     """(result, note) of the shared slow-rank rule over {rank: Rank}: src/contract/slowrank.c
     through the extension, with the parameters of `dyno steps` (its defaults; the result's
     "rule" names them; docs/cluster.md). Per-step samples as the plugin's step summaries hold
-    them (DB), or the step span alone (JSONL: the wall rule). result is None when no rank has
-    steps or the extension is missing (note says so)."""
+    them (DB: the split measured where the Hccl records are, else the rule infers it), or the
+    step span alone (JSONL: the wall rule). result is None when no rank has steps or the
+    extension is missing (note says so)."""
     rows_by_rank = []
     for r, rk in sorted(ranks.items(), key=lambda kv: kv[0]):
         if r is None or not rk.steps:
@@ -613,8 +614,8 @@ def slow_ranks(ranks):
             smp = rk.samples.get(n)
             if smp is None:
                 lo, hi = step_span(rk.steps[n])
-                smp = (max(hi - lo, 0), 0, 0, 0, 0, 0, 0)
-            rows.append((n,) + tuple(int(x) for x in smp))
+                smp = (max(hi - lo, 0), 0, 0, 0, 0, 0, 0, F.SPLIT_NONE)
+            rows.append((n,) + tuple(int(x) for x in smp[:7]) + (smp[7],))
         rows_by_rank.append((int(r), rows))
     if not rows_by_rank:
         return None, None
@@ -689,8 +690,11 @@ def _db_step_samples(db, tables, mstx_id, rk):
         st = acc.get(n, [0, 0, 0, 0, 0, None, None])
         covered = st[4] + (st[6] - st[5] if st[5] is not None else 0)
         comm = st[1] or st[3]
-        transfer = st[3] if st[1] and st[3] and st[3] < st[1] else comm
-        rk.samples[n] = (hi - lo, st[0], comm, st[2], max(hi - lo - covered, 0), comm - transfer, transfer)
+        measured = bool(st[1] and st[3] and st[3] <= st[1])
+        transfer = st[3] if measured else comm
+        # the split as the plugin's summary names it; the rule infers it where none is measured
+        rk.samples[n] = (hi - lo, st[0], comm, st[2], max(hi - lo - covered, 0), comm - transfer, transfer,
+                         F.SPLIT_MEASURED if measured else F.SPLIT_NONE)
 
 
 def median(xs):

@@ -28,6 +28,10 @@ TORCH_STEP_PREFIX = C.TORCH_STEP_PREFIX
 STEP_PREFIXES = (C.STEP_PREFIX, TORCH_STEP_PREFIX)
 STEP_MAX = C.STEP_MAX
 
+# How a step's communication was split into wait and transfer (docs/cluster.md §1, §4):
+# measured from the records, inferred by the slow-rank rule from the other ranks, or none.
+SPLIT_NONE, SPLIT_INFERRED, SPLIT_MEASURED = C.STEP_SPLITS
+
 # DB schema (docs/design/outputs.md#db-schema): table names.
 T_STRINGS = C.DB_STRING_IDS
 T_TASK = C.DB_TASK

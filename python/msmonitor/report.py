@@ -11,6 +11,7 @@ import os
 import sys
 import time
 
+from . import facts as F
 from .analysis import TIMELINE_CAP, Run, median, merge, slow_rule
 
 MAX_POINTS = 2000        # per step-time series (bucket means beyond that)
@@ -298,6 +299,13 @@ def _section_header(pg):
     pg.parts.append(_table(["", ""], hdr))
 
 
+def _split_counts(res):
+    """': measured N, inferred M, none K (rank-steps)' of a verdict, or ''."""
+    sp = (res or {}).get("split") or {}
+    parts = [f"{k} {sp[k]}" for k in (F.SPLIT_MEASURED, F.SPLIT_INFERRED, F.SPLIT_NONE) if sp.get(k)]
+    return f" ({', '.join(parts)} rank-steps)" if parts else ""
+
+
 def _section_steps(pg):
     """Step time per rank: the series (capped), the slow-rank verdict and its table."""
     slow, detail, res = pg.rep.slow_ranks()
@@ -325,7 +333,8 @@ def _section_steps(pg):
     pg.data["slow_ranks"] = slow
     rule = (res or {}).get("rule") or slow_rule()
     pg.data["slow_rule"] = dict(rule, detail={str(r): v for r, v in detail.items()},
-                                judged_steps=res["judged_steps"] if res else 0)
+                                judged_steps=res["judged_steps"] if res else 0,
+                                split=dict(res["split"]) if res else {})
 
     pg.parts.append("<h2>Step time per rank</h2>")
     if series:
@@ -338,7 +347,8 @@ def _section_steps(pg):
             st = steps[str(r)]
             dm = st["device_median_ns"]
             d = detail.get(r)
-            verdict = (f"{d['cause']} since step {d['since_step']}, costs the job {d['cost_ms']:.2f} ms/step"
+            verdict = (f"{d['cause']} ({d['severity']}) since step {d['since_step']}, costs the job "
+                       f"{d['cost_ms']:.2f} ms/step ({d['cost_share']:.1%} of the step; wait {d['split']})"
                        if d else "—")
             rows.append((f"rank {r}" + (" — SLOW" if r in slow else ""), st["n"], _fmt_ns(st["host_median_ns"]),
                          _fmt_ns(dm) if dm is not None else "—", verdict))
@@ -349,8 +359,12 @@ def _section_steps(pg):
                  "(not every step has a device part)")
         how = (f'per step judged when ≥ {rule["min_ranks"]} ranks have it, a rank\'s wall time, or its compute, '
                f'host or transfer time, above the ranks\' median by more than {rule["threshold"]:.0%} of the step '
-               f'and {rule["mad_k"]:g}·1.4826·MAD, on the newest {rule["min_steps"]}+ consecutive judged steps, at a '
-               f'cost to the job.' if rule else "not available (the IPCMonitor_C extension is missing).")
+               f'(a straggler) or its compute or transfer by more than {rule["threshold"]:.0%} of that component\'s '
+               f'median (a fail-slow device), and {rule["mad_k"]:g}·1.4826·MAD, on the newest '
+               f'{rule["min_steps"]}+ consecutive judged steps, at a cost to the job. A step\'s wait is measured '
+               f'where Communication and Hccl records split it, else inferred from the ranks of the step (its '
+               f'communication less the step\'s shortest)' + _split_counts(res) + '.'
+               if rule else "not available (the IPCMonitor_C extension is missing).")
         pg.parts.append(f'<p class="muted">Step time drawn = {basis}. '
                         f'Slow rule: the one of <code>dyno steps</code> (docs/cluster.md §4): {how}'
                         + (f' <span class="slow">Slow: {esc(", ".join("rank " + str(r) for r in slow))}.</span>'

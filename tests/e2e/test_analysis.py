@@ -180,3 +180,47 @@ def test_report_rule_is_dyno_steps(daemon, tmp_path):
     got = {k: data["slow_rule"][k] for k in ("threshold", "mad_k", "min_steps", "min_ranks")}
     assert got == rule, (got, rule)
     assert f'when ≥ {rule["min_ranks"]} ranks have it' in page and f'{rule["threshold"]:.0%} of the step' in page
+
+
+def test_slow_ranks_split_through_extension():
+    """IPCMonitor_C.slow_ranks (the report's door to the rule) takes each step's split name:
+    a host-bound synchronised job without a measured split, rank 2's device 20 % slower from
+    step 10 — its wait inferred from the others' communication, it is named fail-slow with the
+    others' 2.4 ms wait as its cost; with the split measured the same; a bad name is refused."""
+    require_packages()
+    code = r'''
+import json
+from msmonitor._ipcmonitor_C import IPCMonitor_C as X
+def job(how):
+    ranks = []
+    for r in range(6):
+        rows = []
+        for n in range(1, 31):
+            slow = r == 2 and n >= 10
+            comp = 12_000_000 + (2_400_000 if slow else 0) + (r * 7 + n * 3) % 5 * 10_000
+            wait = (0 if r == 2 else 2_400_000) if n >= 10 else (r * 11 + n) % 7 * 20_000
+            comm = wait + 2_000_000
+            w, t = (wait, 2_000_000) if how == "measured" else (0, comm)
+            rows.append((n, 200_000_000, comp, comm, 0, 200_000_000 - comp - comm, w, t, how))
+        ranks.append((r, rows))
+    return X.slow_ranks(ranks)
+out = {how: job(how) for how in ("none", "measured")}
+try:
+    X.slow_ranks([(0, [(1, 1, 1, 1, 1, 1, 0, 1, "guessed")])])
+    out["bad"] = None
+except TypeError as e:
+    out["bad"] = str(e)
+print(json.dumps(out))
+'''
+    from python_util import last_json, run_py
+    r = run_py(code)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = last_json(r.stdout)
+    for how, split in (("none", "inferred"), ("measured", "measured")):
+        res = out[how]
+        assert res["split"][split] == 6 * 30, res["split"]
+        assert [s["rank"] for s in res["slow"]] == [2], res
+        s = res["slow"][0]
+        assert (s["cause"], s["severity"], s["split"], s["since_step"]) == ("compute", "fail-slow", split, 10), s
+        assert 2.3 < s["cost_ms"] < 2.5 and abs(s["cost_share"] - s["cost_ms"] / 200) < 1e-3, s
+    assert "optional split name" in out["bad"]
