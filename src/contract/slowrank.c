@@ -95,12 +95,14 @@ void slowrank_result_fini(struct slowrank_result *r)
  * the one that arrived last waited nothing and its communication (the step's shortest) is the
  * transfer; each other member waited its communication less that. The same togetherness
  * makes their steps equally long: a rank whose step is longer than the median by at least half
- * its extra communication did not wait, it was transferring (a slow link, or ranks that do not
- * synchronise), and keeps no split. col holds g doubles. */
-static void infer(const struct slowrank_in *in, const struct flat *all, size_t g, const size_t *off, double *col,
-                  struct split *sp)
+ * its extra communication, and by more than the steps' own jitter (mad_k scaled MADs of the
+ * walls), did not wait, it was transferring (a slow link, or ranks that do not synchronise),
+ * and keeps no split — where that extra is above the rule's threshold of the step's median
+ * communication (below it, it is the noise of the ranks' arrivals). col holds g doubles. */
+static void infer(const struct slowrank_in *in, const struct flat *all, size_t g, const size_t *off,
+                  const struct slowrank_rule *rule, double *col, struct split *sp)
 {
-    double minc = 0, mwall;
+    double minc = 0, mwall, jitter, least;
     size_t withc = 0;
 
     for (size_t i = 0; i < g; i++) {
@@ -118,13 +120,19 @@ static void infer(const struct slowrank_in *in, const struct flat *all, size_t g
     if (withc < 2)
         return;
     mwall = median(col, g);
+    for (size_t i = 0; i < g; i++)
+        col[i] = fabs((double)sample_of(in, &all[i])->wall - mwall);
+    jitter = rule->mad_k * 1.4826 * median(col, g);
+    for (size_t i = 0; i < g; i++)
+        col[i] = (double)sample_of(in, &all[i])->comm;
+    least = rule->threshold * median(col, g);
     for (size_t i = 0; i < g; i++) {
         const struct slowrank_sample *s = sample_of(in, &all[i]);
         struct split *x = &sp[off[all[i].ri] + all[i].si];
-        double w = (double)s->comm - minc;
+        double w = (double)s->comm - minc, longer = (double)s->wall - mwall;
         if (x->how == DATAMSG_SPLIT_MEASURED || !s->comm)
             continue;
-        if (w > 0 && (double)s->wall - mwall >= w / 2)
+        if (w > least && longer >= w / 2 && longer > jitter)
             continue;
         *x = (struct split){ w, minc, DATAMSG_SPLIT_INFERRED };
     }
@@ -334,7 +342,7 @@ int slowrank_merge(const struct slowrank_in *in, size_t n, const struct slowrank
             size_t d = c;
             while (d < b && all[d].job == all[c].job)
                 d++;
-            infer(in, all + c, d - c, off, tmp, sp);
+            infer(in, all + c, d - c, off, rule, tmp, sp);
             c = d;
         }
         if (b - a >= rule->min_ranks && b - a >= 1) {
