@@ -27,6 +27,7 @@ struct flat {
 struct split {
     double wait, xfer;
     enum datamsg_split how;
+    bool long_wall; /* its step is longer than the median by more than threshold and jitter */
 };
 
 struct judged {
@@ -93,48 +94,56 @@ void slowrank_result_fini(struct slowrank_result *r)
 /* The split of the g samples all[0..g) of one step and one job. A measured split is kept.
  * Elsewhere the members' wait is inferred: they leave a synchronised collective together, so
  * the one that arrived last waited nothing and its communication (the step's shortest) is the
- * transfer; each other member waited its communication less that. The same togetherness
- * makes their steps equally long: a rank whose step is longer than the median by at least half
- * its extra communication, and by more than the steps' own jitter (mad_k scaled MADs of the
- * walls), did not wait, it was transferring (a slow link, or ranks that do not synchronise),
- * and keeps no split — where that extra is above the rule's threshold of the step's median
- * communication (below it, it is the noise of the ranks' arrivals). col holds g doubles. */
+ * transfer; each other member waited its communication less that.
+ * Ranks that do not synchronise have no wait to infer, and where one has a long transfer (a
+ * slow link) its step is that much longer. A synchronised rank's step is long only now and
+ * then (it started early, and waits longer for it); on average every member's step is as long
+ * as the others'. So a rank keeps its communication unsplit when its step is longer than the
+ * median by at least half its extra communication, by more than the rule's threshold of the
+ * step and the steps' jitter (mad_k scaled MADs of the walls), and its previous step was that
+ * long too; and only where that extra is above the threshold of the step's median
+ * communication (below, it is the noise of the arrivals). col holds g doubles. */
 static void infer(const struct slowrank_in *in, const struct flat *all, size_t g, const size_t *off,
                   const struct slowrank_rule *rule, double *col, struct split *sp)
 {
-    double minc = 0, mwall, jitter, least;
+    double minc = 0, mwall, longish, least;
     size_t withc = 0;
 
     for (size_t i = 0; i < g; i++) {
         const struct slowrank_sample *s = sample_of(in, &all[i]);
         struct split *x = &sp[off[all[i].ri] + all[i].si];
         if (s->split == DATAMSG_SPLIT_MEASURED && s->wait <= s->comm && s->transfer <= s->comm)
-            *x = (struct split){ (double)s->wait, (double)s->transfer, DATAMSG_SPLIT_MEASURED };
+            *x = (struct split){ (double)s->wait, (double)s->transfer, DATAMSG_SPLIT_MEASURED, false };
         else
-            *x = (struct split){ 0, (double)s->comm, DATAMSG_SPLIT_NONE };
+            *x = (struct split){ 0, (double)s->comm, DATAMSG_SPLIT_NONE, false };
         if (s->comm && (!withc || (double)s->comm < minc))
             minc = (double)s->comm;
         withc += s->comm > 0;
         col[i] = (double)s->wall;
     }
-    if (withc < 2)
-        return;
     mwall = median(col, g);
     for (size_t i = 0; i < g; i++)
         col[i] = fabs((double)sample_of(in, &all[i])->wall - mwall);
-    jitter = rule->mad_k * 1.4826 * median(col, g);
+    longish = rule->mad_k * 1.4826 * median(col, g);
+    if (rule->threshold * mwall > longish)
+        longish = rule->threshold * mwall;
     for (size_t i = 0; i < g; i++)
         col[i] = (double)sample_of(in, &all[i])->comm;
     least = rule->threshold * median(col, g);
     for (size_t i = 0; i < g; i++) {
         const struct slowrank_sample *s = sample_of(in, &all[i]);
-        struct split *x = &sp[off[all[i].ri] + all[i].si];
+        size_t at = off[all[i].ri] + all[i].si;
+        struct split *x = &sp[at];
         double w = (double)s->comm - minc, longer = (double)s->wall - mwall;
-        if (x->how == DATAMSG_SPLIT_MEASURED || !s->comm)
+        bool before = all[i].si > 0 && sp[at - 1].long_wall;
+        x->long_wall = longer > longish;
+        if (withc < 2 || x->how == DATAMSG_SPLIT_MEASURED || !s->comm)
             continue;
-        if (w > least && longer >= w / 2 && longer > jitter)
+        if (w > least && x->long_wall && longer >= w / 2 && before)
             continue;
-        *x = (struct split){ w, minc, DATAMSG_SPLIT_INFERRED };
+        x->wait = w;
+        x->xfer = minc;
+        x->how = DATAMSG_SPLIT_INFERRED;
     }
 }
 

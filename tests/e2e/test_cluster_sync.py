@@ -336,26 +336,37 @@ def test_default_mode_failslow_hidden_by_host(job):
     assert 1.5 < truth < 3.5 and s["cost_share"] < 0.03, (s, truth)
 
 
-@pytest.mark.parametrize("rate", [20, 0], ids=["paced20", "unpaced"])
-def test_default_mode_clean_run_flags_nothing(job, rate):
-    """200 clean synchronised steps, paced and unpaced: no view names anybody."""
-    job.start_python(200, rate)
-    job.monitor(DEFAULT_KINDS)
+def clean_views(job, steps=200):
+    """`dyno steps --json` over `steps` monitored steps of a clean job (from the first step
+    every window holds); all views."""
     wait_until(job.fresh, 60, "every step window from this job's ranks", alive=job.procs)
+    first = wait_until(lambda: job.newest_step() + 1, 60, "a judged step", alive=job.procs) - 1
     views = []
-    while any(p.p.poll() is None for p in job.procs):
+
+    def done():
         views.append(job.h.dyno_json("steps", "--json", "--last", "128"))
-        time.sleep(0.5)
-    # the ranks' last summaries come with their exit
-    wait_until(lambda: job.newest_step() >= 190, 30, "the last steps' summaries")
-    views.append(job.h.dyno_json("steps", "--json", "--last", "128"))
+        return views[-1]["window"]["last_step"] >= first + steps
+    wait_until(done, 180, f"{steps} monitored steps", diag=lambda: repr(views[-1]), alive=job.procs, interval=0.5)
+    if os.environ.get("SR_DEBUG"):
+        with open(os.environ["SR_DEBUG"], "w") as f:
+            for a in job.h.addrs:
+                f.write(json.dumps(rpc_json(job.h.port, {"fn": "getSteps", "last": 128}, host=a)) + "\n")
     flagged = [v for v in views if v["slow_ranks"]]
     assert not flagged, flagged[0]
     assert views[-1]["ranks"] == WORLD
-    assert views[-1]["split"]["inferred"] > 0 and views[-1]["split"]["measured"] == 0, views[-1]
-    print(f"{len(views)} views, the last: {json.dumps(views[-1])}")
+    print(f"{len(views)} views over steps {first}-{views[-1]['window']['last_step']}, the last: {json.dumps(views[-1])}")
     # the ranks really were synchronised: some waited inside the collective
-    assert any(w for w in job.truth().get(150, {}).values())
+    assert any(w for w in job.truth().get(first + 50, {}).values())
+    return views
+
+
+@pytest.mark.parametrize("rate", [20, 0], ids=["paced20", "unpaced"])
+def test_default_mode_clean_run_flags_nothing(job, rate):
+    """200 clean synchronised steps (host-bound), paced and unpaced: no view names anybody."""
+    job.start_python(0, rate)
+    job.monitor(DEFAULT_KINDS)
+    views = clean_views(job)
+    assert views[-1]["split"]["inferred"] > 0 and views[-1]["split"]["measured"] == 0, views[-1]
 
 
 # ------------------------------------------------------------ the split measured (LD_PRELOAD, Hccl)
@@ -391,19 +402,10 @@ def test_measured_host_and_link(job, kind, factor):
 
 
 def test_measured_clean_run_flags_nothing(job):
-    job.start_native(200, 0)
+    job.start_native(0, 0)
     job.monitor(MEASURED_KINDS)
-    wait_until(job.fresh, 60, "every step window from this job's ranks", alive=job.procs)
-    views = []
-    while any(p.p.poll() is None for p in job.procs):
-        views.append(job.h.dyno_json("steps", "--json", "--last", "128"))
-        time.sleep(0.5)
-    wait_until(lambda: job.newest_step() >= 190, 30, "the last steps' summaries")
-    views.append(job.h.dyno_json("steps", "--json", "--last", "128"))
-    flagged = [v for v in views if v["slow_ranks"]]
-    assert not flagged, flagged[0]
-    assert views[-1]["ranks"] == WORLD and views[-1]["split"]["measured"] > 0, views[-1]
-    assert any(w for w in job.truth().get(150, {}).values())
+    views = clean_views(job)
+    assert views[-1]["split"]["measured"] == sum(views[-1]["split"].values()), views[-1]
 
 
 def test_python_driver_synchronises(tmp_path):
