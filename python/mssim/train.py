@@ -58,6 +58,9 @@ def run_rank(args):
     from msmonitor import dynamic_profile  # pylint: disable=import-outside-toplevel
 
     rank = int(os.environ.get("RANK", "0"))
+    # This driver calls step() itself after every step: no optimizer hook to install (looking
+    # for one imports torch, seconds per rank for nothing). MSMONITOR_STEP_HOOK still wins.
+    os.environ.setdefault("MSMONITOR_STEP_HOOK", "none")
     sim = _load_simulator()
     if not hasattr(sim, "mssim_workload_run"):
         _log(f"rank {rank}: {sim._name} is not the msPTI simulator")

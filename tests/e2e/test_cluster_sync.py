@@ -50,7 +50,10 @@ class Hosts:
         self.daemons = []
         try:
             for a in self.addrs:
-                self.daemons.append(Daemon(extra=["--rpc_bind_address", a], port=self.port))
+                # each test's job is new processes: the registry forgets the last job's pollers
+                # 1.5 s after their last poll (they poll every 0.3 s), not after a minute
+                self.daemons.append(Daemon(extra=["--rpc_bind_address", a, "--registry_gc_age_ms", "1500",
+                                                  "--registry_gc_interval_ms", "250"], port=self.port))
         except BaseException:
             self.stop()
             raise
@@ -107,8 +110,11 @@ class Job:
         os.makedirs(self.fabric)
         self.procs = []
         self.pollers = WORLD
-        # what earlier jobs left in the daemons: their pids may still be listed
-        self.old = hosts.polling_pids() | {w[2] for w in hosts.windows()}
+        # a config goes to every process the daemons know: the last job's must be forgotten
+        wait_until(lambda: not hosts.dyno_json("status", "--json")["processes"], 30,
+                   "the daemons forgetting the last job's processes")
+        # what earlier jobs left in the daemons' step windows
+        self.old = {w[2] for w in hosts.windows()}
 
     def start_python(self, steps, rate, args=(), **env_extra):
         """The FAQ's default mode: per host `python -m mssim.train --ranks 2` in dyno mode,
@@ -137,7 +143,7 @@ class Job:
             preload = " ".join(p for p in (os.environ.get("LD_PRELOAD"), binpath("libmspti.so")) if p)
             env = d.client_env(MSMONITOR_USE_DAEMON=1, MSMONITOR_NATIVE_POLL=1, RANK=r, LOCAL_RANK=r % 2,
                                WORLD_SIZE=WORLD, MSSIM_FABRIC_DIR=self.fabric, LD_PRELOAD=preload,
-                               MSMONITOR_MSPTI_LIB=binpath("libmspti.so"))
+                               MSMONITOR_MSPTI_LIB=binpath("libmspti.so"), MSMONITOR_POLL_INTERVAL_S="0.3")
             env.pop("MSSIM_CHECK_PRELOAD", None)
             argv = [binpath("mssim-train"), "--with-plugin", binpath("libmsmonitor.so"), "--steps", str(steps),
                     "--rate", str(rate)] + list(args)
@@ -149,7 +155,8 @@ class Job:
         if self.pollers == HOSTS:
             # dyno mode: the segment's config stamp has one-second resolution, so a config
             # written in the second the segment was created would not look new to the ranks
-            wait_until(lambda: self.status_step() >= 1, 60, "the ranks reporting their step", alive=self.procs)
+            # (and the ranks must be stepping: they apply it at their next step)
+            wait_until(lambda: self.status_step() >= 3, 60, "the ranks stepping", alive=self.procs)
             next_second(int(time.time()))
         r = self.h.dyno("npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", kinds,
                         "--report-interval-s", str(INTERVAL_S), *extra)
@@ -228,7 +235,11 @@ def start_slow(job, native, rate, kind, factor, onset, **env):
         job.start_python(0, rate, args, **env)
     job.monitor(MEASURED_KINDS if native else DEFAULT_KINDS)
     # the onset must lie after the monitor started
-    assert job.newest_step() < onset - 3, "the job passed the onset before the monitor started"
+    wait_until(job.fresh, 60, "every step window from this job's ranks", diag=lambda: repr(job.h.windows()),
+               alive=job.procs)
+    first = wait_until(lambda: job.h.dyno_json("steps", "--json")["window"]["first_step"] + 1, 60, "a judged step",
+                       alive=job.procs) - 1
+    assert first < onset - 3, "the job passed the onset before the monitor started"
 
 
 def check_flagged(job, v, views, kind, onset, per_interval, severity, split):
