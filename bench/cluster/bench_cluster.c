@@ -47,38 +47,35 @@ static int dcmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The fastest of 5 runs of merge; prints the verdict of the last. previous: a baseline
- * rule that sets no severity, share or split. */
-static double best_of(int (*merge)(const struct slowrank_in *, size_t, const struct slowrank_rule *,
-                                   struct slowrank_result *),
-                      const struct slowrank_in *in, size_t n, const char *what, bool previous)
+typedef int (*merge_fn)(const struct slowrank_in *, size_t, const struct slowrank_rule *, struct slowrank_result *);
+
+/* One run of merge, its time added to *best (the fastest so far); prints the verdict when
+ * say. previous: a baseline rule that sets no severity, share or split. */
+static void run_merge(merge_fn merge, const struct slowrank_in *in, size_t n, const char *what, bool previous,
+                      bool say, double *best)
 {
     struct slowrank_rule rule = SLOWRANK_RULE_DEFAULT;
     struct slowrank_result res;
-    double best = 1e9;
-    for (int it = 0; it < 5; it++) {
-        double t0 = now_s();
-        merge(in, n, &rule, &res);
-        double t1 = now_s();
-        if (t1 - t0 < best)
-            best = t1 - t0;
-        if (it == 4) {
-            printf("%s: %zu slow rank(s)", what, res.nslow);
-            if (res.nslow && previous)
-                printf(" (rank %d, %s, cost %.2f ms/step)", in[res.slow[0].rank_index].rank,
-                       slowrank_cause_name(res.slow[0].cause), res.slow[0].cost_ms);
-            else if (res.nslow)
-                printf(" (rank %d, %s, %s, cost %.2f ms/step = %.1f %% of the step)", in[res.slow[0].rank_index].rank,
-                       slowrank_cause_name(res.slow[0].cause), slowrank_severity_name(res.slow[0].severity),
-                       res.slow[0].cost_ms, res.slow[0].cost_share * 100);
-            if (!previous)
-                printf("; split measured %zu, inferred %zu, none %zu", res.split[DATAMSG_SPLIT_MEASURED],
-                       res.split[DATAMSG_SPLIT_INFERRED], res.split[DATAMSG_SPLIT_NONE]);
-            printf("\n");
-        }
-        slowrank_result_fini(&res);
+    double t0 = now_s();
+    merge(in, n, &rule, &res);
+    double t1 = now_s();
+    if (t1 - t0 < *best)
+        *best = t1 - t0;
+    if (say) {
+        printf("%s: %zu slow rank(s)", what, res.nslow);
+        if (res.nslow && previous)
+            printf(" (rank %d, %s, cost %.2f ms/step)", in[res.slow[0].rank_index].rank,
+                   slowrank_cause_name(res.slow[0].cause), res.slow[0].cost_ms);
+        else if (res.nslow)
+            printf(" (rank %d, %s, %s, cost %.2f ms/step = %.1f %% of the step)", in[res.slow[0].rank_index].rank,
+                   slowrank_cause_name(res.slow[0].cause), slowrank_severity_name(res.slow[0].severity),
+                   res.slow[0].cost_ms, res.slow[0].cost_share * 100);
+        if (!previous)
+            printf("; split measured %zu, inferred %zu, none %zu", res.split[DATAMSG_SPLIT_MEASURED],
+                   res.split[DATAMSG_SPLIT_INFERRED], res.split[DATAMSG_SPLIT_NONE]);
+        printf("\n");
     }
-    return best;
+    slowrank_result_fini(&res);
 }
 
 static void bench_merge(void)
@@ -111,13 +108,15 @@ static void bench_merge(void)
             w[r * S + k] = (double)s[r * S + k].wall;
         }
     }
-    double inf = best_of(slowrank_merge, din, R, "merge, default mode (split inferred)", false);
-    double old_d = best_of(split_merge, din, R, "previous merge, default mode (no split)", true);
-    double meas = best_of(slowrank_merge, in, R, "merge, split measured", false);
-    double old = best_of(split_merge, in, R, "previous merge, split measured", true);
-    double wall = best_of(legacy_merge, in, R, "merge before the split (wall only)", true);
-    double base = 1e9;
-    for (int it = 0; it < 5; it++) {
+    /* interleaved, the fastest of 7 each: a shared machine's load hits them alike */
+    double inf = 1e9, old_d = 1e9, meas = 1e9, old = 1e9, wall = 1e9, base = 1e9;
+    for (int it = 0; it < 7; it++) {
+        bool say = it == 0;
+        run_merge(slowrank_merge, din, R, "merge, default mode (split inferred)", false, say, &inf);
+        run_merge(split_merge, din, R, "previous merge, default mode (no split)", true, say, &old_d);
+        run_merge(slowrank_merge, in, R, "merge, split measured", false, say, &meas);
+        run_merge(split_merge, in, R, "previous merge, split measured", true, say, &old);
+        run_merge(legacy_merge, in, R, "merge before the split (wall only)", true, say, &wall);
         double *c = malloc(sizeof(*c) * R * S);
         memcpy(c, w, sizeof(*c) * R * S);
         double t0 = now_s();

@@ -63,11 +63,53 @@ static int dbl_cmp(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
-/* Median of v[0..n) (sorts v). */
+/* The k-th smallest of v[0..n) (k < n; reorders v: smaller ones before it). Quickselect,
+ * median-of-three pivots: a step's medians are most of the merge's time, and a sort does
+ * more than they need. */
+static double kth(double *v, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        double a = v[lo], b = v[mid], c = v[hi];
+        double p = a < b ? (b < c ? b : a < c ? c : a) : (a < c ? a : b < c ? c : b);
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < p)
+                i++;
+            while (v[j] > p)
+                j--;
+            if (i <= j) {
+                double t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+                i++;
+                if (j == 0)
+                    break;
+                j--;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return v[k];
+    }
+    return v[k];
+}
+
+/* Median of v[0..n) (n > 0; reorders v). */
 static double median(double *v, size_t n)
 {
-    qsort(v, n, sizeof(*v), dbl_cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    double hi = kth(v, n, n / 2);
+    if (n % 2)
+        return hi;
+    double lo = v[0]; /* the largest of the n / 2 smaller ones */
+    for (size_t i = 1; i < n / 2; i++)
+        if (v[i] > lo)
+            lo = v[i];
+    return (lo + hi) / 2;
 }
 
 static const struct slowrank_sample *sample_of(const struct slowrank_in *in, const struct flat *f)
