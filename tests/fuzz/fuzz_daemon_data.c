@@ -35,6 +35,13 @@ const char *const fuzz_seeds[] = {
     "\"src\":\"step\",\"dropped\":2,\"steps\":[{\"step\":1,\"start\":10,\"wall\":100,\"compute\":60,\"comm\":20,"
     "\"memcpy\":5,\"host\":15},{\"step\":-9223372036854775808,\"start\":0,\"wall\":0,\"compute\":0,\"comm\":0,"
     "\"memcpy\":0,\"host\":0}]}",
+    "1{\"kind\":\"StepSummary\",\"duration\":0,\"timestamp\":5,\"deviceId\":-1,\"pid\":4243,\"rank\":4,"
+    "\"src\":\"step\",\"steps\":[{\"step\":2,\"start\":10,\"wall\":100,\"compute\":60,\"comm\":20,\"memcpy\":5,"
+    "\"host\":15,\"wait\":6,\"transfer\":14,\"split\":\"measured\"},{\"step\":3,\"start\":110,\"wall\":100,"
+    "\"compute\":60,\"comm\":20,\"memcpy\":5,\"host\":15,\"wait\":0,\"transfer\":20,\"split\":\"none\"}]}",
+    "0{\"kind\":\"StepSummary\",\"duration\":0,\"timestamp\":5,\"deviceId\":-1,\"pid\":4243,\"rank\":4,"
+    "\"steps\":[{\"step\":4,\"start\":10,\"wall\":100,\"compute\":60,\"comm\":20,\"memcpy\":5,\"host\":15,"
+    "\"split\":\"inferred\"}]}",
     "0{\"kind\":\"Marker\",\"deviceId\":4294967295,\"duration\":1,\"timestamp\":2,\"name\":\"step 1\",\"domain\":\"d\"}",
     "0{\"deviceId\":\"host\",\"duration\":1,\"timestamp\":3,\"kind\":\"Memcpy\",\"bytes\":1e308,\"name\":\"\"}",
 };
