@@ -307,8 +307,8 @@ static bool verdict(const struct slowrank_in *in, size_t i, const size_t *off, c
     }
     sl.cause = (enum slowrank_cause)best;
     sl.severity = strag * 2 > sl.run ? SLOWRANK_STRAGGLER : SLOWRANK_FAILSLOW;
-    for (int k = 0; k < DATAMSG_SPLIT_COUNT; k++)
-        if (how[k] > how[sl.split])
+    for (int k = 0; k < DATAMSG_SPLIT_COUNT; k++) /* a tie goes to the better-known split */
+        if (how[k] >= how[sl.split])
             sl.split = (enum datamsg_split)k;
     /* The job-wide cost per step: what the others wait for it beyond its own wait (a
      * synchronised job), or its own longer step (nobody waits): whichever the run shows. A
