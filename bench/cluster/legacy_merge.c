@@ -1,6 +1,6 @@
-/* legacy_merge: the `dyno steps` merge as it was before the synchronised rule (wall time
- * only, docs/cluster.md §4 before issue 25), kept here only as the benchmark's baseline so
- * the new rule's cost is printed next to the old one measured in the same run. */
+/* legacy_merge: the `dyno steps` merge as it was before the synchronised rule of
+ * docs/cluster.md §4 (wall time only), kept here only as the benchmark's baseline so the new
+ * rule's cost is printed next to the old one measured in the same run. */
 #include "legacy_merge.h"
 
 #include <errno.h>

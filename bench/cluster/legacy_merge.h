@@ -1,4 +1,4 @@
-/* legacy_merge: the pre-issue-25 wall-time merge of `dyno steps`, the benchmark's baseline. */
+/* legacy_merge: the wall-time merge of `dyno steps` before the split, the benchmark's baseline. */
 #ifndef MSMON_BENCH_LEGACY_MERGE_H
 #define MSMON_BENCH_LEGACY_MERGE_H
 
