@@ -52,7 +52,7 @@ class Hoarders(threading.Thread):
 
 def case(Daemon, free_port, big_page, get, read_all, n_scrapers, n):
     port = free_port()
-    d = Daemon(extra=["--use_prometheus", "--prometheus_port", str(port)])
+    d = Daemon(extra=["--use_prometheus", "--prometheus_port", str(port), *BIG_PAGE_FLAGS])
     h = None
     try:
         d.wait_log("prometheus: serving /metrics")

@@ -350,10 +350,15 @@ def _read_all(s):
         chunks.append(b)
 
 
+# _big_page's 10,000 series all come from this one process: above the default bound of 2,000
+# series per process (test_security_series.py tests the bound)
+BIG_PAGE_FLAGS = ["--prometheus_max_series_per_process", "20000"]
+
+
 def test_non_reading_scrapers_share_one_page():
     from conftest import free_port
     port = free_port()
-    d = Daemon(extra=["--use_prometheus", "--prometheus_port", str(port)])
+    d = Daemon(extra=["--use_prometheus", "--prometheus_port", str(port), *BIG_PAGE_FLAGS])
     d.wait_log("prometheus: serving /metrics")
     socks = []
     try:
