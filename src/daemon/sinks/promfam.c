@@ -557,8 +557,8 @@ void promfam_store_destroy(struct promfam_store *st)
     if (!st)
         return;
     if (st->folded[0] || st->folded[1])
-        LOG_INFO("prometheus: %llu samples of %llu processes were folded into <other> series at "
-                 "--prometheus_max_series_per_process, %llu at --prometheus_max_series",
+        LOG_INFO("prometheus: folded %llu samples into <other> series at --prometheus_max_series_per_process "
+                 "(processes at it: %llu) and %llu at --prometheus_max_series",
                  (unsigned long long)st->folded[0], (unsigned long long)st->procs_folded,
                  (unsigned long long)st->folded[1]);
     for (size_t b = 0; b < st->nbuckets; b++) {
@@ -847,8 +847,8 @@ static void note_folded(struct put_ctx *c, int level)
         st->procs_folded++;
         LOG_RL(&st->rl_proc, 10000, LOG_LVL_WARNING,
                "prometheus: process %d reached %zu series (--prometheus_max_series_per_process); its new "
-               "series are folded into its <other> series (%llu processes so far, counted in "
-               "msmonitor_prometheus_folded_samples{cap=\"process\"})",
+               "series are folded into its <other> series (processes at the bound so far: %llu; counted "
+               "in msmonitor_prometheus_folded_samples{cap=\"process\"})",
                (int)c->proc->pid, st->max_proc, (unsigned long long)st->procs_folded);
     } else if (level == FOLD_DAEMON && !st->daemon_full) {
         st->daemon_full = true;
