@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <pthread.h>
 
 #include "common/log.h"
 #include "daemon/ipc/data_sink.h"
@@ -478,6 +479,62 @@ static void test_op_series_stale(void **state)
     promfam_store_destroy(st);
 }
 
+/* A render formats outside the store's lock (the render thread of prom_http): series removed
+ * meanwhile by a sweep on the writing thread wait in the grave until the render is done. Run
+ * under TSan and ASan (scripts/test.sh). */
+struct render_loop {
+    struct promfam_store *st;
+    int renders;
+    int bad;
+};
+
+static void *render_thread(void *arg)
+{
+    struct render_loop *r = arg;
+    for (int i = 0; i < 200; i++) {
+        char *t = NULL;
+        size_t n = 0;
+        if (promfam_store_render(r->st, 1, &t, &n) != 0 || strlen(t) != n)
+            r->bad++;
+        free(t);
+        r->renders++;
+    }
+    return NULL;
+}
+
+static void noop_fn(void *arg, const struct promfam_sample *s)
+{
+    (void)arg;
+    (void)s;
+}
+
+static void test_render_concurrent(void **state)
+{
+    struct promfam_store *st;
+    pthread_t th;
+    char name[16];
+    (void)state;
+    assert_int_equal(promfam_store_create("h", 0, &st), 0);
+    promfam_store_set_limits(st, 50, 1000);
+    struct render_loop r = { st, 0, 0 };
+    assert_int_equal(pthread_create(&th, NULL, render_thread, &r), 0);
+    /* reports with shifting names: every sweep removes the previous report's extra ones */
+    for (uint64_t ts = 1; ts <= 300; ts++) {
+        for (int i = 0; i < 20; i++) {
+            snprintf(name, sizeof(name), "m%d", (int)((ts + (uint64_t)i) % 37));
+            op_write(st, 7, ts, name, ts, 1);
+        }
+        (void)promfam_store_each(st, 1, noop_fn, NULL);
+    }
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(r.bad, 0);
+    assert_int_equal(r.renders, 200);
+    struct promfam_stats s;
+    promfam_store_stats(st, &s);
+    assert_true(s.process_series <= 50 + 5);
+    promfam_store_destroy(st);
+}
+
 struct each_ctx {
     int n;
     char first[256];
@@ -525,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_process_bound),
         cmocka_unit_test(test_daemon_bound),
         cmocka_unit_test(test_op_series_stale),
+        cmocka_unit_test(test_render_concurrent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
