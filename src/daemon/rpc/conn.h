@@ -109,8 +109,9 @@ extern const struct conn_factory conn_tcp_factory;   /* conn_tcp_create; arg unu
 /* TLS server side (conn_tls.c) over an accepted non-blocking socket: accept() runs the
  * handshake on the loop, so a stalled peer only holds its own connection (the RPC server's
  * deadline, armed at accept, bounds it). The gate is asked when the ClientHello is complete,
- * before any crypto; then the handshake waits for its turn under the daemon-wide pacing. ssl_ctx is an SSL_CTX * built by tls_ctx_create()
- * (borrowed for the connection's life). Takes ownership of fd (closed even on failure). */
+ * before any crypto; then the handshake waits for its turn under the daemon-wide pacing.
+ * ssl_ctx is an SSL_CTX * built by tls_ctx_create() (borrowed for the connection's life; its
+ * client-hello callback is set here). Takes ownership of fd (closed even on failure). */
 int conn_tls_create(struct loop *l, int fd, void *ssl_ctx, struct conn **ret);
 /* A factory whose connections are TLS over ssl_ctx (borrowed until the factory is dropped). */
 void conn_tls_factory_init(struct conn_factory *f, void *ssl_ctx);
