@@ -12,7 +12,7 @@
 #define IPC_HDR_SIZE 40
 #define IPC_MAX_DATAGRAM (IPC_HDR_SIZE + IPC_MAX_PAYLOAD) /* 4136 */
 #define IPC_CLIENT_MAX_PAYLOAD 65536         /* plugin-side receive cap (configs < 2 KiB) */
-#define IPC_REQ_MAX_PIDS 16                  /* daemon uses at most 16 pids of a req (A8) */
+#define IPC_REQ_MAX_PIDS 16                  /* daemon uses at most 16 pids of a req */
 #define IPC_PLUGIN_MAX_PIDS 6                /* plugin sends itself + up to 5 ancestors */
 
 #define IPC_TYPE_CTXT "ctxt"

@@ -1,4 +1,4 @@
-/* cmd_doctor: `dyno doctor` — walks the FAQ's troubleshooting checklist (R2-R7, R11, R26-R31)
+/* cmd_doctor: `dyno doctor` — walks docs/troubleshooting.md ("What dyno doctor checks")
  * for each target: RPC reachability, versions, registrations, state, and — when the target is
  * this node — socket files, the job's MSMONITOR_USE_DAEMON, leftover shm and log-dir space. One
  * line per check: a mark, what was found, and the fix. Any failed check fails the host. */
@@ -35,6 +35,9 @@
 #define PIDS_SHOWN 16
 #define DISK_MIN_FREE (1ull << 30)
 #define ENVIRON_MAX (1u << 20)
+/* every fix cites the section of this page that explains it */
+#define DOC "docs/troubleshooting.md#"
+#define EXCL "npu-monitor-and-nputrace-exclude-each-other"
 
 enum mark { M_OK, M_FAIL, M_INFO };
 
@@ -163,7 +166,7 @@ static bool has_word(const char *key, const char *word)
     return strstr(key, word) != NULL;
 }
 
-/* Registrations for the job (R31), the target pid, and the poll age when reported. */
+/* Registrations for the job, the target pid, and the poll age when reported. */
 static void check_processes(struct report *r, const cJSON *procs, const struct opts *o)
 {
     char job[48] = "any job", list[PIDS_SHOWN * 24 + 8] = "";
@@ -187,14 +190,14 @@ static void check_processes(struct report *r, const cJSON *procs, const struct o
     }
     if (n == 0) {
         say(r, M_FAIL, "no process registered for %s - fix: export MSMONITOR_USE_DAEMON=1 before "
-            "starting the job and call step() every iteration (R3, R10); the daemon log then shows "
-            "'Registered process (<pid>) for job <id>' (R31)", job);
+            "starting the job and call step() every iteration; the daemon log then shows "
+            "'Registered process (<pid>) for job <id>' (%sregistration)", job, DOC);
     } else {
         say(r, M_OK, "%d process%s registered for %s: %s%s", n, n == 1 ? "" : "es", job, list,
             n > PIDS_SHOWN ? ", ..." : "");
         if (polling == 0)
             say(r, M_FAIL, "none of them polls for configs - fix: the framework's dynamic profiler "
-                "(torch_npu dyno mode or msmonitor.dynamic_profile) must be running (docs/design/ipc.md#poller)");
+                "(torch_npu dyno mode or msmonitor.dynamic_profile) must be running (%sregistration)", DOC);
     }
     if (o->has_pid) {
         if (pid_found)
@@ -239,7 +242,7 @@ static int count_state(const cJSON *procs, const char *key, const char *state, c
     return n;
 }
 
-/* npu-monitor / nputrace exclusivity (R11): who holds which. */
+/* npu-monitor / nputrace exclusivity: who holds which. */
 static void check_state(struct report *r, const cJSON *st)
 {
     const cJSON *procs = cJSON_GetObjectItemCaseSensitive(st, "processes");
@@ -254,16 +257,16 @@ static void check_state(struct report *r, const cJSON *st)
     int nt = count_state(procs, "nputrace", "Running", tpids, sizeof(tpids));
     if (strcmp(mon, "unknown") == 0 || strcmp(tr, "unknown") == 0) {
         say(r, M_FAIL, "npu-monitor %s, nputrace %s: a process reported an unknown state - fix: "
-            "keep dyno, dynolog and mindstudio_monitor at the same release (R28)", mon, tr);
+            "keep dyno, dynolog and mindstudio_monitor at the same release (%sversions)", mon, tr, DOC);
     } else if (nm > 0 && nt > 0) {
         say(r, M_FAIL, "npu-monitor runs in pid %s while nputrace runs in pid %s - fix: stop one "
-            "(dyno npu-monitor --npu-monitor-stop) (R11)", mpids, tpids);
+            "(dyno npu-monitor --npu-monitor-stop) (%s%s)", mpids, tpids, DOC, EXCL);
     } else if (strcmp(mon, "Running") == 0 || nm > 0) {
         say(r, M_OK, "npu-monitor Running (pid %s), nputrace %s - nputrace is refused until "
-            "'dyno npu-monitor --npu-monitor-stop' (R11)", nm ? mpids : "?", tr);
+            "'dyno npu-monitor --npu-monitor-stop' (%s%s)", nm ? mpids : "?", tr, DOC, EXCL);
     } else if (strcmp(tr, "Running") == 0 || strcmp(tr, "Ready") == 0 || nt > 0) {
         say(r, M_OK, "nputrace %s (pid %s), npu-monitor %s - npu-monitor is refused until the "
-            "trace finishes (R11)", tr, nt ? tpids : "?", mon);
+            "trace finishes (%s%s)", tr, nt ? tpids : "?", mon, DOC, EXCL);
     } else if (strcmp(mon, "Uninitialized") == 0) {
         say(r, M_OK, "npu-monitor Uninitialized, nputrace %s: no process has reported status yet, "
             "so npu-monitor commands stay ineffective until one does", tr);
@@ -279,7 +282,7 @@ static double num_item(const cJSON *o, const char *key)
 }
 
 /* This daemon's per-session counters (`session_stats`, the plugin's PluginStats): one line
- * per process; any dropped record fails the check (R26). */
+ * per process; any dropped record fails the check. */
 static void check_session_stats(struct report *r, long long pid, const cJSON *s)
 {
     double q = num_item(s, "dropped_queue"), d = num_item(s, "dropped_declined");
@@ -290,14 +293,14 @@ static void check_session_stats(struct report *r, long long pid, const cJSON *s)
     /* each reason its own fix: a full buffer pool is not a full disk */
     if (d > 0)
         say(r, M_FAIL, "pid %lld: dropping %.0f%% of records: %.0f buffer requests declined - fix: a shorter "
-            "--report-interval-s or a --filter; the job log shows 'Buffer allocation exhausted' (R26)", pid,
-            d + num_item(s, "consumed") > 0 ? 100.0 * d / (d + num_item(s, "consumed")) : 0.0, d);
+            "--report-interval-s or a --filter; the job log shows 'Buffer allocation exhausted' (%sdropped-records)", pid,
+            d + num_item(s, "consumed") > 0 ? 100.0 * d / (d + num_item(s, "consumed")) : 0.0, d, DOC);
     if (w > 0)
         say(r, M_FAIL, "pid %lld: %.0f records lost to write errors (a full disk?) - fix: free space under the "
-            "--log-file directory or choose another one; check it with --log-dir (R29)", pid, w);
+            "--log-file directory or choose another one; check it with --log-dir (%sdisk-space)", pid, w, DOC);
     if (q > 0)
         say(r, M_FAIL, "pid %lld: %.0f records dropped at the full output queue - fix: a --filter or fewer "
-            "kinds (R26)", pid, q);
+            "kinds (%sdropped-records)", pid, q, DOC);
     if (q + d + w == 0 && off == 0)
         say(r, M_OK, "pid %lld: session consumed %.0f, kept %.0f, filtered %.0f, written %.0f, "
             "0 dropped", pid, num_item(s, "consumed"), num_item(s, "kept"),
@@ -333,15 +336,15 @@ static void scan_fields(struct report *r, long long pid, const cJSON *o, int dep
             (*nlib)++;
             if (!*v || strncmp(v, "not found", 9) == 0 || strncmp(v, "none", 4) == 0)
                 say(r, M_FAIL, "pid %lld: %s %s - fix: CANN >= 9.0.0 loads msPTI itself; older CANN "
-                    "needs LD_PRELOAD=<CANN>/cann/lib64/libmspti.so before the job starts (R1)",
-                    pid, k, *v ? v : "empty (no library found)");
+                    "needs LD_PRELOAD=<CANN>/cann/lib64/libmspti.so before the job starts (%sstatus-marks)",
+                    pid, k, *v ? v : "empty (no library found)", DOC);
             else
                 say(r, M_OK, "pid %lld: %s = %s", pid, k, v);
         } else if (cJSON_IsNumber(f) && (has_word(k, "drop") || has_word(k, "lost"))) {
             (*ndrop)++;
             if (f->valuedouble > 0)
                 say(r, M_FAIL, "pid %lld: %s = %.0f records dropped - fix: a shorter "
-                    "--report-interval-s or a --filter (R26)", pid, k, f->valuedouble);
+                    "--report-interval-s or a --filter (%sdropped-records)", pid, k, f->valuedouble, DOC);
             else
                 say(r, M_OK, "pid %lld: %s = 0", pid, k);
         }
@@ -364,7 +367,7 @@ static void check_sessions(struct report *r, const cJSON *procs, const struct op
             "this daemon does not carry them)");
 }
 
-/* Live health (issue 22, docs/cli.md "Status marks"): every mark the daemon puts on a process
+/* Live health (docs/cli.md "Status marks"): every mark the daemon puts on a process
  * fails; drops are judged by check_session_stats with their own fixes. */
 static void check_health(struct report *r, const cJSON *procs, const struct opts *o)
 {
@@ -392,7 +395,7 @@ static void check_health(struct report *r, const cJSON *procs, const struct opts
             seen == 1 ? "" : "es");
 }
 
-/* R2, R30: the socket files, and whose home they are in. */
+/* The socket files, and whose home they are in. */
 static void check_sockets(struct report *r, const char *target)
 {
     char dir[4096], path[4200];
@@ -432,13 +435,13 @@ static void check_sockets(struct report *r, const char *target)
             say(r, M_OK, "%s present %s (owner %s)", epath, where, owner ? owner->pw_name : "?");
         } else {
             say(r, M_FAIL, "%s missing %s - fix: start dynolog%s as the same user as the job "
-                "(it creates its sockets in that user's home, or $MSMONITOR_SOCKET_DIR) (R2, R30)",
-                epath, where, i == 0 ? " with --enable_ipc_monitor" : "");
+                "(it creates its sockets in that user's home, or $MSMONITOR_SOCKET_DIR) (%sthe-socket-directory)",
+                epath, where, i == 0 ? " with --enable_ipc_monitor" : "", DOC);
         }
     }
 }
 
-/* R3: the job's environment, read from /proc. */
+/* The job's environment, read from /proc. */
 static void check_env(struct report *r, long long pid)
 {
     char path[64];
@@ -480,9 +483,9 @@ static void check_env(struct report *r, long long pid)
         say(r, M_OK, "pid %lld has MSMONITOR_USE_DAEMON=1", pid);
     else
         say(r, M_FAIL, "pid %lld %s%s%s - fix: export MSMONITOR_USE_DAEMON=1 before starting the "
-            "job (it is read once at start-up) (R3)", pid,
+            "job (it is read once at start-up) (%sthe-jobs-environment)", pid,
             val ? "has MSMONITOR_USE_DAEMON=" : "lacks MSMONITOR_USE_DAEMON", val ? eval : "",
-            val ? " (must be 1)" : "");
+            val ? " (must be 1)" : "", DOC);
     free(buf);
 }
 
@@ -546,7 +549,7 @@ static int scan_owners(struct shm_file *v, int n)
     return hidden;
 }
 
-/* R4, R7, R27: leftover handoff segments with no live owner, and the exact command. */
+/* Leftover handoff segments with no live owner, and the exact command. */
 static void check_shm_dir(struct report *r, const char *dir)
 {
     struct shm_file *files = calloc(SHM_MAX, sizeof(*files));   /* ~70 KiB: off the worker stack */
@@ -593,9 +596,9 @@ static void check_shm_dir(struct report *r, const char *dir)
     if (n == live) {
         say(r, M_OK, "no leftover %s/%s* (%d in use by live processes)", edir, SHM_PREFIX, live);
     } else {
-        say(r, M_FAIL, "%d leftover %s/%s* with no live owner%s - fix: rm -f --%s (R7, R27)", n - live,
+        say(r, M_FAIL, "%d leftover %s/%s* with no live owner%s - fix: rm -f --%s (%sleftover-segments)", n - live,
             edir, SHM_PREFIX, hidden > 0 ? " (some processes could not be inspected: run as root "
-            "to be sure)" : "", cli_buf_str(&cmd));
+            "to be sure)" : "", cli_buf_str(&cmd), DOC);
     }
     if (others > 0)
         say(r, M_INFO, "%d %s/%s* of other users not named (not yours to remove: their owner or root "
@@ -618,7 +621,7 @@ static void check_shm_private(struct report *r, const char *dir)
     check_shm_dir(r, sub);
 }
 
-/* R29: an output directory on a full disk gives empty or truncated DB/JSONL files. */
+/* An output directory on a full disk gives empty or truncated DB/JSONL files. */
 static void check_disk(struct report *r, const char *dir)
 {
     struct statvfs vf;
@@ -632,8 +635,8 @@ static void check_disk(struct report *r, const char *dir)
     double gib = (double)avail / (double)(1ull << 30);
     if (avail < DISK_MIN_FREE || (total && avail * 20 < total))
         say(r, M_FAIL, "log dir %s: only %.2f GiB free (%.0f%%) - fix: free space or choose "
-            "another --log-file; SQLite rolls back a transaction when the disk is full (R29)", dir,
-            gib, total ? 100.0 * (double)avail / (double)total : 0.0);
+            "another --log-file; SQLite rolls back a transaction when the disk is full (%sdisk-space)", dir,
+            gib, total ? 100.0 * (double)avail / (double)total : 0.0, DOC);
     else
         say(r, M_OK, "log dir %s: %.1f GiB free (%.0f%%)", dir, gib,
             total ? 100.0 * (double)avail / (double)total : 0.0);
@@ -659,7 +662,7 @@ static void doctor_run_host(const struct cmd_req *req, const char *target, uint1
     else
         snprintf(where, sizeof(where), "%s:%u", target, (unsigned)port);
 
-    /* 1. reachable, 2. same release (R28) */
+    /* 1. reachable, 2. same release */
     ver = call_json(req->tls, target, port, timeout_s, "{\"fn\":\"getVersion\"}", &fail, cerr, sizeof(cerr));
     if (!ver && fail != RPC_OK && fail != RPC_FAIL_NO_REPLY) {
         say(&r, M_FAIL, "daemon not reachable over RPC at %s: %s - fix: start it (systemctl start "
@@ -669,12 +672,12 @@ static void doctor_run_host(const struct cmd_req *req, const char *target, uint1
         say(&r, M_OK, "daemon reachable over RPC at %s", where);
         if (!v)
             say(&r, M_FAIL, "daemon did not report its version (%s) - fix: install dynolog of the "
-                "same release as dyno %s (R28)", cerr[0] ? cerr : "no version in the reply",
-                MSMON_VERSION);
+                "same release as dyno %s (%sversions)", cerr[0] ? cerr : "no version in the reply",
+                MSMON_VERSION, DOC);
         else if (strcmp(v, MSMON_VERSION) != 0)
             say(&r, M_FAIL, "versions differ: dyno %s, dynolog %s - fix: install dyno, dynolog and "
-                "the wheel of one release; an older daemon silently ignores newer requests (R28)",
-                MSMON_VERSION, v);
+                "the wheel of one release; an older daemon silently ignores newer requests (%sversions)",
+                MSMON_VERSION, v, DOC);
         else
             say(&r, M_OK, "dyno and dynolog are both version %s", v);
 
@@ -684,7 +687,7 @@ static void doctor_run_host(const struct cmd_req *req, const char *target, uint1
         const cJSON *procs = st ? cJSON_GetObjectItemCaseSensitive(st, "processes") : NULL;
         if (!st) {
             say(&r, M_FAIL, "daemon did not answer getStatus (%s) - fix: upgrade dynolog to this "
-                "dyno's release (R28)", cerr);
+                "dyno's release (%sversions)", cerr, DOC);
         } else if (!cJSON_IsArray(procs)) {
             say(&r, M_FAIL, "status reply has no process list (an upstream daemon?) - fix: use "
                 "this release's dynolog for per-process checks");
@@ -736,7 +739,7 @@ static void doctor_render(const struct cmd_req *req, const char *reply, size_t l
 
 const struct cli_cmd cmd_doctor = {
     .name = "doctor",
-    .about = "Check this node against the FAQ's troubleshooting list (one line per check, with the fix)",
+    .about = "Check this node against docs/troubleshooting.md (one line per check, with the fix)",
     .flags = doctor_flags,
     .nflags = NFLAGS,
     .prepare = doctor_prepare,

@@ -333,7 +333,7 @@ int hosts_add_file(struct hosts *h, const char *path, char *err, size_t errcap)
     size_t len = 0;
     FILE *f = NULL;
     struct stat st;
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer (issue 23); only a regular file is
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; only a regular file is
      * read, so neither a FIFO nor a device can block or feed dyno forever. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

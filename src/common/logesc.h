@@ -1,4 +1,4 @@
-/* logesc: outside text made safe for one log line (issue 13): control characters, DEL,
+/* logesc: outside text made safe for one log line: control characters, DEL,
  * backslash and invalid UTF-8 become visible escapes, so an RPC body or datagram field can
  * never start a forged line or garble the log's encoding. */
 #ifndef MSMON_COMMON_LOGESC_H

@@ -1,4 +1,4 @@
-/* pathnorm: the daemon's view of where a path really points (issue 13, --allowed_log_dirs):
+/* pathnorm: the daemon's view of where a path really points (--allowed_log_dirs):
  * `.` and `..` normalised and the symlinks of every existing component resolved, the parts
  * that do not exist yet appended as written; plus the allow-list of directory roots. */
 #ifndef MSMON_COMMON_PATHNORM_H

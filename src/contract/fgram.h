@@ -1,4 +1,4 @@
-/* fgram: the npu-monitor filter grammar `Kind:Name,Name;Kind:Name` (R19, docs/design/cli.md#validation,
+/* fgram: the npu-monitor filter grammar `Kind:Name,Name;Kind:Name` (docs/design/cli.md#validation,
  * docs/design/contract.md#filter-grammar) with ONE trim rule — spaces and tabs — and two modes over one tokenizer:
  * strict (the CLI: the first bad item is an error) and lenient (the plugin: bad items are
  * skipped with a WARNING). For every text strict accepts, lenient yields the same items. */
@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#define FGRAM_MAX_TEXT 1024 /* FAQ limit (R19), both modes */
+#define FGRAM_MAX_TEXT 1024 /* the contract's limit, both modes */
 #define FGRAM_TRIM " \t"
 
 enum fgram_mode { FGRAM_STRICT, FGRAM_LENIENT };

@@ -266,7 +266,7 @@ static int parse_flagfile(struct parse_state *st, const char *path, int depth)
         snprintf(st->err, st->errcap, "ERROR: cannot read flagfile '%s': %s", path, strerror(errno));
         return -errno;
     }
-    /* /dev/zero, a FIFO or a huge file would otherwise be read forever (issue 13) */
+    /* /dev/zero, a FIFO or a huge file would otherwise be read forever */
     struct stat sb;
     if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
         snprintf(st->err, st->errcap, "ERROR: flagfile '%s' is not a regular file", path);

@@ -37,7 +37,7 @@
 #define MSMON_GIT_HASH "unknown"
 #endif
 
-/* Issue 13: --allowed_log_dirs, the IPC peer policy, the registry quota and the per-peer RPC
+/* --allowed_log_dirs, the IPC peer policy, the registry quota and the per-peer RPC
  * cap, all from flags; start-up fails (exit 1) on a bad list. */
 static struct pathnorm_roots allowed_log_dirs;
 

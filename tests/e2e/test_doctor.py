@@ -400,7 +400,7 @@ def test_stale_shm(env, fake):
         f = fake(good_replies())
         r = doctor(f.port, env)
         got = line(r, FAIL, f"1 leftover {shm}/DynamicProfileNpuShm* with no live owner")
-        assert got.endswith(f"fix: rm -f -- {stale} (R7, R27)"), got
+        assert got.endswith(f"fix: rm -f -- {stale} (docs/troubleshooting.md#leftover-segments)"), got
         os.unlink(stale)
         r = doctor(f.port, env)
         line(r, OK, f"no leftover {shm}/DynamicProfileNpuShm* (2 in use by live processes)")

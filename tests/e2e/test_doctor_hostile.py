@@ -17,8 +17,8 @@ HOSTILE = ["DynamicProfileNpuShm$(touch pwned)", "DynamicProfileNpuShm*",
 
 def fix_command(r):
     got = line(r, FAIL, "with no live owner")
-    assert got.endswith(" (R7, R27)"), got
-    return got[got.index("fix: ") + len("fix: "):-len(" (R7, R27)")]
+    assert got.endswith(" (docs/troubleshooting.md#leftover-segments)"), got
+    return got[got.index("fix: ") + len("fix: "):-len(" (docs/troubleshooting.md#leftover-segments)")]
 
 
 def test_hostile_leftover_names_are_quoted_for_the_shell(env, fake, tmp_path):  # noqa: F811
@@ -69,7 +69,7 @@ def test_private_segment_directory_is_checked(env, fake):  # noqa: F811
         f.write(b"\0" * 64)
     r = doctor(fake(good_replies()).port, env)
     got = line(r, FAIL, f"1 leftover {priv}/DynamicProfileNpuShm*")
-    assert got.endswith(f"rm -f -- {left} (R7, R27)"), got
+    assert got.endswith(f"rm -f -- {left} (docs/troubleshooting.md#leftover-segments)"), got
 
 
 def test_environ_escape_bytes_never_reach_the_terminal(env, fake):  # noqa: F811

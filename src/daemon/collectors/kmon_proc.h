@@ -30,7 +30,7 @@ struct kmon_cpu {
     uint64_t t[KC_COUNT];
 };
 int kmon_parse_stat(const char *s, size_t len, struct kmon_cpu *ret);
-/* The per-core "cpu<N>" lines of /proc/stat (issue 12: per-core utilisation), in file order. */
+/* The per-core "cpu<N>" lines of /proc/stat (per-core utilisation), in file order. */
 #define KMON_MAX_CORES 1024
 struct kmon_core {
     uint32_t id;

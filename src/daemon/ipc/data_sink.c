@@ -270,7 +270,7 @@ static void take_info(struct data_router *dr, const cJSON *msg, int32_t sender)
         (void)registry_set_acks(dr->reg, (int32_t)pid, true);
 }
 
-/* ConfigAck (ours, issue 22): {"id":"<REQUEST_TRACE_ID>","outcome":"applied"|"rejected"|
+/* ConfigAck (ours): {"id":"<REQUEST_TRACE_ID>","outcome":"applied"|"rejected"|
  * "superseded","pid":<int>,"rank":<int>,"reason":"<line>","state":"<state>"} beside the usual
  * keys: what the process made of one config. Like the counters it speaks for its sender
  * only; it is recorded for getStatus and waiting dyno clients, never acted on. */

@@ -33,7 +33,7 @@ struct ipc_server;
 int ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret_live_conflict, struct ipc_server **ret);
 #define IPC_MAX_ALLOWED_UIDS 32
 
-/* Local-peer policy (issue 13), applied to every datagram that arrives through the sockets:
+/* Local-peer policy, applied to every datagram that arrives through the sockets:
  * its SCM_CREDENTIALS uid must be ours, root or one of uids[]; with pid_check a message speaks
  * only for its sender (ctxt's pid, req's leaf, a status's pid must be the credential pid or a
  * descendant of it). Default before this call: our uid and root, pid_check on. -E2BIG over

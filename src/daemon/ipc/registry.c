@@ -397,7 +397,7 @@ int registry_ctxt(struct registry *r, int64_t job, int32_t npu, int32_t pid)
         if (r->ctxt[i].job == job && r->ctxt[i].npu == npu)
             count++;
     rc = count;
-    /* the FAQ's line (R31) once per (pid, job): a process that re-sends ctxt in a loop would
+    /* the registration line once per (pid, job): a process that re-sends ctxt in a loop would
      * otherwise write it on every datagram (593 k lines in 20 s in a registration flood) */
     if (known)
         LOG_DEBUG("Registered process (%d) for job %lld. (already registered)", pid, (long long)job);
@@ -580,7 +580,7 @@ int registry_gc(struct registry *r, uint64_t now_ns, uint64_t age_ns)
         }
         join_pids(p->pids, p->npids, txt, sizeof(txt));
         LOG_INFO("Stopped tracking process (%s) from job %lld", txt, (long long)p->job);
-        /* ctxt registrations of this leaf go with it (A7) */
+        /* ctxt registrations of this leaf go with it */
         for (int c = 0; c < r->nctxt;) {
             if (r->ctxt[c].job == p->job && r->ctxt[c].pid == p->pids[0])
                 r->ctxt[c] = r->ctxt[--r->nctxt];

@@ -23,7 +23,7 @@ struct registry;
 int registry_create(const char *hostname, struct registry **ret);
 void registry_destroy(struct registry *r);
 
-/* Fair sharing (issue 13): one uid holds at most uid_quota of the REGISTRY_MAX_PROCS entries
+/* Fair sharing: one uid holds at most uid_quota of the REGISTRY_MAX_PROCS entries
  * (<= 0: no quota, the default), and with check_alive a process whose leaf pid is dead
  * (kill(pid, 0) fails with ESRCH) is never registered, is dropped when room is needed and
  * never takes a process_limit slot. check_alive is off when the leaves live in another pid

@@ -94,7 +94,7 @@ int status_list(struct status_table *st, struct status_entry **ret, size_t *ret_
 /* GC (docs/design/ipc.md#status-tracking): drop entries older than age_ns whose pid no longer exists. Returns removed. */
 int status_gc(struct status_table *st, uint64_t now_ns, uint64_t age_ns);
 
-/* Daemon-level facts for getStatus (ours, issue 12): when the daemon started and which
+/* Daemon-level facts for getStatus (ours): when the daemon started and which
  * loggers are enabled ("json,tensorboard", "" for none). */
 #define STATUS_LOGGERS_CAP 256
 struct status_daemon {

@@ -128,7 +128,7 @@ static void write_outcome(struct jw *w, const struct reg_cfg_entry *e, bool with
     jw_obj_end(w);
 }
 
-/* Ours (issue 22): the last config this process was handed and what became of it, under a
+/* Ours: the last config this process was handed and what became of it, under a
  * key of its own so that other per-process additions merge beside it. */
 static void write_config_status(const struct rpc_ctx *ctx, struct jw *w, int32_t pid)
 {
@@ -160,7 +160,7 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
     jw_obj_begin(w);
     jw_kv_int(w, "current_step", last.trace.current_step);
     status_get_daemon(ctx->st, &dmn);
-    if (dmn.start_mono_ns) { /* ours (issue 12): daemon-level keys, upstream keys unchanged */
+    if (dmn.start_mono_ns) { /* ours: daemon-level keys, upstream keys unchanged */
         uint64_t now = clock_mono_ns();
         jw_kv_uint(w, "daemon_uptime_s", now > dmn.start_mono_ns ? (now - dmn.start_mono_ns) / 1000000000u : 0);
         jw_key(w, "loggers");
@@ -212,17 +212,17 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
         if (gone)
             polling = false;
         jw_obj_begin(w);
-        if (lib_backend) { /* ours (issue 15): the vendor library this process loaded */
+        if (lib_backend) { /* ours: the vendor library this process loaded */
             jw_kv_str(w, "backend", lib_backend);
         }
         write_config_status(ctx, w, e.pid);
         jw_kv_int(w, "current_step", e.current_step);
-        if (health_has(&e, gone)) { /* ours (issue 22): live health and its marks */
+        if (health_has(&e, gone)) { /* ours: live health and its marks */
             jw_key(w, "health");
             health_write(w, &e, gone, clock_mono_ns());
         }
         jw_kv_int(w, "job_id", e.job);
-        if (polling) { /* ours (issue 15, `dyno doctor`): how long ago this poller last polled */
+        if (polling) { /* ours (`dyno doctor`): how long ago this poller last polled */
             uint64_t now = clock_mono_ns();
             jw_kv_uint(w, "last_poll_age_ms", now > last_poll_ns ? (now - last_poll_ns) / 1000000u : 0);
         }
@@ -345,7 +345,7 @@ static void type_error(struct jw *w, const char *expected, const cJSON *actual)
     write_status_only(w, msg);
 }
 
-/* A number of the right type but outside the field's range: say so plainly (issue 13;
+/* A number of the right type but outside the field's range: say so plainly (
  * nlohmann's "type must be number, but is number" told the user nothing). */
 static void field_error(struct jw *w, const char *field, const cJSON *v, int rc, int64_t lo,
                         int64_t hi)
@@ -423,7 +423,7 @@ static bool token_ok(const char *t)
     return true;
 }
 
-/* getConfigOutcomes (ours, issue 22): {"fn":"getConfigOutcomes","client_token":"<t>"} ->
+/* getConfigOutcomes (ours): {"fn":"getConfigOutcomes","client_token":"<t>"} ->
  * {"outcomes":[{"id","outcome","pid","rank","reason","state"}, ...]}, every delivery the
  * setKinetOnDemandRequest with that token made that the daemon still remembers. */
 static int m_get_outcomes(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
@@ -542,7 +542,7 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
     struct status_last last;
     status_get_last(ctx->st, &last);
     const char *gate = rpc_gate(kind, last.trace.status, last.monitor.status);
-    /* Ours (issue 11): a second nputrace while one is armed or tracing would be dropped by the
+    /* Ours: a second nputrace while one is armed or tracing would be dropped by the
      * rank anyway; say so here, unless the reporter is gone (a killed rank must not block the
      * node). Kineto processes are untouched: they never report NPU status. */
     char busy[160] = "";

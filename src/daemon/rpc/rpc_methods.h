@@ -34,7 +34,7 @@ struct rpc_ctx {
  * call; NULL or empty: any --log-file is passed on as before. */
 void rpc_set_allowed_log_dirs(const struct pathnorm_roots *roots);
 
-/* getStatus marks a process "gone" when fn says its pid has exited (issue 22; a setter like
+/* getStatus marks a process "gone" when fn says its pid has exited (a setter like
  * the one above). NULL (the default): no process is judged, as in unit tests whose pids are
  * made up. dynolog sets rpc_pid_gone: kill(pid, 0) fails with ESRCH. */
 void rpc_set_pid_gone(bool (*fn)(int32_t pid));

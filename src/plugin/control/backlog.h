@@ -1,4 +1,4 @@
-/* backlog: a bounded FIFO of undelivered metric `data` payloads (issue 9 item 5). Payloads
+/* backlog: a bounded FIFO of undelivered metric `data` payloads. Payloads
  * that could not reach the daemon (down, restarting) wait here and are delivered oldest-first
  * once it is back; beyond the caps the oldest are dropped and counted. */
 #ifndef MSMON_PLUGIN_BACKLOG_H

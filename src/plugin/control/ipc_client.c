@@ -161,7 +161,7 @@ int ipc_client_send(struct ipc_client *c, const char *dest, const char *tag, con
         return -ENOENT;
     }
     /* in a shared socket directory anyone may have bound the name: talk only to a socket
-     * of our own uid or root, so a fake daemon cannot drive this process (issue 13) */
+     * of our own uid or root, so a fake daemon cannot drive this process */
     struct stat st;
     if (lstat(path, &st) != 0)
         return -ENOENT;

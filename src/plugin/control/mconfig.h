@@ -11,7 +11,7 @@
 #include "contract/outputs.h"
 
 #define MCONFIG_MAX_LOG_FILE 4096
-#define MCONFIG_MAX_FILTER FGRAM_MAX_TEXT /* the contract's filter limit (R19) */
+#define MCONFIG_MAX_FILTER FGRAM_MAX_TEXT /* the contract's filter limit */
 
 struct mconfig {
     uint32_t kinds_mask;        /* bit (1u << kind); 0 = do not change kinds */

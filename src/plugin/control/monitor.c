@@ -42,7 +42,7 @@
 #define MON_WAIT_CONFIG_MS 1000u    /* monitor_handle_config: the training step's path */
 #define MON_WAIT_CALL_MS 10000u     /* monitor_start, monitor_replace_kinds */
 #define MON_WAIT_STOP_MS 60000u     /* monitor_stop: the final flush and end-of-session files */
-#define MON_NAME_RUNNING "MsptiMonitor" /* FAQ R32: users look for it while monitoring */
+#define MON_NAME_RUNNING "MsptiMonitor" /* users look for it while monitoring */
 #define MON_NAME_IDLE "MsMonitorCtl"
 #define MON_LOG_DIR_CAP (MCONFIG_MAX_LOG_FILE + 1)
 #define MON_MAX_OUTPUTS 4            /* outputs of one session (the pipeline's bound) */

@@ -10,8 +10,8 @@
 #include "contract/fgram.h"
 #include "plugin/pipeline/record.h"
 
-#define FILTER_MAX_TEXT FGRAM_MAX_TEXT /* FAQ limit (R19) */
-#define FILTER_COMPANION_CAP 65536 /* remembered ids of dropped markers (A3) */
+#define FILTER_MAX_TEXT FGRAM_MAX_TEXT /* the contract's limit */
+#define FILTER_COMPANION_CAP 65536 /* remembered ids of dropped markers */
 
 struct filter_state;
 
@@ -19,7 +19,7 @@ struct filter_state;
 int filter_state_create(struct filter_state **ret);
 /* Not concurrent with filter_state_keep() on the same state. */
 void filter_state_destroy(struct filter_state *fs);
-/* Replace the filter atomically; ""/NULL = no filter (R20, R22). The text is parsed by the
+/* Replace the filter atomically; ""/NULL = no filter. The text is parsed by the
  * contract's lenient grammar (contract/fgram.h: items and names trimmed of spaces and tabs,
  * like the CLI); invalid tokens are skipped with a WARNING; text without any valid item logs
  * an ERROR and means no filter.

@@ -1,6 +1,6 @@
 /* idmap: a bounded map from 64-bit ids (marker ids) to fixed-size values with FIFO
  * eviction, used for every piece of marker bookkeeping (filter companions, JSONL/standalone
- * pairing, metric ranges) so that none of it can grow without limit (docs/design/outputs.md#metric-datagrams, #line-shapes; A2).
+ * pairing, metric ranges) so that none of it can grow without limit (docs/design/outputs.md#metric-datagrams, #line-shapes).
  * Not thread-safe: callers hold their own lock. */
 #ifndef MSMON_PLUGIN_IDMAP_H
 #define MSMON_PLUGIN_IDMAP_H

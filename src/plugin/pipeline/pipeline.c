@@ -25,7 +25,7 @@
 #define PL_MAX_OUTPUTS 4                   /* outputs one session fans out to */
 #define PL_FAST_DEVICES 256
 #define PL_SLOW_DEVICES 64
-#define PL_MIN_AGE_NS (300ull * 1000000000ull) /* incomplete ids live at least this long (A2) */
+#define PL_MIN_AGE_NS (300ull * 1000000000ull) /* incomplete ids live at least this long */
 #define PL_EXPIRE_EVERY_NS 1000000000ull
 
 struct pipeline {

@@ -109,7 +109,7 @@ static void test_npu_monitor_body(void **state)
     const char *none[] = {NULL};
     cmd_req_init(&req);
     assert_int_equal(prepare("npu-monitor", none, &req, err, sizeof(err)), 0);
-    /* issue 22: every matching process by default (the registry cap is sent), and a random
+    /* every matching process by default (the registry cap is sent), and a random
      * client_token the outcomes are read back with */
     char want[1024];
     snprintf(want, sizeof(want),

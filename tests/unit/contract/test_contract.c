@@ -161,7 +161,7 @@ static void test_fgram_tab_case(void **state)
     struct events s, l;
     size_t ni = 0;
     char err[2048];
-    /* issue 10: the CLI accepted it, the plugin stored "\tMatMul" and nothing matched */
+    /* the CLI accepted it, the plugin stored "\tMatMul" and nothing matched */
     assert_int_equal(parse("Kernel:\tMatMul", FGRAM_STRICT, &s, &ni, err), 0);
     assert_int_equal(ni, 1);
     assert_string_equal(s.buf, "2|2=MatMul|");

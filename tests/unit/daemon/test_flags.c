@@ -87,7 +87,7 @@ static void test_errors(void **state)
     assert_string_equal(err, "ERROR: illegal value '12x' specified for int32 flag 'port'");
     assert_int_equal(parse(&f, err, 1, "--use_JSON=maybe"), -EINVAL);
     assert_string_equal(err, "ERROR: illegal value 'maybe' specified for bool flag 'use_JSON'");
-    /* out of range: a plain message with the range (issue 13) */
+    /* out of range: a plain message with the range */
     assert_int_equal(parse(&f, err, 1, "--port=70000"), -EINVAL);
     assert_string_equal(err, "ERROR: value '70000' for flag 'port' is out of range 0..65535");
     assert_int_equal(parse(&f, err, 1, "--port=99999999999"), -EINVAL);
@@ -137,7 +137,7 @@ static void test_flagfile(void **state)
     assert_int_not_equal(parse(&f, err, 2, "--flagfile", a), 0);
     assert_non_null(strstr(err, "nested deeper than 8"));
     assert_int_not_equal(parse(&f, err, 1, "--flagfile=/nonexistent/x"), 0);
-    /* issue 13: /dev/zero used to be read forever at 93 % CPU; a directory or FIFO too */
+    /* /dev/zero used to be read forever at 93 % CPU; a directory or FIFO too */
     assert_int_equal(parse(&f, err, 1, "--flagfile=/dev/zero"), -EINVAL);
     assert_string_equal(err, "ERROR: flagfile '/dev/zero' is not a regular file");
     assert_int_equal(parse(&f, err, 2, "--flagfile", dir), -EINVAL);

@@ -63,7 +63,7 @@ static void test_ipc_drops(void **state)
     memcpy(out, &small, 8);
     assert_int_equal(ipc_msg_parse(out, 44, 44, IPC_MAX_DATAGRAM, &v), IPC_OK);
     assert_int_equal(v.len, 2);
-    /* exact tag match, not prefix (A14) */
+    /* exact tag match, not prefix */
     n = ipc_msg_build(out, sizeof(out), "reqx", NULL, 0);
     assert_int_equal(ipc_msg_parse(out, (size_t)n, (size_t)n, IPC_MAX_DATAGRAM, &v), IPC_OK);
     assert_int_equal(v.type, IPC_T_UNKNOWN);

@@ -160,7 +160,7 @@ static void test_logger_large_record(void **state)
     free(big);
 }
 
-/* Issue 22: ConfigAck records the outcome of a delivery for the process it names, only from
+/* ConfigAck records the outcome of a delivery for the process it names, only from
  * that process, only for an id it was handed; PluginInfo's "acks" makes deliveries wait. */
 static void test_config_ack(void **state)
 {

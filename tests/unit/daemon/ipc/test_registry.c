@@ -91,7 +91,7 @@ static void test_fnv(void **state)
     free(w);
 }
 
-/* Issue 22: last wins in the mailbox, outcomes per delivery, acknowledgements. */
+/* last wins in the mailbox, outcomes per delivery, acknowledgements. */
 static void test_outcomes(void **state)
 {
     (void)state;
@@ -186,7 +186,7 @@ static void test_match_busy_limit_order(void **state)
     assert_int_equal(res.busy, 0);
     assert_int_equal(res.n_skipped, 2);
     reg_set_result_fini(&res);
-    /* again (issue 22): a pending config is replaced, last wins; the limit counts every
+    /* again: a pending config is replaced, last wins; the limit counts every
      * triggered process, so the first three get the new one */
     set(r, 0, zero, 1, 3, &res);
     assert_int_equal(res.busy, 2);

@@ -226,7 +226,7 @@ static void test_field_errors(void **state)
         snprintf(want, sizeof(want), "%s%s\"}", pre, cases[i].tail);
         EXPECT(f, body, want);
     }
-    /* a number out of the field's range says so plainly (issue 13), not "number, but is number" */
+    /* a number out of the field's range says so plainly, not "number, but is number" */
     EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"a\",\"pids\":[2147483648]}",
            "{\"status\":\"failed: pids element 2147483648 is out of range -2147483648..2147483647\"}");
     EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"a\",\"pids\":[],\"job_id\":1e30}",
@@ -376,7 +376,7 @@ static void test_pid_matching_unsorted(void **state)
     EXPECT(f, body,
            "{\"activityProfilersBusy\":0,\"activityProfilersTriggered\":[20,10],\"commandStatus\":\"effective\","
            "\"eventProfilersBusy\":0,\"eventProfilersTriggered\":[],\"processesMatched\":[20,10]}");
-    /* issue 22: the pending configs of 20 and 10 are replaced (last wins), nobody is busy */
+    /* the pending configs of 20 and 10 are replaced (last wins), nobody is busy */
     EXPECT(f, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"A=1\",\"pids\":[0,0]}",
            "{\"activityProfilersBusy\":0,\"activityProfilersTriggered\":[20,30,10],\"commandStatus\":\"effective\","
            "\"eventProfilersBusy\":0,\"eventProfilersTriggered\":[],\"processesMatched\":[20,30,10]}");

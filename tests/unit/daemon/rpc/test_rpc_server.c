@@ -277,7 +277,7 @@ static void test_shutdown_drains(void **state)
     fixture_free(f);
 }
 
-/* Issue 13: a client that sends nothing is closed at the first-byte deadline; one that has
+/* a client that sends nothing is closed at the first-byte deadline; one that has
  * started keeps the whole 3 s, even when its body comes after the first-byte deadline. */
 static void *deadline_client(void *arg)
 {
@@ -307,8 +307,8 @@ static void test_first_byte_deadline(void **state)
     fixture_free(f);
 }
 
-/* Issue 13: one address holds at most max_per_peer TCP slots; dyno.sock has its own budget.
- * Issue 23: beyond them the oldest incomplete connection of that address makes room. */
+/* one address holds at most max_per_peer TCP slots; dyno.sock has its own budget.
+ * beyond them the oldest incomplete connection of that address makes room. */
 static void *peer_client(void *arg)
 {
     struct fixture *f = arg;

@@ -73,7 +73,7 @@ static void test_missing_keys(void **state)
 {
     struct mconfig c;
     (void)state;
-    /* issue 22: only NPU_MONITOR_START is required; an older dyno's config without the
+    /* only NPU_MONITOR_START is required; an older dyno's config without the
      * others applies with their defaults */
     assert_int_equal(parse_with("NPU_MONITOR_START", NULL, &c), -22);
     assert_true(log_has("Missing required key: NPU_MONITOR_START"));

@@ -521,7 +521,7 @@ static void test_prepare_dir(void **state)
     free(dir);
 }
 
-/* Disk full (issue 23): the child writes into files limited by RLIMIT_FSIZE to an odd size
+/* Disk full: the child writes into files limited by RLIMIT_FSIZE to an odd size
  * (SIGXFSZ ignored, so writes fail with EFBIG mid-line). Each failed write is cut back to the
  * last whole line: every file ends with a newline and every line is one whole record. */
 static void test_full_file_keeps_whole_lines(void **state)

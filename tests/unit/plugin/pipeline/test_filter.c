@@ -88,7 +88,7 @@ static void test_filter_faq_examples(void **state)
     /* case-sensitive */
     assert_int_equal(filter_state_set(fs, "Kernel:matmul"), 0);
     assert_int_equal(kept_mask(fs), 0);
-    /* empty = none (R22) */
+    /* empty = none */
     assert_int_equal(filter_state_set(fs, ""), 0);
     assert_false(filter_state_active(fs));
     assert_int_equal(kept_mask(fs), (1u << NWORK) - 1);
@@ -127,7 +127,7 @@ static void test_filter_parse(void **state)
     filter_state_destroy(fs);
 }
 
-/* Issue 10: the CLI trims tabs, so the plugin must too (one grammar, contract/fgram.h). */
+/* the CLI trims tabs, so the plugin must too (one grammar, contract/fgram.h). */
 static void test_filter_tab_trimmed(void **state)
 {
     (void)state;

@@ -30,7 +30,7 @@ static int feed1(struct markpair *mp, struct mon_record r, struct pl_range *out)
     return n;
 }
 
-/* A device part is named by its host START, whichever arrives first (issue 9). */
+/* A device part is named by its host START, whichever arrives first. */
 static void test_markpair_device_waits_for_host_name(void **state)
 {
     (void)state;
