@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench_tls_flood: a mutual-TLS dynolog under a handshake flood of one recorded ClientHello
-replayed over fresh connections (no attacker crypto; issue 23 item 8): 12 threads, 4 of them
+replayed over fresh connections (no attacker crypto): 12 threads, 4 of them
 from 127.0.0.2 and one each from 127.0.0.3-10. Prints the local socket's (dyno.sock) getStatus
 p50/p99 and success rate, the connections/s the attackers managed and the daemon's CPU, next
 to the same daemon without the flood (same run). Then the same source: 20 connections from
