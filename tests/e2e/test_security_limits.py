@@ -1,4 +1,4 @@
-"""Remote and local resource limits (docs/security.md, "Remote and local resource limits"): the real dynolog
+"""Remote and local resource limits (docs/security.md): the real dynolog
 and dyno, attackers as Python sockets from 127.0.0.x source addresses in the test's private
 network namespace. Each test holds an attack open and asserts that a legitimate client is
 answered while it continues, or that a count-based bound holds; no timing thresholds
