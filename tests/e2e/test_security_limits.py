@@ -237,9 +237,10 @@ def test_replayed_client_hello_flood_is_budgeted(pk):  # noqa: F811
 
 class Idlers(threading.Thread):
     """n TLS connections from one address that never send a ClientHello (half only connect,
-    half send the first three bytes of a record header and stop); every one the daemon closes
-    is opened again at the next poll, so the address always holds n hanging handshakes and
-    opens new connections faster than the handshake budget refills."""
+    half send the first three bytes of a record header and stop); one the daemon has closed is
+    opened again every 20 ms, so the address always holds n hanging handshakes and opens 50
+    connections a second, five times what its handshake budget refills, evenly rather than in
+    bursts."""
 
     def __init__(self, port, src, n):
         super().__init__(daemon=True)
@@ -261,7 +262,7 @@ class Idlers(threading.Thread):
 
     def run(self):
         socks = [self._open(k) for k in range(self.n)]
-        while not self.stop.wait(0.05):
+        while not self.stop.wait(0.02):
             for k, s in enumerate(socks):
                 try:
                     if s.recv(1, socket.MSG_DONTWAIT) != b"":
@@ -273,6 +274,7 @@ class Idlers(threading.Thread):
                 self.closed += 1
                 s.close()
                 socks[k] = self._open(k)
+                break
         for s in socks:
             s.close()
 
