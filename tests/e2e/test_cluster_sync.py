@@ -171,7 +171,9 @@ class Job:
         return len(ws) == WORLD and not any(w[2] in self.old for w in ws)
 
     def newest_step(self):
-        return self.h.dyno_json("steps", "--json", "--last", "1")["window"]["last_step"]
+        """The newest judged step (3 ranks have it: unpaced ranks' newest summaries differ by
+        up to a report interval's steps, so not just each rank's newest)."""
+        return self.h.dyno_json("steps", "--json")["window"]["last_step"]
 
     def status_step(self):
         """The highest step this job's ranks report in `dyno status` (dyno mode, once a second)."""
