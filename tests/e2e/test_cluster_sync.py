@@ -403,8 +403,10 @@ def test_measured_compute_straggler(job, rate):
     start_slow(job, True, rate, "compute", 1.2, onset)
     v, views = watch(job, until_step=onset + 200)
     s = check_flagged(job, v, views, "compute", onset, (rate or 60) * INTERVAL_S, "straggler", "measured")
-    # the walls are equal (synchronised), so the wall rule alone could not have named it
-    assert s["ratio"] < 1.08, v
+    # the walls are equal (synchronised), so the wall rule alone could not have named it: its
+    # mean ratio stays below the rule's 1 + threshold (a loaded machine's late wake-ups make
+    # single steps longer)
+    assert s["ratio"] < 1 + v["rule"]["threshold"], v
     assert s["excess_ms"]["compute"] > 1.5, v
     # Paced ranks idle between steps, so the target's 10 % holds whatever else runs. Unpaced
     # ranks contend for CPU: with other work on the machine their waits carry scheduling
