@@ -4,11 +4,13 @@
 #include "daemon/rpc/rpc_methods.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/jw.h"
 #include "common/log.h"
@@ -91,11 +93,42 @@ static int leaf_cmp(const void *a, const void *b)
     return x->job < y->job ? -1 : x->job > y->job;
 }
 
-/* The pid has exited (EPERM: it exists under another uid). Checked at each getStatus, so a
- * dead rank reads gone at once instead of "polling" until the next clean-up. */
+char rpc_stat_state(const char *buf, size_t len)
+{
+    const char *rp = NULL;
+
+    for (size_t i = 0; i < len; i++)
+        if (buf[i] == ')')
+            rp = buf + i;
+    if (!rp || (size_t)(rp - buf) + 2 >= len || rp[1] != ' ')
+        return 0;
+    return (rp[2] >= 'A' && rp[2] <= 'Z') || (rp[2] >= 'a' && rp[2] <= 'z') ? rp[2] : 0;
+}
+
+/* The pid has exited (EPERM: it exists under another uid), or it is a zombie: a killed rank
+ * whose parent (a launcher, a shell) has not reaped it yet exists for kill(0) but runs
+ * nothing. Checked at each getStatus, so a dead rank reads gone at once instead of "polling"
+ * until the next clean-up. */
 bool rpc_pid_gone(int32_t pid)
 {
-    return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+    char path[32], buf[512];
+    ssize_t n;
+    int fd;
+
+    if (pid <= 0)
+        return false;
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return true;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT; /* reaped between the two looks */
+    n = read(fd, buf, sizeof(buf));
+    close(fd);
+    if (n <= 0)
+        return false;
+    char state = rpc_stat_state(buf, (size_t)n);
+    return state == 'Z' || state == 'X';
 }
 
 static bool (*pid_gone_fn)(int32_t pid);
@@ -288,12 +321,13 @@ static void write_command_only(struct jw *w, const char *cmd)
     jw_obj_end(w);
 }
 
-/* The last trace reporter says Ready/Running and still exists (EPERM: exists, other uid). */
+/* The last trace reporter says Ready/Running and still exists (EPERM: exists, other uid; a
+ * zombie does not count: it traces nothing). */
 static bool trace_busy(const struct ipc_status *t)
 {
     if (t->status != 1 && t->status != 2)
         return false;
-    return t->pid > 0 && (kill(t->pid, 0) == 0 || errno == EPERM);
+    return t->pid > 0 && !rpc_pid_gone(t->pid);
 }
 
 static bool eligible(enum reg_origin origin, void *arg)

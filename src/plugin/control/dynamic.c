@@ -160,7 +160,7 @@ int dyn_segment_dir(const char *base, const char *xdg, const char *sockdir, char
     /* A directory of our own (MSMONITOR_SHM_DIR made for the job): used as it is. */
     if (!dyn_dir_problem(base, true, why, sizeof(why)))
         return snprintf(buf, cap, "%s", base) < (int)cap ? 0 : -ENAMETOOLONG;
-    snprintf(name, sizeof(name), "msmonitor-%u", (unsigned)geteuid());
+    snprintf(name, sizeof(name), NAMES_SHM_PRIVATE_PREFIX "%u", (unsigned)geteuid());
     rc = dyn_private_subdir(base, name, buf, cap, err, sizeof(err));
     if (rc == 0)
         return 0;
@@ -645,7 +645,8 @@ static int dyn_steps_path(char *buf, size_t cap)
     const char *slash = strrchr(dyn.path, '/');
     int dlen = slash ? (int)(slash - dyn.path) + 1 : 0;
 
-    return snprintf(buf, cap, "%.*smsmonitor_steps.%s", dlen, dyn.path, dyn.path + dlen) < (int)cap ? 0 : -1;
+    return snprintf(buf, cap, "%.*s" NAMES_SHM_STEPS_PREFIX "%s", dlen, dyn.path, dyn.path + dlen) < (int)cap ? 0
+                                                                                                          : -1;
 }
 
 static void dyn_steps_map(bool create)
