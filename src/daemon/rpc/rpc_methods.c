@@ -143,8 +143,10 @@ static bool pid_gone(int32_t pid)
     return pid_gone_fn && pid_gone_fn(pid);
 }
 
-/* One delivery's outcome as a JSON object (keys sorted). */
-static void write_outcome(struct jw *w, const struct reg_cfg_entry *e, bool with_pid)
+/* One delivery's outcome as a JSON object (keys sorted). `rank`: the rank getStatus shows for
+ * the process (its health report), -1 when it reported none: then the acknowledgement's. One
+ * rank per process in every reply, so an outcome line and a status line agree. */
+static void write_outcome(struct jw *w, const struct reg_cfg_entry *e, bool with_pid, int32_t rank)
 {
     char id[24];
     snprintf(id, sizeof(id), "%llu", (unsigned long long)e->id);
@@ -155,7 +157,7 @@ static void write_outcome(struct jw *w, const struct reg_cfg_entry *e, bool with
     if (with_pid) {
         jw_kv_int(w, "pid", e->pid);
     }
-    jw_kv_int(w, "rank", e->rank);
+    jw_kv_int(w, "rank", rank >= 0 ? rank : e->rank);
     jw_kv_str(w, "reason", e->reason);
     jw_kv_str(w, "state", e->state);
     jw_obj_end(w);
@@ -163,13 +165,31 @@ static void write_outcome(struct jw *w, const struct reg_cfg_entry *e, bool with
 
 /* Ours: the last config this process was handed and what became of it, under a
  * key of its own so that other per-process additions merge beside it. */
-static void write_config_status(const struct rpc_ctx *ctx, struct jw *w, int32_t pid)
+static void write_config_status(const struct rpc_ctx *ctx, struct jw *w, int32_t pid, int32_t rank)
 {
     struct reg_cfg_entry e;
     if (registry_last_outcome(ctx->reg, pid, &e) != 0)
         return;
     jw_key(w, "config");
-    write_outcome(w, &e, false);
+    write_outcome(w, &e, false, rank);
+}
+
+/* The rank a process reported in its health (getStatus's `health.rank`), -1 if none. ents is
+ * sorted by (pid, job). */
+static int32_t health_rank(const struct status_entry *ents, size_t n, int32_t pid)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ents[mid].pid < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (; lo < n && ents[lo].pid == pid; lo++)
+        if (ents[lo].has_health && ents[lo].health.rank >= 0)
+            return ents[lo].health.rank;
+    return -1;
 }
 
 static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
@@ -248,7 +268,7 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
         if (lib_backend) { /* ours: the vendor library this process loaded */
             jw_kv_str(w, "backend", lib_backend);
         }
-        write_config_status(ctx, w, e.pid);
+        write_config_status(ctx, w, e.pid, e.has_health ? e.health.rank : health_rank(ents, ne, e.pid));
         jw_kv_int(w, "current_step", e.current_step);
         if (health_has(&e, gone)) { /* ours: live health and its marks */
             jw_key(w, "health");
@@ -470,16 +490,21 @@ static int m_get_outcomes(const struct rpc_ctx *ctx, const cJSON *req, struct jw
         write_status_only(w, "failed: client_token must be 1-64 characters [0-9A-Za-z_-]");
         return 0;
     }
+    struct status_entry *ents = NULL;
+    size_t ne = 0;
     rc = registry_outcomes(ctx->reg, t->valuestring, &v, &n);
     if (rc)
         return rc;
+    if (n > 0 && status_list(ctx->st, &ents, &ne) != 0)
+        ne = 0; /* no table: the acknowledgements' ranks */
     jw_obj_begin(w);
     jw_key(w, "outcomes");
     jw_arr_begin(w);
     for (size_t i = 0; i < n; i++)
-        write_outcome(w, &v[i], true);
+        write_outcome(w, &v[i], true, health_rank(ents, ne, v[i].pid));
     jw_arr_end(w);
     jw_obj_end(w);
+    free(ents);
     free(v);
     return 0;
 }
