@@ -646,10 +646,17 @@ static int check_shm_dir(struct report *r, const char *dir)
         say(r, M_OK, "no leftover dyno-mode files in %s (%s; %d in use by live processes)", edir, SHM_PATTERNS,
             live);
     } else {
-        /* root reads every /proc/<pid>: a process it could not inspect is not one to guess about */
+        /* processes whose /proc/<pid> this user may not read could hold one: as another user,
+         * root would see them; as root (a sandbox, no CAP_SYS_PTRACE) nobody here can */
+        char why[160] = "";
+        if (hidden > 0 && geteuid() != 0)
+            snprintf(why, sizeof(why), " (%d process%s could not be inspected: run as root to be sure)", hidden,
+                     hidden == 1 ? "" : "es");
+        else if (hidden > 0)
+            snprintf(why, sizeof(why), " (%d process%s could not be inspected even as root, e.g. without "
+                     "CAP_SYS_PTRACE)", hidden, hidden == 1 ? "" : "es");
         say(r, M_FAIL, "%d leftover dyno-mode file%s in %s (%s) with no live owner%s - fix: rm -f --%s "
-            "(%sleftover-segments)", n - live, n - live == 1 ? "" : "s", edir, SHM_PATTERNS,
-            hidden > 0 && geteuid() != 0 ? " (some processes could not be inspected: run as root to be sure)" : "",
+            "(%sleftover-segments)", n - live, n - live == 1 ? "" : "s", edir, SHM_PATTERNS, why,
             cli_buf_str(&cmd), DOC);
     }
     if (others > 0)
