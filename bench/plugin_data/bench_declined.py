@@ -7,8 +7,8 @@ of RUN_S seconds (default 6), then the session's `consumed` and `dropped_decline
 Bursts (the simulator's bulk producer, 50 000 Kernel records every 50 ms; BURST / PAUSE
 override): the buffer pool's size against the burst, with 4 KiB buffers
 (MSMONITOR_TEST_BUFFER_SIZE, a test knob) as the baseline, next to a 1 s report interval, a
-filter, fewer kinds and larger buffers. Then a steady training loop (mssim-train, 64 layers as
-fast as the simulated device allows) with four kinds against one. Figures only.
+filter, fewer kinds and larger buffers. Then a training loop at a fixed rate (mssim-train, 256
+layers, 50 steps/s) with four kinds against one, and larger buffers. Figures only.
 
   /usr/bin/python3 bench/plugin_data/bench_declined.py [BUILD_DIR]
 """
@@ -67,7 +67,7 @@ def fill(env, mask=KERNEL):
 
 
 def loop(env):
-    e = {"MSSIM_WL_RATE": "0", "MSSIM_WL_LAYERS": "64", "MSSIM_WL_KERNEL_SCALE": "0.01", "MSSIM_DUMP": ""}
+    e = {"MSSIM_WL_RATE": "50", "MSSIM_WL_LAYERS": "256", "MSSIM_WL_KERNEL_SCALE": "0.001", "MSSIM_DUMP": ""}
     e.update(env)
     return lambda d: Workload(d, tempfile.mkdtemp(prefix="mmbd"), extra_env=e)
 
@@ -84,8 +84,9 @@ row("64 KiB buffers, Kernel", session(fill({"MSMONITOR_TEST_BUFFER_SIZE": "65536
 row("1 MiB buffers, Kernel", session(fill({"MSMONITOR_TEST_BUFFER_SIZE": "1048576"}), "--mspti-activity-kind",
                                      "Kernel"))
 row("8 MiB buffers (the default), Kernel", session(fill({}), "--mspti-activity-kind", "Kernel"))
-print("a steady loop (mssim-train, 64 layers, as fast as the simulated device allows):")
-row("4 KiB buffers, Kernel,API,Marker,MemCpy", session(loop(SMALL), "--mspti-activity-kind", "Kernel,API,Marker,MemCpy"))
+print("a training loop (mssim-train, 256 layers, 50 steps/s):")
+FOUR = "Kernel,API,Marker,MemCpy"
+row("4 KiB buffers, " + FOUR, session(loop(SMALL), "--mspti-activity-kind", FOUR))
 row("4 KiB buffers, Kernel (fewer kinds)", session(loop(SMALL), "--mspti-activity-kind", "Kernel"))
-row("64 KiB buffers, Kernel,API,Marker,MemCpy", session(loop({"MSMONITOR_TEST_BUFFER_SIZE": "65536"}),
-                                                        "--mspti-activity-kind", "Kernel,API,Marker,MemCpy"))
+row("1 MiB buffers, " + FOUR, session(loop({"MSMONITOR_TEST_BUFFER_SIZE": "1048576"}), "--mspti-activity-kind", FOUR))
+row("8 MiB buffers (the default), " + FOUR, session(loop({}), "--mspti-activity-kind", FOUR))

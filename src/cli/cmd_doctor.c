@@ -314,8 +314,8 @@ static void check_session_stats(struct report *r, long long pid, const cJSON *s)
             free(env);
         }
         say(r, M_FAIL, "pid %lld: dropping %.0f%% of records: %.0f buffer requests declined (the 32-buffer pool "
-            "is full)%s - fix: fewer --mspti-activity-kind (fewer records) and full-size buffers (no "
-            "MSMONITOR_TEST_BUFFER_SIZE); a shorter --report-interval-s or a --filter does not help; the job log "
+            "is full)%s - fix: full-size buffers (no MSMONITOR_TEST_BUFFER_SIZE in the job's environment), else "
+            "fewer --mspti-activity-kind; a shorter --report-interval-s or a --filter does not help; the job log "
             "shows 'Buffer allocation exhausted' (%sdropped-records)", pid,
             d + num_item(s, "consumed") > 0 ? 100.0 * d / (d + num_item(s, "consumed")) : 0.0, d, knob, DOC);
     }
