@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/cli_exit.h"
 #include "cli/cli_val.h"
 #include "cli/rpc_client.h"
 #include "common/log.h"

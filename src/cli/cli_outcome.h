@@ -9,7 +9,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cli/cli.h"
 #include "cli/cmd.h"
 
 /* The flags of every waiting command, in sorted position by name ("no-wait", "wait-s"). */
