@@ -30,7 +30,7 @@ int cli_outcome_exit(void)
     return atomic_load(&worst);
 }
 
-/* The worse of the codes seen (cli.h: a refusal has a reason to read, a silence has none). */
+/* The worse of the codes seen (cli_exit.h: a refusal has a reason to read, a silence has none). */
 static void note(int code)
 {
     int cur = atomic_load(&worst);
@@ -280,27 +280,49 @@ static void wait_outcomes(const struct cmd_req *req, const char *target, uint16_
     cJSON_Delete(got);
 }
 
+static int i64_cmp(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+#define SKIPPED_SHOWN 4096 /* lines per host, like the merged views' rows */
+
 /* The processes --process-limit left out: matched, not triggered (our daemon's reply has
- * processesSkipped), one line each, so no script has to read them out of the JSON. */
+ * processesSkipped), one line each, so no script has to read them out of the JSON. A reply's
+ * arrays are a remote daemon's: looked up sorted, and at most SKIPPED_SHOWN lines. */
 static void render_skipped(const char *target, const cJSON *reply, struct cli_buf *out)
 {
     const cJSON *trig = cJSON_GetObjectItemCaseSensitive(reply, "activityProfilersTriggered");
     const cJSON *matched = cJSON_GetObjectItemCaseSensitive(reply, "processesMatched");
     const cJSON *skipped = cJSON_GetObjectItemCaseSensitive(reply, "processesSkipped");
     const cJSON *m, *t;
+    int64_t *tv = NULL;
+    size_t nt = 0, shown = 0, more = 0;
 
     if (!cJSON_IsNumber(skipped) || !(skipped->valuedouble > 0))
         return;
     cli_buf_printf(out, "Matched %d processes; %lld skipped by --process-limit (not triggered)\n",
                    cJSON_GetArraySize(matched), (long long)cli_json_i64(skipped, 0, INT32_MAX, 0));
+    if (cJSON_IsArray(trig) && cJSON_GetArraySize(trig) > 0 &&
+        !(tv = calloc((size_t)cJSON_GetArraySize(trig), sizeof(*tv))))
+        return;
+    cJSON_ArrayForEach(t, trig)
+        tv[nt++] = cli_json_i64(t, INT32_MIN, INT32_MAX, -2);
+    if (nt)
+        qsort(tv, nt, sizeof(*tv), i64_cmp);
     cJSON_ArrayForEach(m, matched) {
-        long long pid = cli_json_i64(m, INT32_MIN, INT32_MAX, -1);
-        bool hit = false;
-        cJSON_ArrayForEach(t, trig)
-            hit |= cli_json_i64(t, INT32_MIN, INT32_MAX, -2) == pid;
-        if (!hit)
-            cli_buf_printf(out, "Skipped: %s pid %lld: not triggered (--process-limit)\n", target, pid);
+        int64_t pid = cli_json_i64(m, INT32_MIN, INT32_MAX, -1);
+        if (nt && bsearch(&pid, tv, nt, sizeof(*tv), i64_cmp))
+            continue;
+        if (shown++ < SKIPPED_SHOWN)
+            cli_buf_printf(out, "Skipped: %s pid %lld: not triggered (--process-limit)\n", target, (long long)pid);
+        else
+            more++;
     }
+    if (more)
+        cli_buf_printf(out, "Skipped: %s ... %zu more processes not shown\n", target, more);
+    free(tv);
 }
 
 void cli_outcome_run_host(const struct cmd_req *req, const char *target, uint16_t port, int timeout_s,
