@@ -20,7 +20,8 @@
 
 #include "common/log.h"
 #include "common/strutil.h"
-#include "plugin/outputs/proc.h"
+#include "plugin/pipeline/output.h"
+#include "plugin/pipeline/pipeline.h"
 
 /* Last millisecond stamp handed out: the reason for this global is that names must be unique
  * and ordered across every exporter and session of the process (docs/design/outputs.md#jsonl). Atomic, no lock. */
@@ -245,7 +246,7 @@ int outfile_host_uid(char *buf, size_t cap)
     return rc;
 }
 
-int outfile_sess_init(struct outfile_sess *s, const struct proc_config *cfg)
+int outfile_sess_init(struct outfile_sess *s, const struct output_config *cfg)
 {
     memset(s, 0, sizeof(*s));
     if (!cfg->log_dir || !*cfg->log_dir)
