@@ -40,15 +40,10 @@ static void kinds(void)
            "STANDALONE_KINDS = (\n");
     for (size_t i = 0; i < KINDS_STANDALONE_COUNT; i++) {
         int k = kinds_standalone_at(i);
-#define KIND(name, id, value, standalone)                                                        \
-    if (value == k) {                                                                            \
-        printf("    (\"%s\", \"", #name);                                                        \
-        for (const char *c = #id; *c; c++)                                                       \
-            putchar(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);                               \
-        printf("\"),\n");                                                                        \
-    }
-#include "contract/kinds.def"
-#undef KIND
+        char stem[32];
+
+        if (kinds_stem(k, stem, sizeof(stem)) == 0)
+            printf("    (\"%s\", \"%s\"),\n", kinds_name(k), stem);
     }
     printf(")\n\n");
 }

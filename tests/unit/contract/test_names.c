@@ -37,6 +37,21 @@ static void test_standalone_kinds(void **state)
     assert_false(kinds_standalone(8));
 }
 
+/* The getter stems Python calls (get_<stem>_data): the table ID in lower case. */
+static void test_kind_stems(void **state)
+{
+    char b[16];
+    (void)state;
+    assert_int_equal(kinds_stem(10, b, sizeof(b)), 0);
+    assert_string_equal(b, "acl_api");
+    assert_int_equal(kinds_stem(9, b, sizeof(b)), 0);
+    assert_string_equal(b, "communication");
+    assert_int_equal(kinds_stem(9, b, 13), -ENAMETOOLONG); /* 13 letters need 14 bytes */
+    assert_int_equal(kinds_stem(8, b, sizeof(b)), -EINVAL);
+    assert_int_equal(kinds_stem(KINDS_VALUE_LIMIT, b, sizeof(b)), -EINVAL);
+    assert_int_equal(kinds_stem(-1, b, sizeof(b)), -EINVAL);
+}
+
 static void test_step_marker(void **state)
 {
     (void)state;
@@ -228,6 +243,7 @@ int main(void)
         cmocka_unit_test(test_standalone_kinds),   cmocka_unit_test(test_step_marker),
         cmocka_unit_test(test_record_value_names), cmocka_unit_test(test_datamsg_envelope),
         cmocka_unit_test(test_datamsg_step),       cmocka_unit_test(test_cfgrules),
+        cmocka_unit_test(test_kind_stems),
         cmocka_unit_test(test_stats_counters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
