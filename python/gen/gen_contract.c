@@ -3,6 +3,7 @@
  * copy. Run by CMake at build time; the output goes to stdout. */
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "contract/cfgkeys.h"
 #include "contract/cfgrules.h"
@@ -11,6 +12,7 @@
 #include "contract/kinds.h"
 #include "contract/names.h"
 #include "contract/stats.h"
+#include "msmon/ipc_wire.h"
 #include "msmon/msmonitor.h"
 
 /* A Python string literal of s; the table texts are printable ASCII, anything else is escaped. */
@@ -191,6 +193,120 @@ static void config_rules(void)
     printf(")\n\n");
 }
 
+/* s as a regular expression that matches it literally, appended to buf at *off. */
+static void re_lit(char *buf, size_t cap, size_t *off, const char *s)
+{
+    for (; *s && *off + 2 < cap; s++) {
+        if (strchr(".^$*+?{}[]\\|()-", *s))
+            buf[(*off)++] = '\\';
+        buf[(*off)++] = *s;
+    }
+    buf[*off] = '\0';
+}
+
+static void re_raw(char *buf, size_t cap, size_t *off, const char *s)
+{
+    int w = snprintf(buf + *off, cap - *off, "%s", s);
+
+    *off += w > 0 && (size_t)w < cap - *off ? (size_t)w : 0;
+}
+
+/* The output files' names (names_export_file, names_trace_file) as the analysis matches and
+ * builds them. */
+static void files(void)
+{
+    char re[512];
+    size_t o = 0;
+
+    printf("# Files the outputs write (names_export_file / names_trace_file).\nFILE_PREFIX = ");
+    pystr(NAMES_FILE_PREFIX);
+    printf("\nEXPORT_EXTS = (");
+    pystr(NAMES_EXT_DB);
+    printf(", ");
+    pystr(NAMES_EXT_JSONL);
+    printf(")\n# msmonitor_<pid>_<YYYYmmddHHMMSS><mmm>_<rank>.<ext>: groups pid, stamp, rank, ext.\n"
+           "EXPORT_FILE_PATTERN = ");
+    re_raw(re, sizeof(re), &o, "^");
+    re_lit(re, sizeof(re), &o, NAMES_FILE_PREFIX);
+    re_raw(re, sizeof(re), &o, "(\\d+)_(\\d+)_(-?\\d+)\\.(");
+    re_lit(re, sizeof(re), &o, NAMES_EXT_DB);
+    re_raw(re, sizeof(re), &o, "|");
+    re_lit(re, sizeof(re), &o, NAMES_EXT_JSONL);
+    re_raw(re, sizeof(re), &o, ")$");
+    pystr(re);
+    printf("\n# nputrace's traces: ours and torch.profiler's beside them.\nTRACE_FILE_OURS = ");
+    pystr(NAMES_TRACE_OURS);
+    printf("\nTRACE_FILE_TORCH = ");
+    pystr(NAMES_TRACE_TORCH);
+    printf("\nTRACE_FILE_PATTERN = ");
+    o = 0;
+    re_raw(re, sizeof(re), &o, "^");
+    re_lit(re, sizeof(re), &o, NAMES_FILE_PREFIX);
+    re_raw(re, sizeof(re), &o, "(");
+    re_lit(re, sizeof(re), &o, NAMES_TRACE_OURS);
+    re_raw(re, sizeof(re), &o, "|");
+    re_lit(re, sizeof(re), &o, NAMES_TRACE_TORCH);
+    re_raw(re, sizeof(re), &o, ")_\\d+");
+    re_lit(re, sizeof(re), &o, NAMES_TRACE_RANK);
+    re_raw(re, sizeof(re), &o, "\\d+");
+    re_lit(re, sizeof(re), &o, NAMES_TRACE_STEPS);
+    re_raw(re, sizeof(re), &o, "\\d+-\\d+");
+    re_lit(re, sizeof(re), &o, NAMES_TRACE_SUFFIX);
+    re_raw(re, sizeof(re), &o, "(");
+    re_lit(re, sizeof(re), &o, NAMES_GZ_SUFFIX);
+    re_raw(re, sizeof(re), &o, ")?$");
+    pystr(re);
+    printf("\n# str.format fields: who, pid, rank (0 when unknown), start, stop; gz adds GZ_SUFFIX.\n"
+           "TRACE_FILE_NAME = ");
+    pystr(NAMES_FILE_PREFIX "{who}_{pid}" NAMES_TRACE_RANK "{rank}" NAMES_TRACE_STEPS "{start}-{stop}"
+          NAMES_TRACE_SUFFIX);
+    printf("\nGZ_SUFFIX = ");
+    pystr(NAMES_GZ_SUFFIX);
+    printf("\n# In the name of every file of the window [start, stop).\nTRACE_WINDOW_TAG = ");
+    pystr(NAMES_TRACE_STEPS "{start}-{stop}.");
+    printf("\n\n");
+}
+
+/* The IPC status values of the wire and their one spelling (names_ipc_status). */
+static void status_values(void)
+{
+    static const int32_t v[] = { IPC_STATUS_UNINITIALIZED, IPC_STATUS_IDLE, IPC_STATUS_RUNNING, IPC_STATUS_READY };
+
+    printf("# IPC status values (the wire's IPC_STATUS_*) and the words dyno shows for them.\n");
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        printf("STATUS_");
+        for (const char *c = names_ipc_status(v[i]); *c; c++)
+            putchar(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+        printf(" = %d\n", (int)v[i]);
+    }
+    printf("STATUS_NAMES = {");
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        printf("%s%d: ", i ? ", " : "", (int)v[i]);
+        pystr(names_ipc_status(v[i]));
+    }
+    printf("}\n\n");
+}
+
+/* The npu-monitor keys by name, and the one boolean rule of config values (cfgkeys_bool). */
+static void config_keys(void)
+{
+    const struct cfgrules_rule *r;
+
+    printf("# The npu-monitor config keys (KEY_<key>).\n");
+    for (size_t i = 0; (r = cfgrules_at(i)); i++) {
+        printf("KEY_%s = ", r->key);
+        pystr(r->key);
+        printf("\n");
+    }
+    printf("\n\ndef config_true(value):\n"
+           "    \"\"\"The boolean rule of config values (cfgkeys_true): true only for the text ");
+    pystr("true");
+    printf(" in any case.\"\"\"\n"
+           "    return isinstance(value, str) and value.isascii() and value.lower() == ");
+    pystr("true");
+    printf("\n\n\n");
+}
+
 static void step_marker(void)
 {
     printf("# The step marker: mstx range message \"step <N>\", N decimal digits <= STEP_MAX.\nSTEP_PREFIX = ");
@@ -221,6 +337,9 @@ int main(void)
     trace_window();
     db_schema();
     config_rules();
+    config_keys();
+    files();
+    status_values();
     step_marker();
     return ferror(stdout) ? 1 : 0;
 }

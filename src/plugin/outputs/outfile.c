@@ -20,6 +20,7 @@
 
 #include "common/log.h"
 #include "common/strutil.h"
+#include "contract/names.h"
 #include "plugin/pipeline/output.h"
 #include "plugin/pipeline/pipeline.h"
 
@@ -148,11 +149,7 @@ int outfile_format_name(char *buf, size_t cap, const char *dir, int pid, uint64_
 
     if (!localtime_r(&secs, &tm) || strftime(stamp, sizeof(stamp), "%Y%m%d%H%M%S", &tm) == 0)
         return -EINVAL;
-    int w = snprintf(buf, cap, "%s/msmonitor_%d_%s%03u_%d.%s", dir, pid, stamp, (unsigned)(epoch_ms % 1000),
-                     (int)rank, ext);
-    if (w < 0 || (size_t)w >= cap)
-        return -ENAMETOOLONG;
-    return 0;
+    return names_export_file(buf, cap, dir, pid, stamp, (unsigned)(epoch_ms % 1000), rank, ext);
 }
 
 int outfile_make_name(char *buf, size_t cap, const char *dir, int32_t rank, const char *ext)

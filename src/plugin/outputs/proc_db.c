@@ -186,7 +186,7 @@ static bool db_room_for_big_pages(const char *dir)
  * the newest batches on a power loss, not on a process crash. */
 static int db_open(struct output *p)
 {
-    int rc = outfile_make_name(p->path, sizeof(p->path), p->s.log_dir, p->s.rank, "db");
+    int rc = outfile_make_name(p->path, sizeof(p->path), p->s.log_dir, p->s.rank, NAMES_EXT_DB);
     if (rc < 0) {
         LOG_ERROR("db: output path in '%s' is too long", p->s.log_dir);
         return rc;

@@ -470,7 +470,7 @@ static int file_open(struct output *p)
         return -EAGAIN;
     if (p->set.max_files > 0)
         rotate_delete(p);
-    int rc = outfile_make_name(p->path, sizeof(p->path), p->s.log_dir, p->s.rank, "jsonl");
+    int rc = outfile_make_name(p->path, sizeof(p->path), p->s.log_dir, p->s.rank, NAMES_EXT_JSONL);
     if (rc < 0) {
         p->next_open_ns = now + JSONL_RETRY_NS;
         LOG_RL(&p->err_rl, 10000, LOG_LVL_ERROR, "jsonl: output path in '%s' is too long", p->s.log_dir);

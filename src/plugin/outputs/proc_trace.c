@@ -20,6 +20,7 @@
 #include "common/jw.h"
 #include "common/log.h"
 #include "common/strutil.h"
+#include "contract/names.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/outputs/trace_fmt.h"
 #include "plugin/pipeline/pipeline.h"
@@ -64,10 +65,7 @@ void proc_trace_test_set_limits(size_t max_events, uint64_t gz_bytes)
 int proc_trace_name(char *buf, size_t cap, const char *dir, int pid, int32_t rank, int32_t start, int32_t stop,
                     bool gz)
 {
-    int n = snprintf(buf, cap, "%s/msmonitor_trace_%d_rank%d_step%d-%d.json%s", dir, pid, (int)(rank < 0 ? 0 : rank),
-                     (int)start, (int)stop, gz ? ".gz" : "");
-
-    return n >= 0 && (size_t)n < cap ? 0 : -ENAMETOOLONG;
+    return names_trace_file(buf, cap, dir, NAMES_TRACE_OURS, pid, rank, start, stop, gz);
 }
 
 /* ---- create / consume ---- */

@@ -37,6 +37,21 @@ static void test_standalone_kinds(void **state)
     assert_false(kinds_standalone(8));
 }
 
+/* The output files' names: built here only, matched by the generated patterns. */
+static void test_file_names(void **state)
+{
+    char b[128];
+    (void)state;
+    assert_int_equal(names_export_file(b, sizeof(b), "/d", 42, "20250614093001", 1123, -1, NAMES_EXT_DB), 0);
+    assert_string_equal(b, "/d/msmonitor_42_20250614093001123_-1.db");
+    assert_int_equal(names_export_file(b, 20, "/d", 42, "20250614093001", 5, 3, NAMES_EXT_JSONL), -ENAMETOOLONG);
+    assert_int_equal(names_trace_file(b, sizeof(b), "/t", NAMES_TRACE_OURS, 7, -1, 5, 7, false), 0);
+    assert_string_equal(b, "/t/msmonitor_trace_7_rank0_step5-7.json");
+    assert_int_equal(names_trace_file(b, sizeof(b), "/t", NAMES_TRACE_TORCH, 7, 3, 5, 7, true), 0);
+    assert_string_equal(b, "/t/msmonitor_torch_7_rank3_step5-7.json.gz");
+    assert_int_equal(names_trace_file(b, 30, "/t", NAMES_TRACE_OURS, 7, 3, 5, 7, true), -ENAMETOOLONG);
+}
+
 /* The getter stems Python calls (get_<stem>_data): the table ID in lower case. */
 static void test_kind_stems(void **state)
 {
@@ -244,6 +259,7 @@ int main(void)
         cmocka_unit_test(test_record_value_names), cmocka_unit_test(test_datamsg_envelope),
         cmocka_unit_test(test_datamsg_step),       cmocka_unit_test(test_cfgrules),
         cmocka_unit_test(test_kind_stems),
+        cmocka_unit_test(test_file_names),
         cmocka_unit_test(test_stats_counters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
