@@ -1,6 +1,7 @@
 /* gen_contract: prints msmonitor/_contract.py, the Python view of the contract tables in
  * src/contract/ (docs/design/contract.md#python), so the package never holds a hand-written
  * copy. Run by CMake at build time; the output goes to stdout. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -193,77 +194,69 @@ static void config_rules(void)
     printf(")\n\n");
 }
 
-/* s as a regular expression that matches it literally, appended to buf at *off. */
-static void re_lit(char *buf, size_t cap, size_t *off, const char *s)
-{
-    for (; *s && *off + 2 < cap; s++) {
-        if (strchr(".^$*+?{}[]\\|()-", *s))
-            buf[(*off)++] = '\\';
-        buf[(*off)++] = *s;
-    }
-    buf[*off] = '\0';
-}
+/* A regular expression as parts: text matched literally (escaped here) or pattern syntax. */
+struct re_part {
+    bool lit;
+    const char *s;
+};
 
-static void re_raw(char *buf, size_t cap, size_t *off, const char *s)
+/* The parts as one Python string literal. */
+static void pyre(const struct re_part *p, size_t n)
 {
-    int w = snprintf(buf + *off, cap - *off, "%s", s);
+    char re[512];
+    size_t o = 0;
 
-    *off += w > 0 && (size_t)w < cap - *off ? (size_t)w : 0;
+    for (size_t i = 0; i < n; i++)
+        for (const char *c = p[i].s; *c && o + 2 < sizeof(re); c++) {
+            if (p[i].lit && strchr(".^$*+?{}[]\\|()-", *c))
+                re[o++] = '\\';
+            re[o++] = *c;
+        }
+    re[o] = '\0';
+    pystr(re);
 }
 
 /* The output files' names (names_export_file, names_trace_file) as the analysis matches and
  * builds them. */
 static void files(void)
 {
-    char re[512];
-    size_t o = 0;
+    static const struct re_part export_re[] = {
+        { false, "^" }, { true, NAMES_FILE_PREFIX }, { false, "(\\d+)_(\\d+)_(-?\\d+)\\.(" },
+        { true, NAMES_EXT_DB }, { false, "|" }, { true, NAMES_EXT_JSONL }, { false, ")$" },
+    };
+    static const struct re_part trace_re[] = {
+        { false, "^" }, { true, NAMES_FILE_PREFIX }, { false, "(" }, { true, NAMES_TRACE_OURS }, { false, "|" },
+        { true, NAMES_TRACE_TORCH }, { false, ")_\\d+" }, { true, NAMES_TRACE_RANK }, { false, "\\d+" },
+        { true, NAMES_TRACE_STEPS }, { false, "\\d+-\\d+" }, { true, NAMES_TRACE_SUFFIX }, { false, "(" },
+        { true, NAMES_GZ_SUFFIX }, { false, ")?$" },
+    };
+    static const char *const strs[][2] = {
+        { "FILE_PREFIX", NAMES_FILE_PREFIX },
+        { "# nputrace's traces: ours and torch.profiler's beside them.\nTRACE_FILE_OURS", NAMES_TRACE_OURS },
+        { "TRACE_FILE_TORCH", NAMES_TRACE_TORCH },
+        { "# str.format fields: who, pid, rank (0 when unknown), start, stop; gz adds GZ_SUFFIX.\nTRACE_FILE_NAME",
+          NAMES_FILE_PREFIX "{who}_{pid}" NAMES_TRACE_RANK "{rank}" NAMES_TRACE_STEPS "{start}-{stop}"
+          NAMES_TRACE_SUFFIX },
+        { "GZ_SUFFIX", NAMES_GZ_SUFFIX },
+        { "# In the name of every file of the window [start, stop).\nTRACE_WINDOW_TAG",
+          NAMES_TRACE_STEPS "{start}-{stop}." },
+    };
 
-    printf("# Files the outputs write (names_export_file / names_trace_file).\nFILE_PREFIX = ");
-    pystr(NAMES_FILE_PREFIX);
-    printf("\nEXPORT_EXTS = (");
+    printf("# Files the outputs write (names_export_file / names_trace_file).\n");
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+        printf("%s = ", strs[i][0]);
+        pystr(strs[i][1]);
+        printf("\n");
+    }
+    printf("EXPORT_EXTS = (");
     pystr(NAMES_EXT_DB);
     printf(", ");
     pystr(NAMES_EXT_JSONL);
     printf(")\n# msmonitor_<pid>_<YYYYmmddHHMMSS><mmm>_<rank>.<ext>: groups pid, stamp, rank, ext.\n"
            "EXPORT_FILE_PATTERN = ");
-    re_raw(re, sizeof(re), &o, "^");
-    re_lit(re, sizeof(re), &o, NAMES_FILE_PREFIX);
-    re_raw(re, sizeof(re), &o, "(\\d+)_(\\d+)_(-?\\d+)\\.(");
-    re_lit(re, sizeof(re), &o, NAMES_EXT_DB);
-    re_raw(re, sizeof(re), &o, "|");
-    re_lit(re, sizeof(re), &o, NAMES_EXT_JSONL);
-    re_raw(re, sizeof(re), &o, ")$");
-    pystr(re);
-    printf("\n# nputrace's traces: ours and torch.profiler's beside them.\nTRACE_FILE_OURS = ");
-    pystr(NAMES_TRACE_OURS);
-    printf("\nTRACE_FILE_TORCH = ");
-    pystr(NAMES_TRACE_TORCH);
+    pyre(export_re, sizeof(export_re) / sizeof(export_re[0]));
     printf("\nTRACE_FILE_PATTERN = ");
-    o = 0;
-    re_raw(re, sizeof(re), &o, "^");
-    re_lit(re, sizeof(re), &o, NAMES_FILE_PREFIX);
-    re_raw(re, sizeof(re), &o, "(");
-    re_lit(re, sizeof(re), &o, NAMES_TRACE_OURS);
-    re_raw(re, sizeof(re), &o, "|");
-    re_lit(re, sizeof(re), &o, NAMES_TRACE_TORCH);
-    re_raw(re, sizeof(re), &o, ")_\\d+");
-    re_lit(re, sizeof(re), &o, NAMES_TRACE_RANK);
-    re_raw(re, sizeof(re), &o, "\\d+");
-    re_lit(re, sizeof(re), &o, NAMES_TRACE_STEPS);
-    re_raw(re, sizeof(re), &o, "\\d+-\\d+");
-    re_lit(re, sizeof(re), &o, NAMES_TRACE_SUFFIX);
-    re_raw(re, sizeof(re), &o, "(");
-    re_lit(re, sizeof(re), &o, NAMES_GZ_SUFFIX);
-    re_raw(re, sizeof(re), &o, ")?$");
-    pystr(re);
-    printf("\n# str.format fields: who, pid, rank (0 when unknown), start, stop; gz adds GZ_SUFFIX.\n"
-           "TRACE_FILE_NAME = ");
-    pystr(NAMES_FILE_PREFIX "{who}_{pid}" NAMES_TRACE_RANK "{rank}" NAMES_TRACE_STEPS "{start}-{stop}"
-          NAMES_TRACE_SUFFIX);
-    printf("\nGZ_SUFFIX = ");
-    pystr(NAMES_GZ_SUFFIX);
-    printf("\n# In the name of every file of the window [start, stop).\nTRACE_WINDOW_TAG = ");
-    pystr(NAMES_TRACE_STEPS "{start}-{stop}.");
+    pyre(trace_re, sizeof(trace_re) / sizeof(trace_re[0]));
     printf("\n\n");
 }
 

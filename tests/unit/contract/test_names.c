@@ -229,6 +229,24 @@ static void test_cfgrules(void **state)
     assert_int_equal(cfgrules_int(f, "x", &v), -EINVAL);
     assert_int_equal(cfgrules_int(cfgrules_of(CFGKEY_DURATION), "1", &v), -EINVAL); /* not an INT rule */
     assert_int_equal(cfgrules_int(NULL, "1", &v), -EINVAL);
+    /* the CLI's flags and reasons come from the rules and the tables they name */
+    char why[128];
+    assert_string_equal(cfgrules_of(CFGKEY_NPU_MONITOR_LOG_FILE)->flag, "log-file");
+    assert_string_equal(cfgrules_of(CFGKEY_NPU_MONITOR_START)->command, "npu-monitor");
+    assert_int_equal(cfgrules_reason(l, why, sizeof(why)), strlen("Must be an integer in [100, 500000]"));
+    assert_string_equal(why, "Must be an integer in [100, 500000]");
+    cfgrules_reason(f, why, sizeof(why));
+    assert_string_equal(why, "Must be -1 or an integer greater than or equal to 2");
+    cfgrules_reason(cfgrules_of(CFGKEY_REPORT_INTERVAL_S), why, sizeof(why));
+    assert_string_equal(why, "Must be an integer in [0, 4294967295]");
+    cfgrules_reason(cfgrules_of(CFGKEY_NPU_MONITOR_EXPORT_TYPE), why, sizeof(why));
+    assert_string_equal(why, "possible values: DB, Jsonl"); /* the output table's exportable rows */
+    cfgrules_reason(cfgrules_of(CFGKEY_NPU_MONITOR_STOP), why, sizeof(why));
+    assert_string_equal(why, "Must be true or false");
+    assert_int_equal(cfgrules_reason(cfgrules_of(CFGKEY_NPU_MONITOR_FILTER), why, sizeof(why)), 0);
+    assert_string_equal(why, "");
+    assert_int_equal(cfgrules_reason(l, why, 8), strlen("Must be an integer in [100, 500000]")); /* cut, terminated */
+    assert_string_equal(why, "Must be");
 }
 
 /* Every counter has its own place in the stats line, and the keys are sorted (JSON order). */
