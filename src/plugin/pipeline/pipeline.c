@@ -27,6 +27,7 @@
 #define PL_SLOW_DEVICES 64
 #define PL_MIN_AGE_NS (300ull * 1000000000ull) /* incomplete ids live at least this long */
 #define PL_EXPIRE_EVERY_NS 1000000000ull
+#define PL_CACHE_LINE 64 /* see struct pipeline */
 
 struct pipeline {
     const struct output_ops *ops[PL_MAX_OUTPUTS];
@@ -38,7 +39,10 @@ struct pipeline {
     uint64_t max_age_ns;
     struct markpair *mp;
     _Atomic uint64_t next_expire_ns;
-    struct pl_counters c;
+    /* The counters start a cache line of their own: the outputs' writer threads update them
+     * while the completion path reads the fields above on every batch, so those stay on lines
+     * the writers never write, whatever the number of outputs. */
+    _Alignas(PL_CACHE_LINE) struct pl_counters c;
     output_send_fn send;            /* PluginStats to the daemon (NULL: not sent) */
     void *send_ctx;
     _Atomic uint64_t fast_dev[PL_FAST_DEVICES / 64];
@@ -104,9 +108,10 @@ int pipeline_create_set(const struct output_config *cfg, struct filter_state *fs
     for (size_t i = 0; i < nops; i++)
         if (!ops[i])
             return -EINVAL;
-    pl = calloc(1, sizeof(*pl));
+    pl = aligned_alloc(_Alignof(struct pipeline), sizeof(*pl)); /* sizeof is a multiple of the alignment */
     if (!pl)
         return -ENOMEM;
+    memset(pl, 0, sizeof(*pl));
     pthread_mutex_init(&pl->dev_mu, NULL);
     pl->fs = fs;
     pl->session_start_ns = cfg->session_start_ns;
