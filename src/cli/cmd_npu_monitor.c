@@ -43,7 +43,7 @@ static const char *trimmed(const char *s, char *out, size_t cap)
 }
 
 /* The value rule r's flag sends (docs/design/contract.md#npu-monitor-keys), checked by the rule,
- * into out (CLI_VAL_STR_MAX + 1 bytes); -EINVAL with the one-line error in err. */
+ * into out (cap bytes, room for a whole path); -EINVAL with the one-line error in err. */
 static int rule_value(const struct cli_args *a, const struct cfgrules_rule *r, char *out, size_t cap, char *err,
                       size_t errcap)
 {
@@ -59,7 +59,7 @@ static int rule_value(const struct cli_args *a, const struct cfgrules_rule *r, c
             snprintf(out, cap, "%lld", (long long)n);
             return 0;
         }
-        /* may be left empty: sent trimmed, as typed */
+        /* may be left empty: sent trimmed, as typed (no number of a range needs 32 bytes) */
         if (strlen(v) >= 32 || (trimmed(v, out, cap)[0] && cfgrules_int(r, out, &n) < 0))
             goto bad;
         return 0;
