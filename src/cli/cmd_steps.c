@@ -160,11 +160,12 @@ static int collect(const struct cli_reply *r, size_t nh, struct slowrank_in **re
                     y->transfer = u64_of(c->next->next);
                     /* without the split column, a split could only have been measured; a
                      * daemon's "inferred" (it has no peers to infer from) is inferred again */
-                    if (cJSON_IsString(how))
-                        y->split = strcmp(how->valuestring, "measured") == 0 ? DATAMSG_SPLIT_MEASURED
-                                                                              : DATAMSG_SPLIT_NONE;
-                    else
+                    if (cJSON_IsString(how)) {
+                        if (datamsg_split_parse(how->valuestring, strlen(how->valuestring), &y->split) != 0)
+                            y->split = DATAMSG_SPLIT_NONE;
+                    } else {
                         y->split = y->wait || y->transfer < y->comm ? DATAMSG_SPLIT_MEASURED : DATAMSG_SPLIT_NONE;
+                    }
                     if (y->wait > y->comm || y->transfer > y->comm || y->split != DATAMSG_SPLIT_MEASURED) {
                         y->wait = 0; /* inconsistent, or not measured: no split */
                         y->transfer = y->comm;
