@@ -310,15 +310,16 @@ static bool verdict(const struct slowrank_in *in, size_t i, const size_t *off, c
     for (int k = 0; k < DATAMSG_SPLIT_COUNT; k++) /* a tie goes to the better-known split */
         if (how[k] >= how[sl.split])
             sl.split = (enum datamsg_split)k;
-    /* The job-wide cost per step: what the others wait for it beyond its own wait (a
-     * synchronised job), or its own longer step (nobody waits): whichever the run shows. A
-     * slow link also costs its own longer transfer, which the others meet only at the next
-     * collective. */
+    /* The job-wide cost per step: what the others wait for it beyond its own wait where they
+     * noticeably do (a synchronised job: its own step is then as long as theirs, give or take
+     * when each woke), else its own longer step (nobody waits: ranks that do not
+     * synchronise). A slow link also costs its own longer transfer, which the others meet
+     * only at the next collective. */
     int c = full > 0;
     if (!c)
         sl.cost_last_step = sl.last_step;
     double k = c ? full : sl.run;
-    sl.cost_ms = waited[c] > own_wall[c] ? waited[c] / k : own_wall[c] / k;
+    sl.cost_ms = waited[c] / k >= SLOWRANK_WAIT_SHARE * sl.excess_ms[best] ? waited[c] / k : own_wall[c] / k;
     if (best == SLOWRANK_COMMUNICATION && own_busy[c] / k > sl.cost_ms)
         sl.cost_ms = own_busy[c] / k;
     /* An excess nobody pays for (neither do the others wait for it nor is its own step

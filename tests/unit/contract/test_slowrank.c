@@ -106,6 +106,23 @@ static void test_sync_causes(void **state)
             slowrank_result_fini(&res);
         }
     }
+    /* on a loaded machine the others woke late: they wait only 0.9 ms for its 2.4 ms, and its
+     * own step reads 1 ms longer than theirs; what it costs them is still their wait */
+    fill_sync(5, 30, COMPUTE, 2400000, 0);
+    for (int r = 0; r < R; r++)
+        for (int i = 29; i < S; i++) {
+            if (r == 5) {
+                smp[r][i].wall += 1000000;
+            } else {
+                smp[r][i].wait = 900000;
+                smp[r][i].comm = smp[r][i].wait + smp[r][i].transfer;
+            }
+        }
+    assert_int_equal(slowrank_merge(in, R, &rule, &res), 0);
+    assert_int_equal(res.nslow, 1);
+    assert_int_equal(in[res.slow[0].rank_index].rank, 5);
+    assert_true(res.slow[0].cost_ms > 0.85 && res.slow[0].cost_ms < 0.95);
+    slowrank_result_fini(&res);
     /* the newest two steps not reported by rank 0 yet: judged, but not costed */
     fill_sync(5, 30, COMPUTE, 2400000, 20000);
     in[0].n = S - 2;
