@@ -271,10 +271,6 @@ def check_flagged(job, v, views, kind, onset, per_interval, severity, split):
     assert unflagged <= onset + 2 * per_interval + 3, (unflagged, v)
     assert all(not x["slow_ranks"] for x in views[:-1]), [x for x in views if x["slow_ranks"]][0]
     assert v["ranks"] == WORLD
-    if os.environ.get("SR_DEBUG"):
-        with open(os.environ["SR_DEBUG"], "w") as f:
-            for a in job.h.addrs:
-                f.write(json.dumps(rpc_json(job.h.port, {"fn": "getSteps", "last": 128}, host=a)) + "\n")
     assert v["split"][split] > 0 and sum(v["split"].values()) == v["split"][split], v["split"]
     print(f"flagged (onset {onset}, last unflagged view at step {unflagged}):", json.dumps(s))
     return s
@@ -372,12 +368,14 @@ def clean_views(job, steps=200):
         views.append(job.h.dyno_json("steps", "--json", "--last", "128"))
         return views[-1]["window"]["last_step"] >= first + steps
     wait_until(done, 180, f"{steps} monitored steps", diag=lambda: repr(views[-1]), alive=job.procs, interval=0.5)
-    if os.environ.get("SR_DEBUG"):
-        with open(os.environ["SR_DEBUG"], "w") as f:
+    flagged = [v for v in views if v["slow_ranks"]]
+    if flagged:
+        # what the daemons hold, for the diagnosis
+        path = os.path.join(job.tmp, "windows.jsonl")
+        with open(path, "w") as f:
             for a in job.h.addrs:
                 f.write(json.dumps(rpc_json(job.h.port, {"fn": "getSteps", "last": 128}, host=a)) + "\n")
-    flagged = [v for v in views if v["slow_ranks"]]
-    assert not flagged, flagged[0]
+        raise AssertionError(f"{json.dumps(flagged[0])} (windows: {path})")
     assert views[-1]["ranks"] == WORLD
     print(f"{len(views)} views over steps {first}-{views[-1]['window']['last_step']}, the last: {json.dumps(views[-1])}")
     # the ranks really were synchronised: some waited inside the collective
