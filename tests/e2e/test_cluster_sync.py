@@ -193,11 +193,11 @@ class Job:
                     out.setdefault(d["seq"], {})[d["rank"]] = d["wait"]
         return out
 
-    def cost_truth(self, first, last):
+    def cost_truth(self, first, last, rank=SLOW):
         """Mean over steps [first, last] of how much longer the ranks wait (their median) than
-        the slow rank, from the simulator's own record: the n-th all-reduce is step n."""
+        `rank`, from the simulator's own record: the n-th all-reduce is step n."""
         t = self.truth()
-        costs = [(statistics.median(w.values()) - w[SLOW]) / 1e6
+        costs = [(statistics.median(w.values()) - w[rank]) / 1e6
                  for w in (t.get(n, {}) for n in range(first, last + 1)) if len(w) == WORLD]
         assert costs, (first, last, sorted(t)[-5:])
         return statistics.mean(costs)
@@ -368,7 +368,12 @@ def clean_views(job, steps=200):
         views.append(job.h.dyno_json("steps", "--json", "--last", "128"))
         return views[-1]["window"]["last_step"] >= first + steps
     wait_until(done, 180, f"{steps} monitored steps", diag=lambda: repr(views[-1]), alive=job.procs, interval=0.5)
-    flagged = [v for v in views if v["slow_ranks"]]
+    def real(s):
+        """Under the sanitizers every rank runs several times slower on a shared machine, and a
+        rank the scheduler holds back for a few steps is a real straggler of the moment: the
+        simulator's own record shows the others waiting for it as long as the rule says."""
+        return SANITIZED and job.cost_truth(s["since_step"], s["cost_to_step"], s["rank"]) >= 0.75 * s["cost_ms"]
+    flagged = [v for v in views if not all(real(s) for s in v["slow_ranks"])]
     if flagged:
         # what the daemons hold, for the diagnosis
         path = os.path.join(job.tmp, "windows.jsonl")
