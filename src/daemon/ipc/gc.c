@@ -12,6 +12,7 @@ struct gc {
     struct status_table *st;
     uint64_t age_ns;
     struct loop_event *timer;
+    struct peer_cache *peers; /* may be NULL */
 };
 
 static void on_tick(struct loop_event *ev, void *arg)
@@ -21,6 +22,13 @@ static void on_tick(struct loop_event *ev, void *arg)
     uint64_t now = clock_mono_ns();
     registry_gc(g->reg, now, g->age_ns);
     status_gc(g->st, now, g->age_ns);
+    if (g->peers)
+        peer_gc(g->peers);
+}
+
+void gc_set_peers(struct gc *g, struct peer_cache *peers)
+{
+    g->peers = peers;
 }
 
 int gc_create(struct loop *l, struct registry *reg, struct status_table *st,

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "daemon/ipc/peer.h"
 #include "daemon/ipc/registry.h"
 #include "daemon/ipc/status.h"
 #include "daemon/loop.h"
@@ -16,6 +17,8 @@ struct gc;
  * Caller owns *ret; free with gc_destroy(). */
 int gc_create(struct loop *l, struct registry *reg, struct status_table *st,
               uint64_t interval_ms, uint64_t age_ms, struct gc **ret);
+/* Also drop the sender-cache entries of exited processes every interval (peers borrowed). */
+void gc_set_peers(struct gc *g, struct peer_cache *peers);
 /* Cancels the timer and frees g. NULL is a no-op. */
 void gc_destroy(struct gc *g);
 

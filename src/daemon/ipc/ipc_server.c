@@ -19,6 +19,7 @@
 #include "common/logesc.h"
 #include "common/strutil.h"
 #include "contract/names.h"
+#include "daemon/ipc/peer.h"
 #include "daemon/ipc/sock_file.h"
 #include "ipc/ipc_msg.h"
 
@@ -40,8 +41,11 @@ struct ipc_server {
     uid_t allowed[IPC_MAX_ALLOWED_UIDS];
     size_t nallowed;
     bool pid_check;
-    uint64_t dropped_uid, dropped_pid;   /* shown in the drop lines */
+    uint64_t dropped_uid, dropped_pid, dropped_nopid; /* shown in the drop lines and getStatus */
     uid_t cur_uid;                       /* credential uid of the datagram being handled */
+    struct peer_cache *peers;            /* cfg's, or our own (own_peers) */
+    bool own_peers;
+    bool nopid_said;                     /* the pid-namespace WARNING is written once */
 };
 
 int ipc_server_set_peers(struct ipc_server *s, const uid_t *uids, size_t n, bool pid_check)
@@ -90,43 +94,6 @@ static bool uid_allowed(const struct ipc_server *s, uid_t uid)
         if (s->allowed[i] == uid)
             return true;
     return false;
-}
-
-/* Parent of pid from /proc/<pid>/stat (the field after the ")" of the command name, which
- * may itself contain spaces and parentheses). -1 if unknown. */
-static pid_t parent_of(pid_t pid)
-{
-    char path[32], buf[512];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    char *rp = strrchr(buf, ')');
-    int ppid;
-    char state;
-    if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2)
-        return -1;
-    return (pid_t)ppid;
-}
-
-/* Is sender the claimed pid or one of its ancestors? The walk stops at init, at a loop or
- * after 64 generations (deeper trees do not occur in training jobs). */
-static bool speaks_for(pid_t sender, int32_t claimed)
-{
-    pid_t p = (pid_t)claimed;
-    if (claimed <= 0)
-        return false;
-    for (int depth = 0; depth < 64 && p > 1; depth++) {
-        if (p == sender)
-            return true;
-        p = parent_of(p);
-    }
-    return p == sender;
 }
 
 static int open_kineto(struct ipc_server *s)
@@ -184,6 +151,14 @@ int ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret_live_conflict,
     if (!s)
         return -ENOMEM;
     s->cfg = *cfg;
+    s->peers = cfg->peers;
+    if (!s->peers) {
+        if (peer_cache_create("/proc", 0, &s->peers) != 0) {
+            free(s);
+            return -ENOMEM;
+        }
+        s->own_peers = true;
+    }
     s->ctl.fd = s->data.fd = s->kineto_fd = -1;
     s->pid_check = true;
     s->kineto_file.fd = -1;
@@ -256,15 +231,29 @@ static bool peer_ok(const struct ipc_server *s, bool kineto, bool data,
     return false;
 }
 
+/* Who a control message is from and speaks for: the kernel's identity of the sender (have_who),
+ * and the node's pid of the process it names (node; the payload's pid when unchecked). */
+struct who {
+    bool have;
+    struct peer_id id;
+    int32_t node;
+};
+
+/* The node's numbers of a new process's leaf and ancestors (the registry asks once). */
+static size_t lineage(void *arg, int32_t node, int32_t *ret, size_t cap)
+{
+    return peer_lineage(arg, node, ret, cap);
+}
+
 static void handle_ctxt(struct ipc_server *s, int fd, const struct ipc_view *v,
-                        const struct sockaddr_un *peer, socklen_t plen)
+                        const struct sockaddr_un *peer, socklen_t plen, const struct who *who)
 {
     struct ipc_ctxt c;
     if (ipc_parse_ctxt(v, &c) != 0) {
         LOG_RL(&s->rl_size, 1000, LOG_LVL_ERROR, "ctxt receive message size is invalid: %zu", v->len);
         return;
     }
-    int count = registry_ctxt(s->cfg.reg, c.job_id, c.npu, c.pid);
+    int count = registry_ctxt(s->cfg.reg, c.job_id, c.npu, who->have ? who->node : c.pid);
     if (count < 0)
         return;
     int32_t n = count;
@@ -272,7 +261,7 @@ static void handle_ctxt(struct ipc_server *s, int fd, const struct ipc_view *v,
 }
 
 static void handle_req(struct ipc_server *s, int fd, bool kineto, const struct ipc_view *v,
-                       const struct sockaddr_un *peer, socklen_t plen)
+                       const struct sockaddr_un *peer, socklen_t plen, const struct who *who)
 {
     struct ipc_req hdr;
     int32_t pids[IPC_REQ_MAX_PIDS];
@@ -290,7 +279,10 @@ static void handle_req(struct ipc_server *s, int fd, bool kineto, const struct i
     }
     char *cfg = NULL;
     size_t cfg_len = 0;
-    int rc = registry_poll_uid(s->cfg.reg, s->cur_uid, hdr.job_id, pids, n, hdr.type,
+    /* a sender in our pid namespace numbers its pids as we do; one in a container gets the
+     * node's numbers of its lineage when it registers */
+    struct reg_who rw = { who->node, who->id.pidns, who->id.depth > 0 ? lineage : NULL, s->peers };
+    int rc = registry_poll_who(s->cfg.reg, s->cur_uid, who->have ? &rw : NULL, hdr.job_id, pids, n, hdr.type,
                                kineto ? REG_ORIGIN_KINETO : REG_ORIGIN_MSMON, clock_mono_ns(), &cfg,
                                &cfg_len);
     if (rc && rc != -ENOSPC && rc != -EDQUOT && rc != -ESRCH)
@@ -318,7 +310,8 @@ static bool claimed_pid(const struct ipc_view *v, int32_t *ret)
     return true;
 }
 
-static void handle_status(struct ipc_server *s, const struct ipc_view *v, enum status_dim dim)
+static void handle_status(struct ipc_server *s, const struct ipc_view *v, enum status_dim dim,
+                          const struct who *who)
 {
     struct ipc_status st;
     if (ipc_parse_status(v, &st) != 0) {
@@ -326,7 +319,10 @@ static void handle_status(struct ipc_server *s, const struct ipc_view *v, enum s
                v->type_str, v->len);
         return;
     }
-    status_update(s->cfg.st, dim, &st, clock_mono_ns());
+    int32_t ns_pid = st.pid;
+    if (who->have)
+        st.pid = who->node; /* the node's number: what gone checks, status and --pids use */
+    status_update_ns(s->cfg.st, dim, &st, ns_pid, clock_mono_ns());
     registry_mark_msmon(s->cfg.reg, st.pid);
 }
 
@@ -355,9 +351,12 @@ void ipc_server_dispatch_cred(struct ipc_server *s, int fd, bool kineto, bool da
 {
     struct ipc_view v;
     char tesc[LOGESC_CAP(IPC_TYPE_LEN)];   /* the type tag is outside text */
+    struct who who = { .have = false };
     s->cur_uid = cred ? cred->uid : geteuid();
     if (cred && !uid_allowed(s, cred->uid)) {
         s->dropped_uid++;
+        if (s->cfg.st)
+            status_count_drop(s->cfg.st, STATUS_DROP_UID, cred->uid);
         LOG_RL(&s->rl_uid[endpoint_idx(kineto, data)], 1000, LOG_LVL_WARNING,
                "ipc: dropped datagram on %s from uid %u (pid %d): uid not allowed (%llu so far)",
                endpoint_name(kineto, data), (unsigned)cred->uid, (int)cred->pid,
@@ -376,6 +375,29 @@ void ipc_server_dispatch_cred(struct ipc_server *s, int fd, bool kineto, bool da
         LOG_RL(&s->rl_peer, 1000, LOG_LVL_WARNING, "unexpected peer address %s", name);
         return;
     }
+    if (cred && s->pid_check) {
+        if (cred->pid <= 0) {
+            /* the kernel could not name the sender in our pid namespace: we run in one of our
+             * own (a container without the host's), and no pid any process sends means anything
+             * here */
+            s->dropped_nopid++;
+            if (s->cfg.st)
+                status_count_drop(s->cfg.st, STATUS_DROP_NO_PID, cred->uid);
+            if (!s->nopid_said) {
+                s->nopid_said = true;
+                LOG_WARN("ipc: the kernel reports pid 0 for the sender of a datagram on %s: this daemon runs in "
+                            "a pid namespace of its own and cannot see the processes it monitors, so their "
+                            "datagrams are dropped - fix: run dynolog in the host's pid namespace (Kubernetes: "
+                            "hostPID: true; docker: --pid=host) (docs/deploy.md#the-daemon-must-see-the-jobs-pids)",
+                            endpoint_name(kineto, data));
+            }
+            return;
+        }
+        if (peer_lookup(s->peers, cred->pid, &who.id) != 0)
+            who.id = (struct peer_id){ .pid = cred->pid, .ns_pid = cred->pid }; /* unreadable: as before */
+        who.have = true;
+        who.node = who.id.pid;
+    }
     if (data) {
         if (v.type != IPC_T_DATA) {
             LOG_RL(&s->rl_type, 1000, LOG_LVL_ERROR, "TYPE UNKOWN: %s",
@@ -386,14 +408,17 @@ void ipc_server_dispatch_cred(struct ipc_server *s, int fd, bool kineto, bool da
             LOG_RL(&s->rl_size, 1000, LOG_LVL_ERROR, "data receive message size is invalid: %zu", v.len);
             return;
         }
-        if (s->cfg.data)
-            data_handle_from(s->cfg.data, (const char *)v.payload, v.len, clock_real_ns(),
-                             cred && s->pid_check ? (int32_t)cred->pid : 0);
+        if (s->cfg.data) {
+            struct data_sender ds = { who.id.pid, who.id.ns_pid };
+            data_handle_sender(s->cfg.data, (const char *)v.payload, v.len, clock_real_ns(), who.have ? &ds : NULL);
+        }
         return;
     }
     int32_t claimed = 0;
-    if (cred && s->pid_check && claimed_pid(&v, &claimed) && !speaks_for(cred->pid, claimed)) {
+    if (who.have && claimed_pid(&v, &claimed) && !peer_speaks_for(s->peers, &who.id, claimed, &who.node)) {
         s->dropped_pid++;
+        if (s->cfg.st)
+            status_count_drop(s->cfg.st, STATUS_DROP_SPEAKS_FOR, cred->uid);
         LOG_RL(&s->rl_pid[endpoint_idx(kineto, data)], 1000, LOG_LVL_WARNING,
                "ipc: dropped %s on %s from pid %d (uid %u): it speaks for pid %d, which is neither "
                "the sender nor its descendant (%llu so far)",
@@ -402,10 +427,10 @@ void ipc_server_dispatch_cred(struct ipc_server *s, int fd, bool kineto, bool da
         return;
     }
     switch (v.type) {
-    case IPC_T_CTXT: handle_ctxt(s, fd, &v, peer, peer_len); break;
-    case IPC_T_REQ: handle_req(s, fd, kineto, &v, peer, peer_len); break;
-    case IPC_T_TRACE_STATUS: handle_status(s, &v, STATUS_TRACE); break;
-    case IPC_T_MONITOR_STATUS: handle_status(s, &v, STATUS_MONITOR); break;
+    case IPC_T_CTXT: handle_ctxt(s, fd, &v, peer, peer_len, &who); break;
+    case IPC_T_REQ: handle_req(s, fd, kineto, &v, peer, peer_len, &who); break;
+    case IPC_T_TRACE_STATUS: handle_status(s, &v, STATUS_TRACE, &who); break;
+    case IPC_T_MONITOR_STATUS: handle_status(s, &v, STATUS_MONITOR, &who); break;
     default:
         LOG_RL(&s->rl_type, 1000, LOG_LVL_ERROR, "TYPE UNKOWN: %s",
                    logesc(v.type_str, strlen(v.type_str), tesc, sizeof(tesc)));
@@ -527,5 +552,7 @@ void ipc_server_destroy(struct ipc_server *s)
     if (s->kineto_fd >= 0)
         close(s->kineto_fd);
     sock_file_close(&s->kineto_file);
+    if (s->own_peers)
+        peer_cache_destroy(s->peers);
     free(s);
 }
