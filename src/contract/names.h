@@ -13,6 +13,10 @@
 #define NAMES_SOCK_RPC "dyno"          /* local RPC stream socket */
 #define NAMES_SOCK_SUFFIX ".sock"
 #define NAMES_SOCK_FILE(base) base NAMES_SOCK_SUFFIX
+/* Beside the sockets: a symbolic link whose target is the daemon's network namespace as
+ * /proc/self/ns/net reads ("net:[<inode>]"). A client whose own differs binds its socket in the
+ * directory instead of the abstract namespace (docs/design/ipc.md#network-namespaces). */
+#define NAMES_NETNS_LINK "dynolog.netns"
 #define NAMES_SHM_PREFIX "DynamicProfileNpuShm"
 #define NAMES_SHM_SIZE (1u << 20) /* dyno-mode segment: 4-byte time stamp + config text */
 /* DB connectionId of a marker = its msPTI id + this, so marker ids never meet API ids. */

@@ -41,6 +41,9 @@ static const char *const penv_names[PENV_COUNT] = {
     [PENV_MASTER_PORT] = "MASTER_PORT",
     [PENV_TORCHELASTIC_RUN_ID] = "TORCHELASTIC_RUN_ID",
     [PENV_XDG_RUNTIME_DIR] = "XDG_RUNTIME_DIR",
+#define PENV_POD_ROW(id, env, key, skey, cap) [PENV_POD_##id] = env,
+    PODID_FIELDS(PENV_POD_ROW)
+#undef PENV_POD_ROW
 };
 
 static char *penv_values[PENV_COUNT];

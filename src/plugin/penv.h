@@ -6,6 +6,8 @@
 
 #include <stdbool.h>
 
+#include "contract/podid.h"
+
 enum penv_id {
     PENV_USE_DAEMON = 0,        /* MSMONITOR_USE_DAEMON */
     PENV_KINETO_USE_DAEMON,     /* KINETO_USE_DAEMON (deprecated alias) */
@@ -40,6 +42,10 @@ enum penv_id {
     PENV_MASTER_PORT,           /*   rendezvous, the default job key */
     PENV_TORCHELASTIC_RUN_ID,
     PENV_XDG_RUNTIME_DIR,       /* XDG_RUNTIME_DIR: fallback home of the segment */
+    /* the downward-API variables (contract/podid.h): PENV_POD_POD = POD_NAME, ... (podenv.h) */
+#define PENV_POD_ENUM(id, env, key, skey, cap) PENV_POD_##id,
+    PODID_FIELDS(PENV_POD_ENUM)
+#undef PENV_POD_ENUM
     PENV_COUNT
 };
 

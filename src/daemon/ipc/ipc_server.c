@@ -29,6 +29,8 @@ struct ipc_server {
     struct sock_file data;     /* dynolog_data.sock */
     int kineto_fd;
     struct sock_file kineto_file;   /* dir mode only */
+    char netns_link[160];           /* <dir>/dynolog.netns when we made it, else "" */
+    char netns_text[64];
     char kineto_dir[108];
     struct loop_event *ev_ctl, *ev_data, *ev_kineto;   /* NULL until ipc_server_start */
     struct log_ratelimit rl_drop[5];
@@ -38,6 +40,7 @@ struct ipc_server {
     struct log_ratelimit rl_size;
     struct log_ratelimit rl_unnamed;
     struct log_ratelimit rl_uid[3], rl_pid[3], rl_nocred;   /* per endpoint (endpoint_idx) */
+    struct log_ratelimit rl_route;  /* a path-bound client whose socket file is not where it must be */
     uid_t allowed[IPC_MAX_ALLOWED_UIDS];
     size_t nallowed;
     bool pid_check;
@@ -144,6 +147,52 @@ static int open_kineto(struct ipc_server *s)
     return fd;
 }
 
+/* <dir>/dynolog.netns -> "net:[<inode>]", our network namespace: a plugin in another one (a pod)
+ * sees that its abstract reply address cannot reach us and binds its socket in the directory
+ * instead (docs/design/ipc.md#network-namespaces). Replaced atomically; an entry of another uid
+ * is left alone. Returns 0 when the link is ours. */
+static int publish_netns(struct ipc_server *s)
+{
+    char ns[64], path[160], tmp[176];
+    struct stat st;
+    ssize_t n = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
+
+    if (n <= 0 || snprintf(path, sizeof(path), "%s/" NAMES_NETNS_LINK, s->cfg.sock_dir) >= (int)sizeof(path) ||
+        snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+        return -ENAMETOOLONG;
+    ns[n] = '\0';
+    if (lstat(path, &st) == 0 && (!S_ISLNK(st.st_mode) || st.st_uid != geteuid())) {
+        LOG_ERROR("%s exists and is not our symbolic link: left alone; plugins in other network namespaces "
+                  "will not receive replies (docs/design/ipc.md#network-namespaces)", path);
+        return -EEXIST;
+    }
+    (void)unlink(tmp);
+    if (symlink(ns, tmp) != 0 || rename(tmp, path) != 0) {
+        int e = errno;
+        (void)unlink(tmp);
+        LOG_ERROR("cannot publish %s: %s", path, errno_name(e));
+        return -e;
+    }
+    snprintf(s->netns_link, sizeof(s->netns_link), "%s", path);
+    snprintf(s->netns_text, sizeof(s->netns_text), "%s", ns);
+    return 0;
+}
+
+/* At exit: unlink the link if it still says what we wrote (a newer daemon may have replaced it). */
+static void unpublish_netns(struct ipc_server *s)
+{
+    char cur[64];
+    ssize_t n;
+    if (!s->netns_link[0])
+        return;
+    n = readlink(s->netns_link, cur, sizeof(cur) - 1);
+    if (n > 0) {
+        cur[n] = '\0';
+        if (strcmp(cur, s->netns_text) == 0)
+            (void)unlink(s->netns_link);
+    }
+}
+
 int ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret_live_conflict, struct ipc_server **ret)
 {
     struct ipc_server *s = calloc(1, sizeof(*s));
@@ -171,8 +220,26 @@ int ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret_live_conflict,
     int rc = sock_file_create(&s->ctl, cfg->sock_dir, NAMES_SOCK_FILE(NAMES_SOCK_CTL), SOCK_DGRAM, cfg->mode);
     if (rc == -EADDRINUSE)
         *ret_live_conflict = true;
+    else if (s->ctl.fd >= 0)
+        (void)publish_netns(s);
     *ret = s;
     return 0;
+}
+
+/* The file name of a path-bound plugin client ("dynoconfigclient<uuid>.sock"), NULL for any
+ * other address. */
+static const char *client_base(const struct sockaddr_un *peer, socklen_t len)
+{
+    size_t n = len > sizeof(sa_family_t) ? strnlen(peer->sun_path, (size_t)len - sizeof(sa_family_t)) : 0;
+    const char *slash = n ? memrchr(peer->sun_path, '/', n) : NULL;
+    const char *base = slash ? slash + 1 : NULL;
+    size_t bn = base ? (size_t)(peer->sun_path + n - base) : 0;
+    static const char suffix[] = NAMES_SOCK_SUFFIX;
+
+    if (!base || bn <= sizeof(suffix) - 1 || memcmp(base + bn - (sizeof(suffix) - 1), suffix, sizeof(suffix) - 1) != 0 ||
+        !ipc_client_name_valid(base, bn - (sizeof(suffix) - 1)))
+        return NULL;
+    return base;
 }
 
 static void send_reply(struct ipc_server *s, int fd, const char *type, const void *payload,
@@ -185,6 +252,23 @@ static void send_reply(struct ipc_server *s, int fd, const char *type, const voi
         /* an unbound client polling in a loop would otherwise write one line per datagram */
         LOG_RL(&s->rl_unnamed, 1000, LOG_LVL_WARNING, "unnamed sender: %s reply skipped", type);
         return;
+    }
+    /* a path-bound plugin names its socket as its mount namespace sees the socket directory: the
+     * reply goes to that name in our directory, and only to a socket of the sender's uid there */
+    struct sockaddr_un routed;
+    const char *base = peer->sun_path[0] && !(s->kineto_dir[0] && fd == s->kineto_fd) ? client_base(peer, peer_len) : NULL;
+    if (base) {
+        struct stat st;
+        char path[IPC_SOCK_PATH_MAX + 2];
+        int pn = snprintf(path, sizeof(path), "%s/%s", s->cfg.sock_dir, base);
+        if (pn < 0 || (size_t)pn >= sizeof(path) || ipc_addr_path(&routed, &peer_len, path) != 0 ||
+            lstat(path, &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != s->cur_uid) {
+            LOG_RL(&s->rl_route, 1000, LOG_LVL_WARNING,
+                   "ipc: %s reply skipped: the client socket %s is not a socket of uid %u in %s "
+                   "(docs/design/ipc.md#network-namespaces)", type, base, (unsigned)s->cur_uid, s->cfg.sock_dir);
+            return;
+        }
+        peer = &routed;
     }
     memset(&md, 0, sizeof(md));
     md.size = len;
@@ -228,7 +312,8 @@ static bool peer_ok(const struct ipc_server *s, bool kineto, bool data,
         size_t dl = strlen(s->kineto_dir);
         return strncmp(peer->sun_path, s->kineto_dir, dl) == 0 && peer->sun_path[dl] == '/';
     }
-    return false;
+    /* a plugin in another network namespace: <its view of the socket directory>/<client>.sock */
+    return !kineto && client_base(peer, len) != NULL;
 }
 
 /* Who a control message is from and speaks for: the kernel's identity of the sender (have_who),
@@ -551,6 +636,7 @@ void ipc_server_destroy(struct ipc_server *s)
     sock_file_close(&s->data);
     if (s->kineto_fd >= 0)
         close(s->kineto_fd);
+    unpublish_netns(s);
     sock_file_close(&s->kineto_file);
     if (s->own_peers)
         peer_cache_destroy(s->peers);

@@ -16,6 +16,7 @@
 #include "plugin/backend/backend.h"
 #include "plugin/control/dyno.h"
 #include "plugin/control/monitor.h"
+#include "plugin/podenv.h"
 
 static struct {
     _Atomic int32_t step;
@@ -107,7 +108,7 @@ size_t health_json(const struct health_snapshot *s, uint64_t now_real_ns, char *
     struct jw w;
     const struct datamsg m = { .kind = HEALTH_KIND, .device_id = -1, .timestamp = now_real_ns, .name = "health",
                                .name_len = SIZE_MAX };
-    const struct datamsg_field extra[] = {
+    struct datamsg_field extra[DATAMSG_EXTRA_MAX] = {
         { .key = "backend", .type = DATAMSG_STR, .s = s->backend, .slen = SIZE_MAX },
         { .key = "config_age_ms", .type = DATAMSG_INT, .i = s->config_age_ms },
         { .key = "fallback", .type = DATAMSG_STR, .s = s->fallback, .slen = SIZE_MAX },
@@ -121,9 +122,16 @@ size_t health_json(const struct health_snapshot *s, uint64_t now_real_ns, char *
         { .key = "steps", .type = DATAMSG_UINT, .u = s->steps },
         { .key = "steps_since_config", .type = DATAMSG_UINT, .u = s->steps_since_config },
     };
+    size_t n = 0;
 
+    while (n < DATAMSG_EXTRA_MAX && extra[n].key)
+        n++;
+
+    /* the pod this process says it runs in (docs/design/ipc.md#pod-fields): optional keys that a
+     * daemon without them ignores */
+    n += podenv_fields(extra + n, DATAMSG_EXTRA_MAX - n);
     jw_init(&w, buf, cap);
-    return datamsg_write(&w, &m, extra, sizeof(extra) / sizeof(extra[0])) == 0 ? w.len : 0;
+    return datamsg_write(&w, &m, extra, n) == 0 ? w.len : 0;
 }
 
 int health_send(void)
