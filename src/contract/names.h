@@ -7,6 +7,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Deployment facts (docs/deploy.md): the daemon's default ports and the environment variables that
+ * tie a job to it. The Kubernetes manifests in packaging/kubernetes/ are checked against these
+ * through the generated _contract.py (tests/e2e/test_deploy_manifests.py). */
+#define NAMES_RPC_PORT 1778
+#define NAMES_PROMETHEUS_PORT 8080
+#define NAMES_ENV_SOCKET_DIR "MSMONITOR_SOCKET_DIR"
+#define NAMES_ENV_USE_DAEMON "MSMONITOR_USE_DAEMON"
+#define NAMES_ENV_KINETO_SOCKET_DIR "KINETO_IPC_SOCKET_DIR"
+#define NAMES_STR_(x) #x
+#define NAMES_STR(x) NAMES_STR_(x) /* a number's text, for string defaults */
+
 /* Sockets in the socket directory: <dir>/<base>.sock (NAMES_SOCK_FILE gives the file name). */
 #define NAMES_SOCK_CTL "dynolog"       /* control datagrams */
 #define NAMES_SOCK_DATA "dynolog_data" /* data datagrams */
@@ -30,6 +41,9 @@
  * line of the rank's devices (the DB's RANK_DEVICE_MAP table). */
 #define NAMES_META_PARALLEL "parallel_group_info"
 #define NAMES_META_RANK_DEVICE_MAP "rank_device_map"
+/* The pod the process reported (docs/deploy.md#attribution): a META_DATA row whose value is
+ * {"container","name","namespace","node"} (the known keys), a JSONL line of this kind with them. */
+#define NAMES_META_POD "pod"
 
 /* The step marker: mstx range message "step <N>", N decimal digits (no sign) worth at most
  * NAMES_STEP_MAX. */

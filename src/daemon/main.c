@@ -51,6 +51,11 @@ static bool pid_gone(int32_t pid)
     return peer_gone(gone_peers, pid);
 }
 
+static void sweep_clients(void *ipc)
+{
+    (void)ipc_server_sweep(ipc);
+}
+
 static int security_setup(const struct daemon_flags *f, int tcp_fd)
 {
     char err[PATHNORM_MAX + 128];
@@ -331,6 +336,8 @@ int main(int argc, char **argv)
         goto out_rpc;
     }
     gc_set_peers(gc, peers);
+    if (ipc)
+        gc_set_task(gc, sweep_clients, ipc);
     /* Prometheus HTTP: a bind failure is logged and the daemon runs on without it (docs/design/daemon.md#prometheus-endpoint) */
     if (flags.use_prometheus) {
         if (prom_http_create(loop, flags.prometheus_address, flags.prometheus_port, prom, &prom_http, err,

@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "contract/names.h"
+
 static const char *const penv_names[PENV_COUNT] = {
-    [PENV_USE_DAEMON] = "MSMONITOR_USE_DAEMON",
+    [PENV_USE_DAEMON] = NAMES_ENV_USE_DAEMON,
     [PENV_KINETO_USE_DAEMON] = "KINETO_USE_DAEMON",
     [PENV_LOG_PATH] = "MSMONITOR_LOG_PATH",
     [PENV_LOG_LEVEL] = "MSMONITOR_LOG_LEVEL",
@@ -24,7 +26,7 @@ static const char *const penv_names[PENV_COUNT] = {
     [PENV_NATIVE_POLL] = "MSMONITOR_NATIVE_POLL",
     [PENV_RANK] = "RANK",
     [PENV_RANK_ID] = "RANK_ID",
-    [PENV_SOCKET_DIR] = "MSMONITOR_SOCKET_DIR",
+    [PENV_SOCKET_DIR] = NAMES_ENV_SOCKET_DIR,
     [PENV_TEST_BUFFER_SIZE] = "MSMONITOR_TEST_BUFFER_SIZE",
     [PENV_SHM_DIR] = "MSMONITOR_SHM_DIR",
     [PENV_POLL_INTERVAL_S] = "MSMONITOR_POLL_INTERVAL_S",

@@ -13,6 +13,8 @@ struct gc {
     uint64_t age_ns;
     struct loop_event *timer;
     struct peer_cache *peers; /* may be NULL */
+    void (*task)(void *arg);
+    void *task_arg;
 };
 
 static void on_tick(struct loop_event *ev, void *arg)
@@ -24,6 +26,14 @@ static void on_tick(struct loop_event *ev, void *arg)
     status_gc(g->st, now, g->age_ns);
     if (g->peers)
         peer_gc(g->peers);
+    if (g->task)
+        g->task(g->task_arg);
+}
+
+void gc_set_task(struct gc *g, void (*fn)(void *arg), void *arg)
+{
+    g->task = fn;
+    g->task_arg = arg;
 }
 
 void gc_set_peers(struct gc *g, struct peer_cache *peers)

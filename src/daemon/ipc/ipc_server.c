@@ -4,6 +4,7 @@
  * reason. */
 #include "daemon/ipc/ipc_server.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -625,6 +626,40 @@ void ipc_server_stop(struct ipc_server *s)
     loop_event_free(s->ev_kineto);
     loop_event_free(s->ev_data);
     s->ev_ctl = s->ev_kineto = s->ev_data = NULL;
+}
+
+int ipc_server_sweep(struct ipc_server *s)
+{
+    DIR *d = s && s->cfg.sock_dir ? opendir(s->cfg.sock_dir) : NULL;
+    struct dirent *de;
+    int n = 0;
+    static const char suffix[] = NAMES_SOCK_SUFFIX;
+
+    if (!d)
+        return 0;
+    while ((de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name);
+        struct sockaddr_un addr;
+        socklen_t alen;
+        struct stat st;
+        char path[IPC_SOCK_PATH_MAX + 2];
+        if (len <= sizeof(suffix) - 1 || strcmp(de->d_name + len - (sizeof(suffix) - 1), suffix) != 0 ||
+            !ipc_client_name_valid(de->d_name, len - (sizeof(suffix) - 1)) ||
+            snprintf(path, sizeof(path), "%s/%s", s->cfg.sock_dir, de->d_name) >= (int)sizeof(path) ||
+            lstat(path, &st) != 0 || !S_ISSOCK(st.st_mode) || ipc_addr_path(&addr, &alen, path) != 0)
+            continue;
+        /* nobody bound: the process that made it was killed before it could unlink it */
+        int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            break;
+        if (connect(fd, (struct sockaddr *)&addr, alen) != 0 && errno == ECONNREFUSED && unlink(path) == 0)
+            n++;
+        close(fd);
+    }
+    closedir(d);
+    if (n)
+        LOG_INFO("ipc: removed %d client socket(s) of exited processes from %s", n, s->cfg.sock_dir);
+    return n;
 }
 
 void ipc_server_destroy(struct ipc_server *s)

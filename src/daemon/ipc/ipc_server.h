@@ -49,6 +49,9 @@ int ipc_parse_uids(const char *list, uid_t *ret, size_t cap, size_t *ret_n, char
 int ipc_server_start(struct ipc_server *s, struct loop *l);
 /* Unregister from the loop (the sockets stay open until destroy). Idempotent. */
 void ipc_server_stop(struct ipc_server *s);
+/* Unlink the sockets that plugins in other network namespaces bound in the socket directory
+ * and nobody serves any more (killed processes); the GC timer's. Returns how many. */
+int ipc_server_sweep(struct ipc_server *s);
 void ipc_server_destroy(struct ipc_server *s);
 
 /* Handle one received datagram as the control or data socket's event would (exposed for tests and
