@@ -74,8 +74,11 @@ int podid_self_from(struct podid_self *self, const char *(*get)(const char *name
     int refused = 0;
 
     memset(self, 0, sizeof(*self));
-    for (int f = 0; f < PODID_NFIELDS; f++) {
-        const char *v = get ? get(fields[f].env) : NULL;
+    /* the fields describe a pod: without POD_NAME the others (a CONTAINER_NAME that a CI runner
+     * or a shell happens to export) say nothing about this process */
+    const char *pod = get ? get(fields[PODID_POD].env) : NULL;
+    for (int f = 0; pod && pod[0] && f < PODID_NFIELDS; f++) {
+        const char *v = get(fields[f].env);
         if (v && v[0] && podid_self_set(self, (enum podid_field)f, v, strlen(v)) != 0)
             refused++;
     }

@@ -28,6 +28,9 @@ enum podid_field {
 };
 
 #define PODID_VALUE_CAP 254 /* the longest field (253) + NUL */
+/* The PluginHealth key of the process's hostname: the pod name of a container without the
+ * downward API (docker run), which the daemon uses only for a process in a container. */
+#define PODID_HOSTNAME_KEY "hostname"
 
 /* What a process says about itself; "" = not reported (or refused). */
 struct podid_self {
@@ -47,9 +50,9 @@ size_t podid_cap(enum podid_field f);
 bool podid_valid(enum podid_field f, const char *s, size_t n);
 /* Copy s[0..n) into self's field when valid; -EINVAL (field left "") otherwise. */
 int podid_self_set(struct podid_self *self, enum podid_field f, const char *s, size_t n);
-/* The fields from a getter of environment variables (getenv-like; NULL = unset), with the
- * hostname as the pod name's fallback (hostname may be NULL). Returns how many values were
- * refused as invalid (those fields stay ""). */
+/* The fields from a getter of environment variables (getenv-like; NULL = unset): all of them when
+ * POD_NAME is set, none otherwise; the hostname is the pod name's fallback (hostname may be NULL;
+ * pod_from_hostname says so). Returns how many values were refused as invalid (those stay ""). */
 int podid_self_from(struct podid_self *self, const char *(*get)(const char *name), const char *hostname);
 
 #define PODID_CID_CAP 65 /* 64 hex digits + NUL */

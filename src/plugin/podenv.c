@@ -45,14 +45,18 @@ const struct podid_self *podenv_get(void)
     return &pod;
 }
 
-size_t podenv_fields(struct datamsg_field *out, size_t cap)
+size_t podenv_fields(const struct podid_self *p, struct datamsg_field *out, size_t cap)
 {
-    const struct podid_self *p = podenv_get();
     size_t n = 0;
-    for (int f = 0; f < PODID_NFIELDS && n < cap; f++)
-        if (p->v[f][0])
-            out[n++] = (struct datamsg_field){ .key = podid_key((enum podid_field)f), .type = DATAMSG_STR,
-                                               .s = p->v[f], .slen = SIZE_MAX };
+    for (int f = 0; f < PODID_NFIELDS && n < cap; f++) {
+        if (!p->v[f][0])
+            continue;
+        /* a hostname is not a pod name by itself: the daemon, which sees whether the process
+         * runs in a container, decides (docs/deploy.md#attribution) */
+        out[n++] = (struct datamsg_field){ .key = f == PODID_POD && p->pod_from_hostname ? PODID_HOSTNAME_KEY
+                                                                                         : podid_key((enum podid_field)f),
+                                           .type = DATAMSG_STR, .s = p->v[f], .slen = SIZE_MAX };
+    }
     return n;
 }
 
@@ -67,8 +71,8 @@ size_t podenv_json(char *buf, size_t cap)
     jw_init(&w, buf, cap);
     jw_obj_begin(&w);
     for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
-        if (!p->v[order[i]][0])
-            continue;
+        if (!p->v[order[i]][0] || (order[i] == PODID_POD && p->pod_from_hostname))
+            continue; /* the hostname is in the output's host information already */
         jw_kv_str(&w, podid_status_key(order[i]), p->v[order[i]]);
         any = true;
     }

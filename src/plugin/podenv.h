@@ -13,11 +13,11 @@
 
 /* The fields, built at first use. Borrowed for the process's life. */
 const struct podid_self *podenv_get(void);
-/* The non-empty fields as extra keys of a data message (podid_key names), at most cap;
- * returns how many were written. */
-size_t podenv_fields(struct datamsg_field *out, size_t cap);
-/* The fields as one JSON object {"container","name","namespace","node"} (the known keys,
- * sorted) into buf; the length, 0 when nothing is known or cap is too small. */
+/* The non-empty fields of p (podenv_get()'s) as extra keys of a data message (podid_key names; a pod name taken from
+ * the hostname goes as PODID_HOSTNAME_KEY), at most cap; returns how many were written. */
+size_t podenv_fields(const struct podid_self *p, struct datamsg_field *out, size_t cap);
+/* The downward-API fields as one JSON object {"container","name","namespace","node"} (the known
+ * keys, sorted; not the hostname) into buf; the length, 0 when none is set or cap is too small. */
 size_t podenv_json(char *buf, size_t cap);
 
 #endif

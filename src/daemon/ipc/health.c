@@ -72,6 +72,14 @@ int health_parse_pod(const cJSON *msg, struct podid_self *ret)
             podid_self_set(ret, (enum podid_field)f, v->valuestring, strlen(v->valuestring)) != 0)
             refused++;
     }
+    const cJSON *host = cjx_get(msg, PODID_HOSTNAME_KEY);
+    if (host && !ret->v[PODID_POD][0]) {
+        if (cJSON_IsString(host) &&
+            podid_self_set(ret, PODID_POD, host->valuestring, strlen(host->valuestring)) == 0)
+            ret->pod_from_hostname = true;
+        else
+            refused++;
+    }
     return refused;
 }
 

@@ -34,7 +34,8 @@ struct health_mark {
  * field is missing, of the wrong type or out of range, or a text is not printable. */
 int health_parse(const cJSON *msg, struct status_health *ret, int32_t *ret_pid);
 /* The optional pod fields of a PluginHealth message (podid.h keys "pod_name", "pod_namespace",
- * "node_name", "container_name": what the process reports about itself). Absent fields stay "";
+ * "node_name", "container_name": what the process reports about itself; "hostname" stands in for
+ * an absent pod name, with ret->pod_from_hostname set). Absent fields stay "";
  * a field that is not a valid name is left out and counted: returns how many were refused. */
 int health_parse_pod(const cJSON *msg, struct podid_self *ret);
 /* The marks of one entry at now_ns (monotonic); gone: its pid no longer exists. Returns how

@@ -522,6 +522,11 @@ int peer_self(struct peer_cache *c, int32_t pid, struct podid_self *ret, struct 
         e->env_read = true;
     }
     *ret = e->self;
+    /* a hostname names the pod of a process in a container only: on the node it is the node */
+    if (ret->pod_from_hostname && e->id.depth == 0 && !e->id.cg.container_id[0]) {
+        ret->v[PODID_POD][0] = '\0';
+        ret->pod_from_hostname = false;
+    }
     if (ret_cg)
         *ret_cg = e->id.cg;
     rc = 0;

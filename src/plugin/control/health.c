@@ -101,6 +101,7 @@ void health_snapshot(struct health_snapshot *ret, uint64_t now, char *note, size
     }
     backend_fallback_note(note, notecap);
     ret->fallback = note;
+    ret->pod = podenv_get();
 }
 
 size_t health_json(const struct health_snapshot *s, uint64_t now_real_ns, char *buf, size_t cap)
@@ -129,7 +130,8 @@ size_t health_json(const struct health_snapshot *s, uint64_t now_real_ns, char *
 
     /* the pod this process says it runs in (docs/design/ipc.md#pod-fields): optional keys that a
      * daemon without them ignores */
-    n += podenv_fields(extra + n, DATAMSG_EXTRA_MAX - n);
+    if (s->pod)
+        n += podenv_fields(s->pod, extra + n, DATAMSG_EXTRA_MAX - n);
     jw_init(&w, buf, cap);
     return datamsg_write(&w, &m, extra, n) == 0 ? w.len : 0;
 }

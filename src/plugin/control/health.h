@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "contract/datamsg.h"
+#include "contract/podid.h"
 
 #define HEALTH_KIND DATAMSG_PLUGIN_HEALTH
 
@@ -24,6 +25,7 @@ struct health_snapshot {
     const char *backend;          /* "mspti", "cupti", "" when none could be loaded */
     const char *library;          /* "" when none */
     const char *fallback;         /* why the backend is not msPTI ("" when it is, or was pinned) */
+    const struct podid_self *pod; /* what it says about its pod (podenv.h), NULL: nothing */
 };
 
 /* The process's mode and rank, once (dyn_init / the native poller). */

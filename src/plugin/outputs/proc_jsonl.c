@@ -723,7 +723,7 @@ static void write_session_end(struct proc *p, const char *parallel_group_info)
         for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
             if (order[i] == PODID_NFIELDS) {
                 jw_kv_str(&w, "kind", NAMES_META_POD);
-            } else if (me->v[order[i]][0]) {
+            } else if (me->v[order[i]][0] && !(order[i] == PODID_POD && me->pod_from_hostname)) {
                 jw_kv_str(&w, podid_status_key(order[i]), me->v[order[i]]);
                 any = true;
             }

@@ -172,10 +172,11 @@ static void test_fields(void **state)
     assert_string_equal(s.v[PODID_NODE], "node01.cluster");
     assert_string_equal(s.v[PODID_CONTAINER], "");
     assert_false(s.pod_from_hostname);
+    /* without POD_NAME nothing else is taken: a stray CONTAINER_NAME describes no pod */
     assert_int_equal(podid_self_from(&s, no_pod_env, "ctr-b"), 0);
     assert_string_equal(s.v[PODID_POD], "ctr-b");
     assert_true(s.pod_from_hostname);
-    assert_string_equal(s.v[PODID_CONTAINER], "trainer");
+    assert_string_equal(s.v[PODID_CONTAINER], "");
     assert_int_equal(podid_self_from(&s, no_pod_env, "bad host"), 0);
     assert_string_equal(s.v[PODID_POD], "");
     assert_false(s.pod_from_hostname);
