@@ -76,15 +76,23 @@ static int security_setup(const struct daemon_flags *f, int tcp_fd)
     return 0;
 }
 
-static int ipc_peers_setup(const struct daemon_flags *f, struct ipc_server *ipc)
+static int ipc_peers_setup(const struct daemon_flags *f, struct ipc_server *ipc, struct status_table *st)
 {
     uid_t uids[IPC_MAX_ALLOWED_UIDS];
-    size_t n = 0;
+    uint32_t shown[IPC_MAX_ALLOWED_UIDS + 2];
+    size_t n = 0, k = 0;
     char err[256];
     if (ipc_parse_uids(f->ipc_allowed_uids, uids, IPC_MAX_ALLOWED_UIDS, &n, err, sizeof(err)) != 0) {
         LOG_ERROR("%s", err);
         return -EINVAL;
     }
+    /* getStatus "ipc_uids": dyno doctor compares a container's mapped uid with them */
+    shown[k++] = 0;
+    if (geteuid() != 0)
+        shown[k++] = (uint32_t)geteuid();
+    for (size_t i = 0; i < n; i++)
+        shown[k++] = (uint32_t)uids[i];
+    status_set_ipc_uids(st, shown, k);
     return ipc ? ipc_server_set_peers(ipc, uids, n, f->ipc_peer_pid_check) : 0;
 }
 
@@ -311,7 +319,7 @@ int main(int argc, char **argv)
             goto out_ipc;
         }
     }
-    if (ipc_peers_setup(&flags, ipc) != 0) {
+    if (ipc_peers_setup(&flags, ipc, st) != 0) {
         close(tcp_fd);
         goto out_ipc;
     }

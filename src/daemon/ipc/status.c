@@ -280,6 +280,14 @@ void status_set_namespaces(struct status_table *st, uint64_t pid_ns, uint64_t ne
     pthread_mutex_unlock(&st->mu);
 }
 
+void status_set_ipc_uids(struct status_table *st, const uint32_t *uids, size_t n)
+{
+    pthread_mutex_lock(&st->mu);
+    st->daemon.nuids = n < STATUS_UIDS_MAX ? n : STATUS_UIDS_MAX;
+    memcpy(st->daemon.uids, uids, st->daemon.nuids * sizeof(*uids));
+    pthread_mutex_unlock(&st->mu);
+}
+
 void status_get_daemon(struct status_table *st, struct status_daemon *ret)
 {
     pthread_mutex_lock(&st->mu);

@@ -107,6 +107,7 @@ int status_gc(struct status_table *st, uint64_t now_ns, uint64_t age_ns);
 /* Datagrams the IPC sockets refused, by reason (getStatus "ipc_drops"; dyno doctor names the fix):
  * a uid not allowed, a message speaking for a process that is not the sender's own or a
  * descendant's, a sender the kernel could not name (the daemon's own pid namespace). */
+#define STATUS_UIDS_MAX 40
 enum status_drop { STATUS_DROP_UID = 0, STATUS_DROP_SPEAKS_FOR, STATUS_DROP_NO_PID, STATUS_DROP_KINDS };
 struct status_daemon {
     uint64_t start_mono_ns;      /* 0 until set */
@@ -114,10 +115,14 @@ struct status_daemon {
     uint64_t drops[STATUS_DROP_KINDS];
     uint32_t drop_uid;           /* the uid of the last STATUS_DROP_UID (when drops[UID] > 0) */
     uint64_t pid_ns, net_ns;     /* the daemon's namespaces (inodes; 0 unknown) */
+    uint32_t uids[STATUS_UIDS_MAX]; /* whose datagrams the IPC sockets take: root, ours, --ipc_allowed_uids */
+    size_t nuids;
 };
 void status_set_daemon(struct status_table *st, uint64_t start_mono_ns, const char *loggers);
 void status_count_drop(struct status_table *st, enum status_drop why, uint32_t uid);
 void status_set_namespaces(struct status_table *st, uint64_t pid_ns, uint64_t net_ns);
+/* The uids the IPC sockets accept (getStatus "ipc_uids"; at most STATUS_UIDS_MAX kept). */
+void status_set_ipc_uids(struct status_table *st, const uint32_t *uids, size_t n);
 void status_get_daemon(struct status_table *st, struct status_daemon *ret);
 
 

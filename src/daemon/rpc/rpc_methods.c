@@ -225,6 +225,13 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
             jw_kv_uint(w, "uid_last", dmn.drop_uid);
         }
         jw_obj_end(w);
+        if (dmn.nuids) {
+            jw_key(w, "ipc_uids");
+            jw_arr_begin(w);
+            for (size_t i = 0; i < dmn.nuids; i++)
+                jw_uint(w, dmn.uids[i]);
+            jw_arr_end(w);
+        }
         jw_key(w, "loggers");
         jw_arr_begin(w);
         for (const char *p = dmn.loggers; *p;) {
