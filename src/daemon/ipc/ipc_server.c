@@ -31,6 +31,7 @@ struct ipc_server {
     int kineto_fd;
     struct sock_file kineto_file;   /* dir mode only */
     char netns_link[160];           /* <dir>/dynolog.netns when we made it, else "" */
+    int dir_fd;                     /* the socket directory (O_PATH): path-bound clients' replies */
     char netns_text[64];
     char kineto_dir[108];
     struct loop_event *ev_ctl, *ev_data, *ev_kineto;   /* NULL until ipc_server_start */
@@ -210,6 +211,7 @@ int ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret_live_conflict,
         s->own_peers = true;
     }
     s->ctl.fd = s->data.fd = s->kineto_fd = -1;
+    s->dir_fd = cfg->sock_dir ? open(cfg->sock_dir, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
     s->pid_check = true;
     s->kineto_file.fd = -1;
     if (cfg->kineto_dir && *cfg->kineto_dir)
@@ -261,9 +263,13 @@ static void send_reply(struct ipc_server *s, int fd, const char *type, const voi
     if (base) {
         struct stat st;
         char path[IPC_SOCK_PATH_MAX + 2];
+        /* a directory too deep for a socket address is reached through its descriptor */
         int pn = snprintf(path, sizeof(path), "%s/%s", s->cfg.sock_dir, base);
-        if (pn < 0 || (size_t)pn >= sizeof(path) || ipc_addr_path(&routed, &peer_len, path) != 0 ||
-            lstat(path, &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != s->cur_uid) {
+        if (pn < 0 || (size_t)pn > IPC_SOCK_PATH_MAX)
+            pn = snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", s->dir_fd, base);
+        if (s->dir_fd < 0 || pn < 0 || (size_t)pn >= sizeof(path) || ipc_addr_path(&routed, &peer_len, path) != 0 ||
+            fstatat(s->dir_fd, base, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISSOCK(st.st_mode) ||
+            st.st_uid != s->cur_uid) {
             LOG_RL(&s->rl_route, 1000, LOG_LVL_WARNING,
                    "ipc: %s reply skipped: the client socket %s is not a socket of uid %u in %s "
                    "(docs/design/ipc.md#network-namespaces)", type, base, (unsigned)s->cur_uid, s->cfg.sock_dir);
@@ -643,16 +649,18 @@ int ipc_server_sweep(struct ipc_server *s)
         socklen_t alen;
         struct stat st;
         char path[IPC_SOCK_PATH_MAX + 2];
-        if (len <= sizeof(suffix) - 1 || strcmp(de->d_name + len - (sizeof(suffix) - 1), suffix) != 0 ||
+        if (s->dir_fd < 0 || len <= sizeof(suffix) - 1 || strcmp(de->d_name + len - (sizeof(suffix) - 1), suffix) != 0 ||
             !ipc_client_name_valid(de->d_name, len - (sizeof(suffix) - 1)) ||
-            snprintf(path, sizeof(path), "%s/%s", s->cfg.sock_dir, de->d_name) >= (int)sizeof(path) ||
-            lstat(path, &st) != 0 || !S_ISSOCK(st.st_mode) || ipc_addr_path(&addr, &alen, path) != 0)
+            snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", s->dir_fd, de->d_name) >= (int)sizeof(path) ||
+            fstatat(s->dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISSOCK(st.st_mode) ||
+            ipc_addr_path(&addr, &alen, path) != 0)
             continue;
         /* nobody bound: the process that made it was killed before it could unlink it */
         int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
             break;
-        if (connect(fd, (struct sockaddr *)&addr, alen) != 0 && errno == ECONNREFUSED && unlink(path) == 0)
+        if (connect(fd, (struct sockaddr *)&addr, alen) != 0 && errno == ECONNREFUSED &&
+            unlinkat(s->dir_fd, de->d_name, 0) == 0)
             n++;
         close(fd);
     }
@@ -672,6 +680,8 @@ void ipc_server_destroy(struct ipc_server *s)
     if (s->kineto_fd >= 0)
         close(s->kineto_fd);
     unpublish_netns(s);
+    if (s->dir_fd >= 0)
+        close(s->dir_fd);
     sock_file_close(&s->kineto_file);
     if (s->own_peers)
         peer_cache_destroy(s->peers);

@@ -571,6 +571,71 @@ static int m_get_outcomes(const struct rpc_ctx *ctx, const cJSON *req, struct jw
     return 0;
 }
 
+/* A requested pid that no process has as its node pid but processes of several pid namespaces
+ * have as their own (two containers each with a pid 5) names more than one process, whether or
+ * not each polls: -EEXIST, *ret_pid and the candidates' node pids (caller frees *ret_cand). The
+ * processes are every one the daemon lists (the status table's and the registry's). */
+static int ambiguous_pid(const struct rpc_ctx *ctx, const int32_t *pids, size_t n, int32_t *ret_pid,
+                         int32_t **ret_cand, size_t *ret_ncand)
+{
+    struct status_entry *ents = NULL;
+    struct reg_leaf *leaves = NULL;
+    size_t ne = 0, nl = 0;
+    int rc = 0;
+
+    *ret_cand = NULL;
+    *ret_ncand = 0;
+    if (!ctx->peers || status_list(ctx->st, &ents, &ne) != 0)
+        return 0;
+    if (registry_leaves(ctx->reg, &leaves, &nl) != 0) {
+        free(ents);
+        return 0;
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        int32_t want = pids[i], *cand = malloc((ne + nl + 1) * sizeof(*cand));
+        uint64_t ns0 = 0;
+        size_t nc = 0;
+        bool node = false, several = false;
+        if (!cand) {
+            rc = -ENOMEM;
+            break;
+        }
+        for (size_t k = 0; k < ne + nl && !node; k++) {
+            int32_t pid = k < ne ? ents[k].pid : leaves[k - ne].pid;
+            int32_t nsp = k < ne ? ents[k].ns_pid : leaves[k - ne].ns_pid;
+            struct peer_id id;
+            if (pid == want) {
+                node = true;
+                break;
+            }
+            if (nsp != want || nsp == pid)
+                continue;
+            bool dup = false;
+            for (size_t j = 0; j < nc; j++)
+                dup |= cand[j] == pid;
+            if (dup)
+                continue;
+            uint64_t ns = peer_lookup(ctx->peers, pid, &id) == 0 ? id.pidns : 0;
+            several |= nc > 0 && (ns == 0 || ns != ns0);
+            if (nc == 0)
+                ns0 = ns;
+            cand[nc++] = pid;
+        }
+        if (!node && several) {
+            qsort(cand, nc, sizeof(*cand), pid_cmp);
+            *ret_pid = want;
+            *ret_cand = cand;
+            *ret_ncand = nc;
+            rc = -EEXIST;
+        } else {
+            free(cand);
+        }
+    }
+    free(ents);
+    free(leaves);
+    return rc;
+}
+
 static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
 {
     const cJSON *config = cjx_get(req, "config");
@@ -707,7 +772,9 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
     if (!(npids == 0 || (npids == 1 && pidv[0] == 0))) {
         int32_t amb = 0;
         size_t ncand = 0;
-        rc = registry_resolve_pids(ctx->reg, job_id, pidv, npids, &node_pids, &nnode, &amb, &cand, &ncand);
+        rc = ambiguous_pid(ctx, pidv, npids, &amb, &cand, &ncand);
+        if (rc == 0)
+            rc = registry_resolve_pids(ctx->reg, job_id, pidv, npids, &node_pids, &nnode, &amb, &cand, &ncand);
         if (rc == -EEXIST) {
             /* the candidates by node pid and pod, so the user can pick (at most 8 named) */
             size_t o = (size_t)snprintf(why, sizeof(why), "pid %d is a container's own pid in %zu processes of "

@@ -5,6 +5,7 @@
 #include "plugin/control/ipc_client.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <limits.h>
 #include <poll.h>
@@ -29,7 +30,7 @@ struct ipc_client {
     struct log_ratelimit rl_refused;
     char dir[PATH_MAX];
     char ctrl_path[IPC_SOCK_PATH_MAX + 2];
-    char bound_path[IPC_SOCK_PATH_MAX + 2]; /* "" unless bound in the socket directory */
+    char bound_path[PATH_MAX + 64]; /* "" unless bound in the socket directory */
     ipc_client_sleep_fn sleep_fn;
     void *sleep_ctx;
     uint8_t rbuf[IPC_CLIENT_RECV_CAP];
@@ -116,7 +117,8 @@ static int ipc_client_fd(struct ipc_client *c)
     struct sockaddr_un addr;
     socklen_t alen;
     char name[64];
-    int fd, rc;
+    int fd, rc, via_fd = -1;
+    char via_path[IPC_SOCK_PATH_MAX + 2];
     bool in_dir = false;
 
     pthread_mutex_lock(&c->lock);
@@ -130,6 +132,20 @@ static int ipc_client_fd(struct ipc_client *c)
         rc = ipc_socket_path(c->dir, name, c->bound_path, sizeof(c->bound_path));
         if (rc == 0)
             rc = ipc_addr_path(&addr, &alen, c->bound_path);
+        if (rc == -ENAMETOOLONG) {
+            /* a socket address holds 108 bytes; a deep directory is reached through a
+             * descriptor of it instead (the daemon goes by the file name alone) */
+            int dfd = open(c->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+            char via[64];
+            if (dfd >= 0 && snprintf(via, sizeof(via), "/proc/self/fd/%d", dfd) < (int)sizeof(via) &&
+                ipc_socket_path(via, name, via_path, sizeof(via_path)) == 0 && ipc_addr_path(&addr, &alen, via_path) == 0 &&
+                snprintf(c->bound_path, sizeof(c->bound_path), "%s/%s.sock", c->dir, name) < (int)sizeof(c->bound_path)) {
+                via_fd = dfd;
+                rc = 0;
+            } else if (dfd >= 0) {
+                close(dfd);
+            }
+        }
         if (rc != 0) {
             LOG_WARN("ipc: the daemon is in another network namespace, but %s/%s.sock is too long a path "
                      "for a socket: replies cannot reach this process (docs/deploy.md)", c->dir, name);
@@ -164,8 +180,8 @@ static int ipc_client_fd(struct ipc_client *c)
             goto out;
         }
     }
-    if (bind(fd, (struct sockaddr *)&addr, alen) != 0) {
-        rc = -errno;
+    rc = bind(fd, (struct sockaddr *)&addr, alen) != 0 ? -errno : 0;
+    if (rc != 0) {
         LOG_ERROR("ipc: bind of %s%s failed: %s", in_dir ? "" : "@", in_dir ? c->bound_path : name, errno_name(-rc));
         close(fd);
         c->bound_path[0] = '\0';
@@ -178,6 +194,8 @@ static int ipc_client_fd(struct ipc_client *c)
     }
     c->fd = fd;
 out:
+    if (via_fd >= 0)
+        close(via_fd);
     pthread_mutex_unlock(&c->lock);
     return fd;
 }
