@@ -240,6 +240,12 @@ def test_a_host_daemon_two_containers(tmp_path):
             r.stdout
         assert "(pod ml/trainer-a-0)" in r.stdout and "(pod ml/trainer-b-0)" in r.stdout
         monitor_and_db(node, pods, {p: 2 for p in pods}, str(tmp_path / "out"))
+        # the report's rank table names the pod of every rank
+        html = os.path.join(str(tmp_path), "report.html")
+        r = subprocess.run([PYTHON, "-m", "msmonitor", "report", str(tmp_path / "out" / pods[0]), "-o", html],
+                           env=py_env(), capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert open(html, encoding="utf-8").read().count("<td>ml/trainer-a-0</td>") == 2
         node.doctor_ok()
         assert f"pid {pa['ns_pid']} here is pid {pa['pid']} on the node (pod trainer-a-0)" in \
             doctor_inside(ctrs[0], pa["ns_pid"])
