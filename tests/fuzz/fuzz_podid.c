@@ -1,6 +1,7 @@
 /* fuzz_podid: the attribution parsers (contract/podid.c) on bytes a hostile process controls:
  * a /proc/<pid>/cgroup text (cgroup names are chosen by whoever may create them), a status
- * text's NSpid line, and downward-API values. They must never read past the view, and what they
+ * text's NSpid line, a /proc/<pid>/stat line (the command name is the process's), and
+ * downward-API values. They must never read past the view, and what they
  * accept must keep its promises: a container id is 64 lower-case hex digits, a pod UID is
  * 8-4-4-4-12 lower-case hex, NSpid values are 1..INT32_MAX within the cap, and a name that
  * passes podid_valid holds only [A-Za-z0-9._-]. */
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "contract/podid.h"
+#include "daemon/ipc/peer.h"
 
 const char *const fuzz_seeds[] = {
     "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1b4e28ba_2fa1_11d2_883f_0016d3cca427.slice/"
@@ -20,6 +22,7 @@ const char *const fuzz_seeds[] = {
     "0::/machine.slice/libpod-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\n",
     "Name:\tpython3\nNSpid:\t31337\t7\nPPid:\t1\n",
     "trainer-a-0",
+    "4242 (python3 (a) b) S 17 4242 4242 0 -1 4194560\n",
 };
 const size_t fuzz_nseeds = sizeof(fuzz_seeds) / sizeof(fuzz_seeds[0]);
 
@@ -56,6 +59,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (v[i] < 1)
                 __builtin_trap();
     }
+    int32_t ppid = -1;
+    char state = 0;
+    if (peer_parse_stat(t, size, &ppid, &state) == 0 && ppid < 0)
+        __builtin_trap();
     for (int f = 0; f < PODID_NFIELDS; f++) {
         if (podid_self_set(&self, (enum podid_field)f, t, size) != 0)
             continue;
