@@ -8,9 +8,11 @@ A container's processes live as long as its `unshare` process: kill() sends it S
 --kill-child takes the namespace's init (and so every process in the namespace) with it. Only root
 can build them; the tests skip otherwise."""
 import os
+import secrets
 import shutil
 import signal
 import subprocess
+import uuid
 
 import pytest
 
@@ -25,7 +27,8 @@ hostname "$MSCTR_HOSTNAME"
 mount -t tmpfs -o size=64m,mode=1777 tmpfs /dev/shm
 if [ -n "$MSCTR_SOCKDIR" ]; then mount --bind "$MSCTR_SOCKDIR" "$MSCTR_INNER"; fi
 if [ "$MSCTR_NET" = 1 ]; then ip link set lo up; fi
-unset MSCTR_HOSTNAME MSCTR_SOCKDIR MSCTR_INNER MSCTR_NET
+if [ -n "$MSCTR_CGROUP" ]; then echo $$ > "$MSCTR_CGROUP/cgroup.procs"; fi
+unset MSCTR_HOSTNAME MSCTR_SOCKDIR MSCTR_INNER MSCTR_NET MSCTR_CGROUP
 exec "$@"
 """
 
@@ -48,13 +51,14 @@ class Container(Proc):
     """argv run in new namespaces; `sockdir` (the daemon's socket directory on the node) appears
     at `self.inner` inside, and MSMONITOR_SOCKET_DIR says so."""
 
-    def __init__(self, name, argv, env, tmp, sockdir=None, hostname=None, pid=True, net=False):
+    def __init__(self, name, argv, env, tmp, sockdir=None, hostname=None, pid=True, net=False, cgroup=None):
         self.name = name
         self.dir = os.path.join(str(tmp), name)
         os.makedirs(self.dir, exist_ok=True)
         self.inner = os.path.join(self.dir, "run") if sockdir else None
         env = dict(env)
-        env.update({"MSCTR_HOSTNAME": hostname or name, "MSCTR_NET": "1" if net else "0"})
+        env.update({"MSCTR_HOSTNAME": hostname or name, "MSCTR_NET": "1" if net else "0",
+                    "MSCTR_CGROUP": cgroup.path if cgroup else ""})
         if sockdir:
             os.makedirs(self.inner, exist_ok=True)
             env.update({"MSCTR_SOCKDIR": sockdir, "MSCTR_INNER": self.inner, "MSMONITOR_SOCKET_DIR": self.inner})
@@ -101,6 +105,49 @@ class Container(Proc):
         if init:
             wait_until(lambda: not _alive(init), 30, f"container {self.name}'s processes to exit")
         return self.stop()
+
+
+class PodCgroup:
+    """A pod's cgroup as Kubernetes makes it with the systemd driver and containerd
+    (kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod<uid>.slice/
+    cri-containerd-<id>.scope), under a directory of this test's own in the cgroup v2 hierarchy;
+    None where no writable one is mounted. remove() takes it away again (its processes gone)."""
+
+    @staticmethod
+    def make():
+        root = None
+        try:
+            with open("/proc/self/mountinfo") as f:
+                for ln in f:
+                    parts = ln.split()
+                    fstype = parts[parts.index("-") + 1]
+                    if fstype == "cgroup2":
+                        root = parts[4]
+                        break
+        except (OSError, ValueError, IndexError):
+            return None
+        if not root:
+            return None
+        uid, cid = str(uuid.uuid4()), secrets.token_hex(32)
+        top = os.path.join(root, "msmon-e2e-" + secrets.token_hex(4))
+        path = os.path.join(top, "kubepods.slice", "kubepods-besteffort.slice",
+                            "kubepods-besteffort-pod%s.slice" % uid.replace("-", "_"), "cri-containerd-%s.scope" % cid)
+        try:
+            os.makedirs(path)
+        except OSError:
+            return None
+        c = PodCgroup()
+        c.top, c.path, c.uid, c.cid = top, path, uid, cid
+        return c
+
+    def remove(self):
+        p = self.path
+        while len(p) >= len(self.top):
+            try:
+                os.rmdir(p)
+            except OSError:
+                pass
+            p = os.path.dirname(p)
 
 
 def _alive(pid):

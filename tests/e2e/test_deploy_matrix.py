@@ -25,7 +25,7 @@ import tempfile
 import pytest
 
 from conftest import Daemon, _dgram_live, binpath, free_port
-from ctr_util import Container, pod_env, require_containers
+from ctr_util import Container, PodCgroup, pod_env, require_containers
 from daemon_util import rpc_json
 from prom_util import scrape
 from python_util import PYTHON, py_env, require_packages
@@ -218,10 +218,16 @@ def test_a_host_daemon_two_containers(tmp_path):
     d, node = host_daemon(tmp_path)
     pods = ["trainer-a-0", "trainer-b-0"]
     ctrs = []
+    cg = PodCgroup.make()   # container A in a kubepods cgroup, where the machine lets us make one
     try:
-        ctrs = [Container(p, job_argv(2), job_env(p, tmp_path), tmp_path, sockdir=d.sockdir) for p in pods]
+        ctrs = [Container(p, job_argv(2), job_env(p, tmp_path), tmp_path, sockdir=d.sockdir,
+                          cgroup=cg if p == pods[0] else None) for p in pods]
         st = wait_pods(d.port, {p: 2 for p in pods}, diag=lambda: d.log()[-3000:])
         a, b = (of_pod(st, p) for p in pods)
+        if cg:   # the kernel's word: the container id and pod UID of A's cgroup path
+            assert all(p["pod"]["container_id"] == cg.cid and p["pod"]["uid"] == cg.uid and
+                       p["pod"]["runtime"] == "containerd" for p in a), a
+        assert all("container_id" not in p["pod"] for p in b), b
         # the node's pids differ, the containers' own are the same: two processes each, never one
         assert len({p["pid"] for p in a + b}) == 4
         assert sorted(p["ns_pid"] for p in a) == sorted(p["ns_pid"] for p in b)
@@ -257,6 +263,8 @@ def test_a_host_daemon_two_containers(tmp_path):
     finally:
         for c in ctrs:
             c.kill()
+        if cg:
+            cg.remove()
         d.stop()
 
 
