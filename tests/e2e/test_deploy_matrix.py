@@ -18,6 +18,7 @@ processes marked gone at the first status after they are reaped."""
 import glob
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import tempfile
@@ -138,7 +139,9 @@ def db_of(path):
 def monitor_and_db(node, pods, ranks, out):
     """A metric session on every pod (the /metrics labels), then one DB session per pod, sent with
     --pod: each reaches its pod only, and each of its ranks writes a DB naming the pod."""
-    r = node.dyno("npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Marker", "--report-interval-s", "1")
+    # --wait-s: dyno returns as soon as every outcome is in; the bound only matters on a loaded machine
+    r = node.dyno("npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Marker", "--report-interval-s", "1",
+                  "--wait-s", "60", timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     outcomes(r)
     metrics_named(node, pods)
@@ -150,7 +153,7 @@ def monitor_and_db(node, pods, ranks, out):
         pdir = os.path.join(out, pod)
         creator = [p["pid"] for p in of_pod(st, pod) if p.get("polling") and "health" in p]
         r = node.dyno("npu-monitor", "--npu-monitor-start", "--pod", pod, "--mspti-activity-kind", "Marker",
-                      "--report-interval-s", "1", "--duration", "1", "--log-file", pdir)
+                      "--report-interval-s", "1", "--duration", "1", "--log-file", pdir, "--wait-s", "60", timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
         reply = json.loads(r.stdout[r.stdout.index("response = ") + 11:].splitlines()[0])
         assert reply["processesMatched"] == creator and reply["pod"] == pod, r.stdout
@@ -196,6 +199,30 @@ def doctor_inside(ctr, pid_inside, node_sockdir=None):
     r = ctr.nsenter([binpath("dyno"), "--hostname", "unix:" + sock, "doctor", "--pid", str(pid_inside)], env=env)
     assert r.returncode == 0 and FAIL not in r.stdout, r.stdout + r.stderr
     return r.stdout
+
+
+def descendants(pid):
+    """Node pids below pid (the /proc children files, as the node numbers them)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for t in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    kids = [int(x) for x in f.read().split()]
+                out += kids
+                todo += kids
+        except OSError:
+            continue
+    return out
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
 
 
 def gone_at_once(node, pids, alive):
@@ -330,8 +357,10 @@ def test_c_daemon_and_job_in_one_container(tmp_path):
         # one rank speaking for its sibling: the rule holds inside the namespace too
         speak_for_other(ctr, ctr.inner, other["pid"], node)
         # the job dies (the daemon lives on in the container): its ranks are gone
-        r = ctr.nsenter(["sh", "-c", "kill -9 -$(ps -o sid= -p %d | tr -d ' ')" % creator["pid"]])
-        assert r.returncode == 0, r.stderr
+        job = [p for p in descendants(ctr.init_pid()) if b"mssim.train" in cmdline(p)]
+        assert len(job) == 3, job    # the launcher and its two ranks, by their node pids
+        for p in job:
+            os.kill(p, signal.SIGKILL)
         wait_until(lambda: all(p["health"]["gone"] and not p["polling"] for p in of_pod(status(port), pod)), 30,
                    "the killed job's ranks marked gone")
     finally:
