@@ -78,8 +78,9 @@ void cmd_pod_check(const struct cmd_req *req, const cJSON *json, struct cli_buf 
                    size_t errcap)
 {
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(json, "commandStatus");
-    if ((!req->pod && !req->pod_namespace) || !cJSON_IsObject(json) ||
-        (cJSON_IsString(st) && strcmp(st->valuestring, "refused") == 0) ||
+    /* only a reply to the command itself says whether the selection was applied */
+    if ((!req->pod && !req->pod_namespace) || !cJSON_IsObject(json) || !cJSON_IsString(st) ||
+        strcmp(st->valuestring, "refused") == 0 ||
         (echoed(json, "pod", req->pod) && echoed(json, "namespace", req->pod_namespace)))
         return;
     cli_buf_puts(out, "Note: this dynolog does not select processes by pod (an older release?): the command "

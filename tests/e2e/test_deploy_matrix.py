@@ -136,9 +136,23 @@ def db_of(path):
         return None
 
 
-def monitor_and_db(node, pods, ranks, out):
-    """A metric session on every pod (the /metrics labels), then one DB session per pod, sent with
-    --pod: each reaches its pod only, and each of its ranks writes a DB naming the pod."""
+def jsonl_of(path):
+    """(data lines, the pod line) of a JSONL file whose session ended, None before that."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [json.loads(ln) for ln in f if ln.strip()]
+    except (OSError, ValueError):
+        return None
+    pod = [ln for ln in lines if ln.get("kind") == "pod"]
+    if not any(ln.get("kind") == "session_stats" for ln in lines):
+        return None
+    return sum(1 for ln in lines if ln.get("kind") == "Marker"), pod[0] if pod else None
+
+
+def monitor_and_db(node, pods, ranks, out, export="DB"):
+    """A metric session on every pod (the /metrics labels), then one file session per pod (DB or
+    Jsonl), sent with --pod: each reaches its pod only, and each of its ranks writes a file naming
+    the pod (META_DATA row / JSONL line)."""
     # --wait-s: dyno returns as soon as every outcome is in; the bound only matters on a loaded machine
     r = node.dyno("npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Marker", "--report-interval-s", "1",
                   "--wait-s", "60", timeout=120)
@@ -153,7 +167,8 @@ def monitor_and_db(node, pods, ranks, out):
         pdir = os.path.join(out, pod)
         creator = [p["pid"] for p in of_pod(st, pod) if p.get("polling") and "health" in p]
         r = node.dyno("npu-monitor", "--npu-monitor-start", "--pod", pod, "--mspti-activity-kind", "Marker",
-                      "--report-interval-s", "1", "--duration", "1", "--log-file", pdir, "--wait-s", "60", timeout=120)
+                      "--report-interval-s", "1", "--duration", "1", "--log-file", pdir, "--export-type", export,
+                      "--wait-s", "60", timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
         reply = json.loads(r.stdout[r.stdout.index("response = ") + 11:].splitlines()[0])
         assert reply["processesMatched"] == creator and reply["pod"] == pod, r.stdout
@@ -162,10 +177,10 @@ def monitor_and_db(node, pods, ranks, out):
         pdir = os.path.join(out, pod)
 
         def done():
-            dbs = glob.glob(os.path.join(pdir, "*.db"))
-            got = [db_of(p) for p in dbs]
-            return got if len(dbs) == ranks[pod] and all(got) else None
-        got = wait_until(done, 60, f"a DB from each rank of {pod}")
+            files = glob.glob(os.path.join(pdir, "*.db" if export == "DB" else "*.jsonl"))
+            got = [db_of(p) if export == "DB" else jsonl_of(p) for p in files]
+            return got if len(files) == ranks[pod] and all(got) else None
+        got = wait_until(done, 60, f"a {export} file from each rank of {pod}")
         for rows, meta in got:
             assert rows > 0 and meta and meta["name"] == pod and meta["namespace"] == "ml" and \
                 meta["container"] == "trainer", got
@@ -315,7 +330,7 @@ def test_b_daemonset_and_pods(tmp_path):
         ctrs = [Container(p, job_argv(1), job_env(p, tmp_path), tmp_path, sockdir=host_dir, net=True) for p in pods]
         st = wait_pods(port, {p: 1 for p in pods}, diag=lambda: ds.log()[-3000:])
         assert all(p["ns_pid"] != p["pid"] for p in st["processes"])
-        monitor_and_db(node, pods, {p: 1 for p in pods}, str(tmp_path / "out"))
+        monitor_and_db(node, pods, {p: 1 for p in pods}, str(tmp_path / "out"), export="Jsonl")
         node.doctor_ok()
         p0, p1 = of_pod(st, pods[0])[0], of_pod(st, pods[1])[0]
         out = doctor_inside(ctrs[0], p0["ns_pid"])
