@@ -4,14 +4,13 @@
 #include "cli/cli.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/cli_fanout.h"
 #include "cli/cli_outcome.h"
 #include "contract/names.h"
 #include "cli/cli_val.h"
@@ -22,7 +21,6 @@
 
 #define ERR_MAX 2048
 #define NO_CERTS "NO_CERTS"
-#define WORKER_STACK (256u << 10)
 #define PARALLEL_MAX 1024
 
 static const struct cli_cmd *const commands[] = {
@@ -91,7 +89,6 @@ struct fanout {
     const struct hosts *hosts;
     uint16_t port;
     int timeout_s;
-    atomic_size_t next;
     struct host_result *results;
 };
 
@@ -175,43 +172,9 @@ out:
     free(reply);
 }
 
-static void *worker(void *arg)
+static void run_one_cb(void *ctx, size_t i)
 {
-    struct fanout *f = arg;
-    for (;;) {
-        size_t i = atomic_fetch_add(&f->next, 1);
-        if (i >= f->hosts->n)
-            break;
-        run_one(f, i);
-    }
-    return NULL;
-}
-
-/* Contact every host with up to `parallel` threads. Returns 0 or -errno (thread setup). */
-static int fan_out(struct fanout *f, int parallel)
-{
-    size_t nthreads = f->hosts->n < (size_t)parallel ? f->hosts->n : (size_t)parallel;
-    pthread_t *tids = calloc(nthreads, sizeof(*tids));
-    size_t started = 0;
-    pthread_attr_t attr;
-    int r = 0;
-    if (!tids)
-        return -ENOMEM;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, WORKER_STACK);
-    for (; started < nthreads; started++) {
-        r = -pthread_create(&tids[started], &attr, worker, f);
-        if (r < 0)
-            break;
-    }
-    /* With at least one thread running every host still gets served. */
-    if (started > 0)
-        r = 0;
-    for (size_t i = 0; i < started; i++)
-        pthread_join(tids[i], NULL);
-    pthread_attr_destroy(&attr);
-    free(tids);
-    return r;
+    run_one(ctx, i);
 }
 
 /* Print each line of text with `prefix`. */
@@ -393,7 +356,6 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
     f.hosts = &hosts;
     f.port = port;
     f.timeout_s = timeout_s;
-    atomic_init(&f.next, 0);
     f.results = calloc(hosts.n, sizeof(*f.results));
     if (!f.results) {
         fprintf(errf, "error: out of memory\n");
@@ -402,7 +364,7 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
     }
     for (size_t i = 0; i < hosts.n; i++)
         cli_buf_init(&f.results[i].out, CMD_TEXT_MAX);
-    r = fan_out(&f, parallel);
+    r = cli_fanout(hosts.n, parallel, run_one_cb, &f);
     if (r < 0) {
         fprintf(errf, "error: cannot start worker threads: %s\n", errno_name(-r));
         rc = CLI_EXIT_RUNTIME;

@@ -4,6 +4,7 @@
 #ifndef MSMON_CONTRACT_NAMES_H
 #define MSMON_CONTRACT_NAMES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,6 +65,29 @@
 #define NAMES_CAT_FLOW "ac2g" /* host call -> device work arrows */
 #define NAMES_TRACE_CATS(X)                                                                                   \
     X(KERNEL) X(MEMCPY) X(MEMSET) X(MEMORY) X(RUNTIME) X(DEVICE_ANNOTATION) X(HOST_ANNOTATION) X(FLOW)
+
+/* The files the outputs write, built only by names_export_file / names_trace_file and read by
+ * the analysis through the patterns generated from the same pieces (docs/design/contract.md#names):
+ * the DB and JSONL exports "<dir>/msmonitor_<pid>_<YYYYmmddHHMMSS><mmm>_<rank>.<ext>", and
+ * nputrace's traces "<dir>/msmonitor_<who>_<pid>_rank<r>_step<start>-<stop>.json[.gz]", who
+ * being ours (trace) or torch.profiler's, which the Python side writes beside it (torch). */
+#define NAMES_FILE_PREFIX "msmonitor_"
+#define NAMES_EXT_DB "db"
+#define NAMES_EXT_JSONL "jsonl"
+#define NAMES_TRACE_OURS "trace"
+#define NAMES_TRACE_TORCH "torch"
+#define NAMES_TRACE_RANK "_rank"
+#define NAMES_TRACE_STEPS "_step" /* "_step<start>-<stop>." tells a window's files */
+#define NAMES_TRACE_SUFFIX ".json"
+#define NAMES_GZ_SUFFIX ".gz"
+
+/* An export file's path; stamp: the local time as YYYYmmddHHMMSS, ms: its milliseconds (0-999).
+ * 0 or -ENAMETOOLONG. */
+int names_export_file(char *buf, size_t cap, const char *dir, int pid, const char *stamp, unsigned ms, int32_t rank,
+                      const char *ext);
+/* A trace file's path; a rank < 0 (unknown) is written 0. 0 or -ENAMETOOLONG. */
+int names_trace_file(char *buf, size_t cap, const char *dir, const char *who, int pid, int32_t rank, int32_t start,
+                     int32_t stop, bool gz);
 
 /* N of a step marker name: 0 and *ret_n, or -EINVAL (NULL, another name, N out of range). */
 int names_step_parse(const char *name, int64_t *ret_n);
