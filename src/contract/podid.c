@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/jw.h"
+
 static const struct {
     const char *env, *key, *skey;
     size_t cap;
@@ -71,14 +73,22 @@ int podid_self_set(struct podid_self *self, enum podid_field f, const char *s, s
 
 int podid_self_from(struct podid_self *self, const char *(*get)(const char *name), const char *hostname)
 {
+    const char *values[PODID_NFIELDS];
+    for (int f = 0; f < PODID_NFIELDS; f++)
+        values[f] = get ? get(fields[f].env) : NULL;
+    return podid_self_from_values(self, values, hostname);
+}
+
+int podid_self_from_values(struct podid_self *self, const char *const values[PODID_NFIELDS], const char *hostname)
+{
     int refused = 0;
 
     memset(self, 0, sizeof(*self));
     /* the fields describe a pod: without POD_NAME the others (a CONTAINER_NAME that a CI runner
      * or a shell happens to export) say nothing about this process */
-    const char *pod = get ? get(fields[PODID_POD].env) : NULL;
+    const char *pod = values[PODID_POD];
     for (int f = 0; pod && pod[0] && f < PODID_NFIELDS; f++) {
-        const char *v = get(fields[f].env);
+        const char *v = values[f];
         if (v && v[0] && podid_self_set(self, (enum podid_field)f, v, strlen(v)) != 0)
             refused++;
     }
@@ -88,6 +98,25 @@ int podid_self_from(struct podid_self *self, const char *(*get)(const char *name
         podid_self_set(self, PODID_POD, hostname, strlen(hostname)) == 0)
         self->pod_from_hostname = true;
     return refused;
+}
+
+size_t podid_json(const struct podid_self *self, char *buf, size_t cap)
+{
+    /* getStatus's keys, in sorted order */
+    static const enum podid_field order[] = { PODID_CONTAINER, PODID_POD, PODID_NAMESPACE, PODID_NODE };
+    struct jw w;
+    bool any = false;
+
+    jw_init(&w, buf, cap);
+    jw_obj_begin(&w);
+    for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+        if (!self->v[order[i]][0] || (order[i] == PODID_POD && self->pod_from_hostname))
+            continue;
+        jw_kv_str(&w, fields[order[i]].skey, self->v[order[i]]);
+        any = true;
+    }
+    jw_obj_end(&w);
+    return any && !w.err ? w.len : 0;
 }
 
 /* ------------------------------------------------------------------ /proc/<pid>/cgroup */

@@ -54,6 +54,14 @@ int podid_self_set(struct podid_self *self, enum podid_field f, const char *s, s
  * POD_NAME is set, none otherwise; the hostname is the pod name's fallback (hostname may be NULL;
  * pod_from_hostname says so). Returns how many values were refused as invalid (those stay ""). */
 int podid_self_from(struct podid_self *self, const char *(*get)(const char *name), const char *hostname);
+/* The same from the values of the variables in field order (values[PODID_POD] is POD_NAME's, NULL
+ * unset): for a caller that read them from a table of its own (the plugin's penv). */
+int podid_self_from_values(struct podid_self *self, const char *const values[PODID_NFIELDS], const char *hostname);
+/* The fields of self the downward API set (not a pod name from the hostname) as one JSON object
+ * {"container","name","namespace","node"} (the known keys, sorted) into buf; the length, 0 when
+ * none is set or cap is too small (PODID_JSON_CAP suffices). */
+#define PODID_JSON_CAP (4 * PODID_VALUE_CAP + 64)
+size_t podid_json(const struct podid_self *self, char *buf, size_t cap);
 
 #define PODID_CID_CAP 65 /* 64 hex digits + NUL */
 #define PODID_UID_CAP 37 /* 8-4-4-4-12 + NUL */

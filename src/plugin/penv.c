@@ -7,10 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "contract/names.h"
-
 static const char *const penv_names[PENV_COUNT] = {
-    [PENV_USE_DAEMON] = NAMES_ENV_USE_DAEMON,
+    [PENV_USE_DAEMON] = "MSMONITOR_USE_DAEMON",
     [PENV_KINETO_USE_DAEMON] = "KINETO_USE_DAEMON",
     [PENV_LOG_PATH] = "MSMONITOR_LOG_PATH",
     [PENV_LOG_LEVEL] = "MSMONITOR_LOG_LEVEL",
@@ -26,7 +24,7 @@ static const char *const penv_names[PENV_COUNT] = {
     [PENV_NATIVE_POLL] = "MSMONITOR_NATIVE_POLL",
     [PENV_RANK] = "RANK",
     [PENV_RANK_ID] = "RANK_ID",
-    [PENV_SOCKET_DIR] = NAMES_ENV_SOCKET_DIR,
+    [PENV_SOCKET_DIR] = "MSMONITOR_SOCKET_DIR",
     [PENV_TEST_BUFFER_SIZE] = "MSMONITOR_TEST_BUFFER_SIZE",
     [PENV_SHM_DIR] = "MSMONITOR_SHM_DIR",
     [PENV_POLL_INTERVAL_S] = "MSMONITOR_POLL_INTERVAL_S",
@@ -43,9 +41,10 @@ static const char *const penv_names[PENV_COUNT] = {
     [PENV_MASTER_PORT] = "MASTER_PORT",
     [PENV_TORCHELASTIC_RUN_ID] = "TORCHELASTIC_RUN_ID",
     [PENV_XDG_RUNTIME_DIR] = "XDG_RUNTIME_DIR",
-#define PENV_POD_ROW(id, env, key, skey, cap) [PENV_POD_##id] = env,
-    PODID_FIELDS(PENV_POD_ROW)
-#undef PENV_POD_ROW
+    [PENV_POD_NAME] = "POD_NAME",
+    [PENV_POD_NAMESPACE] = "POD_NAMESPACE",
+    [PENV_NODE_NAME] = "NODE_NAME",
+    [PENV_CONTAINER_NAME] = "CONTAINER_NAME",
 };
 
 static char *penv_values[PENV_COUNT];

@@ -6,8 +6,6 @@
 
 #include <stdbool.h>
 
-#include "contract/podid.h"
-
 enum penv_id {
     PENV_USE_DAEMON = 0,        /* MSMONITOR_USE_DAEMON */
     PENV_KINETO_USE_DAEMON,     /* KINETO_USE_DAEMON (deprecated alias) */
@@ -42,10 +40,12 @@ enum penv_id {
     PENV_MASTER_PORT,           /*   rendezvous, the default job key */
     PENV_TORCHELASTIC_RUN_ID,
     PENV_XDG_RUNTIME_DIR,       /* XDG_RUNTIME_DIR: fallback home of the segment */
-    /* the downward-API variables (contract/podid.h): PENV_POD_POD = POD_NAME, ... (podenv.h) */
-#define PENV_POD_ENUM(id, env, key, skey, cap) PENV_POD_##id,
-    PODID_FIELDS(PENV_POD_ENUM)
-#undef PENV_POD_ENUM
+    /* the downward-API variables, in contract/podid.h's field order (test_penv_pod checks the
+     * names against it): what the process says about its pod (docs/deploy.md#attribution) */
+    PENV_POD_NAME,              /* POD_NAME */
+    PENV_POD_NAMESPACE,         /* POD_NAMESPACE */
+    PENV_NODE_NAME,             /* NODE_NAME */
+    PENV_CONTAINER_NAME,        /* CONTAINER_NAME */
     PENV_COUNT
 };
 

@@ -25,7 +25,7 @@
 #include "common/log.h"
 #include "contract/dbschema.h"
 #include "contract/names.h"
-#include "plugin/podenv.h"
+#include "contract/podid.h"
 #include "plugin/outputs/asyncw.h"
 #include "plugin/outputs/db_rows.h"
 #include "plugin/outputs/outfile.h"
@@ -465,8 +465,8 @@ static int insert_consts(struct output *p)
         rc = insert_small(p, DBSCHEMA_META_DATA, DBSCHEMA_META_DATA_COLS, 2, bind_text_pair, meta, 4);
     if (rc == SQLITE_OK) {
         /* where the rank ran: its pod, namespace, node and container (docs/outputs.md#session-end) */
-        char pod[PODID_VALUE_CAP * 4 + 64];
-        if (podenv_json(pod, sizeof(pod)) > 0) {
+        char pod[PODID_JSON_CAP];
+        if (outfile_pod_json(pod, sizeof(pod)) > 0) {
             struct text_pair row = {NAMES_META_POD, pod};
             rc = insert_small(p, DBSCHEMA_META_DATA, DBSCHEMA_META_DATA_COLS, 2, bind_text_pair, &row, 1);
         }

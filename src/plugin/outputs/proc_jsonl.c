@@ -23,7 +23,7 @@
 #include "contract/cfgkeys.h"
 #include "contract/cfgrules.h"
 #include "contract/names.h"
-#include "plugin/podenv.h"
+#include "contract/podid.h"
 #include "plugin/outputs/asyncw.h"
 #include "plugin/outputs/jsonl_fmt.h"
 #include "plugin/outputs/outfile.h"
@@ -713,25 +713,11 @@ static void write_session_end(struct output *p, const char *parallel_group_info)
             write_text_line(p, w.buf, w.len);
         jw_fini(&w);
     }
-    { /* the pod the rank ran in (docs/outputs.md#session-end): the known keys and "kind", sorted */
-        const struct podid_self *me = podenv_get();
-        static const enum podid_field order[] = { PODID_CONTAINER, PODID_NFIELDS, PODID_POD, PODID_NAMESPACE,
-                                                  PODID_NODE }; /* PODID_NFIELDS: "kind" */
-        char line[PODID_VALUE_CAP * 4 + 96];
-        bool any = false;
-        jw_init(&w, line, sizeof(line));
-        jw_obj_begin(&w);
-        for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
-            if (order[i] == PODID_NFIELDS) {
-                jw_kv_str(&w, "kind", NAMES_META_POD);
-            } else if (me->v[order[i]][0] && !(order[i] == PODID_POD && me->pod_from_hostname)) {
-                jw_kv_str(&w, podid_status_key(order[i]), me->v[order[i]]);
-                any = true;
-            }
-        }
-        jw_obj_end(&w);
-        if (any && !w.err)
-            write_text_line(p, w.buf, w.len);
+    { /* the pod the rank ran in (docs/outputs.md#session-end) */
+        char line[PODID_JSON_CAP + 32];
+        size_t n = outfile_pod_line(line, sizeof(line));
+        if (n > 0)
+            write_text_line(p, line, n);
     }
     uint32_t devs[256];
     size_t ndev = 0;
