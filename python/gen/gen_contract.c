@@ -92,7 +92,17 @@ static void names(void)
     pystr(NAMES_SOCK_FILE(NAMES_SOCK_RPC));
     printf("\nSHM_PREFIX = ");
     pystr(NAMES_SHM_PREFIX);
-    printf("\nSHM_SIZE = %u\n\n", (unsigned)NAMES_SHM_SIZE);
+    printf("\nSHM_SIZE = %u\n", (unsigned)NAMES_SHM_SIZE);
+    printf("SHM_STEPS_PREFIX = ");
+    pystr(NAMES_SHM_STEPS_PREFIX);
+    printf("\nSHM_PRIVATE_PREFIX = ");
+    pystr(NAMES_SHM_PRIVATE_PREFIX);
+    printf("\n# Every file dyno mode creates in the segment directory, by name prefix (cleanup-shm).\n"
+           "SHM_FILE_PREFIXES = (\n");
+#define SHM_FILE(id, prefix, what) printf("    \"%s\",  # %s\n", prefix, what);
+    NAMES_SHM_FILES(SHM_FILE)
+#undef SHM_FILE
+    printf(")\n\n");
     printf("# DB: a marker's connectionId is its msPTI id plus this.\nDB_MARKER_CONN_OFFSET = %llu\n\n",
            (unsigned long long)NAMES_DB_MARKER_CONN_OFFSET);
     printf("# The session end in the DB (META_DATA names) and JSONL (this kind, with the same keys).\n"

@@ -40,16 +40,6 @@ static const struct cli_flag global_flags[] = {
 };
 #define NGLOBAL (sizeof(global_flags) / sizeof(global_flags[0]))
 
-const char *cli_exit_str(enum cli_exit e)
-{
-    switch (e) {
-    case CLI_EXIT_OK: return "ok";
-    case CLI_EXIT_RUNTIME: return "runtime failure";
-    case CLI_EXIT_USAGE: return "usage error";
-    }
-    return "unknown";
-}
-
 const struct cli_cmd *cli_find_cmd(const char *name)
 {
     for (size_t i = 0; i < NCOMMANDS; i++) {
@@ -57,6 +47,16 @@ const struct cli_cmd *cli_find_cmd(const char *name)
             return commands[i];
     }
     return NULL;
+}
+
+/* "doctor, gputrace, ...": the command table's names, so a new command is listed by itself. */
+static const char *command_names(char *buf, size_t cap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < NCOMMANDS && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", commands[i]->name);
+    return buf;
 }
 
 static void global_help(FILE *out)
@@ -268,14 +268,16 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
         goto out;
     }
     if (next >= argc) {
-        snprintf(err, sizeof(err), "error: a subcommand is required "
-                 "(status, version, npu-monitor, nputrace, gputrace); see 'dyno --help'");
+        char names[256];
+        snprintf(err, sizeof(err), "error: a subcommand is required (%s); see 'dyno --help'",
+                 command_names(names, sizeof(names)));
         goto usage;
     }
     cmd = cli_find_cmd(argv[next]);
     if (!cmd) {
-        snprintf(err, sizeof(err), "error: unknown subcommand '%s' "
-                 "(status, version, npu-monitor, nputrace, gputrace)", argv[next]);
+        char names[256], shown[256];
+        snprintf(err, sizeof(err), "error: unknown subcommand '%s' (%s)",
+                 cli_term_str(argv[next], shown, sizeof(shown)), command_names(names, sizeof(names)));
         goto usage;
     }
     r = cli_flags_parse(cmd->flags, cmd->nflags, argc, argv, next + 1, false, &s, NULL, err,
@@ -376,7 +378,8 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
         if (hosts.n == 1) {
             cli_term_write(out, cli_buf_str(&res->out), res->out.len);
             fflush(out);
-            if (res->failed) {
+            /* a command that printed its own verdict (doctor's total) leaves err empty */
+            if (res->failed && res->err[0]) {
                 cli_term_write(errf, res->err, strlen(res->err));
                 fputc('\n', errf);
             }
@@ -385,7 +388,7 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
         char prefix[1100];
         snprintf(prefix, sizeof(prefix), "[%s] ", hosts.v[i]);
         print_prefixed(out, prefix, cli_buf_str(&res->out), res->out.len);
-        if (res->failed) {
+        if (res->failed && res->err[0]) {
             fprintf(out, "%sERROR: ", prefix);
             cli_term_write(out, res->err, strlen(res->err));
             fputc('\n', out);

@@ -31,6 +31,18 @@
 #define NAMES_NETNS_LINK "dynolog.netns"
 #define NAMES_SHM_PREFIX "DynamicProfileNpuShm"
 #define NAMES_SHM_SIZE (1u << 20) /* dyno-mode segment: 4-byte time stamp + config text */
+/* The steps side file next to a segment: "msmonitor_steps.<segment name>" (docs/nputrace.md). */
+#define NAMES_SHM_STEPS_PREFIX "msmonitor_steps."
+/* Every file dyno mode creates in the segment directory, as name prefixes: the segment
+ * (DynamicProfileNpuShm-<job key>, and <segment>.<pid>.tmp while it is being created) and its
+ * steps side file. `python -m msmonitor cleanup-shm` and `dyno doctor` find leftovers by this
+ * list alone (docs/troubleshooting.md#leftover-segments); a new file dyno mode makes is added
+ * here. X(id, prefix, what) */
+#define NAMES_SHM_FILES(X)                                                                  \
+    X(SEGMENT, NAMES_SHM_PREFIX, "segment")                                                 \
+    X(STEPS, NAMES_SHM_STEPS_PREFIX NAMES_SHM_PREFIX, "steps side file")
+/* The private directory of uid <u> under a shared segment directory: "msmonitor-<u>". */
+#define NAMES_SHM_PRIVATE_PREFIX "msmonitor-"
 /* DB connectionId of a marker = its msPTI id + this, so marker ids never meet API ids. */
 #define NAMES_DB_MARKER_CONN_OFFSET 4000000000ULL
 
