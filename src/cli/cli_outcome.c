@@ -251,6 +251,9 @@ static void wait_outcomes(const struct cmd_req *req, const char *target, uint16_
     const cJSON *trig = cJSON_GetObjectItemCaseSensitive(reply, "activityProfilersTriggered");
     const cJSON *skipped = cJSON_GetObjectItemCaseSensitive(reply, "processesSkipped");
     uint64_t deadline = clock_mono_ns() + (uint64_t)(req->wait_s * 1e9);
+    /* --timeout-s bounds the whole command, the wait included (docs/cli.md) */
+    if (rpc_overall_deadline() && rpc_overall_deadline() < deadline)
+        deadline = rpc_overall_deadline();
     size_t ntrig = (size_t)cJSON_GetArraySize(trig);
     cJSON *got = NULL;
     char err[512] = "";
