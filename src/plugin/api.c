@@ -20,7 +20,18 @@
 #include "plugin/control/dyno.h"
 #include "plugin/control/monitor.h"
 #include "plugin/control/npoll.h"
+#include "plugin/control/pconfig.h"
 #include "plugin/penv.h"
+
+_Static_assert(PCONFIG_TRACE_CPU == MSMON_TRACE_CPU && PCONFIG_TRACE_NPU == MSMON_TRACE_NPU &&
+                   PCONFIG_TRACE_ANALYSE == MSMON_TRACE_ANALYSE && PCONFIG_TRACE_ASYNC == MSMON_TRACE_ASYNC &&
+                   PCONFIG_TRACE_RECORD_SHAPES == MSMON_TRACE_RECORD_SHAPES &&
+                   PCONFIG_TRACE_PROFILE_MEMORY == MSMON_TRACE_PROFILE_MEMORY &&
+                   PCONFIG_TRACE_WITH_STACK == MSMON_TRACE_WITH_STACK &&
+                   PCONFIG_TRACE_WITH_FLOPS == MSMON_TRACE_WITH_FLOPS &&
+                   PCONFIG_TRACE_WITH_MODULES == MSMON_TRACE_WITH_MODULES &&
+                   PCONFIG_TRACE_EXPORT_DB == MSMON_TRACE_EXPORT_DB,
+               "the window's option bits are the public trace flags");
 
 /* Standalone results live in proc_memory.c (plugin data area). */
 
@@ -57,8 +68,19 @@ MSMON_API int msmon_poll_dyno(char *buf, size_t cap, size_t *len)
 
 MSMON_API int msmon_enable_npu_monitor(const char *const *keys, const char *const *values, size_t n)
 {
+    const struct control_source src = { .entry = CONTROL_ENTRY_API, .rank = -1, .step = -1, .aligned = -1 };
+    struct pconfig *cfg;
+    int rc;
+
     api_init();
-    return control_apply_config(keys, values, n);
+    cfg = malloc(sizeof(*cfg)); /* ~11 KiB: off the framework thread's stack */
+    if (!cfg)
+        return -ENOMEM;
+    /* the framework classified it: this entry point takes npu-monitor configs */
+    rc = pconfig_parse_pairs(keys, values, n, CFGKEYS_NPU_MONITOR, cfg);
+    rc = control_apply(cfg, rc, &src);
+    free(cfg);
+    return rc;
 }
 
 MSMON_API void msmon_finalize(void)
@@ -77,7 +99,8 @@ MSMON_API int msmon_update_profiler_status(int32_t status, int32_t current_step,
                                            int32_t stop_step)
 {
     api_init();
-    return control_report_status(status, current_step, start_step, stop_step);
+    monitor_set_trace_status(status); /* the framework's own profiler: one activity subscriber */
+    return control_send_status(status, current_step, start_step, stop_step);
 }
 
 MSMON_API int msmon_native_poll_start(void)
@@ -207,6 +230,63 @@ MSMON_API int msmon_monitor_results(int32_t kind, const struct msmon_result **re
 
 /* CUDA_INJECTION64_PATH: the driver calls this at cuInit, on the program's thread and outside
  * the loader lock, so the first use and the poller start here. */
+struct api_env {
+    const char *const *names, *const *values;
+    size_t n;
+};
+
+static const char *api_env_get(void *ctx, const char *name)
+{
+    const struct api_env *e = ctx;
+    const char *v = NULL;
+
+    for (size_t i = 0; i < e->n; i++)
+        if (e->names[i] && e->values[i] && strcmp(e->names[i], name) == 0)
+            v = e->values[i]; /* the last one wins, like a dict */
+    return v;
+}
+
+MSMON_API int msmon_dynamic_job_key(const char *const *names, const char *const *values, size_t n, int32_t ppid,
+                                    int32_t pid, char *buf, size_t cap, char *source, size_t scap)
+{
+    struct api_env e = { names, values, n };
+    const struct dyn_env env = { .get = api_env_get, .ctx = &e };
+    char src[160];
+
+    if ((n && (!names || !values)) || !buf)
+        return -EINVAL;
+    if (dyn_job_key(&env, (pid_t)ppid, (pid_t)pid, buf, cap, src, sizeof(src)) != 0)
+        return -ENOSPC;
+    if (source && scap)
+        snprintf(source, scap, "%s", src);
+    return 0;
+}
+
+MSMON_API int msmon_dynamic_use_daemon(const char *msmon, const char *kineto, char *why, size_t cap)
+{
+    return dyn_use_daemon(msmon, kineto, why, cap) ? 1 : 0;
+}
+
+MSMON_API int msmon_dynamic_trace_info(struct msmon_trace_info *ret)
+{
+    struct monitor_window_view v;
+
+    if (!ret)
+        return -EINVAL;
+    memset(ret, 0, sizeof(*ret));
+    monitor_window_view(&v);
+    ret->state = v.state;
+    ret->start_step = v.start;
+    ret->stop_step = v.stop;
+    ret->step = v.step;
+    ret->rank = v.rank;
+    ret->flags = v.flags;
+    ret->windows = v.windows;
+    snprintf(ret->log_dir, sizeof(ret->log_dir), "%s", v.log_dir);
+    monitor_last_artifact(ret->last_trace, sizeof(ret->last_trace));
+    return 0;
+}
+
 MSMON_API int InitializeInjection(void)
 {
     api_init();

@@ -40,6 +40,12 @@ enum penv_id {
     PENV_MASTER_PORT,           /*   rendezvous, the default job key */
     PENV_TORCHELASTIC_RUN_ID,
     PENV_XDG_RUNTIME_DIR,       /* XDG_RUNTIME_DIR: fallback home of the segment */
+    PENV_PMIX_NAMESPACE,        /* PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid, SLURM_JOB_ID, SLURM_STEP_ID, */
+    PENV_OMPI_JOBID,            /*   PMI_SIZE, OMPI_COMM_WORLD_SIZE: the launchers' job identity */
+    PENV_SLURM_JOB_ID,          /*   and size, for the job key (dynamic.h) */
+    PENV_SLURM_STEP_ID,
+    PENV_PMI_SIZE,
+    PENV_OMPI_WORLD_SIZE,
     PENV_COUNT
 };
 
@@ -50,6 +56,8 @@ bool penv_set(enum penv_id id);
 /* "1" exactly (the boolean switches of docs/design/contract.md#environment-variables). */
 bool penv_is_one(enum penv_id id);
 const char *penv_name(enum penv_id id);
+/* penv_get by the variable's name (a name outside the table reads as unset). */
+const char *penv_lookup(const char *name);
 /* Re-read every variable (tests only; not thread-safe against concurrent penv_get). */
 void penv_reload(void);
 

@@ -22,11 +22,9 @@
 #include "contract/names.h"
 #include "contract/cfgkeys.h"
 #include "contract/datamsg.h"
-#include "contract/kvtext.h"
 #include "msmon/ipc_wire.h"
 #include "plugin/control/ack.h"
 #include "plugin/control/dyno.h"
-#include "plugin/control/mconfig.h"
 #include "plugin/control/monitor.h"
 #include "plugin/penv.h"
 
@@ -34,56 +32,89 @@
 
 /* ---- configs and status ---- */
 
-int control_apply_config(const char *const *keys, const char *const *values, size_t n)
+/* The one acknowledgement (ack.h): outcome, reason and the state afterwards. An applied
+ * config's reason is its notes (unknown keys); a partly applied one's adds them. */
+static void control_answer(const char *id, const char *notes, const struct monitor_result *r)
 {
-    struct mconfig *cfg;
-    char id[ACK_ID_CAP], why[ACK_REASON_CAP + 1];
+    static const char *const words[] = { [MONITOR_APPLIED] = "applied", [MONITOR_PARTLY] = "partly",
+                                         [MONITOR_REJECTED] = "rejected" };
+    char reason[ACK_REASON_CAP + 1];
+
+    reason[0] = '\0';
+    (void)str_append(reason, sizeof(reason), r->reason);
+    if (r->outcome != MONITOR_REJECTED && notes && notes[0]) {
+        (void)str_append(reason, sizeof(reason), r->reason[0] ? "; " : "");
+        (void)str_append(reason, sizeof(reason), notes);
+    }
+    (void)ack_send(id, words[r->outcome], reason, r->state);
+}
+
+/* Answer a config that never reached the session (invalid, or of no class). */
+static void control_refuse(const struct pconfig *cfg, const char *reason)
+{
+    struct monitor_result r = { .outcome = MONITOR_REJECTED };
+    struct monitor_window_view v;
+
+    if (cfg->cls == CFGKEYS_NPU_TRACE) {
+        monitor_window_view(&v);
+        r.state = names_ipc_status(v.state < 0 ? IPC_STATUS_IDLE : v.state);
+    } else {
+        r.state = names_ipc_status(monitor_running() ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE);
+    }
+    snprintf(r.reason, sizeof(r.reason), "%s", reason);
+    control_answer(cfg->id, "", &r);
+}
+
+int control_apply(const struct pconfig *cfg, int parse_rc, const struct control_source *src)
+{
+    if (parse_rc == -ENOMSG) {
+        LOG_INFO("MsMonitorPoll: ignored a config that is neither an npu-monitor nor an nputrace config");
+        control_refuse(cfg, "not an npu-monitor or nputrace config (gputrace targets Kineto clients)");
+        return -ENOMSG;
+    }
+    if (parse_rc != 0) {
+        control_refuse(cfg, cfg->errors[0] ? cfg->errors : "invalid config");
+        return parse_rc == -ENOMEM ? -ENOMEM : -EINVAL;
+    }
+    if (cfg->cls == CFGKEYS_NPU_MONITOR) {
+        (void)monitor_handle_config(&cfg->mon, cfg->id, cfg->notes, control_answer);
+        return 0; /* answered by the session, whatever the outcome */
+    }
+    if (src->entry == CONTROL_ENTRY_API) {
+        control_refuse(cfg, "an nputrace config reaches a process through its poller, not this API");
+        return -EINVAL;
+    }
+    {
+        struct monitor_arm a = { .opts = cfg->trace, .rank = src->rank, .step = src->step,
+                                 .aligned = src->aligned, .native = src->entry == CONTROL_ENTRY_NATIVE };
+        char notes[PCONFIG_NOTES_CAP];
+
+        notes[0] = '\0';
+        (void)str_append(notes, sizeof(notes), cfg->notes);
+        /* an option of the PyTorch profiler: named, so a user does not wait for it */
+        if (a.native && (cfg->trace.flags & PCONFIG_TRACE_ASYNC)) {
+            (void)str_append(notes, sizeof(notes), cfg->notes[0] ? "; " : "");
+            (void)str_append(notes, sizeof(notes), "--async-mode applies to PyTorch processes only; ignored by "
+                                                   "this native process");
+        }
+        return monitor_window_arm(&a, cfg->id, notes, control_answer) == -ENOMEM ? -ENOMEM : 0;
+    }
+}
+
+int control_apply_text(const char *text, size_t len, const struct control_source *src)
+{
+    struct pconfig *cfg = malloc(sizeof(*cfg)); /* ~11 KiB: keep it off small framework thread stacks */
     int rc;
 
-    ack_find_id(keys, values, n, id);
-    cfg = malloc(sizeof(*cfg)); /* ~5 KiB: keep it off small framework thread stacks */
-    if (!cfg) {
-        (void)ack_send(id, "rejected", "out of memory", names_ipc_status(monitor_running() ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE));
+    if (!cfg)
         return -ENOMEM;
-    }
-    log_reason_begin(why, sizeof(why));
-    rc = mconfig_parse(keys, values, n, cfg);
-    log_reason_end();
-    if (rc == 0) {
-        memcpy(cfg->id, id, sizeof(cfg->id));
-        (void)monitor_handle_config(cfg); /* reports npuMonitorStatus and the outcome itself */
-    } else {
-        (void)ack_send(id, "rejected", why[0] ? why : "invalid config", names_ipc_status(monitor_running() ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE));
-    }
+    rc = pconfig_parse_text(text, len, cfg);
+    rc = control_apply(cfg, rc, src);
     free(cfg);
     return rc;
 }
 
-int control_apply_text(const char *text, size_t len)
-{
-    struct kvtext kv;
-    int rc;
-
-    if (cfgkeys_classify_text(text, len) != CFGKEYS_NPU_MONITOR) {
-        char id[ACK_ID_CAP] = "";
-        LOG_INFO("MsMonitorPoll: ignored a config that is not an npu-monitor config (%zu bytes)", len);
-        if (kvtext_parse(text, len, &kv) == 0) {
-            ack_find_id(kv.keys, kv.values, kv.n, id);
-            kvtext_fini(&kv);
-        }
-        (void)ack_send(id, "rejected", "not an npu-monitor or nputrace config (gputrace targets Kineto clients)",
-                       names_ipc_status(monitor_running() ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE));
-        return -ENOMSG;
-    }
-    rc = kvtext_parse(text, len, &kv); /* the one KEY=value rule, as on the shm path */
-    if (rc == 0)
-        rc = control_apply_config(kv.keys, kv.values, kv.n);
-    kvtext_fini(&kv);
-    return rc;
-}
-
-/* The IPC half of a status report. */
-static int control_send_status(int32_t status, int32_t current_step, int32_t start_step, int32_t stop_step)
+int control_send_status(int32_t status, int32_t current_step, int32_t start_step, int32_t stop_step)
 {
     int rc, rc2;
 
@@ -94,12 +125,6 @@ static int control_send_status(int32_t status, int32_t current_step, int32_t sta
             rc = rc2;
     }
     return rc;
-}
-
-int control_report_status(int32_t status, int32_t current_step, int32_t start_step, int32_t stop_step)
-{
-    monitor_set_trace_status(status);
-    return control_send_status(status, current_step, start_step, stop_step);
 }
 
 /* ---- back-off ---- */
@@ -359,7 +384,6 @@ void control_poller_destroy(struct control_poller *p)
 void control_poller_post_status(struct control_poller *p, int32_t status, int32_t current_step, int32_t start_step,
                                 int32_t stop_step)
 {
-    monitor_set_trace_status(status); /* at once: the nputrace/npu-monitor exclusion */
     pthread_mutex_lock(&p->lock);
     p->status[0] = status;
     p->status[1] = current_step;

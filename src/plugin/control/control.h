@@ -14,23 +14,38 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plugin/control/pconfig.h"
+
 #define CONTROL_BACKOFF_INITIAL_S 1.0
 #define CONTROL_BACKOFF_CAP_S 30.0 /* also the upper bound of the override */
 #define CONTROL_BACKOFF_MIN_S 0.05 /* lower bound of the overrides (tests) */
 
 /* ---- configs and status ---- */
 
-/* Validate one npu-monitor config map and apply it to the session (docs/design/session.md#applying-a-config);
- * the session reports npuMonitorStatus itself. -EINVAL invalid (logged, nothing changes),
- * -ENOMEM, else 0 whatever the outcome of a start. */
-int control_apply_config(const char *const *keys, const char *const *values, size_t n);
-/* Apply one poll reply if it contains NPU_MONITOR_START, parsed by the contract's kvtext
- * rule (lines with exactly one '=', key and value stripped, last wins). 0 applied, -ENOMSG
- * not an npu-monitor config (logged at INFO), -EINVAL invalid, -E2BIG, -ENOMEM. */
-int control_apply_text(const char *text, size_t len);
-/* Framework trace status: recorded for the nputrace/npu-monitor exclusion, then sent as
- * npuTraceStatus; status -1 (process leaving) also sends npuMonitorStatus -1. 0 or -errno. */
-int control_report_status(int32_t status, int32_t current_step, int32_t start_step, int32_t stop_step);
+/* Where a config entered the plugin (docs/design/session.md#the-route-of-a-config). */
+enum control_entry {
+    CONTROL_ENTRY_NATIVE,  /* the native poller: no step call, a window is marker-bounded */
+    CONTROL_ENTRY_STEP,    /* a dyno-mode rank at its step(): a window is step-bounded */
+    CONTROL_ENTRY_API,     /* the C API / Python (enable_dyno_npu_monitor): npu-monitor only */
+};
+struct control_source {
+    enum control_entry entry;
+    int32_t rank;          /* the window's rank selection */
+    int32_t step;          /* CONTROL_ENTRY_STEP: the step the config was read at; else -1 */
+    int32_t aligned;       /* CONTROL_ENTRY_STEP: the creator's start step for -1; -1 none */
+};
+
+/* The one apply of a config parsed by pconfig (parse_rc its result): an npu-monitor config goes
+ * to the session, an nputrace config arms the session's window, anything else is refused; the
+ * exclusion between the two is the session's one decision (monitor.h). Every config is answered
+ * once, from here (ack.h), with applied / applied, partly / rejected. 0 applied (also partly),
+ * -EINVAL refused or invalid, -ENOMSG neither class, -ENOMEM. */
+int control_apply(const struct pconfig *cfg, int parse_rc, const struct control_source *src);
+/* Parse text (pconfig_parse_text) and control_apply it. */
+int control_apply_text(const char *text, size_t len, const struct control_source *src);
+/* Our own window's and poller's status to the daemon: npuTraceStatus; status -1 (process
+ * leaving) also sends npuMonitorStatus -1. 0 or -errno. */
+int control_send_status(int32_t status, int32_t current_step, int32_t start_step, int32_t stop_step);
 
 /* ---- the poller ---- */
 
@@ -75,8 +90,8 @@ struct control_poller;
 int control_poller_create(const struct control_poller_cfg *cfg, struct control_poller **ret);
 /* Stop (wakes the thread out of any wait), join, free. NULL is a no-op. */
 void control_poller_destroy(struct control_poller *p);
-/* Status hand-off: record the trace status for the session at once, keep (status, steps) as
- * the latest report and let the poller thread send it as soon as the daemon is reachable.
+/* Status hand-off: keep (status, steps) as the latest report and let the poller thread send
+ * it as soon as the daemon is reachable.
  * Never blocks on IPC, so a training step that reports status is not delayed by a stale or
  * missing daemon. */
 void control_poller_post_status(struct control_poller *p, int32_t status, int32_t current_step, int32_t start_step,

@@ -18,13 +18,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/jw.h"
 #include "common/log.h"
 #include "common/logesc.h"
 #include "common/strutil.h"
 #include "contract/names.h"
 #include "contract/cfgkeys.h"
-#include "contract/cjx.h"
 #include "contract/kvtext.h"
 #include "contract/rank.h"
 #include "ipc/ipc_msg.h"
@@ -33,12 +31,15 @@
 #include "plugin/control/control.h"
 #include "plugin/control/health.h"
 #include "plugin/control/monitor.h"
-#include "plugin/control/tracewin.h"
+#include "plugin/control/pconfig.h"
 #include "plugin/penv.h"
 
 #define DYN_PY_WS KVTEXT_WS
 #define DYN_STATUS_PERIOD_NS 1000000000ull
 #define DYN_TAKEOVER_GRACE_US 100000
+/* Steps the creator adds to the highest step of the node's ranks for PROFILE_START_STEP -1,
+ * so every rank, each reading the segment at its next step, agrees on one start step. */
+#define DYN_ALIGN_STEPS 5
 
 _Static_assert(DYN_SHM_SIZE == 1048576, "segment size of docs/design/ipc.md#segment");
 
@@ -72,21 +73,59 @@ static uint64_t dyn_fnv(uint64_t h, const char *part)
     return (h ^ 0x1f) * 0x100000001b3ull;
 }
 
-int dyn_job_key(const char *job, const char *master_addr, const char *master_port, const char *run_id, pid_t ppid,
-                char *buf, size_t cap)
+/* The first of the variables the process has set (non-empty), NULL when none. */
+static const char *dyn_first(const struct dyn_env *e, const char *const *names)
 {
+    for (; *names; names++) {
+        const char *v = e->get(e->ctx, *names);
+        if (v && v[0])
+            return v;
+    }
+    return NULL;
+}
+
+int dyn_job_key(const struct dyn_env *e, pid_t ppid, pid_t pid, char *buf, size_t cap, char *src, size_t srccap)
+{
+    static const char *const world[] = { "WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", NULL };
+    const char *job = e->get(e->ctx, "MSMONITOR_JOB_KEY"), *port = e->get(e->ctx, "MASTER_PORT");
+    const char *pmix = e->get(e->ctx, "PMIX_NAMESPACE"), *ompi = e->get(e->ctx, "OMPI_MCA_ess_base_jobid");
+    const char *sjob = e->get(e->ctx, "SLURM_JOB_ID"), *sstep = e->get(e->ctx, "SLURM_STEP_ID");
+    const char *ws = dyn_first(e, world);
     uint64_t h = 0xcbf29ce484222325ull;
-    char pid[24];
+    int64_t nranks = 0;
+    char num[24];
 
     if (job && job[0]) {
         h = dyn_fnv(dyn_fnv(h, "job"), job);
-    } else if (master_port && master_port[0]) {
-        /* One launcher rendezvous per job: two live jobs cannot share MASTER_ADDR:MASTER_PORT. */
-        h = dyn_fnv(dyn_fnv(dyn_fnv(dyn_fnv(h, "master"), master_addr), master_port), run_id);
+        snprintf(src, srccap, "MSMONITOR_JOB_KEY");
+    } else if (port && port[0]) {
+        /* One launcher rendezvous per job (torchrun, torch.distributed): two live jobs cannot
+         * share MASTER_ADDR:MASTER_PORT. */
+        h = dyn_fnv(dyn_fnv(dyn_fnv(dyn_fnv(h, "master"), e->get(e->ctx, "MASTER_ADDR")), port),
+                    e->get(e->ctx, "TORCHELASTIC_RUN_ID"));
+        snprintf(src, srccap, "the launcher's MASTER_ADDR:MASTER_PORT");
+    } else if (pmix && pmix[0]) {
+        h = dyn_fnv(dyn_fnv(h, "pmix"), pmix); /* one namespace per MPI job (Open MPI, Slurm's PMIx) */
+        snprintf(src, srccap, "PMIX_NAMESPACE");
+    } else if (ompi && ompi[0]) {
+        h = dyn_fnv(dyn_fnv(h, "ompi"), ompi);
+        snprintf(src, srccap, "OMPI_MCA_ess_base_jobid");
+    } else if (sjob && sjob[0] && sstep && sstep[0]) {
+        h = dyn_fnv(dyn_fnv(dyn_fnv(h, "slurm"), sjob), sstep); /* the tasks of one srun step */
+        snprintf(src, srccap, "SLURM_JOB_ID.SLURM_STEP_ID");
+    } else if (ws && str_to_i64(ws, &nranks) == 0 && nranks > 1) {
+        /* several ranks and no launcher variable we know: the ranks of one job are the
+         * children of one launcher */
+        snprintf(num, sizeof(num), "%d", (int)ppid);
+        h = dyn_fnv(dyn_fnv(h, "ppid"), num);
+        snprintf(src, srccap, "the parent pid %d (a world size of %lld without a launcher variable)", (int)ppid,
+                 (long long)nranks);
     } else {
-        /* No launcher variables: the ranks of one job are the children of one launcher. */
-        snprintf(pid, sizeof(pid), "%d", (int)ppid);
-        h = dyn_fnv(dyn_fnv(h, "ppid"), pid);
+        /* a single-process job is a job of its own: two of them started from one shell never
+         * share a segment (nor lose their monitoring when the other exits) */
+        snprintf(num, sizeof(num), "%d", (int)pid);
+        h = dyn_fnv(dyn_fnv(h, "pid"), num);
+        snprintf(src, srccap, "this process (a single-process job)");
     }
     return snprintf(buf, cap, "%016llx", (unsigned long long)h) < (int)cap ? 0 : -ENOSPC;
 }
@@ -221,7 +260,7 @@ int dyn_stale_message(const char *path, char *buf, size_t cap)
     return (n >= 0 && (size_t)n < cap) ? 0 : -ENOSPC;
 }
 
-bool dyn_use_daemon(const char *msmon, const char *kineto)
+bool dyn_use_daemon(const char *msmon, const char *kineto, char *why, size_t cap)
 {
     const char *name = "MSMONITOR_USE_DAEMON", *raw = msmon;
     char tmp[64];
@@ -229,18 +268,26 @@ bool dyn_use_daemon(const char *msmon, const char *kineto)
     size_t n;
     int64_t value;
 
+    if (why && cap)
+        why[0] = '\0';
     if (!raw) {
         if (!kineto)
             return false;
         raw = kineto;
         name = "KINETO_USE_DAEMON";
-        LOG_WARN("dynamic_profile: KINETO_USE_DAEMON is deprecated, use MSMONITOR_USE_DAEMON");
+        if (why && cap)
+            snprintf(why, cap, "KINETO_USE_DAEMON is deprecated, use MSMONITOR_USE_DAEMON");
+        else
+            LOG_WARN("dynamic_profile: KINETO_USE_DAEMON is deprecated, use MSMONITOR_USE_DAEMON");
     }
     v = raw;
     n = strlen(raw);
     str_trim_view(&v, &n, DYN_PY_WS);
     if (str_copy(tmp, sizeof(tmp), v, n) != 0 || str_to_i64(tmp, &value) != 0) {
-        LOG_WARN("dynamic_profile: Environment variable %s='%s' value not valid, will be set to 0 !", name, raw);
+        if (why && cap)
+            snprintf(why, cap, "Environment variable %s='%s' value not valid, will be set to 0 !", name, raw);
+        else
+            LOG_WARN("dynamic_profile: Environment variable %s='%s' value not valid, will be set to 0 !", name, raw);
         return false;
     }
     return value == 1;
@@ -272,63 +319,17 @@ long dyn_stale_seconds(const char *raw)
     return v;
 }
 
-static const struct kvtext *dyn_sort_kv; /* qsort has no context argument in C11 */
-
-static int dyn_cmp_idx(const void *a, const void *b)
-{
-    return strcmp(dyn_sort_kv->keys[*(const size_t *)a], dyn_sort_kv->keys[*(const size_t *)b]);
-}
-
-int dyn_config_json(const struct kvtext *kv, char **ret, size_t *ret_len)
-{
-    static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
-    size_t idx[KVTEXT_MAX_KEYS], n = 0;
-    bool valid_done = false;
-    struct jw w;
-    int rc;
-
-    for (size_t i = 0; i < kv->n; i++)
-        if (strcmp(kv->keys[i], CFGKEY_IS_VALID) != 0)
-            idx[n++] = i;
-    pthread_mutex_lock(&sort_lock);
-    dyn_sort_kv = kv;
-    qsort(idx, n, sizeof(idx[0]), dyn_cmp_idx);
-    pthread_mutex_unlock(&sort_lock);
-    jw_init_dyn(&w, DYN_SHM_SIZE - 4);
-    jw_obj_begin(&w);
-    for (size_t i = 0; i < n; i++) {
-        const char *k = kv->keys[idx[i]];
-        if (!valid_done && strcmp(k, "is_valid") > 0) {
-            jw_key(&w, "is_valid");
-            jw_bool(&w, true);
-            valid_done = true;
-        }
-        jw_key(&w, k);
-        jw_str(&w, kv->values[idx[i]]);
-    }
-    if (!valid_done) {
-        jw_key(&w, "is_valid");
-        jw_bool(&w, true);
-    }
-    jw_obj_end(&w);
-    rc = w.err == -ENOSPC ? -E2BIG : w.err;
-    if (rc != 0) {
-        jw_fini(&w);
-        return rc;
-    }
-    *ret = w.buf; /* caller frees */
-    *ret_len = w.len;
-    return 0;
-}
-
 /* ---- segment I/O ---- */
 
-int dyn_shm_write(uint8_t *shm, const char *json, size_t len, uint32_t now)
+int dyn_shm_write(uint8_t *shm, const char *text, size_t len, int32_t aligned, uint32_t now)
 {
-    if (len > DYN_SHM_SIZE - 4)
+    uint32_t a = htole32((uint32_t)aligned);
+
+    if (len > DYN_SHM_SIZE - DYN_SHM_TEXT)
         return -E2BIG;
-    memcpy(shm + 4, json, len);
-    memset(shm + 4 + len, ' ', DYN_SHM_SIZE - 4 - len);
+    memcpy(shm + DYN_SHM_ALIGNED, &a, sizeof(a));
+    memcpy(shm + DYN_SHM_TEXT, text, len);
+    memset(shm + DYN_SHM_TEXT + len, ' ', DYN_SHM_SIZE - DYN_SHM_TEXT - len);
     __atomic_store_n((uint32_t *)(void *)shm, htole32(now), __ATOMIC_RELEASE);
     return 0;
 }
@@ -338,34 +339,39 @@ uint32_t dyn_shm_time(const uint8_t *shm)
     return le32toh(__atomic_load_n((const uint32_t *)(const void *)shm, __ATOMIC_ACQUIRE));
 }
 
-int dyn_shm_read(const uint8_t *shm, struct kvtext *kv, bool *ret_is_valid)
+int dyn_shm_read(const uint8_t *shm, char **ret_text, size_t *ret_len, int32_t *ret_aligned)
 {
-    size_t len = DYN_SHM_SIZE - 4;
+    size_t len = DYN_SHM_SIZE - DYN_SHM_TEXT;
+    const uint8_t *t = shm + DYN_SHM_TEXT;
+    uint32_t a;
     char *copy;
-    int rc;
 
-    kvtext_init(kv);
-    *ret_is_valid = false;
+    *ret_text = NULL;
+    *ret_len = 0;
     /* The padding is most of the megabyte: skip it a block at a time (a block is one byte
      * repeated iff it equals itself shifted by one), then byte-wise. */
     while (len >= 4096) {
-        const uint8_t *b = shm + 4 + len - 4096;
+        const uint8_t *b = t + len - 4096;
         if ((b[0] != ' ' && b[0] != '\0') || memcmp(b, b + 1, 4095) != 0)
             break;
         len -= 4096;
     }
-    while (len > 0 && (shm[4 + len - 1] == ' ' || shm[4 + len - 1] == '\0'))
+    while (len > 0 && (t[len - 1] == ' ' || t[len - 1] == '\0'))
         len--;
     if (len == 0)
         return -ENODATA;
-    /* Parse a private copy: another process may be rewriting the segment meanwhile. */
-    copy = malloc(len);
+    /* A private copy: another process may be rewriting the segment meanwhile; the parse
+     * (pconfig) reads only the copy. */
+    copy = malloc(len + 1);
     if (!copy)
         return -ENOMEM;
-    memcpy(copy, shm + 4, len);
-    rc = cjx_flat_object(copy, len, kv, ret_is_valid);
-    free(copy);
-    return rc;
+    memcpy(&a, shm + DYN_SHM_ALIGNED, sizeof(a));
+    memcpy(copy, t, len);
+    copy[len] = '\0';
+    *ret_text = copy;
+    *ret_len = len;
+    *ret_aligned = (int32_t)le32toh(a);
+    return 0;
 }
 
 /* The creator lock: an exclusive OFD lock on byte 0, held by the creator for its whole life
@@ -386,7 +392,8 @@ static int dyn_segment_reset(int fd)
 
     if (p == MAP_FAILED)
         return -errno;
-    memset(p + 4, ' ', DYN_SHM_SIZE - 4);
+    memset(p + DYN_SHM_ALIGNED, 0xff, DYN_SHM_TEXT - DYN_SHM_ALIGNED); /* aligned step -1 */
+    memset(p + DYN_SHM_TEXT, ' ', DYN_SHM_SIZE - DYN_SHM_TEXT);
     __atomic_store_n((uint32_t *)(void *)p, 0, __ATOMIC_RELEASE);
     munmap(p, DYN_SHM_SIZE);
     /* Writes through a mapping update the inode times lazily; the stale rule of the ranks
@@ -568,6 +575,9 @@ static struct {
     struct control_poller *poller; /* the creator's */
     void (*stop_hook)(void *);
     void *stop_hook_ctx;
+    char key[24];                 /* the job key: names the segment, labels this rank's health */
+    char key_source[160];         /* which rule gave it (dyn_job_key) */
+    bool creator_gone;            /* health thread: it took the creator lock of a gone creator */
 } dyn = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
 
 /* RANK, else RANK_ID; unknown counts as rank 0 here (init_dyno id, rank-list match). */
@@ -724,36 +734,29 @@ static void dyn_steps_unmap(void)
         (void)unlink(p);
 }
 
-/* Poller callback (poller thread): publish one poll reply in the segment for every rank. */
+/* Poller callback (poller thread): publish one poll reply in the segment for every rank, as
+ * the daemon delivered it (its canonical text, docs/design/session.md#the-route-of-a-config),
+ * with the step an nputrace start step -1 means: the node's highest step plus a margin, so
+ * every rank, each reading the segment at its next step, agrees on one start step. The
+ * poller reads no key: each rank parses the text once, where it applies it. */
 static void dyn_publish(void *ctx, const char *text, size_t len)
 {
     uint8_t *shm = ctx;
-    struct kvtext kv;
-    char *json = NULL, aligned[16];
-    size_t jlen = 0;
+    int32_t top = dyn_steps_max();
+    int32_t aligned = top <= INT32_MAX - DYN_ALIGN_STEPS - 1 ? top + DYN_ALIGN_STEPS : -1;
     int rc;
 
-    if (kvtext_parse(text, len, &kv) != 0) {
-        kvtext_fini(&kv);
-        return;
-    }
-    /* nputrace with start step -1: one start step for every rank, published with the config. */
-    (void)tracewin_align(&kv, dyn_steps_max(), aligned, sizeof(aligned));
-    rc = kv.n > 0 ? dyn_config_json(&kv, &json, &jlen) : -ENODATA;
+    rc = dyn_shm_write(shm, text, len, aligned, (uint32_t)time(NULL));
     if (rc == 0)
-        rc = dyn_shm_write(shm, json, jlen, (uint32_t)time(NULL));
-    if (rc == 0)
-        dyn_note(LOG_LVL_INFO, "config published (%zu keys)", kv.n + 1);
-    else if (rc != -ENODATA)
-        dyn_note(LOG_LVL_ERROR, "config of %zu keys dropped: %s", kv.n, errno_name(-rc));
-    free(json);
-    kvtext_fini(&kv);
+        dyn_note(LOG_LVL_INFO, "config published (%zu bytes)", len);
+    else
+        dyn_note(LOG_LVL_ERROR, "config of %zu bytes dropped: %s", len, errno_name(-rc));
 }
 
 static void dyn_poller_exit(void *ctx)
 {
     (void)ctx;
-    (void)control_report_status(IPC_STATUS_UNINITIALIZED, -1, -1, -1);
+    (void)control_send_status(IPC_STATUS_UNINITIALIZED, -1, -1, -1);
 }
 
 static void dyn_poller_start(void)
@@ -778,7 +781,7 @@ void dyn_finalize(void)
     health_reporter_stop();
     dyn_mstx_end(dyn.range_id);
     dyn.range_id = 0;
-    tracewin_leave(dyn.step);
+    monitor_window_leave(dyn.step);
     (void)monitor_stop();
     control_poller_destroy(dyn.poller); /* sends the last status, then the -1 statuses */
     dyn.poller = NULL;
@@ -791,6 +794,12 @@ void dyn_finalize(void)
     dyn.fd = -1;
 out:
     pthread_mutex_unlock(&dyn.lock);
+}
+
+static const char *dyn_penv_get(void *ctx, const char *name)
+{
+    (void)ctx;
+    return penv_lookup(name);
 }
 
 /* <private dir>/DynamicProfileNpuShm-<job key> (docs/python.md, "Where the segment lives"). */
@@ -807,13 +816,15 @@ static int dyn_segment_path(char *buf, size_t cap)
                   "lines above; set MSMONITOR_SHM_DIR to a directory only you can write)", (unsigned)geteuid());
         return rc;
     }
-    if (dyn_job_key(penv_get(PENV_JOB_KEY), penv_get(PENV_MASTER_ADDR), penv_get(PENV_MASTER_PORT),
-                    penv_get(PENV_TORCHELASTIC_RUN_ID), getppid(), key, sizeof(key)) != 0 ||
+    const struct dyn_env env = { .get = dyn_penv_get };
+
+    if (dyn_job_key(&env, getppid(), getpid(), key, sizeof(key), dyn.key_source, sizeof(dyn.key_source)) != 0 ||
         dyn_shm_name(key, name, sizeof(name)) != 0 ||
         snprintf(buf, cap, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", name) >= (int)cap) {
         LOG_ERROR("dynamic_profile: dynamic profiler disabled: shm directory too long: %s", dir);
         return -ENAMETOOLONG;
     }
+    snprintf(dyn.key, sizeof(dyn.key), "%s", key);
     return 0;
 }
 
@@ -821,8 +832,30 @@ static int dyn_segment_path(char *buf, size_t cap)
  * a config has waited for it. The segment stays mapped until the reporter is stopped. */
 static void dyn_health_tick(void)
 {
-    if (__atomic_load_n(&dyn.enabled, __ATOMIC_RELAXED))
-        health_note_segment(dyn_shm_time(dyn.shm));
+    if (!__atomic_load_n(&dyn.enabled, __ATOMIC_RELAXED))
+        return;
+    health_note_segment(dyn_shm_time(dyn.shm));
+    /* A creator that left (it finished first, or was killed) leaves its job unpolled: the
+     * first rank to get its lock becomes the creator at its next step (dyn_step), so a job
+     * that goes on stays monitored. The lock belongs to this rank's open file description. */
+    if (!__atomic_load_n(&dyn.creator, __ATOMIC_RELAXED) && !__atomic_load_n(&dyn.creator_gone, __ATOMIC_RELAXED) &&
+        dyn_creator_lock(dyn.fd) == 0)
+        __atomic_store_n(&dyn.creator_gone, true, __ATOMIC_RELEASE);
+}
+
+/* The stepping thread, dyn.lock held: this rank holds the lock of a gone creator. */
+static void dyn_take_over(void)
+{
+    __atomic_store_n(&dyn.creator_gone, false, __ATOMIC_RELAXED);
+    __atomic_store_n(&dyn.creator, true, __ATOMIC_RELAXED);
+    if (dyn.steps) {
+        munmap(dyn.steps, DYN_STEPS_SLOTS * sizeof(uint32_t));
+        dyn.steps = NULL;
+    }
+    dyn_steps_map(true);
+    dyn_poller_start();
+    dyn_note(LOG_LVL_WARNING, "rank %d runs the poller of %s now: its creator has exited and the job goes on",
+             (int)dyn.rank, dyn.path);
 }
 
 int dyn_init(int32_t rank, unsigned flags)
@@ -837,7 +870,7 @@ int dyn_init(int32_t rank, unsigned flags)
         rc = -ECHILD; /* fork()ed from a joined rank: the segment and poller are the parent's */
         goto out;
     }
-    if (!dyn_use_daemon(penv_get(PENV_USE_DAEMON), penv_get(PENV_KINETO_USE_DAEMON))) {
+    if (!dyn_use_daemon(penv_get(PENV_USE_DAEMON), penv_get(PENV_KINETO_USE_DAEMON), NULL, 0)) {
         rc = -ENOTSUP;
         goto out;
     }
@@ -878,8 +911,14 @@ int dyn_init(int32_t rank, unsigned flags)
     __atomic_store_n(&dyn.enabled, true, __ATOMIC_RELAXED);
     if (!dyn.atexit_done && atexit(dyn_finalize) == 0)
         dyn.atexit_done = true;
-    dyn_note(LOG_LVL_INFO, "rank %d attached to %s%s", (int)dyn.rank, dyn.path, dyn.creator ? " as creator" : "");
+    dyn_note(LOG_LVL_INFO, "rank %d attached to %s%s (job key from %s)%s", (int)dyn.rank, dyn.path,
+             dyn.creator ? " as creator" : "", dyn.key_source,
+             strncmp(dyn.key_source, "the parent pid", 14) == 0
+                 ? "; ranks of another job with the same parent would share it: give each job its own "
+                   "MSMONITOR_JOB_KEY"
+                 : "");
     health_set_identity("dyno", dyn.rank);
+    health_set_job(dyn.key);
     (void)health_reporter_start(dyn_poll_interval(penv_get(PENV_POLL_INTERVAL_S)), dyn_health_tick);
     goto out;
 close_fd:
@@ -893,38 +932,31 @@ out:
 }
 
 
+/* A new config in the segment, read at step `step`: parsed once, here, and applied once
+ * (control_apply answers it to the daemon with this rank's outcome). */
 static void dyn_apply(int32_t step)
 {
-    struct kvtext kv;
-    bool valid;
+    struct control_source src = { .entry = CONTROL_ENTRY_STEP, .rank = dyn.rank, .step = step, .aligned = -1 };
+    struct pconfig *cfg = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    int rc;
 
-    if (dyn_shm_read(dyn.shm, &kv, &valid) != 0 || !valid)
-        goto out; /* empty or unparsable: ignored, like Python's read_config() -> None */
-    if (cfgkeys_classify(kv.keys, kv.n) == CFGKEYS_NPU_MONITOR) {
-        /* The session end writes the cluster layout next to the data (docs/design/outputs.md). */
-        if (dyn.stop_hook && cfgkeys_true(kvtext_get(&kv, CFGKEY_NPU_MONITOR_STOP)))
-            dyn.stop_hook(dyn.stop_hook_ctx);
-        /* Every rank runs its own monitor and writes its own files. */
-        (void)control_apply_config(kv.keys, kv.values, kv.n);
+    if (dyn_shm_read(dyn.shm, &text, &len, &src.aligned) != 0)
+        return; /* empty: nothing published yet */
+    cfg = malloc(sizeof(*cfg));
+    if (!cfg)
         goto out;
-    }
-    {
-        /* answered to the daemon (ack.h) with the reason the line below logs */
-        char id[ACK_ID_CAP], why[ACK_REASON_CAP + 1];
-        int rc;
-        struct tracewin_status st;
-        ack_find_id(kv.keys, kv.values, kv.n, id);
-        log_reason_begin(why, sizeof(why));
-        rc = tracewin_arm(&kv, dyn.rank, step);
-        log_reason_end();
-        if (rc == 0)
-            dyn.status_due = true; /* report the new state at once */
-        tracewin_status(&st);
-        (void)ack_send(id, rc == 0 ? "applied" : "rejected", rc == 0 ? "" : why[0] ? why : "not applied",
-                       names_ipc_status(st.status));
-    }
+    rc = pconfig_parse_text(text, len, cfg);
+    /* The session end writes the cluster layout next to the data (docs/design/outputs.md). */
+    if (rc == 0 && cfg->cls == CFGKEYS_NPU_MONITOR && cfg->mon.stop && dyn.stop_hook)
+        dyn.stop_hook(dyn.stop_hook_ctx);
+    /* Every rank runs its own monitor and writes its own files. */
+    if (control_apply(cfg, rc, &src) == 0 && cfg->cls == CFGKEYS_NPU_TRACE)
+        dyn.status_due = true; /* report the new window state at once */
 out:
-    kvtext_fini(&kv);
+    free(cfg);
+    free(text);
 }
 
 int dyn_step(void)
@@ -936,6 +968,8 @@ int dyn_step(void)
     pthread_mutex_lock(&dyn.lock);
     if (!dyn.enabled || dyn.pid != getpid())
         goto out;
+    if (__atomic_load_n(&dyn.creator_gone, __ATOMIC_ACQUIRE))
+        dyn_take_over();
     dyn_mstx_end(dyn.range_id);
     if (dyn.step < INT32_MAX)
         __atomic_store_n(&dyn.step, dyn.step + 1, __ATOMIC_RELAXED); /* the creator's poller reads it */
@@ -948,18 +982,21 @@ int dyn_step(void)
     }
     /* The window opens and closes between steps, before this step's range starts, so the
      * trace holds exactly the records (and `step <N>` ranges) of [start, stop). */
-    if (tracewin_step(dyn.step))
+    if (monitor_window_step(dyn.step))
         dyn.status_due = true;
     dyn.range_id = dyn_mstx_start(dyn.step);
     if (dyn.poller) {
         uint64_t now = clock_mono_ns();
         if (dyn.status_due || now - dyn.last_status_ns >= DYN_STATUS_PERIOD_NS) {
-            struct tracewin_status st;
-            tracewin_status(&st);
+            struct monitor_window_view v;
+            bool busy;
+            monitor_window_view(&v);
+            busy = v.state == IPC_STATUS_READY || v.state == IPC_STATUS_RUNNING;
             dyn.status_due = false;
             dyn.last_status_ns = now;
             /* Handed to the poller thread: the step never waits on the daemon. */
-            control_poller_post_status(dyn.poller, st.status, dyn.step, st.start, st.stop);
+            control_poller_post_status(dyn.poller, v.state < 0 ? IPC_STATUS_IDLE : v.state, dyn.step,
+                                       busy ? v.start : -1, busy ? v.stop : -1);
         }
     }
 out:

@@ -13,7 +13,6 @@
 #include <limits.h>
 #include <time.h>
 
-#include "contract/kvtext.h"
 #include "contract/names.h"
 #include "msmon/ipc_wire.h"
 #include "plugin/control/control.h"
@@ -24,13 +23,26 @@
 #define DYN_STALE_S 60
 #define DYN_ATTACH_TRIES 10
 #define DYN_DEFAULT_POLL_S 2.0
+/* Segment layout (docs/design/ipc.md#segment): the publish time (uint32 LE Unix seconds,
+ * written last), the creator's aligned start step (int32 LE, -1 none), then the config text as
+ * the daemon delivered it, padded with spaces. */
+#define DYN_SHM_ALIGNED 4
+#define DYN_SHM_TEXT 8
 
-/* The job key: 16 hex digits of a hash of MSMONITOR_JOB_KEY (job) when set, else of the
- * launcher's MASTER_ADDR:MASTER_PORT (+ TORCHELASTIC_RUN_ID) when MASTER_PORT is set, else of
- * the parent pid: every rank of one job computes the same key, two live jobs never do.
- * 0 or -ENOSPC. */
-int dyn_job_key(const char *job, const char *master_addr, const char *master_port, const char *run_id, pid_t ppid,
-                char *buf, size_t cap);
+/* A process environment as dyn_job_key reads it (the plugin's penv table, or a Python dict). */
+struct dyn_env {
+    const char *(*get)(void *ctx, const char *name); /* NULL when unset */
+    void *ctx;
+};
+/* The job key (docs/python.md, "Where the segment lives"): 16 hex digits of a hash of the
+ * first that applies of MSMONITOR_JOB_KEY; the launcher's MASTER_ADDR:MASTER_PORT (+
+ * TORCHELASTIC_RUN_ID: torchrun, torch.distributed); PMIX_NAMESPACE (Open MPI, Slurm with
+ * PMIx); OMPI_MCA_ess_base_jobid; SLURM_JOB_ID + SLURM_STEP_ID (an srun step); the parent pid
+ * when WORLD_SIZE (or PMI_SIZE, OMPI_COMM_WORLD_SIZE) says there are several ranks; else the
+ * process's own pid: a single-process job is its own job. Every rank of one job computes the
+ * same key and no two launches share one. src (srccap) names the rule that gave it, for the
+ * log. 0 or -ENOSPC. */
+int dyn_job_key(const struct dyn_env *e, pid_t ppid, pid_t pid, char *buf, size_t cap, char *src, size_t srccap);
 /* "DynamicProfileNpuShm-" + key. 0 or -ENOSPC. */
 int dyn_shm_name(const char *key, char *buf, size_t cap);
 /* The directory of this uid's segments, one only this uid can create entries in (so the
@@ -42,27 +54,22 @@ int dyn_segment_dir(const char *base, const char *xdg, const char *sockdir, char
 /* The stale-rule error text with the `rm -f` command (exactly Python's stale_message). */
 int dyn_stale_message(const char *path, char *buf, size_t cap);
 /* MSMONITOR_USE_DAEMON, else the deprecated KINETO_USE_DAEMON (warns), as an integer after
- * trimming whitespace; only 1 enables. Bad values warn "... value not valid, will be set to 0 !". */
-bool dyn_use_daemon(const char *msmon, const char *kineto);
+ * trimming whitespace; only 1 enables. Bad values warn "... value not valid, will be set to 0 !".
+ * The warning goes to why ("" when none), or with why NULL to the log. */
+bool dyn_use_daemon(const char *msmon, const char *kineto, char *why, size_t cap);
 /* MSMONITOR_POLL_INTERVAL_S in [0.1, 50] (default 2) and MSMONITOR_SHM_STALE_S >= 0 (default
  * 60); NULL means unset; invalid values warn and give the default. */
 double dyn_poll_interval(const char *raw);
 long dyn_stale_seconds(const char *raw);
 
-/* Compact JSON of a poll reply parsed by kvtext_parse() (contract/kvtext.h), byte-wise
- * sorted keys, plus "is_valid": true (a text "is_valid" is overridden, as Python set
- * cfg["is_valid"] = True after parsing). Caller owns *ret; free(). -E2BIG if the text does not
- * fit the segment. */
-int dyn_config_json(const struct kvtext *kv, char **ret, size_t *ret_len);
-
 /* Segment I/O over a mapped DYN_SHM_SIZE buffer. The timestamp (uint32 LE unix seconds) is
- * written last with release order so a reader that sees it sees the whole text. */
-int dyn_shm_write(uint8_t *shm, const char *json, size_t len, uint32_t now);
+ * written last with release order so a reader that sees it sees the whole text. -E2BIG if the
+ * text does not fit. */
+int dyn_shm_write(uint8_t *shm, const char *text, size_t len, int32_t aligned, uint32_t now);
 uint32_t dyn_shm_time(const uint8_t *shm);
-/* The segment's config object through the contract's reader (cjx_flat_object: flat object of
- * strings, booleans or numbers, values in Python's str() form); trailing spaces/NULs are cut.
- * Fills kv (kvtext_fini even on error) and *ret_is_valid. -ENODATA empty, -EINVAL, -ENOMEM. */
-int dyn_shm_read(const uint8_t *shm, struct kvtext *kv, bool *ret_is_valid);
+/* The segment's text (padding cut; a NUL-terminated private copy, caller frees) and aligned
+ * start step. -ENODATA empty, -ENOMEM. */
+int dyn_shm_read(const uint8_t *shm, char **ret_text, size_t *ret_len, int32_t *ret_aligned);
 
 /* Open `path` or create it (one creator wins via link(2)). *ret_fd holds a shared flock for
  * cleanup-shm; the creator's also holds the creator lock (an OFD write lock on byte 0) for
@@ -77,7 +84,7 @@ int dyn_attach_or_create(const char *path, long stale_s, int *ret_fd, bool *ret_
 
 /* The nputrace window's status as the IPC carries it (docs/design/ipc.md#ranks): Ready until
  * start, Running in [start, stop), then Idle. Wire values only (msmon/ipc_wire.h): the window
- * itself is tracewin's (tracewin.h). */
+ * itself is the session's (monitor.h). */
 enum { DYN_TRACE_IDLE = IPC_STATUS_IDLE, DYN_TRACE_RUNNING = IPC_STATUS_RUNNING, DYN_TRACE_READY = IPC_STATUS_READY };
 
 /* msmon_dynamic_init(): join dyno mode as `rank` (< 0: RANK, else RANK_ID, else 0). 0 active

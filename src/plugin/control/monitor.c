@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "common/log.h"
@@ -28,7 +29,6 @@
 #include "contract/kinds.h"
 #include "contract/rank.h"
 #include "msmon/ipc_wire.h"
-#include "plugin/control/ack.h"
 #include "plugin/control/dyno.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/outputs/proc_trace.h"
@@ -44,29 +44,52 @@
 #define MON_WAIT_STOP_MS 60000u     /* monitor_stop: the final flush and end-of-session files */
 #define MON_NAME_RUNNING "MsptiMonitor" /* users look for it while monitoring */
 #define MON_NAME_IDLE "MsMonitorCtl"
-#define MON_LOG_DIR_CAP (MCONFIG_MAX_LOG_FILE + 1)
-#define MON_MAX_OUTPUTS 4            /* outputs of one session (the pipeline's bound) */
+#define MON_LOG_DIR_CAP (PCONFIG_MAX_LOG_FILE + 1)
+#define MON_MAX_OUTPUTS MSMON_OUTPUT_COUNT /* outputs of one session: at most every row of the table */
 
-enum mon_op { MON_OP_CONFIG, MON_OP_START, MON_OP_STOP, MON_OP_END_WINDOW, MON_OP_KINDS, MON_OP_INTERVAL };
+enum mon_op {
+    MON_OP_CONFIG, MON_OP_START, MON_OP_STOP, MON_OP_END_WINDOW, MON_OP_KINDS, MON_OP_INTERVAL,
+    MON_OP_ARM, MON_OP_WIN_STEP, MON_OP_WIN_LEAVE, MON_OP_WIN_TICK, MON_OP_FW_TRACE,
+};
 enum mon_slot { MON_SLOT_FREE, MON_SLOT_QUEUED, MON_SLOT_RUNNING, MON_SLOT_DONE };
 
 /* monitor_start()'s arguments, copied: a caller whose wait timed out has gone. */
 struct mon_start_copy {
     struct monitor_start_args a;
     char log_dir[MON_LOG_DIR_CAP];
-    char rotate_lines[sizeof(((struct mconfig *)0)->rotate_lines)];
-    char rotate_files[sizeof(((struct mconfig *)0)->rotate_files)];
+    char rotate_lines[sizeof(((struct pconfig_monitor *)0)->rotate_lines)];
+    char rotate_files[sizeof(((struct pconfig_monitor *)0)->rotate_files)];
     struct proc_trace_opts trace;
     char backend[32];
     struct window_opts window;
 };
 
+/* A config command: what it applies and how it is answered. */
+struct mon_answer {
+    char id[PCONFIG_ID_CAP];
+    char notes[PCONFIG_NOTES_CAP];
+    monitor_done_fn done;
+};
+
 struct mon_cmd {
     enum mon_op op;
     union {
-        struct mconfig cfg;
+        struct {
+            struct pconfig_monitor cfg;
+            struct mon_answer ans;
+        } config;
+        struct {
+            struct monitor_arm arm;
+            struct mon_answer ans;
+        } arm;
         struct mon_start_copy start;
+        struct {
+            int32_t step;
+            uint64_t end_ns;
+        } step;
+        struct monitor_window_view view; /* MON_OP_WIN_TICK's answer */
         uint32_t u32;
+        int32_t i32;
         uint64_t u64;
     } arg;
     uint64_t seq;                 /* FIFO order */
@@ -83,17 +106,34 @@ struct mon_session {
     struct filter_state *filter;  /* created once, never freed */
     bool running, standalone;
     bool trace;                   /* an nputrace window session, not npu-monitor */
-    int32_t trace_start, trace_stop;
     uint32_t enabled_mask;
     uint32_t interval_s;          /* kept while idle for the next start */
     double duration_s;
     uint64_t deadline_ns;         /* monotonic; 0 = none */
     uint64_t next_tick_ns;        /* monotonic; 0 = no periodic report */
     uint64_t flush_ns;            /* monitor_start_args.flush_ms; 0 = none */
+    bool stop_after;              /* stop once the current command is answered (a closed native window) */
     bool filter_logged;           /* last_filter was logged this session */
-    char log_file[MCONFIG_MAX_LOG_FILE + 1]; /* the running npu-monitor session's, as given */
+    char log_file[PCONFIG_MAX_LOG_FILE + 1]; /* the running npu-monitor session's, as given */
     enum msmon_output output;     /* the running npu-monitor session's output */
-    char last_filter[MCONFIG_MAX_FILTER + 1];
+    char last_filter[PCONFIG_MAX_FILTER + 1];
+    int32_t fw_trace;             /* the framework's own profiler status (monitor_set_trace_status) */
+};
+
+/* No window yet: msmon_dynamic_trace_info() reports state -1 until the first one; the IPC
+ * status is Idle. window_advance leaves this phase alone. */
+#define MON_WIN_NONE (-1)
+
+/* The nputrace window, the actor's from its arm to its end (docs/design/session.md#the-window):
+ * a step-bounded one is moved by the stepping thread's steps (posted at its transitions
+ * only), a marker-bounded one by its session's window stage, which the poller's tick asks. */
+struct mon_window {
+    struct window_state win;      /* phase MON_WIN_NONE, ARMED, OPEN, CLOSED */
+    struct pconfig_trace opts;    /* the armed window's options */
+    char log_dir[PATH_MAX];       /* resolved, existing, writable */
+    int32_t rank;
+    uint32_t windows;             /* windows that reached their start */
+    bool session;                 /* its collection session runs */
 };
 
 static struct {
@@ -111,7 +151,13 @@ static struct {
     atomic_bool pub_running;
     atomic_bool pub_trace;        /* the running session is an nputrace window */
     atomic_uint pub_kinds;
-    atomic_int trace_status;
+    /* the window as the actor last left it: its phase and bounds for the stepping thread's
+     * per-step check, the whole view (under win_lock) for status readers */
+    atomic_int pub_win_phase;
+    atomic_int pub_win_start, pub_win_stop;
+    atomic_bool pub_win_marker;
+    pthread_mutex_t win_lock;
+    struct monitor_window_view pub_win;
 
     /* backend and test seam */
     pthread_mutex_t be_lock;
@@ -132,13 +178,18 @@ static struct {
     struct log_ratelimit st_rl;
 
     struct mon_session sess;      /* actor only */
+    struct mon_window win;        /* actor only */
 } mon = {
     .q_lock = PTHREAD_MUTEX_INITIALIZER,
     .be_lock = PTHREAD_MUTEX_INITIALIZER,
     .pgi_lock = PTHREAD_MUTEX_INITIALIZER,
     .art_lock = PTHREAD_MUTEX_INITIALIZER,
     .st_lock = PTHREAD_MUTEX_INITIALIZER,
-    .trace_status = IPC_STATUS_UNINITIALIZED,
+    .win_lock = PTHREAD_MUTEX_INITIALIZER,
+    .pub_win_phase = MON_WIN_NONE,
+    .pub_win = { .state = -1, .step = -1, .start = -1, .stop = -1, .rank = -1 },
+    .sess = { .fw_trace = IPC_STATUS_UNINITIALIZED },
+    .win = { .win = { .phase = MON_WIN_NONE, .step = -1, .start = -1, .stop = -1 } },
 };
 static pthread_once_t mon_init_once = PTHREAD_ONCE_INIT;
 static pthread_once_t mon_first_once = PTHREAD_ONCE_INIT;
@@ -306,15 +357,15 @@ static void mon_tick(void)
 static void mon_log_filter(const char *text)
 {
     struct mon_session *s = &mon.sess;
-    char shown[MCONFIG_MAX_FILTER + 1];
+    char shown[PCONFIG_MAX_FILTER + 1];
     size_t i;
 
     if (s->filter_logged && strcmp(s->last_filter, text) == 0)
         return;
-    for (i = 0; text[i] && i < MCONFIG_MAX_FILTER; i++)
+    for (i = 0; text[i] && i < PCONFIG_MAX_FILTER; i++)
         shown[i] = (unsigned char)text[i] < 0x20 || text[i] == 0x7f ? '?' : text[i];
     shown[i] = '\0';
-    (void)str_copy(s->last_filter, sizeof(s->last_filter), text, strnlen(text, MCONFIG_MAX_FILTER));
+    (void)str_copy(s->last_filter, sizeof(s->last_filter), text, strnlen(text, PCONFIG_MAX_FILTER));
     s->filter_logged = true;
     LOG_INFO("MsptiMonitor filter: '%s'", shown);
 }
@@ -365,12 +416,6 @@ static int mon_do_start(const struct monitor_start_args *a)
         return -EALREADY;
     if (a->window && (!a->trace || !a->log_dir || !a->kinds_mask))
         return -EINVAL;
-    /* The framework's own trace status; our trace window is this very session. */
-    if (!a->window && atomic_load(&mon.trace_status) == IPC_STATUS_RUNNING) {
-        LOG_ERROR("MsptiMonitor start refused: nputrace is running in this process (msPTI allows one "
-                  "subscriber; stop the trace first)");
-        return -EBUSY;
-    }
     be = mon_backend();
     if (!be) {
         LOG_ERROR("msPTI library not found, mspti monitor start failed");
@@ -422,10 +467,6 @@ static int mon_do_start(const struct monitor_start_args *a)
     s->next_tick_ns = mon_period_ns() ? clock_mono_ns() + mon_period_ns() : 0;
     s->running = true;
     s->trace = a->window != NULL;
-    if (s->trace) {
-        s->trace_start = a->window->start_step;
-        s->trace_stop = a->window->stop_step;
-    }
     mon_publish();
     if (a->kinds_mask)
         (void)mon_do_kinds(a->kinds_mask);
@@ -490,7 +531,7 @@ static int mon_do_kinds(uint32_t mask)
 /* A start while a session runs with other output settings restarts it with the new ones
  * (docs/troubleshooting.md): the old session's files are closed first, so the two runs never
  * share a file and a new --duration counts from this config. */
-static bool mon_settings_differ(const struct mconfig *cfg)
+static bool mon_settings_differ(const struct pconfig_monitor *cfg)
 {
     const struct mon_session *s = &mon.sess;
 
@@ -502,24 +543,26 @@ static bool mon_settings_differ(const struct mconfig *cfg)
 }
 
 /* Enable the config's kinds; when the backend refused some, why into `why` ("<backend> could
- * not enable Kernel, Memory: <its error>"). Returns the kinds still missing. */
-static uint32_t mon_enable_checked(uint32_t mask, char *why, size_t cap)
+ * not enable Kernel, Memory: <its error>") and their names into `names`. Returns the kinds
+ * still missing. */
+static uint32_t mon_enable_checked(uint32_t mask, char *why, size_t cap, char *names, size_t ncap)
 {
     struct mon_session *s = &mon.sess;
-    char err[ACK_REASON_CAP + 1] = "", names[160] = "";
+    char err[MONITOR_REASON_CAP] = "";
     uint32_t missing;
     size_t o = 0;
 
+    names[0] = '\0';
     log_reason_begin(err, sizeof(err));
     (void)mon_do_kinds(mask);
     log_reason_end();
     missing = mask & ~s->enabled_mask;
     if (!missing)
         return 0;
-    for (int k = 0; k < 32 && o < sizeof(names); k++) {
+    for (int k = 0; k < 32 && o < ncap; k++) {
         const char *n = (missing & (1u << k)) ? kinds_name(k) : NULL;
         if (n) {
-            int w = snprintf(names + o, sizeof(names) - o, "%s%s", o ? ", " : "", n);
+            int w = snprintf(names + o, ncap - o, "%s%s", o ? ", " : "", n);
             o += w > 0 ? (size_t)w : 0;
         }
     }
@@ -527,27 +570,105 @@ static uint32_t mon_enable_checked(uint32_t mask, char *why, size_t cap)
     return missing;
 }
 
-/* docs/design/session.md#applying-a-config DealMonitorReq; returns the status reported (1 running, 0 not). Every config that came
- * from the daemon is answered with its outcome (ack.h). */
-static int mon_do_config(const struct mconfig *cfg)
+/* ---- one activity subscriber: the one decision of what may run beside what ---- */
+
+enum mon_want {
+    MON_WANT_MONITOR,     /* an npu-monitor config that starts (or retunes) a session */
+    MON_WANT_STANDALONE,  /* the standalone Monitor */
+    MON_WANT_WINDOW_ARM,  /* an nputrace config */
+    MON_WANT_WINDOW_OPEN, /* an armed window reaching its start step */
+};
+
+static bool mon_win_busy(void)
+{
+    return mon.win.win.phase == WINDOW_ARMED || mon.win.win.phase == WINDOW_OPEN;
+}
+
+/* msPTI takes one activity subscriber per process, so an npu-monitor session, the standalone
+ * Monitor, an nputrace window from its arm to its end and the framework's own profiler
+ * exclude each other (docs/troubleshooting.md#npu-monitor-and-nputrace-exclude-each-other).
+ * NULL: admitted; else the refusal, also logged as one ERROR. */
+static const char *mon_refusal(enum mon_want w, int32_t rank, char *buf, size_t cap)
+{
+    const struct mon_session *s = &mon.sess;
+    const struct window_state *win = &mon.win.win;
+    const char *other = s->standalone ? "the standalone Monitor" : "npu-monitor";
+
+    buf[0] = '\0';
+    switch (w) {
+    case MON_WANT_MONITOR:
+        if (s->running && s->trace)
+            snprintf(buf, cap, "npu-monitor config refused: nputrace is tracing steps [%d, %d) in this process; "
+                     "retry after the window", (int)win->start, (int)win->stop);
+        else if (win->phase == WINDOW_ARMED)
+            snprintf(buf, cap, "npu-monitor start refused: an nputrace window for steps [%d, %d) is armed in this "
+                     "process (one activity subscriber); start npu-monitor after the window", (int)win->start,
+                     (int)win->stop);
+        else if (s->fw_trace == IPC_STATUS_RUNNING)
+            snprintf(buf, cap, "MsptiMonitor start refused: nputrace is running in this process (msPTI allows one "
+                     "subscriber; stop the trace first)");
+        break;
+    case MON_WANT_STANDALONE:
+        if (mon_win_busy())
+            snprintf(buf, cap, "Monitor start refused: an nputrace window for steps [%d, %d) is %s in this "
+                     "process (one activity subscriber)", (int)win->start, (int)win->stop,
+                     win->phase == WINDOW_OPEN ? "running" : "armed");
+        break;
+    case MON_WANT_WINDOW_ARM:
+        if (mon_win_busy())
+            snprintf(buf, cap, "nputrace config ignored on rank %d: a window [%d, %d) is already %s", (int)rank,
+                     (int)win->start, (int)win->stop, win->phase == WINDOW_OPEN ? "running" : "armed");
+        else if (s->running && !s->trace)
+            snprintf(buf, cap, "nputrace refused on rank %d: %s is running in this process (one activity "
+                     "subscriber); stop it with dyno npu-monitor --npu-monitor-stop first", (int)rank, other);
+        break;
+    case MON_WANT_WINDOW_OPEN:
+        if (s->running && !s->trace)
+            snprintf(buf, cap, "nputrace refused on rank %d: %s is running in this process (one activity "
+                     "subscriber); stop it with dyno npu-monitor --npu-monitor-stop first", (int)rank, other);
+        break;
+    }
+    if (!buf[0])
+        return NULL;
+    LOG_ERROR("%s", buf);
+    return buf;
+}
+
+/* ---- configs ---- */
+
+static void mon_answer(const struct mon_answer *ans, enum monitor_outcome o, const char *state, const char *reason)
+{
+    struct monitor_result r = { .outcome = o, .state = state };
+
+    if (!ans->done)
+        return;
+    snprintf(r.reason, sizeof(r.reason), "%s", reason ? reason : "");
+    ans->done(ans->id, ans->notes, &r);
+}
+
+/* docs/design/session.md#applying-a-config DealMonitorReq; returns the status reported (1
+ * running, 0 not) and answers the config (applied, applied partly, rejected). */
+static int mon_do_config(const struct pconfig_monitor *cfg, const struct mon_answer *ans)
 {
     struct mon_session *s = &mon.sess;
     char *dir = NULL;
-    char why[ACK_REASON_CAP + 1] = "", err[ACK_REASON_CAP + 1] = "";
+    char why[MONITOR_REASON_CAP] = "", err[MONITOR_REASON_CAP] = "", refused[MONITOR_REASON_CAP];
+    char names[160] = "";
     bool rejected = false, started = false;
     int status;
 
-    log_reason_begin(err, sizeof(err));
-    if (s->running && s->trace) {
-        /* docs/design/rpc.md#setkinetondemandrequest: the daemon refuses npu-monitor while nputrace runs; a config that still
-         * arrives (an older daemon, a direct API caller) must not end the window. */
-        LOG_ERROR("npu-monitor config refused: nputrace is tracing steps [%d, %d) in this process; "
-                  "retry after the window", (int)s->trace_start, (int)s->trace_stop);
-        log_reason_end();
+    if ((s->running && s->trace) || (cfg->start && !cfg->stop && mon_refusal(MON_WANT_MONITOR, 0, refused,
+                                                                             sizeof(refused)))) {
+        if (s->running && s->trace)
+            (void)mon_refusal(MON_WANT_MONITOR, 0, refused, sizeof(refused));
+        /* the window's own session must not end: the config is answered and nothing changes */
         mon_status_post(IPC_STATUS_IDLE);
-        (void)ack_send(cfg->id, "rejected", err, "Tracing");
+        mon_answer(ans, MONITOR_REJECTED, s->running && s->trace ? "Tracing"
+                   : names_ipc_status(mon.win.win.phase == WINDOW_ARMED ? IPC_STATUS_READY : IPC_STATUS_IDLE),
+                   refused);
         return 0;
     }
+    log_reason_begin(err, sizeof(err));
     if (cfg->stop) {
         (void)mon_do_stop();
         goto report;
@@ -580,7 +701,6 @@ static int mon_do_config(const struct mconfig *cfg)
         }
         started = true;
         (void)str_copy(s->log_file, sizeof(s->log_file), cfg->log_file, strlen(cfg->log_file));
-
     }
     if (s->running) {
         if (s->filter && filter_state_set(s->filter, cfg->filter) != 0) {
@@ -589,12 +709,15 @@ static int mon_do_config(const struct mconfig *cfg)
         } else if (s->filter) {
             mon_log_filter(cfg->filter);
         }
-        if (cfg->kinds_mask && mon_enable_checked(cfg->kinds_mask, why, sizeof(why))) {
+        if (cfg->kinds_mask && mon_enable_checked(cfg->kinds_mask, why, sizeof(why), names, sizeof(names))) {
             LOG_ERROR("MsptiMonitor: %s", why);
-            rejected = true;
-            /* a session this config started that collects nothing is no session */
-            if (started && !s->enabled_mask)
-                (void)mon_do_stop();
+            /* none of the kinds asked for: refused (and a session this config started that
+             * collects nothing is no session); some of them: the config applied partly */
+            if (!(s->enabled_mask & cfg->kinds_mask)) {
+                rejected = true;
+                if (started && !s->enabled_mask)
+                    (void)mon_do_stop();
+            }
         }
     }
 report:
@@ -604,11 +727,267 @@ report:
     /* Queued in order on this thread: an expiry's later Idle always replaces this Running. */
     mon_status_post(status ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE);
     if (rejected)
-        (void)ack_send(cfg->id, "rejected", why[0] ? why : err[0] ? err : "not applied",
-                       names_ipc_status(status));
+        mon_answer(ans, MONITOR_REJECTED, names_ipc_status(status), why[0] ? why : err[0] ? err : "not applied");
+    else if (why[0]) {
+        /* e.g. `applied, partly: Hccl not enabled (mspti could not enable Hccl: ...)` */
+        char part[MONITOR_REASON_CAP];
+        snprintf(part, sizeof(part), "%s not enabled (%.*s)", names, (int)(sizeof(part) / 2), why);
+        mon_answer(ans, MONITOR_PARTLY, names_ipc_status(status), part);
+    }
     else
-        (void)ack_send(cfg->id, "applied", cfg->notes, names_ipc_status(status));
+        mon_answer(ans, MONITOR_APPLIED, names_ipc_status(status), "");
     return status;
+}
+
+
+/* ---- the nputrace window (actor) ---- */
+
+/* Kinds a window collects: every user-visible kind (8, external correlation, never). */
+#define MON_WINDOW_KINDS 0x1EFEu
+/* The backend flush period of a marker-bounded window: how soon its step ranges are seen. */
+#define MON_NATIVE_FLUSH_MS 200
+
+static int32_t mon_win_status(const struct window_state *w)
+{
+    return w->phase == WINDOW_ARMED ? IPC_STATUS_READY : w->phase == WINDOW_OPEN ? IPC_STATUS_RUNNING
+                                                                                : IPC_STATUS_IDLE;
+}
+
+/* The window as the actor leaves it: bounds first, the phase last, so a stepping thread that
+ * sees the phase sees its bounds. */
+static void mon_win_publish(void)
+{
+    const struct mon_window *mw = &mon.win;
+
+    pthread_mutex_lock(&mon.win_lock);
+    mon.pub_win.state = mw->win.phase == MON_WIN_NONE ? -1 : mon_win_status(&mw->win);
+    mon.pub_win.step = mw->win.step;
+    mon.pub_win.start = mw->win.start;
+    mon.pub_win.stop = mw->win.stop;
+    mon.pub_win.rank = mw->rank;
+    mon.pub_win.flags = mw->opts.flags;
+    mon.pub_win.windows = mw->windows;
+    snprintf(mon.pub_win.log_dir, sizeof(mon.pub_win.log_dir), "%s", mw->log_dir);
+    pthread_mutex_unlock(&mon.win_lock);
+    atomic_store(&mon.pub_win_start, mw->win.start);
+    atomic_store(&mon.pub_win_stop, mw->win.stop);
+    atomic_store(&mon.pub_win_marker, mw->win.marker_steps);
+    atomic_store(&mon.pub_win_phase, mw->win.phase);
+}
+
+/* ACTIVITIES_LOG_FILE as a directory the window may write: a symlink could point the trace
+ * of a privileged job anywhere, so it is refused outright. 0 or -errno (one ERROR). */
+static int mon_win_dir(const char *path, char *ret, size_t cap)
+{
+    struct stat st;
+    int rc;
+
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+        LOG_ERROR("nputrace config ignored: --log-file '%s' is a symbolic link", path);
+        return -ELOOP;
+    }
+    if (lstat(path, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        LOG_ERROR("nputrace config ignored: --log-file '%s' exists and is not a directory", path);
+        return -ENOTDIR;
+    }
+    rc = outfile_prepare_dir(path, ret, cap); /* logs the reason */
+    if (rc != 0)
+        LOG_ERROR("nputrace config ignored: --log-file '%s' is not a writable directory: %s", path, strerror(-rc));
+    return rc;
+}
+
+/* The window's collection session (every kind, the trace output, plus the DB with
+ * --export-type Db); native: a marker-delimited window (start -1: `iters` steps from the
+ * first that begins). 0 also when there is nothing to collect (no NPU activities). */
+static int mon_win_begin(int32_t start, int32_t stop, bool native, int32_t iters)
+{
+    struct mon_window *mw = &mon.win;
+    const char *be_name = "", *be_lib = "", *ws = penv_get(PENV_WORLD_SIZE);
+    struct proc_trace_opts opts = { 0 };
+    struct window_opts wo = { .start_step = start, .stop_step = stop, .marker_steps = native, .iterations = iters };
+    struct monitor_start_args a = { .output = MSMON_OUTPUT_TRACE, .log_dir = mw->log_dir, .standalone = true,
+                                    .also = mw->opts.flags & PCONFIG_TRACE_EXPORT_DB ? MSMON_OUTPUT_BIT(MSMON_OUTPUT_DB)
+                                                                                    : 0,
+                                    .kinds_mask = MON_WINDOW_KINDS, .trace = &opts, .window = &wo,
+                                    .flush_ms = native ? MON_NATIVE_FLUSH_MS : 0 };
+    char refused[MONITOR_REASON_CAP];
+    int64_t w = 0;
+    int rc;
+
+    mw->windows++;
+    if (!(mw->opts.flags & PCONFIG_TRACE_NPU)) {
+        LOG_INFO("nputrace: steps [%d, %d): PROFILE_ACTIVITIES has no NPU; no device trace from libmsmonitor",
+                 (int)start, (int)stop);
+        return 0;
+    }
+    if (mon_refusal(MON_WANT_WINDOW_OPEN, mw->rank, refused, sizeof(refused)))
+        return -EBUSY;
+    if (monitor_backend_info(&be_name, &be_lib) != 0) {
+        LOG_ERROR("nputrace: steps [%d, %d) not traced: no msPTI or CUPTI library found", (int)start, (int)stop);
+        return -ENOENT;
+    }
+    if (ws && str_to_i64(ws, &w) == 0 && w > 0 && w <= INT32_MAX)
+        opts.world_size = (int32_t)w;
+    opts.backend = be_name;
+    rc = mon_do_start(&a);
+    if (rc != 0) {
+        LOG_ERROR("nputrace: steps [%d, %d) not traced: the collection did not start: %s", (int)start, (int)stop,
+                  errno_name(-rc));
+        return rc;
+    }
+    mw->session = true;
+    if (native && start < 0)
+        LOG_INFO("nputrace: armed for steps [first, first + %d) on rank %d (%s), delimited by the program's "
+                 "`step <N>` marker ranges", (int)iters, (int)mw->rank, be_name);
+    else if (native)
+        LOG_INFO("nputrace: armed for steps [%d, %d) on rank %d (%s), delimited by the program's `step <N>` "
+                 "marker ranges", (int)start, (int)stop, (int)mw->rank, be_name);
+    else
+        LOG_INFO("nputrace: tracing steps [%d, %d) on rank %d (%s)", (int)start, (int)stop, (int)mw->rank, be_name);
+    return 0;
+}
+
+/* End the window's session: at end_ns (its records starting later are left out), or early
+ * (the job leaves mid-window: the partial trace is written, one WARNING). */
+static void mon_win_end(int32_t step, bool early, uint64_t end_ns)
+{
+    struct mon_window *mw = &mon.win;
+
+    if (!mw->session)
+        return;
+    mw->session = false;
+    if (!mon.sess.running || !mon.sess.trace)
+        return;
+    if (early) {
+        LOG_WARN("nputrace: the job is leaving at step %d inside the window; the partial trace is written", (int)step);
+        (void)mon_do_stop();
+        return;
+    }
+    (void)mon_do_end_window(end_ns);
+}
+
+/* An nputrace config (docs/design/session.md#the-window): the exclusion, the rank selection,
+ * the start step (-1: the creator's aligned step, else the next), the directory; a native
+ * window's session starts now. Answered with Ready, Idle (not for this rank) or the refusal. */
+static void mon_do_arm(const struct monitor_arm *a, const struct mon_answer *ans)
+{
+    struct mon_window *mw = &mon.win;
+    const struct pconfig_trace *o = &a->opts;
+    struct window_state w;
+    char why[MONITOR_REASON_CAP] = "", note[MONITOR_REASON_CAP];
+    int32_t start = o->start_step, iters = o->iterations;
+    int rc;
+
+    if (mon_refusal(MON_WANT_WINDOW_ARM, a->rank, why, sizeof(why))) {
+        mon_answer(ans, MONITOR_REJECTED, names_ipc_status(mon_win_status(&mw->win)), why);
+        return;
+    }
+    if (!pconfig_trace_for_rank(o, a->rank)) {
+        snprintf(note, sizeof(note), "not for rank %d (PROFILE_RANK_LIST '%.128s')", (int)a->rank, o->rank_list);
+        LOG_INFO("dynamic_profile: nputrace config %s", note);
+        mon_answer(ans, MONITOR_APPLIED, names_ipc_status(IPC_STATUS_IDLE), note);
+        return;
+    }
+    log_reason_begin(why, sizeof(why));
+    if (start < 0 && a->aligned >= 0 && !a->native) {
+        start = a->aligned;
+        LOG_INFO("nputrace: start step -1 aligned for every rank to step %d", (int)start);
+    }
+    if (start >= 0 && start <= a->step) {
+        /* tracing other steps than asked would break the alignment of the ranks' traces */
+        LOG_ERROR("dynamic_profile: nputrace config ignored on rank %d: start step %d already passed (now at "
+                  "step %d)", (int)a->rank, (int)start, (int)a->step);
+        rc = -ERANGE;
+        goto out;
+    }
+    if (start < 0)
+        start = a->step + 1;
+    if (start > INT32_MAX - iters)
+        iters = INT32_MAX - start;
+    w = (struct window_state){ .phase = WINDOW_ARMED, .step = a->step, .start = start, .stop = start + iters };
+    rc = mon_win_dir(o->log_file, mw->log_dir, sizeof(mw->log_dir));
+    if (rc != 0)
+        goto out;
+    mw->opts = *o;
+    mw->rank = a->rank;
+    if (a->native) {
+        if (o->start_step < 0)
+            w.start = w.stop = -1; /* resolved by the first step that begins */
+        rc = mon_win_begin(w.start, w.stop, true, iters);
+        if (rc != 0)
+            goto out;
+        if (!(o->flags & PCONFIG_TRACE_NPU))
+            goto out; /* nothing to collect: stays Idle */
+        w.marker_steps = true;
+        w.step = mw->win.step;
+    } else {
+        LOG_INFO("dynamic_profile: nputrace ready: steps [%d, %d)", (int)w.start, (int)w.stop);
+    }
+    mw->win = w;
+out:
+    log_reason_end();
+    mon_win_publish();
+    if (rc != 0)
+        mon_answer(ans, MONITOR_REJECTED, names_ipc_status(mon_win_status(&mw->win)), why[0] ? why : "not applied");
+    else
+        mon_answer(ans, MONITOR_APPLIED, names_ipc_status(mon_win_status(&mw->win)), "");
+}
+
+/* The stepping thread's step `step`: the window opens at its start (its session begins; a
+ * refused begin leaves it Idle, logged) and closes at its stop. 1 when the status changed. */
+static int mon_do_win_step(int32_t step, uint64_t end_ns)
+{
+    struct mon_window *mw = &mon.win;
+    int was = mw->win.phase;
+    bool changed;
+
+    if (mw->win.marker_steps || was == MON_WIN_NONE)
+        return 0; /* moved by the program's own `step <N>` ranges instead */
+    changed = window_advance(&mw->win, step);
+    mw->win.step = step;
+    if (changed && (was == WINDOW_OPEN || mw->win.phase != WINDOW_OPEN))
+        mon_win_end(step, false, end_ns);
+    if (changed && mw->win.phase == WINDOW_OPEN && mon_win_begin(mw->win.start, mw->win.stop, false, 0) != 0)
+        mw->win.phase = WINDOW_CLOSED; /* refused: the line says why; status goes Idle */
+    mon_win_publish();
+    return changed ? 1 : 0;
+}
+
+static void mon_do_win_leave(int32_t step)
+{
+    struct mon_window *mw = &mon.win;
+
+    if (mw->win.phase == WINDOW_OPEN && !mw->win.marker_steps)
+        mon_win_end(step, true, 0); /* the partial window is written, valid */
+    mw->win.phase = WINDOW_CLOSED;
+    mw->win.step = step;
+    mon_win_publish();
+}
+
+/* The native poller's tick: a marker-bounded window mirrors its session's window stage; once
+ * closed, the session stops after the answer (its file is written here, not waited for). */
+static void mon_do_win_tick(struct monitor_window_view *ret)
+{
+    struct mon_window *mw = &mon.win;
+    struct mon_session *s = &mon.sess;
+    struct window_state m = { .step = -1, .start = -1, .stop = -1, .phase = WINDOW_ARMED };
+    bool ours = mw->session && mw->win.marker_steps;
+
+    if (ours && s->running && s->trace && pipeline_window(s->pl, &m) == 0) {
+        if (m.step < 0)
+            m.step = mw->win.step;
+        m.marker_steps = true;
+        mw->win = m;
+        if (!mon_win_busy()) {
+            mw->session = false;
+            s->stop_after = true;
+        }
+    } else if (mw->win.marker_steps) {
+        mw->win.phase = WINDOW_CLOSED; /* the session ended (job exit, a stop): nothing armed */
+        mw->session = false;
+    }
+    mon_win_publish();
+    monitor_window_view(ret);
 }
 
 static void mon_do_expire(void)
@@ -620,11 +999,33 @@ static void mon_do_expire(void)
 
 static int mon_run(struct mon_cmd *c)
 {
+    char refused[MONITOR_REASON_CAP];
+
     switch (c->op) {
     case MON_OP_CONFIG:
-        return mon_do_config(&c->arg.cfg);
+        return mon_do_config(&c->arg.config.cfg, &c->arg.config.ans);
     case MON_OP_START:
+        if (!c->arg.start.a.window && !mon.sess.running &&
+            mon_refusal(MON_WANT_STANDALONE, 0, refused, sizeof(refused)))
+            return -EBUSY;
         return mon_do_start(&c->arg.start.a);
+    case MON_OP_ARM:
+        mon_do_arm(&c->arg.arm.arm, &c->arg.arm.ans);
+        return 0;
+    case MON_OP_WIN_STEP:
+        return mon_do_win_step(c->arg.step.step, c->arg.step.end_ns);
+    case MON_OP_WIN_LEAVE:
+        mon_do_win_leave(c->arg.i32);
+        return 0;
+    case MON_OP_WIN_TICK:
+        mon_do_win_tick(&c->arg.view);
+        return 0;
+    case MON_OP_FW_TRACE:
+        mon.sess.fw_trace = c->arg.i32;
+        if (c->arg.i32 == IPC_STATUS_RUNNING && mon.sess.running && !mon.sess.trace)
+            LOG_WARN("nputrace reported Running while an npu-monitor session runs in this process; msPTI "
+                     "allows one subscriber, stop npu-monitor before tracing");
+        return 0;
     case MON_OP_STOP:
         return mon_do_stop();
     case MON_OP_END_WINDOW:
@@ -684,6 +1085,13 @@ static void *mon_actor(void *arg)
             pthread_mutex_lock(&mon.q_lock);
             c->st = c->waiter ? MON_SLOT_DONE : MON_SLOT_FREE;
             pthread_cond_broadcast(&mon.done_cond);
+            if (s->stop_after) {
+                /* answered first, so the poller that asked does not wait for the file */
+                s->stop_after = false;
+                pthread_mutex_unlock(&mon.q_lock);
+                (void)mon_do_stop();
+                pthread_mutex_lock(&mon.q_lock);
+            }
             continue;
         }
         /* Commands first; then the session's own timers (docs/design/session.md#session-life-cycle, #report-ticks). */
@@ -754,10 +1162,11 @@ static void mon_init(void)
     (void)pthread_atfork(mon_atfork_prepare, mon_atfork_parent, mon_atfork_child);
 }
 
-/* Post *tmpl and, if wait_ms > 0, wait up to wait_ms for its result. A command whose wait
- * times out still runs (a config a training step handed over must take effect); the caller
- * gets -ETIMEDOUT. -EAGAIN if the queue stayed full, -EDEADLK from the actor itself. */
-static int mon_call(const struct mon_cmd *tmpl, unsigned wait_ms)
+/* Post *tmpl and, if wait_ms > 0, wait up to wait_ms for its result (and, with ret_cmd, the
+ * command as the actor left it). A command whose wait times out still runs (a config a
+ * training step handed over must take effect); the caller gets -ETIMEDOUT. -EAGAIN if the
+ * queue stayed full, -EDEADLK from the actor itself. */
+static int mon_call_out(const struct mon_cmd *tmpl, unsigned wait_ms, struct mon_cmd *ret_cmd)
 {
     uint64_t deadline = clock_mono_ns() + (uint64_t)(wait_ms ? wait_ms : MON_WAIT_CONFIG_MS) * 1000000ull;
     struct mon_cmd *c = NULL;
@@ -814,11 +1223,18 @@ static int mon_call(const struct mon_cmd *tmpl, unsigned wait_ms)
         mon_timedwait(&mon.done_cond, deadline);
     }
     rc = c->result;
+    if (ret_cmd)
+        *ret_cmd = *c;
     c->st = MON_SLOT_FREE;
     pthread_cond_broadcast(&mon.done_cond); /* a poster may wait for a free slot */
 out:
     pthread_mutex_unlock(&mon.q_lock);
     return rc;
+}
+
+static int mon_call(const struct mon_cmd *tmpl, unsigned wait_ms)
+{
+    return mon_call_out(tmpl, wait_ms, NULL);
 }
 
 /* Command templates are ~5 KiB: off the (possibly small) framework thread stacks. */
@@ -921,10 +1337,6 @@ int monitor_end_window(uint64_t end_ns, bool wait)
     return rc;
 }
 
-int monitor_window(struct window_state *ret)
-{
-    return pipeline_live_window(ret);
-}
 
 void monitor_set_interval(uint32_t seconds)
 {
@@ -941,7 +1353,14 @@ uint32_t monitor_enabled_kinds(void)
     return atomic_load(&mon.pub_kinds);
 }
 
-int monitor_handle_config(const struct mconfig *cfg)
+static void mon_answer_copy(struct mon_answer *dst, const char *id, const char *notes, monitor_done_fn done)
+{
+    mon_copy_str(dst->id, sizeof(dst->id), id);
+    mon_copy_str(dst->notes, sizeof(dst->notes), notes);
+    dst->done = done;
+}
+
+int monitor_handle_config(const struct pconfig_monitor *cfg, const char *id, const char *notes, monitor_done_fn done)
 {
     struct mon_cmd *c;
     int rc;
@@ -950,19 +1369,114 @@ int monitor_handle_config(const struct mconfig *cfg)
     c = mon_cmd_new(MON_OP_CONFIG);
     if (!c)
         return 0;
-    c->arg.cfg = *cfg;
+    c->arg.config.cfg = *cfg;
+    mon_answer_copy(&c->arg.config.ans, id, notes, done);
     rc = mon_call(c, MON_WAIT_CONFIG_MS);
     free(c);
-    /* Timed out: the config is still applied and reported by the actor; say "not running". */
+    /* Timed out: the config is still applied and answered by the actor; say "not running". */
     return rc == 1 ? 1 : 0;
+}
+
+int monitor_window_arm(const struct monitor_arm *a, const char *id, const char *notes, monitor_done_fn done)
+{
+    struct mon_cmd *c;
+    int rc;
+
+    monitor_first_use();
+    c = mon_cmd_new(MON_OP_ARM);
+    if (!c)
+        return -ENOMEM;
+    c->arg.arm.arm = *a;
+    mon_answer_copy(&c->arg.arm.ans, id, notes, done);
+    rc = mon_call(c, MON_WAIT_CONFIG_MS);
+    free(c);
+    return rc;
+}
+
+/* The poster's side of the per-step check: which transition of which window it has posted,
+ * so steps that follow before the actor took it do not post it again (atomics of the
+ * stepping thread, not session state). */
+static _Atomic uint64_t mon_step_posted;
+
+static uint64_t mon_step_key(int phase, int32_t start, int32_t stop)
+{
+    return ((uint64_t)(uint32_t)phase << 62) ^ ((uint64_t)(uint32_t)start << 31) ^ (uint32_t)stop;
+}
+
+bool monitor_window_step(int32_t step)
+{
+    int phase = atomic_load(&mon.pub_win_phase);
+    int32_t start, stop;
+    struct mon_cmd *c;
+    uint64_t key;
+    bool wait;
+
+    if (phase != WINDOW_ARMED && phase != WINDOW_OPEN)
+        return false;
+    start = atomic_load(&mon.pub_win_start);
+    stop = atomic_load(&mon.pub_win_stop);
+    if (atomic_load(&mon.pub_win_marker))
+        return false;
+    if (phase == WINDOW_ARMED && step < start)
+        return false;
+    if (phase == WINDOW_OPEN && step < stop)
+        return false;
+    key = mon_step_key(phase, start, stop) + 1;
+    if (atomic_load(&mon_step_posted) == key)
+        return false;
+    /* opening: wait for the session, so the step's own range is collected; closing: the
+     * file is written on the actor while training goes on */
+    wait = phase == WINDOW_ARMED;
+    c = mon_cmd_new(MON_OP_WIN_STEP);
+    if (!c)
+        return false;
+    c->arg.step.step = step;
+    c->arg.step.end_ns = clock_real_ns();
+    if (mon_call(c, wait ? MON_WAIT_CALL_MS : 0) == 0 || !wait)
+        atomic_store(&mon_step_posted, key);
+    free(c);
+    return true;
+}
+
+void monitor_window_leave(int32_t step)
+{
+    struct mon_cmd *c;
+
+    if (atomic_load(&mon.pub_win_phase) == MON_WIN_NONE && !atomic_load(&mon.pub_running))
+        return; /* no window ever: nothing to wake */
+    c = mon_cmd_new(MON_OP_WIN_LEAVE);
+    if (!c)
+        return;
+    c->arg.i32 = step;
+    (void)mon_call(c, MON_WAIT_STOP_MS);
+    free(c);
+}
+
+void monitor_window_view(struct monitor_window_view *ret)
+{
+    pthread_mutex_lock(&mon.win_lock);
+    *ret = mon.pub_win;
+    pthread_mutex_unlock(&mon.win_lock);
+}
+
+void monitor_window_tick(struct monitor_window_view *ret)
+{
+    struct mon_cmd *c = mon_cmd_new(MON_OP_WIN_TICK);
+
+    if (c && mon_call_out(c, MON_WAIT_CALL_MS, c) == 0)
+        *ret = c->arg.view;
+    else
+        monitor_window_view(ret); /* a busy actor: the view as last published */
+    free(c);
 }
 
 void monitor_set_trace_status(int32_t status)
 {
-    atomic_store(&mon.trace_status, status);
-    if (status == IPC_STATUS_RUNNING && atomic_load(&mon.pub_running) && !atomic_load(&mon.pub_trace))
-        LOG_WARN("nputrace reported Running while an npu-monitor session runs in this process; msPTI "
-                 "allows one subscriber, stop npu-monitor before tracing");
+    static _Atomic int32_t posted = IPC_STATUS_UNINITIALIZED - 1;
+
+    if (atomic_exchange(&posted, status) == status)
+        return; /* unchanged: no command (a framework may report every step) */
+    (void)mon_call_simple(MON_OP_FW_TRACE, (uint32_t)status, 0);
 }
 
 int monitor_set_cluster_config(const char *key, const char *value)

@@ -7,12 +7,26 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <limits.h>
 #include <stdint.h>
 
 #include "plugin/backend/backend.h"
-#include "plugin/control/mconfig.h"
+#include "plugin/control/pconfig.h"
 #include "plugin/outputs/proc.h"
 #include "plugin/pipeline/window.h"
+
+#define MONITOR_REASON_CAP PCONFIG_ERRORS_CAP
+
+/* What a command made of a config, for its one acknowledgement (control.c). */
+enum monitor_outcome { MONITOR_APPLIED, MONITOR_PARTLY, MONITOR_REJECTED };
+struct monitor_result {
+    enum monitor_outcome outcome;
+    const char *state;                /* the session (or window) afterwards: a status word */
+    char reason[MONITOR_REASON_CAP];  /* the refusal, the part not applied, or a note */
+};
+/* Called once per config command on the actor thread when it has run, also when its poster
+ * stopped waiting; id/notes are the config's (pconfig). */
+typedef void (*monitor_done_fn)(const char *id, const char *notes, const struct monitor_result *r);
 
 struct monitor_start_args {
     enum msmon_output output;   /* the session's own output (registry.h) */
@@ -28,10 +42,47 @@ struct monitor_start_args {
                                  * must see the `step <N>` ranges while the job runs) */
 };
 
-/* Apply one validated config (docs/design/session.md#applying-a-config) and queue npuMonitorStatus (docs/design/ipc.md#status-tracking) ahead of any
- * later expiry's Idle. Returns the status reported (1 running, 0 not). Waits at most 1 s for
- * the actor (the training step's path); on timeout the config still applies and 0 is returned. */
-int monitor_handle_config(const struct mconfig *cfg);
+/* Apply one validated npu-monitor config (docs/design/session.md#applying-a-config) and queue
+ * npuMonitorStatus (docs/design/ipc.md#status-tracking) ahead of any later expiry's Idle; then
+ * done (may be NULL) with the outcome. The exclusion with an nputrace window is decided here:
+ * a start while a window is armed or open is refused. Returns the status reported (1 running,
+ * 0 not). Waits at most 1 s for the actor (the training step's path); on timeout the config
+ * still applies (and is answered) and 0 is returned. */
+int monitor_handle_config(const struct pconfig_monitor *cfg, const char *id, const char *notes, monitor_done_fn done);
+
+/* ---- the nputrace window (docs/design/session.md#the-window): the actor holds it from the
+ * arm to its end, so the exclusion with npu-monitor is one decision of the session's owner. */
+struct monitor_arm {
+    struct pconfig_trace opts;
+    int32_t rank;       /* the rank selection's rank */
+    int32_t step;       /* the step the config was read at (-1: no step call) */
+    int32_t aligned;    /* start step -1 means this step (the creator's alignment), -1 none */
+    bool native;        /* no step call: the program's `step <N>` ranges delimit it; its
+                         * session starts now */
+};
+/* Arm a window; done with Ready (applied), Idle (applied: not for this rank; no NPU
+ * activities) or the refusal. Waits like monitor_handle_config. */
+int monitor_window_arm(const struct monitor_arm *a, const char *id, const char *notes, monitor_done_fn done);
+/* The stepping thread, between steps: opens the window's session at its start step (waits
+ * for the start) and ends it at its stop step (does not wait for the file). Costs two atomic
+ * loads unless the window moves. True when its status changed. */
+bool monitor_window_step(int32_t step);
+/* The job leaves at `step`: an open step-bounded window writes its partial trace (one
+ * WARNING) and waits for the file; the window goes Idle. */
+void monitor_window_leave(int32_t step);
+/* The window as the IPC reports it: state -1 before the first window, else IPC_STATUS_IDLE,
+ * _RUNNING or _READY; step: the last the window saw; [start, stop) while Ready or Running,
+ * else the last window's; options and directory of the last armed window. */
+struct monitor_window_view {
+    int32_t state, step, start, stop, rank;
+    uint32_t flags, windows;
+    char log_dir[PATH_MAX];
+};
+void monitor_window_view(struct monitor_window_view *ret);
+/* The native poller's tick: a marker-bounded window's session reports where its window
+ * stage stands (asked of the actor); once closed, the session stops (its file is written on
+ * the actor, not waited for). Fills *ret like monitor_window_view. */
+void monitor_window_tick(struct monitor_window_view *ret);
 /* docs/design/session.md#session-life-cycle; -EALREADY if running, -EBUSY if nputrace runs here, -ENOENT no backend, -errno;
  * -ETIMEDOUT after 10 s of a busy actor (the start still happens). Arguments are copied. */
 int monitor_start(const struct monitor_start_args *a);
@@ -58,7 +109,8 @@ void monitor_set_interval(uint32_t seconds);
 /* docs/design/session.md#kind-replacement; the mask holds bit (1u << kind). Only while running. */
 int monitor_replace_kinds(uint32_t mask);
 uint32_t monitor_enabled_kinds(void);
-/* Framework trace status (mutual exclusion with nputrace). */
+/* The framework's own profiler status (torch_npu's update_profiler_status): while it reports
+ * Running, an npu-monitor start is refused (one activity subscriber). Queued. */
 void monitor_set_trace_status(int32_t status);
 /* Stored for the session end (docs/design/outputs.md); key "parallel_group_info" is used. */
 int monitor_set_cluster_config(const char *key, const char *value);

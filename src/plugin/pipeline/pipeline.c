@@ -22,7 +22,7 @@
 #include "plugin/pipeline/window.h"
 
 #define PL_WINDOW 256                      /* records per output call: bounds the range array */
-#define PL_MAX_OUTPUTS 4                   /* outputs one session fans out to */
+#define PL_MAX_OUTPUTS MSMON_OUTPUT_COUNT  /* a session may feed every row of the output table */
 #define PL_FAST_DEVICES 256
 #define PL_SLOW_DEVICES 64
 #define PL_MIN_AGE_NS (300ull * 1000000000ull) /* incomplete ids live at least this long */
@@ -197,16 +197,6 @@ int pipeline_window(struct pipeline *pl, struct window_state *ret)
         return -ENOENT;
     window_get(pl->win, ret);
     return 0;
-}
-
-int pipeline_live_window(struct window_state *ret)
-{
-    int rc;
-
-    pthread_mutex_lock(&g_last_mu);
-    rc = pipeline_window(g_live, ret);
-    pthread_mutex_unlock(&g_last_mu);
-    return rc;
 }
 
 struct pl_counters *pipeline_counters(struct pipeline *pl)

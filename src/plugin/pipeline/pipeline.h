@@ -96,8 +96,6 @@ int pipeline_set_window(struct pipeline *pl, const struct window_opts *o);
 int pipeline_window_close(struct pipeline *pl, uint64_t end_ns);
 /* The window's state (any thread). -ENOENT without a window. */
 int pipeline_window(struct pipeline *pl, struct window_state *ret);
-/* The same for the live session, if any (the control layer's view). -ENOENT none. */
-int pipeline_live_window(struct window_state *ret);
 /* Completion path: filter, cutoff and pair recs[0..n) (compacted in place), then hand the
  * batch to the output. Thread-safe; cheap; no allocation. */
 void pipeline_deliver(struct pipeline *pl, struct mon_record *recs, size_t n);
