@@ -21,6 +21,7 @@
 /* Exit codes beyond enum cli_exit (cli.h) when every host replied. */
 #define CLI_EXIT_REJECTED 3    /* a process rejected the command, or a newer one replaced it */
 #define CLI_EXIT_NO_ANSWER 4   /* a process did not answer within --wait-s */
+#define CLI_EXIT_PARTLY 6      /* a process applied the command only partly (none rejected or silent) */
 
 /* Reads --no-wait / --wait-s into req and makes its client_token (none with --no-wait).
  * 0, or -EINVAL with the usage line in err. */
@@ -35,7 +36,8 @@ void cli_outcome_run_host(const struct cmd_req *req, const char *target, uint16_
                                          char *err, size_t errcap));
 
 /* Forget the outcomes of an earlier run (cli_main calls it first); the exit code of the
- * worst outcome noted since (CLI_EXIT_OK, CLI_EXIT_REJECTED or CLI_EXIT_NO_ANSWER). */
+ * worst outcome noted since (CLI_EXIT_OK, CLI_EXIT_REJECTED, CLI_EXIT_NO_ANSWER or
+ * CLI_EXIT_PARTLY). */
 void cli_outcome_reset(void);
 int cli_outcome_exit(void);
 

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/jw.h"
 #include "common/log.h"
@@ -306,6 +307,8 @@ static void take_ack(struct data_router *dr, const cJSON *msg, int32_t sender)
         o = REG_OUT_REJECTED;
     else if (strcmp(ov->valuestring, "superseded") == 0)
         o = REG_OUT_SUPERSEDED;
+    else if (strcmp(ov->valuestring, "partly") == 0)
+        o = REG_OUT_PARTLY;
     else {
         bad_ack(dr, "unknown outcome");
         return;
@@ -313,7 +316,25 @@ static void take_ack(struct data_router *dr, const cJSON *msg, int32_t sender)
     int rc = registry_ack(dr->reg, (int32_t)pid, id, o, (int32_t)rank, rv ? rv->valuestring : "",
                           sv ? sv->valuestring : "");
     if (rc != 0)
-        bad_ack(dr, rc == -EALREADY ? "the config already has its outcome" : "no such delivery to that pid");
+        bad_ack(dr, rc == -EALREADY ? "the config already has its outcome"
+                                    : "no such delivery to that pid or to its dyno-mode job");
+}
+
+/* A dyno-mode rank names its job's key in its PluginHealth: the registry groups the ranks of
+ * a job by it, so each rank's acknowledgement of a config the job's poller received counts
+ * (registry_note_member). Its uid is the kernel's: the owner of /proc/<pid>. */
+static void take_member(struct data_router *dr, const cJSON *msg, int32_t pid, int32_t rank, uint64_t now_ns)
+{
+    const cJSON *kv = cjx_get(msg, "job_key");
+    char proc[32];
+    struct stat st;
+
+    if (!dr->reg || !is_str(kv) || !kv->valuestring[0])
+        return;
+    snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
+    if (stat(proc, &st) != 0)
+        return;
+    (void)registry_note_member(dr->reg, pid, st.st_uid, kv->valuestring, rank, now_ns);
 }
 
 /* PluginHealth (ours, daemon/ipc/health.h): shown by getStatus, never acted on. A report from a
@@ -332,6 +353,7 @@ static void take_health(struct data_router *dr, const cJSON *msg, int32_t sender
     if (!from_sender(dr, HEALTH_MSG_KIND, pid, sender))
         return;
     (void)status_set_health(dr->st, pid, sender > 0, &h, clock_mono_ns());
+    take_member(dr, msg, pid, h.rank, now_ns);
     (void)now_ns;
 }
 
