@@ -194,9 +194,12 @@ static int render_outcomes(const char *target, const cJSON *outs, const cJSON *t
         long long rank;
         char txt[96];
 
+        /* the newest answer of pid to this token, else its newest entry (a rank can be named
+         * twice: by its own delivery and as a rank of another poller's job) */
         cJSON_ArrayForEach(e, outs)
-            if (int_of(e, "pid", -2) == pid)
-                found = e; /* the newest delivery of this token to pid */
+            if (int_of(e, "pid", -2) == pid && (!found || final(str_of(e, "outcome")) ||
+                                                !final(str_of(found, "outcome"))))
+                found = e;
         o = found ? str_of(found, "outcome") : "";
         why = found ? str_of(found, "reason") : "";
         state = found ? str_of(found, "state") : "";

@@ -82,6 +82,28 @@ static bool pid_dead(int32_t pid)
     return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
+/* A process that will never poll or answer again: gone, or a zombie its launcher has not
+ * reaped yet (its ranks' launcher may be waiting on another child first). */
+static bool proc_gone(int32_t pid)
+{
+    char path[64], buf[512];
+    const char *rp;
+    FILE *f;
+    size_t n;
+
+    if (pid_dead(pid))
+        return true;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "re");
+    if (!f)
+        return false; /* another pid namespace: its report is all there is */
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
 static void proc_free(struct reg_proc *p)
 {
     free(p->pending);
@@ -269,6 +291,15 @@ static void mhist_follow(struct registry *r, uint64_t id, enum reg_outcome to, c
     }
 }
 
+/* A process that polls for itself: it has a delivery of its own, not a rank's entry. */
+static bool polls_itself(const struct registry *r, int32_t pid)
+{
+    for (size_t i = 0; i < r->nprocs; i++)
+        if (r->procs[i]->pids[0] == pid)
+            return true;
+    return false;
+}
+
 /* An entry for each rank of p's job, for the delivery just made to it (e). */
 static void mhist_expect(struct registry *r, const struct reg_proc *p, const struct reg_cfg_entry *e)
 {
@@ -278,7 +309,7 @@ static void mhist_expect(struct registry *r, const struct reg_proc *p, const str
         return;
     for (size_t i = 0; i < r->nmembers; i++) {
         const struct reg_member *m = &r->members[i];
-        if (!member_of(lead, m, p) || (r->check_alive && pid_dead(m->pid)))
+        if (!member_of(lead, m, p) || polls_itself(r, m->pid) || (r->check_alive && proc_gone(m->pid)))
             continue;
         struct reg_cfg_entry *x = mhist_push(r);
         *x = *e;
@@ -609,7 +640,7 @@ int registry_set_config(struct registry *r, int64_t job, const int32_t *pids, si
         if (!trace_all && !requested(p, pids, npids))
             continue;
         /* a dead process neither matches nor takes a process_limit slot; GC forgets it */
-        if (r->check_alive && pid_dead(p->pids[0]))
+        if (r->check_alive && proc_gone(p->pids[0]))
             continue;
         if (eligible && !eligible(p->origin, arg))
             continue;

@@ -746,7 +746,13 @@ static void dyn_publish(void *ctx, const char *text, size_t len)
     int32_t aligned = top <= INT32_MAX - DYN_ALIGN_STEPS - 1 ? top + DYN_ALIGN_STEPS : -1;
     int rc;
 
-    rc = dyn_shm_write(shm, text, len, aligned, (uint32_t)time(NULL));
+    uint32_t now = (uint32_t)time(NULL), prev = dyn_shm_time(shm);
+
+    /* ranks compare whole seconds: a second config within the second of the first gets the
+     * next one, so a stop right after a start is never lost */
+    if (now <= prev && prev < UINT32_MAX)
+        now = prev + 1;
+    rc = dyn_shm_write(shm, text, len, aligned, now);
     if (rc == 0)
         dyn_note(LOG_LVL_INFO, "config published (%zu bytes)", len);
     else

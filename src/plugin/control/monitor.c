@@ -731,7 +731,8 @@ report:
     else if (why[0]) {
         /* e.g. `applied, partly: Hccl not enabled (mspti could not enable Hccl: ...)` */
         char part[MONITOR_REASON_CAP];
-        snprintf(part, sizeof(part), "%s not enabled (%.*s)", names, (int)(sizeof(part) / 2), why);
+        int room = (int)(sizeof(part) - strlen(names) - sizeof(" not enabled ()"));
+        snprintf(part, sizeof(part), "%s not enabled (%.*s)", names, room > 0 ? room : 0, why);
         mon_answer(ans, MONITOR_PARTLY, names_ipc_status(status), part);
     }
     else
