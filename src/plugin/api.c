@@ -14,7 +14,6 @@
 #include "common/log.h"
 #include "contract/kinds.h"
 #include "msmon/msmonitor.h"
-#include "plugin/outputs/proc_memory.h"
 #include "plugin/control/control.h"
 #include "plugin/control/dynamic.h"
 #include "plugin/control/dyno.h"
@@ -33,7 +32,6 @@ _Static_assert(PCONFIG_TRACE_CPU == MSMON_TRACE_CPU && PCONFIG_TRACE_NPU == MSMO
                    PCONFIG_TRACE_EXPORT_DB == MSMON_TRACE_EXPORT_DB,
                "the window's option bits are the public trace flags");
 
-/* Standalone results live in proc_memory.c (plugin data area). */
 
 static pthread_once_t api_once = PTHREAD_ONCE_INIT;
 
@@ -196,9 +194,8 @@ MSMON_API int msmon_monitor_start(const int32_t *kinds, size_t n)
         LOG_WARN("MsptiMonitor already started");
         return -EALREADY;
     }
-    rc = proc_memory_set_requested_kinds(kept, nk);
-    if (rc != 0)
-        return rc;
+    a.memory_kinds = kept;
+    a.n_memory_kinds = nk;
     rc = monitor_start(&a);
     if (rc == -EALREADY)
         LOG_WARN("MsptiMonitor already started");
@@ -218,14 +215,21 @@ MSMON_API int msmon_monitor_stop(void)
     return rc;
 }
 
+/* The standalone results are the session's: asked of the session actor. */
 MSMON_API int msmon_monitor_kinds(int32_t *out, size_t cap, size_t *ret_n)
 {
-    return proc_memory_kinds(out, cap, ret_n);
+    if (!ret_n || (cap && !out))
+        return -EINVAL;
+    api_init();
+    return monitor_memory_kinds(out, cap, ret_n);
 }
 
 MSMON_API int msmon_monitor_results(int32_t kind, const struct msmon_result **ret_arr, size_t *ret_n)
 {
-    return proc_memory_results(kind, ret_arr, ret_n);
+    if (!ret_arr || !ret_n)
+        return -EINVAL;
+    api_init();
+    return monitor_memory_results(kind, ret_arr, ret_n);
 }
 
 /* CUDA_INJECTION64_PATH: the driver calls this at cuInit, on the program's thread and outside

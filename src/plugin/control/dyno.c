@@ -18,7 +18,6 @@
 #include "plugin/control/backlog.h"
 #include "plugin/control/ipc_client.h"
 #include "plugin/penv.h"
-#include "plugin/pipeline/pipeline.h"
 
 struct dyno_state {
     struct ipc_client *client;       /* created at first use */
@@ -403,14 +402,13 @@ static int dyno_data_send_one(void *ctx, const void *data, size_t len)
 
 /* collectd-style complaints after a send or flush: once when sending starts failing and
  * once when it works again; once (rate-limited) when the backlog starts dropping and once
- * with the total when it has drained. Drops go to the running session's counters. */
+ * with the total when it has drained. The session reads the drop total for its counters
+ * (dyno_data_backlog); nothing here writes into a session. */
 static void dyno_data_account(struct backlog *b, int rc)
 {
     struct backlog_stats st;
     uint64_t fresh = backlog_take_dropped(b);
 
-    if (fresh)
-        pipeline_add_offline_drops(fresh);
     backlog_get_stats(b, &st);
     pthread_mutex_lock(&dyno_client_lock);
     if (rc != 0 && rc != -EINPROGRESS && !dyno.data_failing) {

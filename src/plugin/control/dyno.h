@@ -25,8 +25,8 @@ int dyno_send_monitor_status(int32_t status);
 /* proc_send_fn: one `data` datagram to dynolog_data.sock, after the ones kept from earlier
  * failures (backlog.h: oldest first, stopping at the first failure); one that cannot be sent
  * is kept. All sends of one call share one plain send's retries (5 from 1 ms). Failures and
- * backlog drops are logged once and again on recovery; drops go to the session's
- * dropped_offline. 0 when sent (or queued behind a flush on another thread), else -errno. */
+ * backlog drops are logged once and again on recovery and counted (dyno_data_backlog's
+ * `dropped`, which the session reads for its dropped_offline). 0 when sent (or queued behind a flush on another thread), else -errno. */
 int dyno_send_data(void *ctx, const char *json, size_t len);
 /* Deliver the kept data now (the poller, after a poll that reached the daemon, so a quiet
  * session drains too). 0 when sent or still going out (the rest with the next call), -EBUSY

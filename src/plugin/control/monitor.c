@@ -31,6 +31,7 @@
 #include "msmon/ipc_wire.h"
 #include "plugin/control/dyno.h"
 #include "plugin/outputs/outfile.h"
+#include "plugin/outputs/proc_memory.h"
 #include "plugin/outputs/proc_trace.h"
 #include "plugin/outputs/registry.h"
 #include "plugin/penv.h"
@@ -50,6 +51,7 @@
 enum mon_op {
     MON_OP_CONFIG, MON_OP_START, MON_OP_STOP, MON_OP_END_WINDOW, MON_OP_KINDS, MON_OP_INTERVAL,
     MON_OP_ARM, MON_OP_WIN_STEP, MON_OP_WIN_LEAVE, MON_OP_WIN_TICK, MON_OP_FW_TRACE,
+    MON_OP_MEMORY,
 };
 enum mon_slot { MON_SLOT_FREE, MON_SLOT_QUEUED, MON_SLOT_RUNNING, MON_SLOT_DONE };
 
@@ -62,6 +64,7 @@ struct mon_start_copy {
     struct proc_trace_opts trace;
     char backend[32];
     struct window_opts window;
+    int32_t memory_kinds[MON_KIND_LIMIT];
 };
 
 /* A config command: what it applies and how it is answered. */
@@ -88,6 +91,12 @@ struct mon_cmd {
             uint64_t end_ns;
         } step;
         struct monitor_window_view view; /* MON_OP_WIN_TICK's answer */
+        struct {
+            int32_t kind;                  /* -1: the kinds */
+            const struct msmon_result *arr;
+            size_t n;
+            int32_t kinds[MON_KIND_LIMIT];
+        } memory;                          /* MON_OP_MEMORY's question and answer */
         uint32_t u32;
         int32_t i32;
         uint64_t u64;
@@ -113,6 +122,7 @@ struct mon_session {
     uint64_t next_tick_ns;        /* monotonic; 0 = no periodic report */
     uint64_t flush_ns;            /* monitor_start_args.flush_ms; 0 = none */
     bool stop_after;              /* stop once the current command is answered (a closed native window) */
+    uint64_t offline_base;        /* the daemon link's drop total when the session started */
     bool filter_logged;           /* last_filter was logged this session */
     char log_file[PCONFIG_MAX_LOG_FILE + 1]; /* the running npu-monitor session's, as given */
     enum msmon_output output;     /* the running npu-monitor session's output */
@@ -297,6 +307,16 @@ static void mon_publish(void)
     atomic_store(&mon.pub_trace, mon.sess.running && mon.sess.trace);
 }
 
+/* The metric datagrams the daemon link lost since the session started: asked of its owner
+ * (dyno.c), written into the session's counters here, on the actor. */
+static void mon_note_offline(void)
+{
+    struct dyno_data_stats ds;
+
+    dyno_data_backlog(&ds);
+    pipeline_set_offline(mon.sess.pl, ds.dropped - mon.sess.offline_base);
+}
+
 /* docs/design/session.md#session-life-cycle steps 1–3 (the backend), 5–7. */
 static void mon_teardown(void)
 {
@@ -318,6 +338,7 @@ static void mon_teardown(void)
         LOG_WARN("MsptiMonitor: out of memory copying parallel_group_info; not written");
     pthread_mutex_unlock(&mon.pgi_lock);
     pipeline_set_declined(s->pl, d.buffers_declined);
+    mon_note_offline();
     if (pipeline_stop(s->pl, pgi) != 0)
         LOG_WARN("MsptiMonitor: output %s reported an error at stop", outputs_name(s->output));
     pipeline_destroy(s->pl);
@@ -347,6 +368,7 @@ static void mon_tick(void)
     (void)mon.sess.be->ops->flush(mon.sess.be); /* the interval's records are in this interval's report */
     mon.sess.be->ops->drops(mon.sess.be, &d);
     pipeline_set_declined(mon.sess.pl, d.buffers_declined); /* live, not only at stop */
+    mon_note_offline();
     if (pipeline_tick(mon.sess.pl) != 0)
         LOG_DEBUG("MsptiMonitor: processor tick reported an error");
 }
@@ -421,6 +443,11 @@ static int mon_do_start(const struct monitor_start_args *a)
         LOG_ERROR("msPTI library not found, mspti monitor start failed");
         return -ENOENT;
     }
+    if (a->output == MSMON_OUTPUT_MEMORY && a->n_memory_kinds) {
+        rc = proc_memory_set_requested_kinds(a->memory_kinds, a->n_memory_kinds);
+        if (rc != 0)
+            return rc;
+    }
     nops = mon_outputs(a, ops);
     if (!nops) {
         LOG_ERROR("MsptiMonitor start failed: invalid output %d", (int)a->output);
@@ -452,6 +479,11 @@ static int mon_do_start(const struct monitor_start_args *a)
     s->be = be;
     s->pl = pl;
     s->output = a->output;
+    {
+        struct dyno_data_stats ds;
+        dyno_data_backlog(&ds);
+        s->offline_base = ds.dropped;
+    }
     rc = be->ops->start(be, mon_deliver, s); /* logs its own failures */
     if (rc != 0)
         goto err_proc;
@@ -1021,6 +1053,10 @@ static int mon_run(struct mon_cmd *c)
     case MON_OP_WIN_TICK:
         mon_do_win_tick(&c->arg.view);
         return 0;
+    case MON_OP_MEMORY:
+        if (c->arg.memory.kind < 0)
+            return proc_memory_kinds(c->arg.memory.kinds, MON_KIND_LIMIT, &c->arg.memory.n);
+        return proc_memory_results(c->arg.memory.kind, &c->arg.memory.arr, &c->arg.memory.n);
     case MON_OP_FW_TRACE:
         mon.sess.fw_trace = c->arg.i32;
         if (c->arg.i32 == IPC_STATUS_RUNNING && mon.sess.running && !mon.sess.trace)
@@ -1315,6 +1351,13 @@ int monitor_start(const struct monitor_start_args *a)
         sc->window = *a->window;
         sc->a.window = &sc->window;
     }
+    if (a->n_memory_kinds > MON_KIND_LIMIT) {
+        free(c);
+        return -EINVAL;
+    }
+    if (a->n_memory_kinds)
+        memcpy(sc->memory_kinds, a->memory_kinds, a->n_memory_kinds * sizeof(sc->memory_kinds[0]));
+    sc->a.memory_kinds = sc->memory_kinds;
     rc = mon_call(c, MON_WAIT_CALL_MS);
     free(c);
     return rc;
@@ -1469,6 +1512,46 @@ void monitor_window_tick(struct monitor_window_view *ret)
     else
         monitor_window_view(ret); /* a busy actor: the view as last published */
     free(c);
+}
+
+int monitor_memory_kinds(int32_t *out, size_t cap, size_t *ret_n)
+{
+    struct mon_cmd *c = mon_cmd_new(MON_OP_MEMORY);
+    int rc;
+
+    if (!c)
+        return -ENOMEM;
+    c->arg.memory.kind = -1;
+    rc = mon_call_out(c, MON_WAIT_CALL_MS, c);
+    if (rc == 0 || rc == -ENOSPC) {
+        *ret_n = c->arg.memory.n;
+        if (c->arg.memory.n > cap)
+            rc = -ENOSPC;
+        else if (c->arg.memory.n)
+            memcpy(out, c->arg.memory.kinds, c->arg.memory.n * sizeof(out[0]));
+    }
+    free(c);
+    return rc;
+}
+
+int monitor_memory_results(int32_t kind, const struct msmon_result **ret_arr, size_t *ret_n)
+{
+    struct mon_cmd *c;
+    int rc;
+
+    if (kind < 0)
+        return -EINVAL;
+    c = mon_cmd_new(MON_OP_MEMORY);
+    if (!c)
+        return -ENOMEM;
+    c->arg.memory.kind = kind;
+    rc = mon_call_out(c, MON_WAIT_CALL_MS, c);
+    if (rc == 0) {
+        *ret_arr = c->arg.memory.arr;
+        *ret_n = c->arg.memory.n;
+    }
+    free(c);
+    return rc;
 }
 
 void monitor_set_trace_status(int32_t status)

@@ -13,6 +13,9 @@
 #include "plugin/backend/backend.h"
 #include "plugin/control/pconfig.h"
 #include "plugin/outputs/proc.h"
+#include "plugin/pipeline/record.h"
+
+struct msmon_result;
 #include "plugin/pipeline/window.h"
 
 #define MONITOR_REASON_CAP PCONFIG_ERRORS_CAP
@@ -40,6 +43,8 @@ struct monitor_start_args {
     const struct window_opts *window;    /* an nputrace window session (copied); NULL: none */
     uint32_t flush_ms;          /* > 0: flush the backend this often (a marker-delimited window
                                  * must see the `step <N>` ranges while the job runs) */
+    const int32_t *memory_kinds; /* the standalone Monitor's kinds in start order (copied) */
+    size_t n_memory_kinds;
 };
 
 /* Apply one validated npu-monitor config (docs/design/session.md#applying-a-config) and queue
@@ -116,6 +121,12 @@ void monitor_set_trace_status(int32_t status);
 int monitor_set_cluster_config(const char *key, const char *value);
 /* Load the backend once if possible (first use, docs/design/session.md#layers); never fails. */
 void monitor_first_use(void);
+/* The standalone Monitor's results, asked of the session actor (it owns the memory output):
+ * the kinds of its last start in start order (-ENOSPC, *ret_n = needed, when cap is too
+ * small) and the records of one kind, borrowed until the next standalone start; -EBUSY while
+ * a session collects, -EINVAL for a kind that is not a standalone one. */
+int monitor_memory_kinds(int32_t *out, size_t cap, size_t *ret_n);
+int monitor_memory_results(int32_t kind, const struct msmon_result **ret_arr, size_t *ret_n);
 /* The backend in use and the vendor library it loaded (both borrowed for the process's
  * life), loading it first if needed; -ENOENT when no vendor library was found. */
 int monitor_backend_info(const char **ret_name, const char **ret_library);

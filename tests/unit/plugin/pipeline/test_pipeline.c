@@ -249,9 +249,11 @@ static void test_tick_stop_report(void **state)
     assert_int_equal(p->ranges[0].done, PL_PART_DEVICE);
     assert_int_equal(s.n, 2);
     struct pipeline_stats last;
-    pipeline_last_stats(&last);
+    pipeline_set_offline(pl, 7);
+    pipeline_stats(pl, &last);
     assert_int_equal(last.consumed, 3);
     assert_int_equal(last.dropped_declined, 5);
+    assert_int_equal(last.dropped_offline, 7);
     pipeline_destroy(pl);
 }
 
