@@ -201,6 +201,14 @@ static void config_rules(void)
         printf("),\n");
     }
     printf(")\n\n");
+    printf("# The npu-monitor stop key and the one boolean rule of config values (cfgkeys_bool): `true`\n"
+           "# without regard to case, read as the plugin reads a value (str(), spaces and tabs trimmed).\n"
+           "KEY_NPU_MONITOR_STOP = ");
+    pystr(CFGKEY_NPU_MONITOR_STOP);
+    printf("\n\n\ndef config_true(value):\n"
+           "    \"\"\"A config value that is the boolean true (docs/design/contract.md#booleans).\"\"\"\n"
+           "    text = str(value).strip(\" \\t\")\n"
+           "    return text.isascii() and text.lower() == \"true\"\n\n\n");
 }
 
 static void step_marker(void)
