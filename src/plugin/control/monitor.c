@@ -909,6 +909,9 @@ static void mon_do_arm(const struct monitor_arm *a, const struct mon_answer *ans
     struct window_state w;
     char why[MONITOR_REASON_CAP] = "", note[MONITOR_REASON_CAP];
     int32_t start = o->start_step, iters = o->iterations;
+    /* native: the last `step <N>` an earlier window saw (-1 none); a start that has passed
+     * without our knowing is refused when the first step is seen */
+    int32_t step = a->native ? mw->win.step : a->step;
     int rc;
 
     if (mon_refusal(MON_WANT_WINDOW_ARM, a->rank, why, sizeof(why))) {
@@ -926,18 +929,18 @@ static void mon_do_arm(const struct monitor_arm *a, const struct mon_answer *ans
         start = a->aligned;
         LOG_INFO("nputrace: start step -1 aligned for every rank to step %d", (int)start);
     }
-    if (start >= 0 && start <= a->step) {
+    if (start >= 0 && start <= step) {
         /* tracing other steps than asked would break the alignment of the ranks' traces */
         LOG_ERROR("dynamic_profile: nputrace config ignored on rank %d: start step %d already passed (now at "
-                  "step %d)", (int)a->rank, (int)start, (int)a->step);
+                  "step %d)", (int)a->rank, (int)start, (int)step);
         rc = -ERANGE;
         goto out;
     }
     if (start < 0)
-        start = a->step + 1;
+        start = step + 1;
     if (start > INT32_MAX - iters)
         iters = INT32_MAX - start;
-    w = (struct window_state){ .phase = WINDOW_ARMED, .step = a->step, .start = start, .stop = start + iters };
+    w = (struct window_state){ .phase = WINDOW_ARMED, .step = step, .start = start, .stop = start + iters };
     rc = mon_win_dir(o->log_file, mw->log_dir, sizeof(mw->log_dir));
     if (rc != 0)
         goto out;
@@ -952,7 +955,6 @@ static void mon_do_arm(const struct monitor_arm *a, const struct mon_answer *ans
         if (!(o->flags & PCONFIG_TRACE_NPU))
             goto out; /* nothing to collect: stays Idle */
         w.marker_steps = true;
-        w.step = mw->win.step;
     } else {
         LOG_INFO("dynamic_profile: nputrace ready: steps [%d, %d)", (int)w.start, (int)w.stop);
     }
