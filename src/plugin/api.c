@@ -14,11 +14,11 @@
 #include "common/log.h"
 #include "contract/kinds.h"
 #include "msmon/msmonitor.h"
-#include "plugin/control/control.h"
+#include "plugin/control/apply.h"
 #include "plugin/control/dynamic.h"
-#include "plugin/control/dyno.h"
+#include "plugin/control/dynolog_link.h"
 #include "plugin/control/monitor.h"
-#include "plugin/control/npoll.h"
+#include "plugin/control/native_poller.h"
 #include "plugin/control/pconfig.h"
 #include "plugin/penv.h"
 
@@ -37,7 +37,7 @@ static pthread_once_t api_once = PTHREAD_ONCE_INIT;
 
 static void api_atexit(void)
 {
-    npoll_stop();           /* sends the -1 statuses */
+    native_poller_stop();           /* sends the -1 statuses */
     (void)monitor_stop();   /* flushes the final interval; no status (docs/design/session.md#session-life-cycle) */
 }
 
@@ -55,18 +55,18 @@ static void api_init(void)
 MSMON_API int msmon_init_dyno(int32_t npu_id)
 {
     api_init();
-    return dyno_init(npu_id);
+    return dynolog_init(npu_id);
 }
 
 MSMON_API int msmon_poll_dyno(char *buf, size_t cap, size_t *len)
 {
     api_init();
-    return dyno_poll(buf, cap, len);
+    return dynolog_poll(buf, cap, len);
 }
 
 MSMON_API int msmon_enable_npu_monitor(const char *const *keys, const char *const *values, size_t n)
 {
-    const struct control_source src = { .entry = CONTROL_ENTRY_API, .rank = -1, .step = -1, .aligned = -1 };
+    const struct apply_source src = { .entry = APPLY_ENTRY_API, .rank = -1, .step = -1, .aligned = -1 };
     struct pconfig *cfg;
     int rc;
 
@@ -76,7 +76,7 @@ MSMON_API int msmon_enable_npu_monitor(const char *const *keys, const char *cons
         return -ENOMEM;
     /* the framework classified it: this entry point takes npu-monitor configs */
     rc = pconfig_parse_pairs(keys, values, n, CFGKEYS_NPU_MONITOR, cfg);
-    rc = control_apply(cfg, rc, &src);
+    rc = apply_config(cfg, rc, &src);
     free(cfg);
     return rc;
 }
@@ -98,18 +98,18 @@ MSMON_API int msmon_update_profiler_status(int32_t status, int32_t current_step,
 {
     api_init();
     monitor_set_trace_status(status); /* the framework's own profiler: one activity subscriber */
-    return control_send_status(status, current_step, start_step, stop_step);
+    return dynolog_send_status(status, current_step, start_step, stop_step);
 }
 
 MSMON_API int msmon_native_poll_start(void)
 {
     api_init();
-    return npoll_start();
+    return native_poller_start();
 }
 
 MSMON_API void msmon_native_poll_stop(void)
 {
-    npoll_stop();
+    native_poller_stop();
 }
 
 MSMON_API int msmon_dynamic_init(void)
@@ -295,6 +295,6 @@ MSMON_API int InitializeInjection(void)
 {
     api_init();
     if ((penv_is_one(PENV_USE_DAEMON) || penv_is_one(PENV_KINETO_USE_DAEMON)) && penv_is_one(PENV_NATIVE_POLL))
-        (void)npoll_start();
+        (void)native_poller_start();
     return 1;
 }

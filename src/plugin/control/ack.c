@@ -12,7 +12,7 @@
 #include "contract/datamsg.h"
 #include "contract/rank.h"
 #include "common/utf8.h"
-#include "plugin/control/dyno.h"
+#include "plugin/control/dynolog_link.h"
 #include "plugin/control/health.h"
 #include "plugin/penv.h"
 
@@ -47,7 +47,7 @@ int ack_send(const char *id, const char *outcome, const char *reason, const char
     char why[ACK_REASON_CAP + 1], buf[1024];
     struct jw w;
 
-    if (!id || !id[0] || !dyno_reachable())
+    if (!id || !id[0] || !dynolog_reachable())
         return 0;
     ack_clean(reason ? reason : "", why, sizeof(why));
     const struct datamsg m = { .kind = DATAMSG_CONFIG_ACK, .device_id = -1, .timestamp = clock_real_ns(),
@@ -67,5 +67,5 @@ int ack_send(const char *id, const char *outcome, const char *reason, const char
     if (rc < 0)
         return rc;
     LOG_INFO("config %s: %s%s%s (session %s)", id, outcome, why[0] ? ": " : "", why, state ? state : "?");
-    return dyno_send_data(NULL, w.buf, w.len);
+    return dynolog_send_data(NULL, w.buf, w.len);
 }

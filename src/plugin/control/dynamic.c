@@ -28,10 +28,12 @@
 #include "ipc/ipc_msg.h"
 #include "msmon/ipc_wire.h"
 #include "plugin/control/ack.h"
-#include "plugin/control/control.h"
+#include "plugin/control/apply.h"
+#include "plugin/control/dynolog_link.h"
 #include "plugin/control/health.h"
 #include "plugin/control/monitor.h"
 #include "plugin/control/pconfig.h"
+#include "plugin/control/poller.h"
 #include "plugin/penv.h"
 
 #define DYN_PY_WS KVTEXT_WS
@@ -572,7 +574,7 @@ static struct {
     uint64_t (*sim_start)(const char *, int32_t);
     uint64_t (*cann_start)(const char *, void *);
     void (*range_end)(uint64_t);
-    struct control_poller *poller; /* the creator's */
+    struct poller *poller; /* the creator's */
     void (*stop_hook)(void *);
     void *stop_hook_ctx;
     char key[24];                 /* the job key: names the segment, labels this rank's health */
@@ -762,18 +764,18 @@ static void dyn_publish(void *ctx, const char *text, size_t len)
 static void dyn_poller_exit(void *ctx)
 {
     (void)ctx;
-    (void)control_send_status(IPC_STATUS_UNINITIALIZED, -1, -1, -1);
+    (void)dynolog_send_status(IPC_STATUS_UNINITIALIZED, -1, -1, -1);
 }
 
 static void dyn_poller_start(void)
 {
-    struct control_poller_cfg cfg = {
+    struct poller_cfg cfg = {
         .name = "MsMonitorPoll", .rank = dyn.rank, .period_s = dyn_poll_interval(penv_get(PENV_POLL_INTERVAL_S)),
         .on_config = dyn_publish, .on_exit = dyn_poller_exit, .ctx = dyn.shm, .echo_stderr = dyn_echo,
     };
 
-    control_backoff_from_env(&cfg.backoff);
-    if (control_poller_create(&cfg, &dyn.poller) != 0)
+    poller_backoff_from_env(&cfg.backoff);
+    if (poller_create(&cfg, &dyn.poller) != 0)
         dyn.poller = NULL; /* logged; without a poller the ranks still run */
 }
 
@@ -789,7 +791,7 @@ void dyn_finalize(void)
     dyn.range_id = 0;
     monitor_window_leave(dyn.step);
     (void)monitor_stop();
-    control_poller_destroy(dyn.poller); /* sends the last status, then the -1 statuses */
+    poller_destroy(dyn.poller); /* sends the last status, then the -1 statuses */
     dyn.poller = NULL;
     munmap(dyn.shm, DYN_SHM_SIZE);
     dyn.shm = NULL;
@@ -942,7 +944,7 @@ out:
  * (control_apply answers it to the daemon with this rank's outcome). */
 static void dyn_apply(int32_t step)
 {
-    struct control_source src = { .entry = CONTROL_ENTRY_STEP, .rank = dyn.rank, .step = step, .aligned = -1 };
+    struct apply_source src = { .entry = APPLY_ENTRY_STEP, .rank = dyn.rank, .step = step, .aligned = -1 };
     struct pconfig *cfg = NULL;
     char *text = NULL;
     size_t len = 0;
@@ -958,7 +960,7 @@ static void dyn_apply(int32_t step)
     if (rc == 0 && cfg->cls == CFGKEYS_NPU_MONITOR && cfg->mon.stop && dyn.stop_hook)
         dyn.stop_hook(dyn.stop_hook_ctx);
     /* Every rank runs its own monitor and writes its own files. */
-    if (control_apply(cfg, rc, &src) == 0 && cfg->cls == CFGKEYS_NPU_TRACE)
+    if (apply_config(cfg, rc, &src) == 0 && cfg->cls == CFGKEYS_NPU_TRACE)
         dyn.status_due = true; /* report the new window state at once */
 out:
     free(cfg);
@@ -1001,7 +1003,7 @@ int dyn_step(void)
             dyn.status_due = false;
             dyn.last_status_ns = now;
             /* Handed to the poller thread: the step never waits on the daemon. */
-            control_poller_post_status(dyn.poller, v.state < 0 ? IPC_STATUS_IDLE : v.state, dyn.step,
+            poller_post_status(dyn.poller, v.state < 0 ? IPC_STATUS_IDLE : v.state, dyn.step,
                                        busy ? v.start : -1, busy ? v.stop : -1);
         }
     }
@@ -1030,7 +1032,7 @@ void dyn_get_info(struct dyn_info *ret)
         snprintf(ret->path, sizeof(ret->path), "%s", dyn.path);
         if (dyn.poller) {
             ret->poller = true;
-            control_poller_get_state(dyn.poller, &ret->poller_state);
+            poller_get_state(dyn.poller, &ret->poller_state);
         }
     }
     pthread_mutex_unlock(&dyn.lock);

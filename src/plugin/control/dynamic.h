@@ -15,7 +15,7 @@
 
 #include "contract/names.h"
 #include "msmon/ipc_wire.h"
-#include "plugin/control/control.h"
+#include "plugin/control/poller.h"
 
 #define DYN_SHM_PREFIX NAMES_SHM_PREFIX
 #define DYN_SHM_DIR "/dev/shm"
@@ -106,7 +106,7 @@ struct dyn_info {
     bool enabled, creator, poller;
     int32_t rank, step;
     char path[PATH_MAX];
-    struct control_poller_state poller_state; /* when poller */
+    struct poller_state poller_state; /* when poller */
 };
 void dyn_get_info(struct dyn_info *ret);
 

@@ -15,7 +15,7 @@
 #include "common/log.h"
 #include "common/thr.h"
 #include "plugin/backend/backend.h"
-#include "plugin/control/dyno.h"
+#include "plugin/control/dynolog_link.h"
 #include "plugin/control/monitor.h"
 
 static struct {
@@ -154,7 +154,7 @@ int health_send(void)
     n = health_json(&s, clock_real_ns(), buf, sizeof(buf));
     if (n == 0)
         return -ENOSPC;
-    return dyno_send_once(buf, n);
+    return dynolog_send_once(buf, n);
 }
 
 static void *health_main(void *arg)

@@ -29,7 +29,7 @@
 #include "contract/kinds.h"
 #include "contract/rank.h"
 #include "msmon/ipc_wire.h"
-#include "plugin/control/dyno.h"
+#include "plugin/control/dynolog_link.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/outputs/proc_memory.h"
 #include "plugin/outputs/proc_trace.h"
@@ -252,7 +252,7 @@ static void *mon_reporter(void *arg)
         mon.st_pending = false;
         pthread_mutex_unlock(&mon.st_lock);
         /* It may retry for seconds (stale dynolog.sock): nobody waits for it. */
-        (void)dyno_send_monitor_status(v);
+        (void)dynolog_send_monitor_status(v);
         pthread_mutex_lock(&mon.st_lock);
     }
     mon.st_alive = false;
@@ -311,9 +311,9 @@ static void mon_publish(void)
  * (dyno.c), written into the session's counters here, on the actor. */
 static void mon_note_offline(void)
 {
-    struct dyno_data_stats ds;
+    struct dynolog_data_stats ds;
 
-    dyno_data_backlog(&ds);
+    dynolog_data_backlog(&ds);
     pipeline_set_offline(mon.sess.pl, ds.dropped - mon.sess.offline_base);
 }
 
@@ -465,7 +465,7 @@ static int mon_do_start(const struct monitor_start_args *a)
          * (PluginStats), and only to a daemon this process talks to; the standalone Monitor
          * has no daemon */
         .send = a->standalone && !a->window ? NULL
-                : a->output == MSMON_OUTPUT_METRIC || dyno_reachable() ? dyno_send_data : NULL,
+                : a->output == MSMON_OUTPUT_METRIC || dynolog_reachable() ? dynolog_send_data : NULL,
         .trace = a->trace, .artifact = mon_artifact,
     };
     rc = pipeline_create_set(&pc, s->filter, ops, nops, &pl);
@@ -480,8 +480,8 @@ static int mon_do_start(const struct monitor_start_args *a)
     s->pl = pl;
     s->output = a->output;
     {
-        struct dyno_data_stats ds;
-        dyno_data_backlog(&ds);
+        struct dynolog_data_stats ds;
+        dynolog_data_backlog(&ds);
         s->offline_base = ds.dropped;
     }
     rc = be->ops->start(be, mon_deliver, s); /* logs its own failures */
