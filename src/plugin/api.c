@@ -15,7 +15,9 @@
 #include "contract/kinds.h"
 #include "msmon/msmonitor.h"
 #include "plugin/control/apply.h"
-#include "plugin/control/dynamic.h"
+#include "plugin/control/job_key.h"
+#include "plugin/control/shm_segment.h"
+#include "plugin/control/shm_mode.h"
 #include "plugin/control/dynolog_link.h"
 #include "plugin/control/monitor.h"
 #include "plugin/control/native_poller.h"
@@ -120,31 +122,31 @@ MSMON_API int msmon_dynamic_init(void)
 MSMON_API int msmon_dynamic_init_ex(int32_t rank, unsigned flags)
 {
     api_init(); /* first, so dynamic's atexit clean-up runs before api_atexit */
-    return dyn_init(rank, (flags & MSMON_DYNAMIC_ECHO) ? DYN_INIT_ECHO : 0);
+    return shm_mode_init(rank, (flags & MSMON_DYNAMIC_ECHO) ? SHM_MODE_ECHO : 0);
 }
 
 MSMON_API int msmon_dynamic_step(void)
 {
-    return dyn_step();
+    return shm_mode_step();
 }
 
 MSMON_API void msmon_dynamic_finalize(void)
 {
-    dyn_finalize();
+    shm_mode_finalize();
 }
 
 MSMON_API void msmon_dynamic_set_stop_hook(void (*fn)(void *ctx), void *ctx)
 {
-    dyn_set_stop_hook(fn, ctx);
+    shm_mode_set_stop_hook(fn, ctx);
 }
 
 MSMON_API int msmon_dynamic_info(struct msmon_dynamic_info *ret)
 {
-    struct dyn_info i;
+    struct shm_mode_info i;
 
     if (!ret)
         return -EINVAL;
-    dyn_get_info(&i);
+    shm_mode_get_info(&i);
     memset(ret, 0, sizeof(*ret));
     ret->enabled = i.enabled;
     ret->creator = i.creator;
@@ -166,7 +168,7 @@ MSMON_API int msmon_dynamic_attach(const char *path, int *ret_fd, int *ret_creat
     if (!path || !ret_fd || !ret_creator)
         return -EINVAL;
     api_init(); /* the takeover WARNING goes to the plugin log */
-    rc = dyn_attach_or_create(path, dyn_stale_seconds(penv_get(PENV_SHM_STALE_S)), ret_fd, &creator, err, errcap);
+    rc = shmseg_attach(path, shm_mode_stale_seconds(penv_get(PENV_SHM_STALE_S)), ret_fd, &creator, err, errcap);
     *ret_creator = creator;
     return rc;
 }
@@ -254,12 +256,12 @@ MSMON_API int msmon_dynamic_job_key(const char *const *names, const char *const 
                                     int32_t pid, char *buf, size_t cap, char *source, size_t scap)
 {
     struct api_env e = { names, values, n };
-    const struct dyn_env env = { .get = api_env_get, .ctx = &e };
+    const struct job_key_env env = { .get = api_env_get, .ctx = &e };
     char src[160];
 
     if ((n && (!names || !values)) || !buf)
         return -EINVAL;
-    if (dyn_job_key(&env, (pid_t)ppid, (pid_t)pid, buf, cap, src, sizeof(src)) != 0)
+    if (job_key_of(&env, (pid_t)ppid, (pid_t)pid, buf, cap, src, sizeof(src)) != 0)
         return -ENOSPC;
     if (source && scap)
         snprintf(source, scap, "%s", src);
@@ -268,7 +270,7 @@ MSMON_API int msmon_dynamic_job_key(const char *const *names, const char *const 
 
 MSMON_API int msmon_dynamic_use_daemon(const char *msmon, const char *kineto, char *why, size_t cap)
 {
-    return dyn_use_daemon(msmon, kineto, why, cap) ? 1 : 0;
+    return shm_mode_use_daemon(msmon, kineto, why, cap) ? 1 : 0;
 }
 
 MSMON_API int msmon_dynamic_trace_info(struct msmon_trace_info *ret)

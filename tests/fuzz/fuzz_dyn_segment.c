@@ -1,5 +1,5 @@
 /* fuzz_dyn_segment: what a rank does with the dyno-mode segment's bytes (docs/design/ipc.md#segment):
- * dyn_shm_read on a whole mapped-size segment, then the one reading of its text (pconfig) and
+ * shmseg_read on a whole mapped-size segment, then the one reading of its text (pconfig) and
  * the window's rank rule. The first input byte goes into the aligned-step field.
  * Invariants: no fault; the text read back is NUL-terminated, has no trailing padding and
  * is no longer than the segment's text area; a valid nputrace config has a sane window. */
@@ -9,7 +9,8 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "plugin/control/dynamic.h"
+#include "plugin/control/shm_segment.h"
+#include "plugin/control/shm_mode.h"
 #include "plugin/control/pconfig.h"
 
 const char *const fuzz_seeds[] = {
@@ -36,29 +37,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc;
 
     if (!seg) {
-        seg = malloc(DYN_SHM_SIZE);
+        seg = malloc(SHMSEG_SIZE);
         if (!seg)
             abort();
-        memset(seg, ' ', DYN_SHM_SIZE);
+        memset(seg, ' ', SHMSEG_SIZE);
         log_set_level(LOG_LVL_FATAL);
     }
     if (size == 0)
         return 0;
-    memset(seg + DYN_SHM_ALIGNED, (int)data[0], DYN_SHM_TEXT - DYN_SHM_ALIGNED);
+    memset(seg + SHMSEG_ALIGNED, (int)data[0], SHMSEG_TEXT - SHMSEG_ALIGNED);
     data++;
     size--;
-    if (size > DYN_SHM_SIZE - DYN_SHM_TEXT)
-        size = DYN_SHM_SIZE - DYN_SHM_TEXT;
-    memset(seg + DYN_SHM_TEXT, ' ', used);
-    memcpy(seg + DYN_SHM_TEXT, data, size);
+    if (size > SHMSEG_SIZE - SHMSEG_TEXT)
+        size = SHMSEG_SIZE - SHMSEG_TEXT;
+    memset(seg + SHMSEG_TEXT, ' ', used);
+    memcpy(seg + SHMSEG_TEXT, data, size);
     used = size;
-    rc = dyn_shm_read(seg, &text, &len, &aligned);
+    rc = shmseg_read(seg, &text, &len, &aligned);
     if (rc != 0) {
         if (rc != -ENODATA || text)
             abort();
         return 0;
     }
-    if (len == 0 || len > DYN_SHM_SIZE - DYN_SHM_TEXT || text[len] != '\0' || text[len - 1] == ' ')
+    if (len == 0 || len > SHMSEG_SIZE - SHMSEG_TEXT || text[len] != '\0' || text[len - 1] == ' ')
         abort();
     c = malloc(sizeof(*c));
     if (c && pconfig_parse_text(text, len, c) == 0 && c->cls == CFGKEYS_NPU_TRACE) {

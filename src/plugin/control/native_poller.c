@@ -15,7 +15,7 @@
 #include "contract/rank.h"
 #include "msmon/ipc_wire.h"
 #include "plugin/control/apply.h"
-#include "plugin/control/dynamic.h"
+#include "plugin/control/shm_mode.h"
 #include "plugin/control/dynolog_link.h"
 #include "plugin/control/health.h"
 #include "plugin/control/monitor.h"
@@ -74,7 +74,7 @@ int native_poller_start(void)
     struct poller_cfg cfg = {
         .name = "MsMonitorPoll", .rank = native_rank(),
         /* MSMONITOR_POLL_INTERVAL_S as in dyno mode (dynamic.h), default 2 s */
-        .period_s = dyn_poll_interval(penv_get(PENV_POLL_INTERVAL_S)),
+        .period_s = shm_mode_poll_interval(penv_get(PENV_POLL_INTERVAL_S)),
         .on_config = native_on_config, .on_tick = native_on_tick, .on_exit = native_on_exit,
     };
     int rc = 0;
