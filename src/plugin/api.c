@@ -1,6 +1,6 @@
 /* api: the exported C API of libmsmonitor.so (include/msmon/msmonitor.h), the only file that
  * includes that header. Thin: every call makes sure logging and the backend are set up (first
- * use), then delegates down to the control layer (control, dyno, npoll, dynamic) or the
+ * use), then delegates down to the control layer (apply, dynolog_link, native_poller, shm_mode) or the
  * monitor; nothing below calls back up here. The library's only exported symbols. Loading
  * the library starts nothing (no constructor): a program that never calls it is reached by
  * the CUDA driver through InitializeInjection (docs/design/session.md#control-sources). */

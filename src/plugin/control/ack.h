@@ -2,7 +2,7 @@
  * ConfigAck `data` message naming the config's REQUEST_TRACE_ID, its outcome (applied,
  * partly, rejected, superseded), a one-line reason, the session state after it and this
  * process's rank. Every rank of a dyno-mode job answers the configs it applied from the
- * segment (docs/design/ipc.md#ranks). control.c is its one caller. */
+ * segment (docs/design/ipc.md#ranks). apply.c is its one caller. */
 #ifndef MSMON_PLUGIN_ACK_H
 #define MSMON_PLUGIN_ACK_H
 

@@ -29,7 +29,7 @@ struct apply_source {
  * once, from here (ack.h), with applied / applied, partly / rejected. 0 applied (also partly),
  * -EINVAL refused or invalid, -ENOMSG neither class, -ENOMEM. */
 int apply_config(const struct pconfig *cfg, int parse_rc, const struct apply_source *src);
-/* Parse text (pconfig_parse_text) and control_apply it. */
+/* Parse text (pconfig_parse_text) and apply_config it. */
 int apply_text(const char *text, size_t len, const struct apply_source *src);
 
 #endif

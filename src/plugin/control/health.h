@@ -29,9 +29,9 @@ struct health_snapshot {
                                    * groups a job's ranks by it to take each rank's acknowledgement */
 };
 
-/* The process's mode and rank, once (dyn_init / the native poller). */
+/* The process's mode and rank, once (shm_mode_init / the native poller). */
 void health_set_identity(const char *mode, int32_t rank);
-/* Dyno mode: the job key (dyn_job_key), once. */
+/* Dyno mode: the job key (job_key_of), once. */
 void health_set_job(const char *key);
 /* The rank health_set_identity gave (-1 before): what `dyno status` shows and every
  * acknowledgement carries. */

@@ -20,7 +20,7 @@ struct msmon_result;
 
 #define MONITOR_REASON_CAP PCONFIG_ERRORS_CAP
 
-/* What a command made of a config, for its one acknowledgement (control.c). */
+/* What a command made of a config, for its one acknowledgement (apply.c). */
 enum monitor_outcome { MONITOR_APPLIED, MONITOR_PARTLY, MONITOR_REJECTED };
 struct monitor_result {
     enum monitor_outcome outcome;

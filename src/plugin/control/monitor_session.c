@@ -61,7 +61,7 @@ void mon_publish(void)
 }
 
 /* The metric datagrams the daemon link lost since the session started: asked of its owner
- * (dyno.c), written into the session's counters here, on the actor. */
+ * (dynolog_link.c), written into the session's counters here, on the actor. */
 static void mon_note_offline(void)
 {
     struct dynolog_data_stats ds;

@@ -1,8 +1,8 @@
 /* native_poller: the native poller (docs/design/session.md#control-sources) as one poller (poller.h): every 2 s it polls,
- * hands each config to the one apply (control.h) — npu-monitor configs and nputrace windows
+ * hands each config to the one apply (apply.h) — npu-monitor configs and nputrace windows
  * delimited by the program's `step <N>` marker ranges — and reports the window's status. Registration
  * retries with back-off until the daemon is reachable, so a job started before the daemon
- * is picked up once the daemon appears (control.h). */
+ * is picked up once the daemon appears (poller.h). */
 #include "plugin/control/native_poller.h"
 
 #include <errno.h>
@@ -73,7 +73,7 @@ int native_poller_start(void)
 {
     struct poller_cfg cfg = {
         .name = "MsMonitorPoll", .rank = native_rank(),
-        /* MSMONITOR_POLL_INTERVAL_S as in dyno mode (dynamic.h), default 2 s */
+        /* MSMONITOR_POLL_INTERVAL_S as in dyno mode (shm_mode.h), default 2 s */
         .period_s = shm_mode_poll_interval(penv_get(PENV_POLL_INTERVAL_S)),
         .on_config = native_on_config, .on_tick = native_on_tick, .on_exit = native_on_exit,
     };

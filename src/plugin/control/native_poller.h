@@ -1,6 +1,6 @@
 /* native_poller: the native poller thread `MsMonitorPoll` (docs/design/session.md#control-sources) for processes without
  * torch_npu: registers, polls every 2 s, applies npu-monitor and nputrace configs in-process
- * (control_apply) and reports the window's status; on stop it reports the -1 statuses. */
+ * (apply_config) and reports the window's status; on stop it reports the -1 statuses. */
 #ifndef MSMON_PLUGIN_NATIVE_POLLER_H
 #define MSMON_PLUGIN_NATIVE_POLLER_H
 

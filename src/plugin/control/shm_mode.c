@@ -324,7 +324,7 @@ out:
 
 
 /* A new config in the segment, read at step `step`: parsed once, here, and applied once
- * (control_apply answers it to the daemon with this rank's outcome). */
+ * (apply_config answers it to the daemon with this rank's outcome). */
 static void sm_apply(int32_t step)
 {
     struct apply_source src = { .entry = APPLY_ENTRY_STEP, .rank = dyn.rank, .step = step, .aligned = -1 };

@@ -1,4 +1,4 @@
-/* test_dynamic: the dyno-mode handoff of dynamic.c against the conventions of
+/* test_dynamic: the dyno-mode handoff (shm_mode.c, shm_segment.c, job_key.c) against the conventions of
  * python/msmonitor/dynamic_profile.py — segment name and layout, creator election between
  * real processes, the stale rule and its exact text, the poller's line parsing, the
  * segment's layout (the daemon's text as delivered) and the job key rule. */

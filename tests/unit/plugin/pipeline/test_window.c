@@ -101,7 +101,7 @@ static void test_step_window_cut_and_batches(void **state)
     assert_int_equal(window_create(&(struct window_opts){ .start_step = 5, .stop_step = 4 }, &dropped, &w), -EINVAL);
 }
 
-/* The one step rule, shared with dyno mode's step-bounded window (dynamic.c). */
+/* The one step rule, shared with dyno mode's step-bounded window (shm_mode.c). */
 static void test_step_rule(void **state)
 {
     struct window_state s = { .start = 3, .stop = 5, .phase = WINDOW_ARMED };
