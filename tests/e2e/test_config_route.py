@@ -22,7 +22,7 @@ import pytest
 
 from conftest import Proc, run_dyno
 from daemon_util import rpc_json
-from python_util import PYTHON, py_env, require_packages
+from python_util import PYTHON, children_of, py_env, require_packages
 from waits import next_second, wait_until
 
 WAIT = ("--wait-s", "60")
@@ -50,20 +50,6 @@ def proc_of(daemon, pid):
         if p.get("pid") == pid:
             return p
     return None
-
-
-def children_of(ppid):
-    kids = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[1]) == ppid:
-                    kids.append(int(pid))
-        except (OSError, IndexError, ValueError):
-            continue
-    return sorted(kids)
 
 
 def exited(pid):
@@ -117,6 +103,17 @@ def wait_ranks(daemon, pids, what="every rank listed with its health"):
         found = {p["pid"]: p for p in status(daemon).get("processes", []) if p.get("health")}
         return found if all(pid in found for pid in pids) else None
     return wait_until(ok, 60, what, diag=lambda: json.dumps(status(daemon))[-3000:])
+
+
+def one_rank_ready(daemon, tmp_path):
+    """A 1-rank dyno-mode job whose rank the daemon knows, polling, past its first second:
+    (job, the rank's pid)."""
+    job = start_job(daemon, tmp_path, 1)
+    [pid] = wait_until(lambda: children_of(job.p.pid) or None, 30, "the rank process")
+    wait_ranks(daemon, [pid])
+    wait_polled(daemon)
+    ready_for_config()
+    return job, pid
 
 
 def wait_polled(daemon):
@@ -178,12 +175,8 @@ def test_armed_trace_refuses_npu_monitor(make_daemon, tmp_path):
     applied (Ready); a later `dyno npu-monitor --npu-monitor-start` is refused by the process
     with the reason and exit 3 (it used to be applied, and the trace was lost at the window)."""
     daemon = make_daemon()
-    job = start_job(daemon, tmp_path, 1)
+    job, pid = one_rank_ready(daemon, tmp_path)
     try:
-        [pid] = wait_until(lambda: children_of(job.p.pid) or None, 30, "the rank process")
-        wait_ranks(daemon, [pid])
-        wait_polled(daemon)
-        ready_for_config()
         traces = tmp_path / "traces"
         r = run_dyno(daemon, "nputrace", "--log-file", str(traces), "--iterations", "2", "--start-step", "1000000",
                      *WAIT, timeout=120)
@@ -273,12 +266,8 @@ def test_partly_applied_has_its_own_outcome(make_daemon, tmp_path):
     answers `applied, partly (Running): Hccl not enabled (...)` with exit 6 (it used to say
     rejected, exit 3), and Kernel records keep coming."""
     daemon = make_daemon()
-    job = start_job(daemon, tmp_path, 1)
+    job, pid = one_rank_ready(daemon, tmp_path)
     try:
-        [pid] = wait_until(lambda: children_of(job.p.pid) or None, 30, "the rank process")
-        wait_ranks(daemon, [pid])
-        wait_polled(daemon)
-        ready_for_config()
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Kernel,Hccl",
                      "--report-interval-s", "1", *WAIT, timeout=120)
         assert r.returncode == 6, r.stdout + r.stderr

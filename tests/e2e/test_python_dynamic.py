@@ -14,7 +14,7 @@ import pytest
 
 from conftest import Proc, run_dyno
 from dyn_util import seg_name
-from python_util import PYTHON, py_env, require_packages, run_py
+from python_util import PYTHON, children_of, py_env, require_packages, run_py
 from waits import wait_polling, wait_until
 
 SHM_SIZE = 1 << 20
@@ -42,20 +42,6 @@ def procs_mentioning(text):
         except OSError:
             continue
     return found
-
-
-def children_of(ppid):
-    kids = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[1]) == ppid:
-                    kids.append(int(pid))
-        except (OSError, IndexError, ValueError):
-            continue
-    return kids
 
 
 def poller_ranks(launcher_pid):

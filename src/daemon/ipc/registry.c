@@ -893,6 +893,20 @@ int registry_set_acks(struct registry *r, int32_t pid, bool acks)
     return rc;
 }
 
+/* Append e to the growing array *v (n used of cap). 0 or -ENOMEM. */
+static int outcomes_push(struct reg_cfg_entry **v, size_t *n, size_t *cap, const struct reg_cfg_entry *e)
+{
+    if (*n == *cap) {
+        struct reg_cfg_entry *nv = realloc(*v, 2 * *cap * sizeof(**v));
+        if (!nv)
+            return -ENOMEM;
+        *v = nv;
+        *cap *= 2;
+    }
+    (*v)[(*n)++] = *e;
+    return 0;
+}
+
 int registry_outcomes(struct registry *r, const char *token, struct reg_cfg_entry **ret,
                       size_t *ret_n)
 {
@@ -910,35 +924,15 @@ int registry_outcomes(struct registry *r, const char *token, struct reg_cfg_entr
         struct reg_proc *p = r->procs[i];
         unsigned k = p->nhist < REG_CFG_HISTORY ? p->nhist : REG_CFG_HISTORY;
         for (unsigned j = 0; j < k; j++) {
-            if (strcmp(p->hist[j].token, token) != 0)
-                continue;
-            if (n == cap) {
-                struct reg_cfg_entry *nv = realloc(v, 2 * cap * sizeof(*v));
-                if (!nv) {
-                    rc = -ENOMEM;
-                    goto out_unlock;
-                }
-                v = nv;
-                cap *= 2;
-            }
-            v[n++] = p->hist[j];
+            if (strcmp(p->hist[j].token, token) == 0 && (rc = outcomes_push(&v, &n, &cap, &p->hist[j])) != 0)
+                goto out_unlock;
         }
     }
     for (unsigned j = 0, k = r->nmhist < REG_MEMBER_HISTORY ? r->nmhist : REG_MEMBER_HISTORY; j < k; j++) {
         /* oldest first, so the newest entry of a rank is the last one listed */
         const struct reg_cfg_entry *e = &r->mhist[(r->nmhist - k + j) % REG_MEMBER_HISTORY];
-        if (strcmp(e->token, token) != 0)
-            continue;
-        if (n == cap) {
-            struct reg_cfg_entry *nv = realloc(v, 2 * cap * sizeof(*v));
-            if (!nv) {
-                rc = -ENOMEM;
-                goto out_unlock;
-            }
-            v = nv;
-            cap *= 2;
-        }
-        v[n++] = *e;
+        if (strcmp(e->token, token) == 0 && (rc = outcomes_push(&v, &n, &cap, e)) != 0)
+            goto out_unlock;
     }
 out_unlock:
     pthread_mutex_unlock(&r->mu);

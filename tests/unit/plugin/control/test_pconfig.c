@@ -23,20 +23,6 @@
 #define log_has logcap_has
 #define log_clear logcap_clear
 
-static int setup(void **state)
-{
-    (void)state;
-    return logcap_open();
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    logcap_close();
-    return 0;
-}
-
-
 /* A valid base config; `over` replaces (or with value NULL removes) one key. */
 static struct pconfig pc;
 
@@ -303,5 +289,5 @@ int main(void)
         cmocka_unit_test(test_trace_values),
         cmocka_unit_test(test_table_covers_the_cli),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, logcap_group_setup, logcap_group_teardown);
 }
