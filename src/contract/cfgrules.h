@@ -1,7 +1,8 @@
 /* cfgrules: the value rules of the npu-monitor and nputrace config keys (type, default, range,
- * command, what an absent key means), one table (cfgrules.def) that the CLI checks flags against
- * and the plugin reads values by, so the two cannot disagree on a range
- * (docs/design/contract.md#npu-monitor-keys, #nputrace-keys). */
+ * command, the CLI's flag and help, what the plugin reads for an absent key), one table
+ * (cfgrules.def) that the CLI builds its flags from and checks them against and the plugin
+ * reads values by, so the two cannot disagree on a range (docs/design/contract.md#npu-monitor-keys,
+ * #nputrace-keys). */
 #ifndef MSMON_CONTRACT_CFGRULES_H
 #define MSMON_CONTRACT_CFGRULES_H
 
@@ -25,6 +26,10 @@ enum cfgrules_type {
     CFGRULES_TEXT,    /* passed along, not read by the plugin */
 };
 
+/* The dyno subcommands of the table's command column. */
+#define CFGRULES_COMMAND_NPU_MONITOR "npu-monitor"
+#define CFGRULES_COMMAND_NPUTRACE "nputrace"
+
 struct cfgrules_rule {
     const char *key;
     enum cfgrules_type type;
@@ -32,7 +37,8 @@ struct cfgrules_rule {
     int64_t min, max;
     bool minus_one;
     const char *command;
-    const char *msg;
+    const char *flag;
+    const char *help;
     const char *absent;   /* the plugin's reading of a missing key; NULL = required */
 };
 
@@ -47,9 +53,16 @@ int cfgrules_int(const struct cfgrules_rule *r, const char *text, int64_t *ret);
 /* A PYINT value by rule r (kvtext_int: surrounding blanks allowed, a whole int32): 0 and *ret
  * in range; -ERANGE with *ret set outside the range; -EINVAL not an int32, or r not PYINT. */
 int cfgrules_pyint(const struct cfgrules_rule *r, const char *text, int32_t *ret);
-/* The rule sent by `dyno <command>` ("npu-monitor", "nputrace"). */
+/* The rule sent by `dyno <command>` (CFGRULES_COMMAND_*). */
 bool cfgrules_for(const struct cfgrules_rule *r, const char *command);
 /* Number of rules in the table. */
 size_t cfgrules_count(void);
+/* The CLI's reason for a value out of rule r, into buf (always terminated), built from the rule
+ * and the table it names: a BOOL's "Must be true or false", an INT's range ("Must be an integer
+ * in [100, 500000]", "Must be -1 or an integer greater than or equal to 2"), the exportable rows
+ * of the output table ("possible values: DB, Jsonl"). "" for the types whose own validator names
+ * the fault (seconds, kinds, directory, filter: docs/design/cli.md#validation). Returns the
+ * length (as snprintf). */
+size_t cfgrules_reason(const struct cfgrules_rule *r, char *buf, size_t cap);
 
 #endif

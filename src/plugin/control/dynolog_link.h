@@ -27,7 +27,7 @@ int dynolog_send_monitor_status(int32_t status);
 /* The trace status of this process's window or poller; status -1 (the process leaving) also
  * sends npuMonitorStatus -1. 0 or -errno. */
 int dynolog_send_status(int32_t status, int32_t current_step, int32_t start_step, int32_t stop_step);
-/* proc_send_fn: one `data` datagram to dynolog_data.sock, after the ones kept from earlier
+/* output_send_fn: one `data` datagram to dynolog_data.sock, after the ones kept from earlier
  * failures (backlog.h: oldest first, stopping at the first failure); one that cannot be sent
  * is kept. All sends of one call share one plain send's retries (5 from 1 ms). Failures and
  * backlog drops are logged once and again on recovery and counted (dynolog_data_backlog's

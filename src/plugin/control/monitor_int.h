@@ -1,4 +1,4 @@
-/* monitor_int: what the files of the session actor share (monitor.c: the actor, its queue and
+/* monitor_int: what the files of the session actor share (monitor_actor.c: the actor, its queue and
  * the public calls; monitor_session.c: the session's commands; monitor_window.c: the nputrace
  * window's). Not a public header: only these three include it. */
 #ifndef MSMON_PLUGIN_MONITOR_INT_H
@@ -12,7 +12,7 @@
 
 #include "common/log.h"
 #include "plugin/control/monitor.h"
-#include "plugin/outputs/proc_trace.h"
+#include "plugin/pipeline/output.h"
 
 #define MON_QUEUE_CAP 16            /* commands in flight; a full queue waits, then -EAGAIN */
 #define MON_WAIT_CONFIG_MS 1000u    /* monitor_handle_config: the training step's path */
@@ -21,7 +21,7 @@
 #define MON_NAME_RUNNING "MsptiMonitor" /* users look for it while monitoring */
 #define MON_NAME_IDLE "MsMonitorCtl"
 #define MON_LOG_DIR_CAP (PCONFIG_MAX_LOG_FILE + 1)
-#define MON_MAX_OUTPUTS MSMON_OUTPUT_COUNT /* outputs of one session: at most every row of the table */
+#define MON_MAX_OUTPUTS OUTPUT_MAX   /* outputs of one session (the pipeline's bound) */
 
 enum mon_op {
     MON_OP_CONFIG, MON_OP_START, MON_OP_STOP, MON_OP_END_WINDOW, MON_OP_KINDS, MON_OP_INTERVAL,
@@ -36,7 +36,7 @@ struct mon_start_copy {
     char log_dir[MON_LOG_DIR_CAP];
     char rotate_lines[sizeof(((struct pconfig_monitor *)0)->rotate_lines)];
     char rotate_files[sizeof(((struct pconfig_monitor *)0)->rotate_files)];
-    struct proc_trace_opts trace;
+    struct output_trace_opts trace;
     char backend[32];
     struct window_opts window;
     int32_t memory_kinds[MON_KIND_LIMIT];
@@ -152,7 +152,7 @@ struct mon_state {
     pthread_mutex_t pgi_lock;
     char *parallel_group_info;
 
-    /* the last file an output of a session put in place (proc_config.artifact) */
+    /* the last file an output of a session put in place (output_config.artifact) */
     pthread_mutex_t art_lock;
     char last_artifact[PATH_MAX];
 
@@ -166,12 +166,12 @@ struct mon_state {
     struct mon_window win;        /* actor only */
 };
 
-/* The one actor's state (monitor.c). */
+/* The one actor's state (monitor_actor.c). */
 extern struct mon_state mon;
 
 /* ---- across the module's files ---- */
 
-/* monitor.c */
+/* monitor_actor.c */
 struct backend *mon_backend(void);
 void mon_status_post(int32_t status);
 

@@ -19,9 +19,7 @@
 #include "contract/rank.h"
 #include "msmon/ipc_wire.h"
 #include "plugin/control/dynolog_link.h"
-#include "plugin/outputs/outfile.h"
-#include "plugin/outputs/proc_memory.h"
-#include "plugin/outputs/registry.h"
+#include "plugin/pipeline/output.h"
 #include "plugin/penv.h"
 #include "plugin/pipeline/filter.h"
 #include "plugin/pipeline/pipeline.h"
@@ -144,20 +142,20 @@ static void mon_log_filter(const char *text)
 }
 
 /* The session's outputs from the registry: its own first, then the others of the set. */
-static size_t mon_outputs(const struct monitor_start_args *a, const struct proc_ops **ops)
+static size_t mon_outputs(const struct monitor_start_args *a, const struct output_ops **ops)
 {
     size_t n = 0;
 
     if ((unsigned)a->output >= MSMON_OUTPUT_COUNT)
         return 0;
-    ops[n++] = registry_get(a->output)->ops;
+    ops[n++] = output_ops_of(a->output);
     for (unsigned i = 0; i < MSMON_OUTPUT_COUNT && n < MON_MAX_OUTPUTS; i++)
         if ((a->also & MSMON_OUTPUT_BIT(i)) && i != (unsigned)a->output)
-            ops[n++] = registry_get((enum msmon_output)i)->ops;
+            ops[n++] = output_ops_of((enum msmon_output)i);
     return n;
 }
 
-/* proc_config.artifact: an output's finished file (its session thread or a stopping one). */
+/* output_config.artifact: an output's finished file (its session thread or a stopping one). */
 static void mon_artifact(void *ctx, const char *path)
 {
     (void)ctx;
@@ -178,9 +176,9 @@ void monitor_last_artifact(char *buf, size_t cap)
 int mon_do_start(const struct monitor_start_args *a)
 {
     struct mon_session *s = &mon.sess;
-    const struct proc_ops *ops[MON_MAX_OUTPUTS];
+    const struct output_ops *ops[MON_MAX_OUTPUTS];
     struct backend *be;
-    struct proc_config pc;
+    struct output_config pc;
     struct pipeline *pl = NULL;
     size_t nops;
     int rc;
@@ -195,7 +193,7 @@ int mon_do_start(const struct monitor_start_args *a)
         return -ENOENT;
     }
     if (a->output == MSMON_OUTPUT_MEMORY && a->n_memory_kinds) {
-        rc = proc_memory_set_requested_kinds(a->memory_kinds, a->n_memory_kinds);
+        rc = output_request_kinds(MSMON_OUTPUT_MEMORY, a->memory_kinds, a->n_memory_kinds);
         if (rc != 0)
             return rc;
     }
@@ -208,7 +206,7 @@ int mon_do_start(const struct monitor_start_args *a)
         s->filter = NULL;
     s->standalone = a->standalone;
     s->flush_ns = (uint64_t)a->flush_ms * 1000000ull;
-    pc = (struct proc_config){
+    pc = (struct output_config){
         .log_dir = a->log_dir, .rank = mon_rank(), .session_start_ns = clock_real_ns(),
         .report_interval_s = a->standalone ? 0 : s->interval_s, .jsonl_rotate_lines = a->rotate_lines,
         .jsonl_rotate_files = a->rotate_files, .send_ctx = NULL,
@@ -458,7 +456,7 @@ int mon_do_config(const struct pconfig_monitor *cfg, const struct mon_answer *an
         };
         if (cfg->log_file[0]) {
             dir = malloc(MON_LOG_DIR_CAP);
-            if (!dir || outfile_prepare_dir(cfg->log_file, dir, MON_LOG_DIR_CAP) != 0) {
+            if (!dir || output_prepare_dir(cfg->output, cfg->log_file, dir, MON_LOG_DIR_CAP) != 0) {
                 LOG_ERROR("Invalid log path, mspti monitor start failed");
                 rejected = true;
                 goto report;

@@ -13,9 +13,8 @@
 #include "common/strutil.h"
 #include "contract/names.h"
 #include "msmon/ipc_wire.h"
-#include "plugin/outputs/outfile.h"
-#include "plugin/outputs/proc_trace.h"
 #include "plugin/penv.h"
+#include "plugin/pipeline/output.h"
 #include "plugin/pipeline/pipeline.h"
 
 bool mon_win_busy(void)
@@ -73,7 +72,7 @@ static int mon_win_dir(const char *path, char *ret, size_t cap)
         LOG_ERROR("nputrace config ignored: --log-file '%s' exists and is not a directory", path);
         return -ENOTDIR;
     }
-    rc = outfile_prepare_dir(path, ret, cap); /* logs the reason */
+    rc = output_prepare_dir(MSMON_OUTPUT_TRACE, path, ret, cap); /* logs the reason */
     if (rc != 0)
         LOG_ERROR("nputrace config ignored: --log-file '%s' is not a writable directory: %s", path, strerror(-rc));
     return rc;
@@ -86,7 +85,7 @@ static int mon_win_begin(int32_t start, int32_t stop, bool native, int32_t iters
 {
     struct mon_window *mw = &mon.win;
     const char *be_name = "", *be_lib = "", *ws = penv_get(PENV_WORLD_SIZE);
-    struct proc_trace_opts opts = { 0 };
+    struct output_trace_opts opts = { 0 };
     struct window_opts wo = { .start_step = start, .stop_step = stop, .marker_steps = native, .iterations = iters };
     struct monitor_start_args a = { .output = MSMON_OUTPUT_TRACE, .log_dir = mw->log_dir, .standalone = true,
                                     .also = mw->opts.flags & PCONFIG_TRACE_EXPORT_DB ? MSMON_OUTPUT_BIT(MSMON_OUTPUT_DB)

@@ -3,11 +3,14 @@
 #include "plugin/control/shm_mode.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -167,12 +170,89 @@ static void sm_poller_start(void)
         dyn.poller = NULL; /* logged; without a poller the ranks still run */
 }
 
+/* ---- SIGTERM: a job's normal stop leaves no segment behind ----
+ * A program that does not handle SIGTERM (a plain Python training script) dies of it without
+ * running atexit, so its segment and steps file would stay, and the next job would "take
+ * over" a leftover as if the job had been killed. Each rank installs, over the default
+ * disposition only (never over the program's own handler), a handler that drops this rank's
+ * hold on the segment and, if no other rank of the job holds it any more (an exclusive flock,
+ * the protocol of cleanup-shm), unlinks the segment and its steps file; then SIGTERM takes its
+ * default action, so the process still dies of SIGTERM at once. Only async-signal-safe calls
+ * (close, open, flock, unlink, getpid, sigaction, raise). A takeover then means the creator
+ * was killed (SIGKILL, a crash, the OOM killer); a rank that goes on while others of its job
+ * stopped takes the poller over (sm_take_over). */
+static struct {
+    char seg[PATH_MAX], steps[PATH_MAX + 32];
+    pid_t pid;             /* the process that joined: a fork()ed child cleans up nothing */
+    volatile sig_atomic_t armed;
+    volatile sig_atomic_t fd;
+} sm_term;
+
+static void sm_on_sigterm(int sig)
+{
+    int saved = errno;
+
+    if (sm_term.armed && getpid() == sm_term.pid) {
+        int fd;
+        sm_term.armed = 0;
+        /* our shared flock: unlocked by hand, the segment's mapping keeps the description open */
+        (void)flock(sm_term.fd, LOCK_UN);
+        (void)close(sm_term.fd);
+        fd = open(sm_term.seg, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0) {
+            if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* no other rank holds it: the job is gone */
+                if (sm_term.steps[0])
+                    (void)unlink(sm_term.steps);
+                (void)unlink(sm_term.seg);
+            }
+            (void)close(fd);
+        }
+    }
+    /* SA_RESETHAND put the default back: delivered on return, it ends the process */
+    (void)raise(sig);
+    errno = saved;
+}
+
+/* dyn.lock held. */
+static void sm_term_install(void)
+{
+    struct sigaction old, sa;
+
+    if (sigaction(SIGTERM, NULL, &old) != 0 || (!(old.sa_flags & SA_SIGINFO) && old.sa_handler != SIG_DFL))
+        return; /* the program handles SIGTERM itself: its clean exit runs finalize */
+    snprintf(sm_term.seg, sizeof(sm_term.seg), "%s", dyn.path);
+    snprintf(sm_term.steps, sizeof(sm_term.steps), "%s", dyn.slots.path);
+    sm_term.pid = getpid();
+    sm_term.fd = dyn.fd;
+    sm_term.armed = 1;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = sm_on_sigterm;
+    sa.sa_flags = SA_RESETHAND;
+    sigfillset(&sa.sa_mask);
+    if (sigaction(SIGTERM, &sa, NULL) != 0)
+        sm_term.armed = 0;
+}
+
+/* dyn.lock held: the default back, unless the program installed its own handler since. */
+static void sm_term_remove(void)
+{
+    struct sigaction cur, dfl;
+
+    sm_term.armed = 0;
+    if (sigaction(SIGTERM, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == sm_on_sigterm) {
+        memset(&dfl, 0, sizeof(dfl));
+        dfl.sa_handler = SIG_DFL;
+        (void)sigaction(SIGTERM, &dfl, NULL);
+    }
+}
+
 void shm_mode_finalize(void)
 {
     pthread_mutex_lock(&dyn.lock);
     if (!dyn.enabled || dyn.pid != getpid())
         goto out; /* a child must not join the parent's poller nor unlink its segment */
     __atomic_store_n(&dyn.enabled, false, __ATOMIC_RELAXED);
+    sm_term_remove();
     /* its tick reads the segment: stopped before the unmap (it never takes dyn.lock) */
     health_reporter_stop();
     step_marks_end(dyn.range_id);
@@ -302,6 +382,7 @@ int shm_mode_init(int32_t rank, unsigned flags)
     __atomic_store_n(&dyn.enabled, true, __ATOMIC_RELAXED);
     if (!dyn.atexit_done && atexit(shm_mode_finalize) == 0)
         dyn.atexit_done = true;
+    sm_term_install();
     shmseg_note(LOG_LVL_INFO, "rank %d attached to %s%s (job key from %s)%s", (int)dyn.rank, dyn.path,
              dyn.creator ? " as creator" : "", dyn.key_source,
              strncmp(dyn.key_source, "the parent pid", 14) == 0

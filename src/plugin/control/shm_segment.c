@@ -117,7 +117,7 @@ int shmseg_dir(const char *base, const char *xdg, const char *sockdir, char *buf
     /* A directory of our own (MSMONITOR_SHM_DIR made for the job): used as it is. */
     if (!seg_dir_problem(base, true, why, sizeof(why)))
         return snprintf(buf, cap, "%s", base) < (int)cap ? 0 : -ENAMETOOLONG;
-    snprintf(name, sizeof(name), "msmonitor-%u", (unsigned)geteuid());
+    snprintf(name, sizeof(name), NAMES_SHM_PRIVATE_PREFIX "%u", (unsigned)geteuid());
     rc = seg_private_subdir(base, name, buf, cap, err, sizeof(err));
     if (rc == 0)
         return 0;
@@ -345,7 +345,8 @@ static int seg_attach_existing(const char *path, int fd, long stale_s, bool *ret
             snprintf(err, errcap, "%s: cannot re-initialise: %s", path, strerror(-rc));
             return rc;
         }
-        shmseg_note(LOG_LVL_WARNING, "took over %s: its creator is gone (killed job?); this rank is the creator now, "
+        shmseg_note(LOG_LVL_WARNING, "took over %s: its creator was killed without removing it (SIGKILL, a crash or "
+                    "the OOM killer; a job that ends normally or by SIGTERM removes it); this rank is the creator now, "
                  "re-initialised the segment and runs the poller", path);
         *ret_creator = true;
         return 0;

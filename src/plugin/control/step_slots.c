@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "contract/names.h"
 #include "plugin/control/shm_segment.h"
 
 #define SLOTS_BYTES (STEP_SLOTS_N * sizeof(uint32_t))
@@ -19,7 +20,7 @@ static int slots_path(const char *seg, char *buf, size_t cap)
     const char *slash = strrchr(seg, '/');
     int dlen = slash ? (int)(slash - seg) + 1 : 0;
 
-    return snprintf(buf, cap, "%.*smsmonitor_steps.%s", dlen, seg, seg + dlen) < (int)cap ? 0 : -1;
+    return snprintf(buf, cap, "%.*s" NAMES_SHM_STEPS_PREFIX "%s", dlen, seg, seg + dlen) < (int)cap ? 0 : -1;
 }
 
 static void slots_map(struct step_slots *s, bool create)

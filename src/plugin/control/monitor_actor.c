@@ -1,4 +1,4 @@
-/* monitor: the MsptiMonitor session as an actor — the actor's thread, its queue and the
+/* monitor_actor: the MsptiMonitor session as an actor — the actor's thread, its queue and the
  * public calls that post to it (the commands themselves: monitor_session.c, monitor_window.c).
  * One thread (the session actor) owns every piece of session state, the nputrace window
  * included; callers post commands (start, stop, config, window, kinds, interval, results)
@@ -27,7 +27,6 @@
 #include "common/thr.h"
 #include "msmon/ipc_wire.h"
 #include "plugin/control/dynolog_link.h"
-#include "plugin/outputs/proc_memory.h"
 #include "plugin/pipeline/pipeline.h"
 #include "plugin/plog.h"
 
@@ -140,8 +139,8 @@ static int mon_run(struct mon_cmd *c)
         return 0;
     case MON_OP_MEMORY:
         if (c->arg.memory.kind < 0)
-            return proc_memory_kinds(c->arg.memory.kinds, MON_KIND_LIMIT, &c->arg.memory.n);
-        return proc_memory_results(c->arg.memory.kind, &c->arg.memory.arr, &c->arg.memory.n);
+            return output_held_kinds(MSMON_OUTPUT_MEMORY, c->arg.memory.kinds, MON_KIND_LIMIT, &c->arg.memory.n);
+        return output_held_results(MSMON_OUTPUT_MEMORY, c->arg.memory.kind, &c->arg.memory.arr, &c->arg.memory.n);
     case MON_OP_FW_TRACE:
         mon.sess.fw_trace = c->arg.i32;
         if (c->arg.i32 == IPC_STATUS_RUNNING && mon.sess.running && !mon.sess.trace)
