@@ -47,6 +47,10 @@ static const char *const penv_names[PENV_COUNT] = {
     [PENV_SLURM_STEP_ID] = "SLURM_STEP_ID",
     [PENV_PMI_SIZE] = "PMI_SIZE",
     [PENV_OMPI_WORLD_SIZE] = "OMPI_COMM_WORLD_SIZE",
+    [PENV_POD_NAME] = "POD_NAME",
+    [PENV_POD_NAMESPACE] = "POD_NAMESPACE",
+    [PENV_NODE_NAME] = "NODE_NAME",
+    [PENV_CONTAINER_NAME] = "CONTAINER_NAME",
 };
 
 static char *penv_values[PENV_COUNT];

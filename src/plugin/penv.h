@@ -46,6 +46,12 @@ enum penv_id {
     PENV_SLURM_STEP_ID,
     PENV_PMI_SIZE,
     PENV_OMPI_WORLD_SIZE,
+    /* the downward-API variables, in contract/podid.h's field order (test_penv_pod checks the
+     * names against it): what the process says about its pod (docs/deploy.md#attribution) */
+    PENV_POD_NAME,              /* POD_NAME */
+    PENV_POD_NAMESPACE,         /* POD_NAMESPACE */
+    PENV_NODE_NAME,             /* NODE_NAME */
+    PENV_CONTAINER_NAME,        /* CONTAINER_NAME */
     PENV_COUNT
 };
 
