@@ -46,7 +46,9 @@ struct reg_ctxt {
 /* A dyno-mode rank as its PluginHealth names it: the ranks of one job share a key. */
 struct reg_member {
     int32_t pid;
+    int32_t ns_pid;
     uid_t uid;
+    uint64_t pidns;
     int32_t rank;
     char key[17];
     uint64_t last_ns;
@@ -271,10 +273,12 @@ static struct reg_member *member_find(struct registry *r, int32_t pid)
     return NULL;
 }
 
-/* The ranks that share the job of the process p (its own rank excluded), of p's uid. */
+/* The ranks that share the job of the process p (its own rank excluded, lead): of p's uid and
+ * of its rank's pid namespace (a key made of a container's ppid may be another container's). */
 static bool member_of(const struct reg_member *lead, const struct reg_member *m, const struct reg_proc *p)
 {
-    return m != lead && m->pid != p->node && m->uid == p->uid && strcmp(m->key, lead->key) == 0;
+    return m != lead && m->pid != p->node && m->uid == p->uid && m->pidns == lead->pidns &&
+           strcmp(m->key, lead->key) == 0;
 }
 
 static struct reg_cfg_entry *mhist_push(struct registry *r)
@@ -332,16 +336,17 @@ static void mhist_expect(struct registry *r, const struct reg_proc *p, const str
         struct reg_cfg_entry *x = mhist_push(r);
         *x = *e;
         x->pid = m->pid;
-        x->ns_pid = 0;
+        x->ns_pid = m->ns_pid;
         x->via = p->node;
         x->rank = m->rank;
     }
 }
 
-int registry_note_member(struct registry *r, int32_t pid, uid_t uid, const char *key, int32_t rank,
+int registry_note_member(struct registry *r, const struct reg_member_id *who, const char *key, int32_t rank,
                          uint64_t now_ns)
 {
     struct reg_member *m;
+    int32_t pid = who ? who->pid : 0;
     int rc = 0;
 
     if (pid <= 0 || !key || strlen(key) != 16 || strspn(key, "0123456789abcdef") != 16)
@@ -358,7 +363,8 @@ int registry_note_member(struct registry *r, int32_t pid, uid_t uid, const char 
                 m = &r->members[i];
         rc = -ENOSPC;
     }
-    *m = (struct reg_member){ .pid = pid, .uid = uid, .rank = rank, .last_ns = now_ns };
+    *m = (struct reg_member){ .pid = pid, .ns_pid = who->ns_pid > 0 ? who->ns_pid : pid, .uid = who->uid,
+                              .pidns = who->pidns, .rank = rank, .last_ns = now_ns };
     memcpy(m->key, key, 17);
     pthread_mutex_unlock(&r->mu);
     return rc;
@@ -892,7 +898,7 @@ static int member_ack(struct registry *r, int32_t pid, uint64_t id, enum reg_out
     me = mhist_push(r);
     *me = *e;
     me->pid = pid;
-    me->ns_pid = 0;
+    me->ns_pid = m->ns_pid;
     me->via = p->node;
     entry_answer(me, outcome, rank, reason, state);
     return 0;

@@ -116,7 +116,7 @@ bool registry_outcome_final(enum reg_outcome o);
 struct reg_cfg_entry {
     uint64_t id;              /* REQUEST_TRACE_ID; 0 = none */
     int32_t pid;              /* leaf, or a rank of its dyno-mode job, as the node numbers it */
-    int32_t ns_pid;           /* leaf, in its own pid namespace (a rank's entry: 0) */
+    int32_t ns_pid;           /* leaf or rank, in its own pid namespace */
     int32_t via;              /* a rank's entry: the leaf the config was delivered to; else 0 */
     int32_t rank;             /* from the acknowledgement; -1 unknown */
     enum reg_outcome outcome;
@@ -125,21 +125,30 @@ struct reg_cfg_entry {
     char state[REG_STATE_CAP];  /* session state after it ("Running", "Idle"), "" unknown */
 };
 /* An acknowledgement from pid: the process whose leaf it is, or a rank of that process's
- * dyno-mode job (registry_note_member: same job key, same uid), which applied the config from
+ * dyno-mode job (registry_note_member: same job key, uid and pid namespace), which applied the config from
  * the job's segment. outcome must be applied, partly, rejected or superseded; reason/state are
  * copied (cut to the caps). -ENOENT when pid or id is unknown (or pid is no rank of the job
  * delivered to), -EINVAL for another outcome, -EALREADY when the id already has a final
  * outcome from pid. */
 int registry_ack(struct registry *r, int32_t pid, uint64_t id, enum reg_outcome outcome,
                  int32_t rank, const char *reason, const char *state);
-/* A dyno-mode rank (its PluginHealth, docs/design/ipc.md#ranks): pid (vouched for by the
- * kernel), the job key of its segment (16 hex digits) and its rank. The ranks of the job of a
- * process that a config is delivered to each get an entry of their own for that delivery
- * (outcome and rank, for dyno's wait and getStatus). Only ranks of the delivered process's uid
- * count. -EINVAL bad key, -ENOSPC table full (the oldest gone or stale rank is replaced). */
+/* A dyno-mode rank as its PluginHealth names it (docs/design/ipc.md#ranks): its pid as the
+ * node numbers it (vouched for by the kernel) and in its own namespace, its uid, its pid
+ * namespace (0 unknown), the job key of its segment (16 hex digits) and its rank. */
+struct reg_member_id {
+    int32_t pid;
+    int32_t ns_pid;           /* <= 0: the same as pid */
+    uid_t uid;
+    uint64_t pidns;
+};
+/* The ranks of the job of a process that a config is delivered to each get an entry of their
+ * own for that delivery (outcome and rank, for dyno's wait and getStatus). A job's ranks share
+ * its key, the uid and the pid namespace of the process delivered to: two launches in two
+ * containers never join, whatever their keys. -EINVAL bad key, -ENOSPC table full (the rank
+ * heard from least recently is replaced). */
 #define REG_MEMBERS_CAP REGISTRY_MAX_PROCS
 #define REG_MEMBER_HISTORY 4096
-int registry_note_member(struct registry *r, int32_t pid, uid_t uid, const char *key, int32_t rank,
+int registry_note_member(struct registry *r, const struct reg_member_id *who, const char *key, int32_t rank,
                          uint64_t now_ns);
 /* PluginInfo said the process acknowledges configs: its deliveries wait for the answer. */
 int registry_set_acks(struct registry *r, int32_t pid, bool acks);

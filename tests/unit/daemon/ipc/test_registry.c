@@ -27,6 +27,14 @@ static char *poll1(struct registry *r, int64_t job, const int32_t *pids, int n, 
     return cfg;
 }
 
+/* A dyno-mode rank's health report: pid (its own too), uid, pid namespace. */
+static int note_member(struct registry *r, int32_t pid, uid_t uid, uint64_t pidns, const char *key, int32_t rank,
+                       uint64_t now_ns)
+{
+    struct reg_member_id who = { pid, pid, uid, pidns };
+    return registry_note_member(r, &who, key, rank, now_ns);
+}
+
 static void set(struct registry *r, int64_t job, const int32_t *pids, size_t n, int64_t limit,
                 struct reg_set_result *res)
 {
@@ -320,11 +328,12 @@ static void test_member_acks(void **state)
     assert_int_equal(registry_create("h", &r), 0);
     poll1(r, 0, lead, 1, 3);
     assert_int_equal(registry_set_acks(r, 21, true), 0);
-    assert_int_equal(registry_note_member(r, 21, me, key, 0, 1), 0);       /* the poller's own rank */
-    assert_int_equal(registry_note_member(r, 22, me, key, 1, 1), 0);
-    assert_int_equal(registry_note_member(r, 23, me + 1, key, 2, 1), 0);   /* another uid */
-    assert_int_equal(registry_note_member(r, 24, me, "ffffffffffffffff", 0, 1), 0); /* another job */
-    assert_int_equal(registry_note_member(r, 25, me, "not-a-key", 0, 1), -EINVAL);
+    assert_int_equal(note_member(r, 21, me, 0, key, 0, 1), 0);       /* the poller's own rank */
+    assert_int_equal(note_member(r, 22, me, 0, key, 1, 1), 0);
+    assert_int_equal(note_member(r, 23, me + 1, 0, key, 2, 1), 0);   /* another uid */
+    assert_int_equal(note_member(r, 24, me, 0, "ffffffffffffffff", 0, 1), 0); /* another job */
+    assert_int_equal(note_member(r, 25, me, 0, "not-a-key", 0, 1), -EINVAL);
+    assert_int_equal(note_member(r, 28, me, 7, key, 1, 1), 0); /* the same key in another container */
     assert_int_equal(registry_set_config(r, 0, NULL, 0, "START", 5, 1000, NULL, NULL, "m1", &res), 0);
     assert_int_equal(res.n_triggered, 1);
     reg_set_result_fini(&res);
@@ -349,9 +358,10 @@ static void test_member_acks(void **state)
     assert_int_equal(registry_ack(r, 22, id, REG_OUT_APPLIED, 1, "", "Running"), -EALREADY);
     assert_int_equal(registry_ack(r, 23, id, REG_OUT_APPLIED, 2, "", "Running"), -ENOENT); /* another uid */
     assert_int_equal(registry_ack(r, 24, id, REG_OUT_APPLIED, 0, "", "Running"), -ENOENT); /* another job */
+    assert_int_equal(registry_ack(r, 28, id, REG_OUT_APPLIED, 1, "", "Running"), -ENOENT); /* another launch */
     assert_int_equal(registry_ack(r, 26, id, REG_OUT_APPLIED, 0, "", "Running"), -ENOENT); /* no rank */
     /* a rank first heard of after the delivery answers too */
-    assert_int_equal(registry_note_member(r, 27, me, key, 3, 2), 0);
+    assert_int_equal(note_member(r, 27, me, 0, key, 3, 2), 0);
     assert_int_equal(registry_ack(r, 27, id, REG_OUT_APPLIED, 3, "", "Running"), 0);
     assert_int_equal(registry_outcomes(r, "m1", &v, &n), 0);
     assert_int_equal(n, 3);
