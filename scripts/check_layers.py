@@ -54,8 +54,8 @@ RULES = {
     "plugin/outputs/": ["plugin/pipeline/", "plugin/penv.", "contract/", "common/"],
     "plugin/control/": ["plugin/backend/backend.h", "plugin/pipeline/", "plugin/penv.", "plugin/plog.",
                         "ipc/", "contract/", "common/"],
-    # proc_memory.h: the standalone results, read by the C API until the session answers for them
-    "plugin/": ["plugin/control/", "plugin/outputs/proc_memory.h", "plugin/penv.", "plugin/plog.",
+    # the standalone results are the session actor's to answer (output.h's held results)
+    "plugin/": ["plugin/control/", "plugin/penv.", "plugin/plog.",
                 "contract/", "common/"],
     # the simulated vendor runtimes stand for someone else's library: nothing of the plugin, and
     # of the contract only the kind names its dump prints and the `step <N>` marker its

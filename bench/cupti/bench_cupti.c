@@ -18,7 +18,7 @@
 #include "msmon/cupti_abi.h"
 #include "msmon/mssim_cupti.h"
 #include "plugin/backend/backend_cupti.h"
-#include "plugin/control/mconfig.h"
+#include "plugin/control/pconfig.h"
 #include "plugin/control/monitor.h"
 #include "plugin/pipeline/output.h"
 #include "plugin/pipeline/filter.h"
@@ -125,10 +125,10 @@ static double run_getnext(uint64_t total, uint64_t *ret_dropped)
 
 static double run_monitor(const char *filter, uint64_t total, uint64_t *ret_dropped)
 {
-    struct mconfig cfg = { .kinds_mask = KINDS, .report_interval_s = 3600, .start = true };
+    struct pconfig_monitor cfg = { .kinds_mask = KINDS, .report_interval_s = 3600, .start = true };
     double r;
     snprintf(cfg.filter, sizeof(cfg.filter), "%s", filter);
-    if (monitor_handle_config(&cfg) != 1) {
+    if (monitor_handle_config(&cfg, "", "", NULL) != 1) {
         fprintf(stderr, "bench: monitor did not start\n");
         return 0;
     }

@@ -1,6 +1,6 @@
 /* bench_step: how long a training step waits when it applies an npu-monitor config, for each
  * state of the daemon's sockets, in one run. A step that finds a new config in the shared
- * segment calls msmon_enable_npu_monitor() (dynamic.c dyn_apply, the Python poller path the
+ * segment calls msmon_enable_npu_monitor() (shm_mode.c sm_apply, the Python poller path the
  * same), so that call is the step's cost. Configs alternate start/stop (metric mode, Kernel)
  * on the real libmsmonitor.so over the simulator's libmspti.so, no records.
  *

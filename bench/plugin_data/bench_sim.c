@@ -23,7 +23,7 @@
 #include "msmon/mssim.h"
 #include "plugin/backend/backend_mspti.h"
 #include "plugin/pipeline/filter.h"
-#include "plugin/control/mconfig.h"
+#include "plugin/control/pconfig.h"
 #include "plugin/control/monitor.h"
 #include "plugin/pipeline/output.h"
 
@@ -149,9 +149,9 @@ static double run_getnext(uint64_t total, uint64_t *ret_dropped)
 
 static double run_monitor(const char *filter, uint64_t total, uint64_t *ret_dropped)
 {
-    struct mconfig cfg = { .kinds_mask = KINDS, .report_interval_s = 3600, .start = true };
+    struct pconfig_monitor cfg = { .kinds_mask = KINDS, .report_interval_s = 3600, .start = true };
     snprintf(cfg.filter, sizeof(cfg.filter), "%s", filter);
-    if (monitor_handle_config(&cfg) != 1) {
+    if (monitor_handle_config(&cfg, "", "", NULL) != 1) {
         fprintf(stderr, "bench: monitor did not start\n");
         return 0;
     }
@@ -203,7 +203,7 @@ int main(int argc, char **argv)
     if (backend_mspti_create_from(&lib, &be) != 0)
         return 1;
     monitor_test_set_backend(be);
-    /* monitor.c references the processors and the filter weakly: pull them in explicitly. */
+    /* the session actor references the processors and the filter weakly: pull them in explicitly. */
     output_test_replace(MSMON_OUTPUT_METRIC, NULL); /* the table's own metric output */
     static int (*volatile keep_filter)(struct filter_state **) = filter_state_create;
     (void)keep_filter;

@@ -86,6 +86,15 @@ MSMON_API int msmon_dynamic_info(struct msmon_dynamic_info *ret);
  * create it, or take over a leftover whose creator died; MSMONITOR_SHM_STALE_S applies.
  * *ret_fd: caller owns (close()). 0, -ESTALE (err: the stale text), -EINVAL, -errno. */
 MSMON_API int msmon_dynamic_attach(const char *path, int *ret_fd, int *ret_creator, char *err, size_t errcap);
+/* The job key of a process with the environment names/values[0..n) and the pids ppid/pid
+ * (docs/python.md, "Where the segment lives"): 16 hex digits into buf (cap >= 17) and the rule
+ * that gave it into source (may be NULL). The one rule, which the Python module calls. 0,
+ * -EINVAL, -ENOSPC. */
+MSMON_API int msmon_dynamic_job_key(const char *const *names, const char *const *values, size_t n, int32_t ppid,
+                                    int32_t pid, char *buf, size_t cap, char *source, size_t scap);
+/* Dyno mode asked for by MSMONITOR_USE_DAEMON (msmon), else the deprecated KINETO_USE_DAEMON
+ * (kineto); NULL = unset. 1 enabled, 0 not; why (may be NULL) gets the warning ("" none). */
+MSMON_API int msmon_dynamic_use_daemon(const char *msmon, const char *kineto, char *why, size_t cap);
 
 /* The nputrace window of this rank in dyno mode (docs/nputrace.md): state -1 not in dyno
  * mode / no config yet, 0 Idle, 1 Running, 2 Ready; [start_step, stop_step); the config's

@@ -121,6 +121,64 @@ static PyObject *d_attach(PyObject *mod, PyObject *args)
     return Py_BuildValue("(iiOs)", rc, rc == 0 ? fd : -1, creator ? Py_True : Py_False, err);
 }
 
+/* job_key(environ: dict, ppid, pid) -> (key, source): the library's one rule over a
+ * process's environment. */
+static PyObject *d_job_key(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    PyObject *env, *items = NULL, *ret = NULL;
+    const char **names = NULL, **values = NULL;
+    char key[24], src[160];
+    int ppid, pid;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "O!ii:job_key", &PyDict_Type, &env, &ppid, &pid))
+        return NULL;
+    items = PyDict_Items(env);
+    if (!items)
+        return NULL;
+    n = PyList_GET_SIZE(items);
+    names = PyMem_Calloc((size_t)n + 1, sizeof(*names));
+    values = PyMem_Calloc((size_t)n + 1, sizeof(*values));
+    if (!names || !values) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *kv = PyList_GET_ITEM(items, i);
+        PyObject *k = PyTuple_GET_ITEM(kv, 0), *v = PyTuple_GET_ITEM(kv, 1);
+        /* other entries (bytes, None) are no variable of a process: left out */
+        if (PyUnicode_Check(k) && PyUnicode_Check(v)) {
+            names[i] = PyUnicode_AsUTF8(k);
+            values[i] = PyUnicode_AsUTF8(v);
+            if (!names[i] || !values[i])
+                goto out;
+        }
+    }
+    if (msmon_dynamic_job_key(names, values, (size_t)n, ppid, pid, key, sizeof(key), src, sizeof(src)) != 0) {
+        PyErr_SetString(PyExc_ValueError, "job_key: no key");
+        goto out;
+    }
+    ret = Py_BuildValue("(ss)", key, src);
+out:
+    PyMem_Free(names);
+    PyMem_Free(values);
+    Py_DECREF(items);
+    return ret;
+}
+
+/* use_daemon(msmon, kineto) -> (enabled, warning): the MSMONITOR_USE_DAEMON rule. */
+static PyObject *d_use_daemon(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    const char *a = NULL, *b = NULL;
+    char why[256];
+    int on;
+    if (!PyArg_ParseTuple(args, "zz:use_daemon", &a, &b))
+        return NULL;
+    on = msmon_dynamic_use_daemon(a, b, why, sizeof(why));
+    return Py_BuildValue("(Os)", on ? Py_True : Py_False, why);
+}
+
 static PyMethodDef dynamic_methods[] = {
     {"init", d_init, METH_VARARGS, "init(rank, echo=False) -> int: join dyno mode (0 active, else -errno)."},
     {"step", d_step, METH_NOARGS, "step(): once per iteration."},
@@ -129,6 +187,8 @@ static PyMethodDef dynamic_methods[] = {
     {"info", d_info, METH_NOARGS, "info() -> dict: enabled, creator, polling, registered, ..."},
     {"trace_info", d_trace_info, METH_NOARGS, "trace_info() -> dict: the nputrace window (state, start, stop, flags, ...)."},
     {"attach", d_attach, METH_VARARGS, "attach(path) -> (rc, fd, creator, err): the segment handoff alone."},
+    {"job_key", d_job_key, METH_VARARGS, "job_key(environ, ppid, pid) -> (key, source): the job key rule."},
+    {"use_daemon", d_use_daemon, METH_VARARGS, "use_daemon(msmon, kineto) -> (enabled, warning)."},
     {NULL, NULL, 0, NULL},
 };
 

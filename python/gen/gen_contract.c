@@ -220,16 +220,23 @@ static void config_rules(void)
     static const char *const types[] = { [CFGRULES_BOOL] = "bool",     [CFGRULES_INT] = "int",
                                          [CFGRULES_SECONDS] = "seconds", [CFGRULES_KINDS] = "kinds",
                                          [CFGRULES_DIR] = "dir",       [CFGRULES_EXPORT] = "export",
-                                         [CFGRULES_FILTER] = "filter" };
+                                         [CFGRULES_FILTER] = "filter", [CFGRULES_PYINT] = "pyint",
+                                         [CFGRULES_SWITCH] = "switch", [CFGRULES_ACTIVITIES] = "activities",
+                                         [CFGRULES_TRACE_EXPORT] = "trace_export", [CFGRULES_RANKS] = "ranks",
+                                         [CFGRULES_TEXT] = "text" };
     const struct cfgrules_rule *r;
 
-    printf("# npu-monitor config keys in the CLI's order: (key, type, default, min, max, -1 allowed, command).\n"
+    printf("# npu-monitor and nputrace config keys in the CLI's order: (key, type, default (None: the flag is\n"
+           "# required), min, max, -1 allowed, command).\n"
            "CONFIG_RULES = (\n");
     for (size_t i = 0; (r = cfgrules_at(i)); i++) {
         printf("    (");
         pystr(r->key);
         printf(", \"%s\", ", types[r->type]);
-        pystr(r->dflt);
+        if (r->dflt)
+            pystr(r->dflt);
+        else
+            printf("None");
         printf(", %lld, %lld, %s, ", (long long)r->min, (long long)r->max, r->minus_one ? "True" : "False");
         pystr(r->command);
         printf("),\n");
@@ -328,7 +335,7 @@ static void config_keys(void)
 {
     const struct cfgrules_rule *r;
 
-    printf("# The npu-monitor config keys (KEY_<key>).\n");
+    printf("# The npu-monitor and nputrace config keys (KEY_<key>).\n");
     for (size_t i = 0; (r = cfgrules_at(i)); i++) {
         printf("KEY_%s = ", r->key);
         pystr(r->key);

@@ -7,7 +7,6 @@ job's uid can write (job_key(), docs/python.md "Where the segment lives"); step(
 nputrace status, emits the `step <N>` mstx range and hands status to the poller."""
 import atexit
 import fcntl
-import json
 import os
 import struct
 import sys
@@ -45,26 +44,20 @@ def _dynamic():
     return getattr(IPCMonitor_C, "dynamic", None) if IPCMonitor_C is not None else None
 
 
-def _fnv(h, part):
-    for b in (part or "").encode("utf-8", "surrogateescape"):
-        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return ((h ^ 0x1F) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+def job_key(environ=None, ppid=None, pid=None):
+    """The job key libmsmonitor derives (msmon_dynamic_job_key, one rule for C and Python):
+    MSMONITOR_JOB_KEY, else the launcher's job (torchrun, MPI, Slurm), else the parent pid for a
+    multi-rank job without one, else this process: 16 hex digits."""
+    return job_key_source(environ, ppid, pid)[0]
 
 
-def job_key(environ=None, ppid=None):
-    """The job key libmsmonitor derives (dyn_job_key): MSMONITOR_JOB_KEY, else the launcher's
-    MASTER_ADDR:MASTER_PORT (+ TORCHELASTIC_RUN_ID), else the parent pid; 16 hex digits."""
-    env = os.environ if environ is None else environ
-    h = 0xCBF29CE484222325
-    if env.get("MSMONITOR_JOB_KEY"):
-        parts = ["job", env["MSMONITOR_JOB_KEY"]]
-    elif env.get("MASTER_PORT"):
-        parts = ["master", env.get("MASTER_ADDR"), env["MASTER_PORT"], env.get("TORCHELASTIC_RUN_ID")]
-    else:
-        parts = ["ppid", str(os.getppid() if ppid is None else ppid)]
-    for part in parts:
-        h = _fnv(h, part)
-    return "%016x" % h
+def job_key_source(environ=None, ppid=None, pid=None):
+    """(key, the rule that gave it)."""
+    dyn = _dynamic()
+    if dyn is None or not hasattr(dyn, "job_key"):
+        raise OSError("the IPCMonitor_C extension is not available")
+    env = dict(os.environ if environ is None else environ)
+    return dyn.job_key(env, os.getppid() if ppid is None else ppid, os.getpid() if pid is None else pid)
 
 
 def shm_name(key=None):
@@ -74,22 +67,15 @@ def shm_name(key=None):
 
 def use_daemon_enabled(environ=None):
     """MSMONITOR_USE_DAEMON (or the deprecated KINETO_USE_DAEMON) parsed as an integer;
-    only 1 enables dyno mode."""
+    only 1 enables dyno mode (libmsmonitor's rule, msmon_dynamic_use_daemon)."""
     env = os.environ if environ is None else environ
-    name = "MSMONITOR_USE_DAEMON"
-    raw = env.get(name)
-    if raw is None:
-        raw = env.get("KINETO_USE_DAEMON")
-        if raw is None:
-            return False
-        name = "KINETO_USE_DAEMON"
-        _log("WARNING", "KINETO_USE_DAEMON is deprecated, use MSMONITOR_USE_DAEMON")
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        _log("WARNING", f"Environment variable {name}={raw!r} value not valid, will be set to 0 !")
+    dyn = _dynamic()
+    if dyn is None or not hasattr(dyn, "use_daemon"):
         return False
-    return value == 1
+    enabled, warning = dyn.use_daemon(env.get("MSMONITOR_USE_DAEMON"), env.get("KINETO_USE_DAEMON"))
+    if warning:
+        _log("WARNING", warning)
+    return enabled
 
 
 def _same_file(fd, path):
@@ -117,16 +103,17 @@ def attach_or_create(path):
     return fd, creator
 
 
-def write_config(mm, cfg, now=None):
-    """Publish a config dict as the poller does (tools and tests): JSON text padded with
-    spaces, then the 4-byte timestamp (last, so a rank that sees the new time reads the
-    whole text)."""
-    text = json.dumps(cfg).encode("utf-8")
-    if len(text) > SHM_SIZE - 4:
+def write_config(mm, cfg, now=None, aligned=-1):
+    """Publish a config dict as the poller does (tools and tests): the aligned start step, the
+    KEY=value text padded with spaces, then the 4-byte timestamp (last, so a rank that sees
+    the new time reads the whole text). docs/design/ipc.md#segment."""
+    text = "\n".join(f"{k}={v}" for k, v in cfg.items()).encode("utf-8")
+    if len(text) > SHM_SIZE - 8:
         _log("ERROR", f"config of {len(text)} bytes does not fit the shared memory, dropped")
         return False
-    mm[4:4 + len(text)] = text
-    mm[4 + len(text):SHM_SIZE] = b" " * (SHM_SIZE - 4 - len(text))
+    mm[4:8] = struct.pack("<i", aligned)
+    mm[8:8 + len(text)] = text
+    mm[8 + len(text):SHM_SIZE] = b" " * (SHM_SIZE - 8 - len(text))
     mm[0:4] = struct.pack("<I", int(time.time() if now is None else now) & 0xFFFFFFFF)
     return True
 

@@ -6,14 +6,16 @@
 /* The one exit-code table of dyno (docs/cli.md#exit-codes, docs/design/cli.md#exit-codes):
  * X(name, code, rank, text). `rank` orders the codes when several apply (several hosts or
  * processes): the highest rank is the exit code. A failed target wins over every outcome; a
- * refusal with a reason (rejected, not applied) over a silence (no answer). */
+ * refusal with a reason (rejected, not applied) over a silence (no answer), a silence over a
+ * partial application (something did apply). */
 #define CLI_EXITS(X)                                                                                 \
     X(OK, 0, 0, "ok")                                                                                \
     X(RUNTIME, 1, 9, "runtime failure")                                                              \
     X(USAGE, 2, 10, "usage error")                                                                   \
     X(REJECTED, 3, 8, "a process rejected the command, or a newer one superseded it")                \
     X(NO_ANSWER, 4, 6, "a process did not answer within --wait-s")                                   \
-    X(NOT_APPLIED, 5, 7, "the command reached no process (commandStatus ineffective, refused or unknown)")
+    X(NOT_APPLIED, 5, 7, "the command reached no process (commandStatus ineffective, refused or unknown)") \
+    X(PARTLY, 6, 5, "a process applied the command only partly")
 
 enum cli_exit {
 #define CLI_EXIT_ENUM(name, code, rank, text) CLI_EXIT_##name = code,

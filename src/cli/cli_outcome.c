@@ -18,6 +18,8 @@
 #include "common/log.h"
 #include "common/strutil.h"
 
+#define OUTCOME_PARTLY "applied, partly"
+
 static atomic_int worst;
 
 void cli_outcome_reset(void)
@@ -103,7 +105,7 @@ static void put_clean(struct cli_buf *out, const char *s)
 static bool final(const char *o)
 {
     return strcmp(o, "applied") == 0 || strcmp(o, "rejected") == 0 || strcmp(o, "superseded") == 0 ||
-           strcmp(o, "delivered (unacknowledged)") == 0;
+           strcmp(o, "delivered (unacknowledged)") == 0 || strcmp(o, OUTCOME_PARTLY) == 0;
 }
 
 /* One getConfigOutcomes; NULL (and err) when the daemon could not be asked. */
@@ -142,28 +144,58 @@ static bool all_final(const cJSON *outs, size_t want)
     return n >= want;
 }
 
+/* The processes to report on: every triggered one, then every other pid the outcomes name
+ * (the ranks of a dyno-mode job, each answering the config its job's poller received), in
+ * the daemon's order, each once. Caller frees. */
+static long long *report_pids(const cJSON *outs, const cJSON *triggered, size_t *ret_n)
+{
+    size_t cap = (size_t)cJSON_GetArraySize(triggered) + (size_t)cJSON_GetArraySize(outs) + 1, n = 0;
+    long long *v = calloc(cap, sizeof(*v));
+    const cJSON *t;
+
+    if (!v)
+        return NULL;
+    cJSON_ArrayForEach(t, triggered)
+        v[n++] = cJSON_IsNumber(t) ? (long long)t->valuedouble : -1;
+    cJSON_ArrayForEach(t, outs) {
+        long long pid = int_of(t, "pid", -2);
+        size_t i;
+        for (i = 0; i < n && v[i] != pid; i++)
+            ;
+        if (i == n && pid > 0)
+            v[n++] = pid;
+    }
+    *ret_n = n;
+    return v;
+}
+
 /* The lines for one host; returns the worst exit code among its processes. */
 static int render_outcomes(const char *target, const cJSON *outs, const cJSON *triggered, double wait_s,
                            struct cli_buf *out)
 {
-    size_t n[6] = { 0 }; /* applied, rejected, superseded, unacknowledged, no answer */
-    const cJSON *t, *e;
+    size_t n[6] = { 0 }; /* applied, rejected, superseded, unacknowledged, no answer, partly */
+    const cJSON *e;
     int code = 0;
     bool first = true;
     struct cli_buf js;
+    size_t npids = 0;
+    long long *pids = report_pids(outs, triggered, &npids);
 
     cli_buf_init(&js, CMD_TEXT_MAX);
     cli_buf_puts(&js, "outcomes = [");
-    cJSON_ArrayForEach(t, triggered) {
-        long long pid = cJSON_IsNumber(t) ? (long long)t->valuedouble : -1;
+    for (size_t k = 0; pids && k < npids; k++) {
+        long long pid = pids[k];
         const cJSON *found = NULL;
         const char *o, *why, *state, *shown, *pod;
         long long rank;
         char txt[96];
 
+        /* the newest answer of pid to this token, else its newest entry (a rank can be named
+         * twice: by its own delivery and as a rank of another poller's job) */
         cJSON_ArrayForEach(e, outs)
-            if (int_of(e, "pid", -2) == pid)
-                found = e; /* the newest delivery of this token to pid */
+            if (int_of(e, "pid", -2) == pid && (!found || final(str_of(e, "outcome")) ||
+                                                !final(str_of(found, "outcome"))))
+                found = e;
         o = found ? str_of(found, "outcome") : "";
         pod = found ? str_of(found, "pod") : "";
         why = found ? str_of(found, "reason") : "";
@@ -180,10 +212,12 @@ static int render_outcomes(const char *target, const cJSON *outs, const cJSON *t
             code = CLI_EXIT_REJECTED;
         } else if (strcmp(o, "delivered (unacknowledged)") == 0) {
             n[3]++;
+        } else if (strcmp(o, OUTCOME_PARTLY) == 0) {
+            n[5]++;
+            code = (int)cli_exit_worse((enum cli_exit)code, CLI_EXIT_PARTLY);
         } else {
             n[4]++;
-            if (code != CLI_EXIT_REJECTED)
-                code = CLI_EXIT_NO_ANSWER;
+            code = (int)cli_exit_worse((enum cli_exit)code, CLI_EXIT_NO_ANSWER);
             shown = "no answer";
             snprintf(txt, sizeof(txt), strcmp(o, "delivered") == 0
                      ? "delivered, no acknowledgement within %g s"
@@ -230,9 +264,13 @@ static int render_outcomes(const char *target, const cJSON *outs, const cJSON *t
         cli_buf_puts(&js, "\"}");
         first = false;
     }
+    free(pids);
     cli_buf_puts(&js, "]\n");
     cli_buf_printf(out, "Outcomes: %zu applied, %zu rejected, %zu superseded, %zu delivered (unacknowledged), "
-                        "%zu no answer\n", n[0], n[1], n[2], n[3], n[4]);
+                        "%zu no answer", n[0], n[1], n[2], n[3], n[4]);
+    if (n[5])
+        cli_buf_printf(out, ", %zu applied partly", n[5]);
+    cli_buf_puts(out, "\n");
     cli_buf_append(out, cli_buf_str(&js), js.len);
     cli_buf_fini(&js);
     return code;

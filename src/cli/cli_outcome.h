@@ -34,8 +34,8 @@ void cli_outcome_run_host(const struct cmd_req *req, const char *target, uint16_
                                          char *err, size_t errcap));
 
 /* Forget the outcomes of an earlier run (cli_main calls it first); the exit code of the
- * worst outcome noted since (cli_exit_worse: CLI_EXIT_OK, _REJECTED, _NOT_APPLIED or
- * _NO_ANSWER). */
+ * worst outcome noted since (cli_exit_worse: CLI_EXIT_OK, _REJECTED, _NOT_APPLIED, _NO_ANSWER
+ * or _PARTLY). */
 void cli_outcome_reset(void);
 int cli_outcome_exit(void);
 

@@ -23,7 +23,9 @@ static const char *const export_types[] = {MSMON_OUTPUT_EXPORT_VALUES NULL};
 #define NPU_FLAG_NPU_MONITOR(type, dflt, flag, help)                                                          \
     {flag, CFGRULES_##type == CFGRULES_BOOL ? CLI_FLAG_BOOL : CLI_FLAG_VALUE, false,                          \
      CFGRULES_##type == CFGRULES_BOOL ? NULL : dflt, help},
-#define RULE(key, type, dflt, min, max, minus_one, command, flag, help) NPU_FLAG_##command(type, dflt, flag, help)
+#define NPU_FLAG_NPUTRACE(type, dflt, flag, help) /* nputrace's keys: not this command's flags */
+#define RULE(key, type, dflt, min, max, minus_one, command, flag, help, absent)                                  \
+    NPU_FLAG_##command(type, dflt, flag, help)
 static const struct cli_flag npu_monitor_flags[] = {
 #include "contract/cfgrules.def"
     CLI_OUTCOME_FLAG_NO_WAIT,
@@ -34,6 +36,7 @@ static const struct cli_flag npu_monitor_flags[] = {
 };
 #undef RULE
 #undef NPU_FLAG_NPU_MONITOR
+#undef NPU_FLAG_NPUTRACE
 
 /* Trimmed view copied into out (cap bytes); returns out. */
 static const char *trimmed(const char *s, char *out, size_t cap)
@@ -84,6 +87,13 @@ static int rule_value(const struct cli_args *a, const struct cfgrules_rule *r, c
             return -EINVAL;
         break;
     case CFGRULES_BOOL:
+        break;
+    case CFGRULES_PYINT: /* nputrace's types: no rule of this command has one */
+    case CFGRULES_SWITCH:
+    case CFGRULES_ACTIVITIES:
+    case CFGRULES_TRACE_EXPORT:
+    case CFGRULES_RANKS:
+    case CFGRULES_TEXT:
         break;
     }
     str_copy(out, cap, v, strlen(v));

@@ -194,3 +194,18 @@ bool str_printable(const char *s, size_t cap)
             return false;
     return true;
 }
+
+int str_append(char *dst, size_t cap, const char *src)
+{
+    size_t o = strnlen(dst, cap), n = strlen(src);
+
+    if (o >= cap)
+        return -ENOSPC;
+    if (n > cap - 1 - o) {
+        memcpy(dst + o, src, cap - 1 - o);
+        dst[cap - 1] = '\0';
+        return -ENOSPC;
+    }
+    memcpy(dst + o, src, n + 1);
+    return 0;
+}

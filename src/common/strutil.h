@@ -21,6 +21,9 @@ int str_to_double(const char *s, double *ret);
 void str_trim_view(const char **s, size_t *n, const char *set);
 /* Copy at most cap-1 bytes and NUL-terminate; returns -ENOSPC if truncated. */
 int str_copy(char *dst, size_t cap, const char *src, size_t n);
+/* Append src to the NUL-terminated string in dst (cap), cut to fit (a cut, not an error:
+ * messages built from parts). 0, or -ENOSPC when src was cut. */
+int str_append(char *dst, size_t cap, const char *src);
 bool str_starts_with(const char *s, const char *prefix);
 /* s is NUL-terminated within cap bytes and holds no C0 control byte or DEL (a string another
  * process sent that we show or log as it is). */

@@ -11,11 +11,12 @@
 
 #include "common/strutil.h"
 #include "contract/cfgkeys.h"
+#include "contract/kvtext.h"
 #include "contract/outputs.h"
 
 static const struct cfgrules_rule cfgrules_table[] = {
-#define RULE(key, type, dflt, min, max, minus_one, command, flag, help)                          \
-    { key, CFGRULES_##type, dflt, min, max, minus_one, CFGRULES_COMMAND_##command, flag, help },
+#define RULE(key, type, dflt, min, max, minus_one, command, flag, help, absent)                  \
+    { key, CFGRULES_##type, dflt, min, max, minus_one, CFGRULES_COMMAND_##command, flag, help, absent },
 #include "contract/cfgrules.def"
 #undef RULE
 };
@@ -50,6 +51,28 @@ int cfgrules_int(const struct cfgrules_rule *r, const char *text, int64_t *ret)
             return -EINVAL;
         v = u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
     }
+    *ret = v;
+    if (r->minus_one && v == -1)
+        return 0;
+    return v < r->min || v > r->max ? -ERANGE : 0;
+}
+
+bool cfgrules_for(const struct cfgrules_rule *r, const char *command)
+{
+    return r && command && strcmp(r->command, command) == 0;
+}
+
+size_t cfgrules_count(void)
+{
+    return CFGRULES_COUNT;
+}
+
+int cfgrules_pyint(const struct cfgrules_rule *r, const char *text, int32_t *ret)
+{
+    int32_t v;
+
+    if (!r || !text || r->type != CFGRULES_PYINT || kvtext_int(text, &v) != 0)
+        return -EINVAL;
     *ret = v;
     if (r->minus_one && v == -1)
         return 0;

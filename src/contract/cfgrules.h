@@ -1,7 +1,8 @@
-/* cfgrules: the value rules of the npu-monitor config keys (type, default, range, command,
- * the CLI's flag, reason and help), one table (cfgrules.def) that the CLI builds its flags from
- * and checks them against and the plugin reads values by, so the two cannot disagree on a range
- * (docs/design/contract.md#npu-monitor-keys). */
+/* cfgrules: the value rules of the npu-monitor and nputrace config keys (type, default, range,
+ * command, the CLI's flag and help, what the plugin reads for an absent key), one table
+ * (cfgrules.def) that the CLI builds its flags from and checks them against and the plugin
+ * reads values by, so the two cannot disagree on a range (docs/design/contract.md#npu-monitor-keys,
+ * #nputrace-keys). */
 #ifndef MSMON_CONTRACT_CFGRULES_H
 #define MSMON_CONTRACT_CFGRULES_H
 
@@ -17,10 +18,17 @@ enum cfgrules_type {
     CFGRULES_DIR,     /* directory path */
     CFGRULES_EXPORT,  /* export type */
     CFGRULES_FILTER,  /* filter grammar */
+    CFGRULES_PYINT,   /* a whole decimal int32 as Python's int(str) reads it, in [min, max] (or -1) */
+    CFGRULES_SWITCH,  /* a torch.profiler / msprof switch: on only for `true` (any case) */
+    CFGRULES_ACTIVITIES, /* PROFILE_ACTIVITIES: CPU and/or NPU */
+    CFGRULES_TRACE_EXPORT, /* PROFILE_EXPORT_TYPE: Text or Db, any case */
+    CFGRULES_RANKS,   /* PROFILE_RANK_LIST: None or a comma list of ranks */
+    CFGRULES_TEXT,    /* passed along, not read by the plugin */
 };
 
 /* The dyno subcommands of the table's command column. */
 #define CFGRULES_COMMAND_NPU_MONITOR "npu-monitor"
+#define CFGRULES_COMMAND_NPUTRACE "nputrace"
 
 struct cfgrules_rule {
     const char *key;
@@ -31,6 +39,7 @@ struct cfgrules_rule {
     const char *command;
     const char *flag;
     const char *help;
+    const char *absent;   /* the plugin's reading of a missing key; NULL = required */
 };
 
 /* The rule of key (exact spelling); NULL for a key without one. Static storage. */
@@ -41,6 +50,13 @@ const struct cfgrules_rule *cfgrules_at(size_t i);
  * integer outside the range; -EINVAL when it is not one (a sign only where the range allows
  * negatives or -1), or r is not INT. */
 int cfgrules_int(const struct cfgrules_rule *r, const char *text, int64_t *ret);
+/* A PYINT value by rule r (kvtext_int: surrounding blanks allowed, a whole int32): 0 and *ret
+ * in range; -ERANGE with *ret set outside the range; -EINVAL not an int32, or r not PYINT. */
+int cfgrules_pyint(const struct cfgrules_rule *r, const char *text, int32_t *ret);
+/* The rule sent by `dyno <command>` (CFGRULES_COMMAND_*). */
+bool cfgrules_for(const struct cfgrules_rule *r, const char *command);
+/* Number of rules in the table. */
+size_t cfgrules_count(void);
 /* The CLI's reason for a value out of rule r, into buf (always terminated), built from the rule
  * and the table it names: a BOOL's "Must be true or false", an INT's range ("Must be an integer
  * in [100, 500000]", "Must be -1 or an integer greater than or equal to 2"), the exportable rows

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "common/strutil.h"
-#include "contract/cfgkeys.h"
 #include "common/utf8.h"
 
 #define CJX_NUM_MAX 63 /* cJSON cannot read longer numbers either */
@@ -367,100 +366,3 @@ void cjx_write(struct jw *w, const cJSON *v)
     }
 }
 
-/* str() of a flat member and its truthiness; NULL for types the handoff never writes. */
-static const char *cjx_flat_value(const cJSON *c, bool *ret_truthy)
-{
-    if (cJSON_IsString(c)) {
-        *ret_truthy = c->valuestring[0] != '\0';
-        return c->valuestring;
-    }
-    if (cJSON_IsBool(c)) {
-        *ret_truthy = cJSON_IsTrue(c);
-        return *ret_truthy ? "True" : "False";
-    }
-    if (cJSON_IsNumber(c)) {
-        *ret_truthy = c->valuedouble != 0.0;
-        return c->valuestring;
-    }
-    return NULL;
-}
-
-int cjx_flat_object(const char *text, size_t len, struct kvtext *ret, bool *ret_is_valid)
-{
-    cJSON *root = NULL;
-    size_t need = 0;
-    char *o;
-    int rc;
-
-    kvtext_init(ret);
-    *ret_is_valid = false;
-    rc = cjx_parse(text, len, 1, &root);
-    if (rc < 0)
-        goto out;
-    rc = -EINVAL;
-    if (!cJSON_IsObject(root))
-        goto out;
-    for (const cJSON *c = root->child; c; c = c->next) {
-        bool truthy = false;
-        const char *v = cjx_flat_value(c, &truthy);
-        if (!v)
-            goto out;
-        need += strlen(c->string) + strlen(v) + 2;
-    }
-    /* One arena for every key and value, so kvtext_fini() frees the lot. */
-    rc = -ENOMEM;
-    ret->store = malloc(need + 1);
-    if (!ret->store)
-        goto out;
-    o = ret->store;
-    rc = 0;
-    for (const cJSON *c = root->child; c && rc == 0; c = c->next) {
-        bool truthy = false;
-        const char *v = cjx_flat_value(c, &truthy);
-        size_t kl = strlen(c->string) + 1, vl = strlen(v) + 1;
-        if (strcmp(c->string, CFGKEY_IS_VALID) == 0) {
-            *ret_is_valid = truthy;
-            continue;
-        }
-        memcpy(o, c->string, kl);
-        memcpy(o + kl, v, vl);
-        rc = kvtext_put(ret, o, o + kl);
-        o += kl + vl;
-    }
-out:
-    cJSON_Delete(root);
-    return rc;
-}
-
-void cjx_flat_object_write(struct jw *w, const struct kvtext *kv, bool is_valid)
-{
-    size_t idx[KVTEXT_MAX_KEYS], n = 0;
-    bool valid_done = !is_valid;
-
-    for (size_t i = 0; i < kv->n; i++) {
-        size_t j;
-        if (strcmp(kv->keys[i], CFGKEY_IS_VALID) == 0)
-            continue;
-        /* insertion sort: at most KVTEXT_MAX_KEYS keys, once per config */
-        for (j = n; j > 0 && strcmp(kv->keys[idx[j - 1]], kv->keys[i]) > 0; j--)
-            idx[j] = idx[j - 1];
-        idx[j] = i;
-        n++;
-    }
-    jw_obj_begin(w);
-    for (size_t i = 0; i < n; i++) {
-        const char *k = kv->keys[idx[i]];
-        if (!valid_done && strcmp(k, CFGKEY_IS_VALID) > 0) {
-            jw_key(w, CFGKEY_IS_VALID);
-            jw_bool(w, true);
-            valid_done = true;
-        }
-        jw_key(w, k);
-        jw_str(w, kv->values[idx[i]]);
-    }
-    if (!valid_done) {
-        jw_key(w, CFGKEY_IS_VALID);
-        jw_bool(w, true);
-    }
-    jw_obj_end(w);
-}

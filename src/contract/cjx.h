@@ -2,7 +2,7 @@
  * 64-bit integers (ns timestamps, job ids), RFC 8259 numbers, strict strings (valid UTF-8, no
  * raw control bytes, no \u0000 since values become C strings), a nesting bound, last-wins
  * member lookup, nlohmann's type names and its compact sorted dump. Used by the daemon (RPC
- * bodies, data datagrams) and the shm handoff (the flat config object). */
+ * bodies, data datagrams). */
 #ifndef MSMON_CONTRACT_CJX_H
 #define MSMON_CONTRACT_CJX_H
 
@@ -13,7 +13,6 @@
 #include <cjson/cJSON.h>
 
 #include "common/jw.h"
-#include "contract/kvtext.h"
 
 /* Parse exactly text[0..len) (whitespace around the value allowed). Nesting deeper than
  * max_depth (arrays and objects count, {"a":[1]} is 2) fails. Every number item carries its
@@ -40,16 +39,5 @@ int cjx_to_i64(const cJSON *v, int64_t lo, int64_t hi, int64_t *ret);
 /* Compact nlohmann dump(): keys sorted byte-wise, duplicates collapsed to the last, integers
  * exact, doubles shortest round-trip. Errors land in w->err. */
 void cjx_write(struct jw *w, const cJSON *v);
-
-/* The shm handoff's config object (docs/design/ipc.md#segment): one flat object whose members are
- * strings, true/false or numbers (null, arrays and objects are refused). Values take
- * Python's str() form: strings as is, true -> "True", false -> "False", numbers verbatim.
- * Member "is_valid" is not stored; its truthiness goes to *ret_is_valid (false when absent).
- * Fills *ret (kvtext_fini even on error). 0, -EINVAL, -ENOMEM, -E2BIG (too many keys). */
-int cjx_flat_object(const char *text, size_t len, struct kvtext *ret, bool *ret_is_valid);
-/* The writer side of the same object: compact JSON, keys sorted byte-wise, every value a
- * string, plus "is_valid": true in its sorted place when is_valid (a kv key "is_valid" is
- * skipped). What the poller writes into the segment (docs/design/ipc.md#poller). Errors in w->err. */
-void cjx_flat_object_write(struct jw *w, const struct kvtext *kv, bool is_valid);
 
 #endif

@@ -1,5 +1,5 @@
 /* outputs: the table of the plugin's outputs, written once (docs/design/session.md#outputs).
- * The pipeline's output registry (plugin/pipeline/output.h) has the ops of each row; mconfig
+ * The pipeline's output registry (plugin/pipeline/output.h) has the ops of each row; pconfig
  * and the CLI's --export-type take their accepted values and help from it: adding an output is
  * one row here plus its file. */
 #ifndef MSMON_CONTRACT_OUTPUTS_H

@@ -41,6 +41,12 @@ static const char *const penv_names[PENV_COUNT] = {
     [PENV_MASTER_PORT] = "MASTER_PORT",
     [PENV_TORCHELASTIC_RUN_ID] = "TORCHELASTIC_RUN_ID",
     [PENV_XDG_RUNTIME_DIR] = "XDG_RUNTIME_DIR",
+    [PENV_PMIX_NAMESPACE] = "PMIX_NAMESPACE",
+    [PENV_OMPI_JOBID] = "OMPI_MCA_ess_base_jobid",
+    [PENV_SLURM_JOB_ID] = "SLURM_JOB_ID",
+    [PENV_SLURM_STEP_ID] = "SLURM_STEP_ID",
+    [PENV_PMI_SIZE] = "PMI_SIZE",
+    [PENV_OMPI_WORLD_SIZE] = "OMPI_COMM_WORLD_SIZE",
     [PENV_POD_NAME] = "POD_NAME",
     [PENV_POD_NAMESPACE] = "POD_NAMESPACE",
     [PENV_NODE_NAME] = "NODE_NAME",
@@ -97,4 +103,12 @@ void penv_reload(void)
 {
     pthread_once(&penv_once, penv_read_all);
     penv_read_all();
+}
+
+const char *penv_lookup(const char *name)
+{
+    for (int i = 0; name && i < PENV_COUNT; i++)
+        if (strcmp(penv_names[i], name) == 0)
+            return penv_get((enum penv_id)i);
+    return NULL;
 }

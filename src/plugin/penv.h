@@ -25,21 +25,27 @@ enum penv_id {
     PENV_RANK_ID,               /* RANK_ID */
     PENV_SOCKET_DIR,            /* MSMONITOR_SOCKET_DIR (read by ipc_socket_dir too) */
     PENV_TEST_BUFFER_SIZE,      /* MSMONITOR_TEST_BUFFER_SIZE: test knob, see bufpool.h */
-    PENV_SHM_DIR,               /* MSMONITOR_SHM_DIR: dyno-mode segment directory (dynamic.h) */
+    PENV_SHM_DIR,               /* MSMONITOR_SHM_DIR: dyno-mode segment directory (shm_segment.h) */
     PENV_POLL_INTERVAL_S,       /* MSMONITOR_POLL_INTERVAL_S: dyno-mode poll period */
     PENV_SHM_STALE_S,           /* MSMONITOR_SHM_STALE_S: stale-rule threshold (tests) */
-    PENV_RETRY_INITIAL_S,       /* MSMONITOR_RETRY_INITIAL_S: first registration retry delay (control.h) */
+    PENV_RETRY_INITIAL_S,       /* MSMONITOR_RETRY_INITIAL_S: first registration retry delay (poller.h) */
     PENV_RETRY_MAX_S,           /* MSMONITOR_RETRY_MAX_S: back-off cap, <= 30 s */
     PENV_CUPTI_LIB,             /* MSMONITOR_CUPTI_LIB (docs/design/session.md#cupti-backend) */
     PENV_CUDA_HOME,             /* CUDA_HOME */
     PENV_CUDA_INJECTION,        /* CUDA_INJECTION64_PATH: set when the driver injected us */
     PENV_DATA_BACKLOG_BYTES,    /* MSMONITOR_DATA_BACKLOG_BYTES: undelivered metric data cap (backlog.h) */
     PENV_WORLD_SIZE,            /* WORLD_SIZE: the job's ranks, for the nputrace header */
-    PENV_JOB_KEY,               /* MSMONITOR_JOB_KEY: names this job's dyno-mode segment (dynamic.h) */
+    PENV_JOB_KEY,               /* MSMONITOR_JOB_KEY: names this job's dyno-mode segment (job_key.h) */
     PENV_MASTER_ADDR,           /* MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID: the launcher's */
     PENV_MASTER_PORT,           /*   rendezvous, the default job key */
     PENV_TORCHELASTIC_RUN_ID,
     PENV_XDG_RUNTIME_DIR,       /* XDG_RUNTIME_DIR: fallback home of the segment */
+    PENV_PMIX_NAMESPACE,        /* PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid, SLURM_JOB_ID, SLURM_STEP_ID, */
+    PENV_OMPI_JOBID,            /*   PMI_SIZE, OMPI_COMM_WORLD_SIZE: the launchers' job identity */
+    PENV_SLURM_JOB_ID,          /*   and size, for the job key (job_key.h) */
+    PENV_SLURM_STEP_ID,
+    PENV_PMI_SIZE,
+    PENV_OMPI_WORLD_SIZE,
     /* the downward-API variables, in contract/podid.h's field order (test_penv_pod checks the
      * names against it): what the process says about its pod (docs/deploy.md#attribution) */
     PENV_POD_NAME,              /* POD_NAME */
@@ -56,6 +62,8 @@ bool penv_set(enum penv_id id);
 /* "1" exactly (the boolean switches of docs/design/contract.md#environment-variables). */
 bool penv_is_one(enum penv_id id);
 const char *penv_name(enum penv_id id);
+/* penv_get by the variable's name (a name outside the table reads as unset). */
+const char *penv_lookup(const char *name);
 /* Re-read every variable (tests only; not thread-safe against concurrent penv_get). */
 void penv_reload(void);
 

@@ -15,8 +15,9 @@ def dyn_rank():
 
 
 def seg_name(key):
-    """The segment name of a job whose MSMONITOR_JOB_KEY is `key` (dynamic.c dyn_job_key:
-    FNV-1a 64 over "job", key, each part followed by 0x1f)."""
+    """The segment name of a job whose MSMONITOR_JOB_KEY is `key`, computed here on its own to
+    check the library's (dynamic.c dyn_job_key: FNV-1a 64 over "job", key, each part followed
+    by 0x1f)."""
     h = 0xCBF29CE484222325
     for part in ("job", key):
         for b in part.encode():
@@ -35,11 +36,13 @@ def plugin_log(d):
 
 def rank_env(base, shm, logdir, rank, **extra):
     """Environment of one dyn_rank: dyno mode over the simulator, segment in `shm`, plugin log
-    under `logdir`; `extra` overrides (e.g. the retry back-off)."""
+    under `logdir`; `extra` overrides (e.g. the retry back-off). The ranks a test starts are
+    one job started by one parent, as a launcher's would be: WORLD_SIZE says there are several
+    (without it each would be a single-process job of its own, docs/python.md)."""
     env = dict(base)
     env.update({"MSMONITOR_USE_DAEMON": "1", "MSMONITOR_SHM_DIR": str(shm), "MSMONITOR_POLL_INTERVAL_S": "0.3",
                 "MSMONITOR_MSPTI_LIB": binpath("libmspti.so"), "MSMONITOR_LOG_PATH": str(logdir),
-                "RANK": str(rank), "MSSIM_WL_STEPS": "0", "MSSIM_WL_RATE": "20"})
+                "RANK": str(rank), "WORLD_SIZE": "2", "MSSIM_WL_STEPS": "0", "MSSIM_WL_RATE": "20"})
     env.pop("MSMONITOR_NATIVE_POLL", None)
     env.update({k: str(v) for k, v in extra.items()})
     return env

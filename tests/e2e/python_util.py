@@ -61,5 +61,20 @@ def read_dump(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def children_of(ppid):
+    """Pids whose parent is ppid (a launcher's ranks)."""
+    kids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == ppid:
+                    kids.append(int(pid))
+        except (OSError, IndexError, ValueError):
+            continue
+    return kids
+
+
 __all__ = ["BUILD", "SOURCE", "PYTHON", "PKG", "SIM_LIB", "sys", "require_packages", "py_env",
-           "run_py", "last_json", "read_dump", "wait_polling"]
+           "run_py", "last_json", "read_dump", "wait_polling", "children_of"]

@@ -6,6 +6,7 @@ not found (case 6), a dead pid (gone at once), and in dyno mode every rank liste
 never steps (case 4), and a rank that attaches after the config was published."""
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -210,7 +211,14 @@ def test_dyno_mode_ranks_listed_no_step_and_late_attach(daemon, tmp_path):
         # a config published: the rank that never steps is marked, with the fix
         t0 = int(time.time())
         wait_until(lambda: int(time.time()) > t0, 5, "the next whole second")
-        start_monitor(daemon, "--mspti-activity-kind", "Kernel")
+        # every rank answers for itself: the one that never steps is the one without an answer
+        r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--report-interval-s", "1",
+                     "--mspti-activity-kind", "Kernel", "--wait-s", "5")
+        assert r.returncode == 4 and '"commandStatus":"effective"' in r.stdout, r.stdout + r.stderr
+        assert re.search(r"^Outcome: localhost pid %d rank 2: no answer: delivered, no acknowledgement" % idle.p.pid,
+                         r.stdout, re.M), r.stdout
+        for pid in (creator.p.pid, stepping.p.pid):
+            assert re.search(r"^Outcome: localhost pid %d rank [01]: applied \(Running\)$" % pid, r.stdout, re.M)
         text = wait_mark(daemon, idle.p.pid, "no_step")
         assert "last step: never" in text and "forward hook" in text and "step()" in text
         for pid in (creator.p.pid, stepping.p.pid):

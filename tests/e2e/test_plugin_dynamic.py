@@ -70,10 +70,12 @@ def test_two_c_ranks_shm_handoff(make_daemon, tmp_path):
             raw = f.read()
         assert len(raw) == SHM_SIZE
         assert struct.unpack("<I", raw[:4])[0] >= int(time.time()) - 60
-        cfg = json.loads(raw[4:].rstrip(b" "))
-        assert cfg["is_valid"] is True and cfg["NPU_MONITOR_START"] == "true"
+        # the daemon's text as delivered, not a re-encoding (docs/design/ipc.md#segment)
+        text = raw[8:].rstrip(b" ").decode()
+        cfg = dict(line.strip().split("=", 1) for line in text.splitlines() if "=" in line)
+        assert cfg["NPU_MONITOR_START"] == "true" and cfg["REQUEST_TRACE_ID"].isdigit()
         assert cfg["MSPTI_ACTIVITY_KIND"] == "Kernel,Marker"
-        assert list(cfg) == sorted(cfg)
+        assert "is_valid" not in cfg
 
         # Each rank runs its own session and writes its own files (pid in the name).
         def both_have_kernels_and_steps():
@@ -203,7 +205,7 @@ while not os.path.exists(flag):
     time.sleep(0.02)
 write_config(mm, {"NPU_MONITOR_START": "true", "NPU_MONITOR_STOP": "false", "DURATION": "-1",
                   "MSPTI_ACTIVITY_KIND": "Kernel", "REPORT_INTERVAL_S": "1",
-                  "NPU_MONITOR_EXPORT_TYPE": "Jsonl", "NPU_MONITOR_LOG_FILE": out, "is_valid": True})
+                  "NPU_MONITOR_EXPORT_TYPE": "Jsonl", "NPU_MONITOR_LOG_FILE": out})
 print("written", flush=True)
 time.sleep(600)
 """
@@ -211,7 +213,7 @@ time.sleep(600)
 
 def test_python_written_segment_drives_c_rank(tmp_path):
     """Interop: the segment created and written by msmonitor.dynamic_profile's own functions
-    (json.dumps form) is attached and applied by a C rank."""
+    (its KEY=value text) is attached and applied by a C rank."""
     shm = tmp_path / "shm"
     shm.mkdir()
     nosock = tmp_path / "nosock"

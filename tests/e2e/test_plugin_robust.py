@@ -35,11 +35,12 @@ def _start(daemon, kinds, *extra, interval="1"):
     assert r.returncode == 0, r.stderr + r.stdout
 
 
-def _start_rejected(daemon, kinds, reason):
-    """Issue 22: a start the process refuses (in whole or in part) is exit 3 with its reason."""
+def _start_rejected(daemon, kinds, reason, code=3):
+    """A start the process refuses is exit 3 with its reason; one it takes only in part is
+    `applied, partly` with what is missing, exit 6 (docs/cli.md#outcomes-and-exit-codes)."""
     r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--report-interval-s", "1",
                  "--mspti-activity-kind", kinds, "--wait-s", "60", timeout=120)
-    assert r.returncode == 3, r.stderr + r.stdout
+    assert r.returncode == code, r.stderr + r.stdout
     assert reason in r.stdout, r.stdout
     return r
 
@@ -227,9 +228,9 @@ def test_enable_error_profile_8_0_hccl(daemon):
     w = Workload(daemon, tmp, extra_env={"MSSIM_PROFILE": "8.0"})
     try:
         wait_registered(daemon, w.p.pid)
-        # the start is rejected naming the kind, and runs with the kinds that could be enabled
-        _start_rejected(daemon, "Kernel,Hccl", "rejected (Running): mspti could not enable Hccl: MsptiMonitor "
-                                               "enableActivity failed, kind: Hccl")
+        # the start applies partly, naming the kind, and runs with the kinds that could be enabled
+        _start_rejected(daemon, "Kernel,Hccl", "applied, partly (Running): Hccl not enabled (mspti could not enable "
+                                               "Hccl: MsptiMonitor enableActivity failed, kind: Hccl", code=6)
         _wait_any(w, [ENABLE_FAILED.format("Hccl", r) for r in
                       ("MSPTI_ERROR_INVALID_PARAMETER", "One or more of the parameters is invalid.")])
         daemon.wait_log('"kind":"Kernel"', timeout=20)
@@ -244,8 +245,9 @@ def test_enable_error_26_0_without_preload(daemon):
     w = Workload(daemon, tmp, extra_env={"MSSIM_PROFILE": "26.0"})
     try:
         wait_registered(daemon, w.p.pid)
-        _start_rejected(daemon, "Memory,Kernel", "rejected (Running): mspti could not enable Memory: MsptiMonitor "
-                                                 "enableActivity failed, kind: Memory")
+        _start_rejected(daemon, "Memory,Kernel", "applied, partly (Running): Memory not enabled (mspti could not "
+                                                 "enable Memory: MsptiMonitor enableActivity failed, kind: Memory",
+                        code=6)
         _wait_any(w, [ENABLE_FAILED.format("Memory", r) + PRELOAD_HINT for r in
                       ("MSPTI_ERROR_WITHOUT_LD_PRELOAD", "The operation requires LD_PRELOAD injection.")])
         daemon.wait_log('"kind":"Kernel"', timeout=20)

@@ -117,13 +117,12 @@ def test_fake_daemon_reply_from_another_uid_is_refused(make_daemon, tmp_path, us
 # private directory (0777) with a 0666 segment in it, and the segment name at the top level,
 # each holding a config that would make the root rank write into the victim directory.
 SQUAT = r"""
-import json, os, struct, sys, time
+import os, struct, sys, time
 shared, uid, name, victim = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 cfg = {"NPU_MONITOR_START": "true", "NPU_MONITOR_STOP": "false", "REPORT_INTERVAL_S": "1",
-       "MSPTI_ACTIVITY_KIND": "Kernel", "NPU_MONITOR_EXPORT_TYPE": "DB", "NPU_MONITOR_LOG_FILE": victim,
-       "is_valid": True}
-text = json.dumps(cfg).encode()
-blob = struct.pack("<I", int(time.time()) + 3600) + text + b" " * ((1 << 20) - 4 - len(text))
+       "MSPTI_ACTIVITY_KIND": "Kernel", "NPU_MONITOR_EXPORT_TYPE": "DB", "NPU_MONITOR_LOG_FILE": victim}
+text = "\n".join(k + "=" + v for k, v in cfg.items()).encode()
+blob = struct.pack("<Ii", int(time.time()) + 3600, -1) + text + b" " * ((1 << 20) - 8 - len(text))
 priv = os.path.join(shared, "msmonitor-" + uid)
 os.mkdir(priv)
 os.chmod(priv, 0o777)

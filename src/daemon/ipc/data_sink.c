@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/jw.h"
 #include "common/log.h"
@@ -343,6 +344,8 @@ static void take_ack(struct data_router *dr, const cJSON *msg, const struct data
         o = REG_OUT_REJECTED;
     else if (strcmp(ov->valuestring, "superseded") == 0)
         o = REG_OUT_SUPERSEDED;
+    else if (strcmp(ov->valuestring, "partly") == 0)
+        o = REG_OUT_PARTLY;
     else {
         bad_ack(dr, "unknown outcome");
         return;
@@ -350,7 +353,37 @@ static void take_ack(struct data_router *dr, const cJSON *msg, const struct data
     int rc = registry_ack(dr->reg, node, id, o, (int32_t)rank, rv ? rv->valuestring : "",
                           sv ? sv->valuestring : "");
     if (rc != 0)
-        bad_ack(dr, rc == -EALREADY ? "the config already has its outcome" : "no such delivery to that pid");
+        bad_ack(dr, rc == -EALREADY ? "the config already has its outcome"
+                                    : "no such delivery to that pid or to its dyno-mode job");
+}
+
+/* A dyno-mode rank names its job's key in its PluginHealth: the registry groups the ranks of
+ * a job by it, so each rank's acknowledgement of a config the job's poller received counts
+ * (registry_note_member). node: its pid as the node numbers it; ns_pid: as it says. Its uid and
+ * pid namespace are the kernel's: the owner of /proc/<node>, the inode of its ns/pid. */
+static void take_member(struct data_router *dr, const cJSON *msg, int32_t node, int32_t ns_pid, int32_t rank,
+                        uint64_t now_ns)
+{
+    const cJSON *kv = cjx_get(msg, "job_key");
+    struct reg_member_id who = { node, ns_pid, 0, 0 };
+    struct peer_id id;
+    char proc[48];
+    struct stat st;
+
+    if (!dr->reg || !is_str(kv) || !kv->valuestring[0])
+        return;
+    snprintf(proc, sizeof(proc), "/proc/%d", (int)node);
+    if (stat(proc, &st) != 0)
+        return;
+    who.uid = st.st_uid;
+    if (dr->peers && peer_lookup(dr->peers, node, &id) == 0) {
+        who.pidns = id.pidns;
+    } else {
+        snprintf(proc, sizeof(proc), "/proc/%d/ns/pid", (int)node);
+        if (stat(proc, &st) == 0)
+            who.pidns = (uint64_t)st.st_ino;
+    }
+    (void)registry_note_member(dr->reg, &who, kv->valuestring, rank, now_ns);
 }
 
 /* PluginHealth (ours, daemon/ipc/health.h): shown by getStatus, never acted on. A report from a
@@ -381,7 +414,7 @@ static void take_health(struct data_router *dr, const cJSON *msg, const struct d
     }
     if (dr->peers && sender && sender->pid > 0)
         (void)peer_set_self(dr->peers, node, &pod);
-    (void)now_ns;
+    take_member(dr, msg, node, pid, h.rank, now_ns);
 }
 
 int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_t now_ns)

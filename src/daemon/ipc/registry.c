@@ -43,6 +43,17 @@ struct reg_ctxt {
     int32_t pid;
 };
 
+/* A dyno-mode rank as its PluginHealth names it: the ranks of one job share a key. */
+struct reg_member {
+    int32_t pid;
+    int32_t ns_pid;
+    uid_t uid;
+    uint64_t pidns;
+    int32_t rank;
+    char key[17];
+    uint64_t last_ns;
+};
+
 struct registry {
     pthread_mutex_t mu;
     char hostname[256];
@@ -57,6 +68,10 @@ struct registry {
     int uid_quota;                     /* <= 0: none */
     bool check_alive;
     uint64_t seq;                      /* deliveries so far: makes each config id unique */
+    struct reg_member *members;        /* REG_MEMBERS_CAP */
+    size_t nmembers;
+    struct reg_cfg_entry *mhist;       /* ring of REG_MEMBER_HISTORY ranks' entries */
+    unsigned nmhist;                   /* pushed so far; newest at (nmhist - 1) % cap */
 };
 
 void registry_set_policy(struct registry *r, int uid_quota, bool check_alive)
@@ -71,6 +86,28 @@ void registry_set_policy(struct registry *r, int uid_quota, bool check_alive)
 static bool pid_dead(int32_t pid)
 {
     return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* A process that will never poll or answer again: gone, or a zombie its launcher has not
+ * reaped yet (its ranks' launcher may be waiting on another child first). */
+static bool proc_gone(int32_t pid)
+{
+    char path[64], buf[512];
+    const char *rp;
+    FILE *f;
+    size_t n;
+
+    if (pid_dead(pid))
+        return true;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "re");
+    if (!f)
+        return false; /* another pid namespace: its report is all there is */
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
 }
 
 /* A sorted pid set contains pid (binary search). */
@@ -131,7 +168,12 @@ int registry_create(const char *hostname, struct registry **ret)
     if (!r)
         return -ENOMEM;
     r->procs = calloc(REGISTRY_MAX_PROCS, sizeof(*r->procs));
-    if (!r->procs) {
+    r->members = calloc(REG_MEMBERS_CAP, sizeof(*r->members));
+    r->mhist = calloc(REG_MEMBER_HISTORY, sizeof(*r->mhist));
+    if (!r->procs || !r->members || !r->mhist) {
+        free(r->procs);
+        free(r->members);
+        free(r->mhist);
         free(r);
         return -ENOMEM;
     }
@@ -150,6 +192,8 @@ void registry_destroy(struct registry *r)
         free(r->procs[i]);
     }
     free(r->procs);
+    free(r->members);
+    free(r->mhist);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }
@@ -207,6 +251,7 @@ const char *registry_outcome_name(enum reg_outcome o)
     case REG_OUT_APPLIED: return "applied";
     case REG_OUT_REJECTED: return "rejected";
     case REG_OUT_SUPERSEDED: return "superseded";
+    case REG_OUT_PARTLY: return "applied, partly";
     }
     return "none";
 }
@@ -214,7 +259,115 @@ const char *registry_outcome_name(enum reg_outcome o)
 bool registry_outcome_final(enum reg_outcome o)
 {
     return o == REG_OUT_UNACKED || o == REG_OUT_APPLIED || o == REG_OUT_REJECTED ||
-           o == REG_OUT_SUPERSEDED;
+           o == REG_OUT_SUPERSEDED || o == REG_OUT_PARTLY;
+}
+
+/* ---- the ranks of dyno-mode jobs: one segment per job, one poller (the process delivered
+ * to), every rank applies and answers (docs/design/ipc.md#ranks) ---- */
+
+static struct reg_member *member_find(struct registry *r, int32_t pid)
+{
+    for (size_t i = 0; i < r->nmembers; i++)
+        if (r->members[i].pid == pid)
+            return &r->members[i];
+    return NULL;
+}
+
+/* The ranks that share the job of the process p (its own rank excluded, lead): of p's uid and
+ * of its rank's pid namespace (a key made of a container's ppid may be another container's). */
+static bool member_of(const struct reg_member *lead, const struct reg_member *m, const struct reg_proc *p)
+{
+    return m != lead && m->pid != p->node && m->uid == p->uid && m->pidns == lead->pidns &&
+           strcmp(m->key, lead->key) == 0;
+}
+
+static struct reg_cfg_entry *mhist_push(struct registry *r)
+{
+    struct reg_cfg_entry *e = &r->mhist[r->nmhist++ % REG_MEMBER_HISTORY];
+    memset(e, 0, sizeof(*e));
+    e->rank = -1;
+    return e;
+}
+
+static struct reg_cfg_entry *mhist_find(struct registry *r, uint64_t id, int32_t pid)
+{
+    unsigned n = r->nmhist < REG_MEMBER_HISTORY ? r->nmhist : REG_MEMBER_HISTORY;
+    for (unsigned i = 0; i < n; i++)
+        if (r->mhist[i].id == id && r->mhist[i].pid == pid)
+            return &r->mhist[i];
+    return NULL;
+}
+
+/* The ranks' entries of delivery id move with it: from pending to how it was handed over,
+ * or to superseded with the delivery. */
+static void mhist_follow(struct registry *r, uint64_t id, enum reg_outcome to, const char *reason)
+{
+    unsigned n = r->nmhist < REG_MEMBER_HISTORY ? r->nmhist : REG_MEMBER_HISTORY;
+    for (unsigned i = 0; i < n; i++) {
+        struct reg_cfg_entry *e = &r->mhist[i];
+        if (e->id != id || e->outcome != REG_OUT_PENDING)
+            continue;
+        e->outcome = to;
+        if (reason)
+            snprintf(e->reason, sizeof(e->reason), "%s", reason);
+    }
+}
+
+/* A process that polls for itself: it has a delivery of its own, not a rank's entry. */
+static bool polls_itself(const struct registry *r, int32_t pid)
+{
+    for (size_t i = 0; i < r->nprocs; i++)
+        if (r->procs[i]->node == pid)
+            return true;
+    return false;
+}
+
+/* An entry for each rank of p's job, for the delivery just made to it (e). */
+static void mhist_expect(struct registry *r, const struct reg_proc *p, const struct reg_cfg_entry *e)
+{
+    const struct reg_member *lead = member_find(r, p->node);
+
+    if (!lead)
+        return;
+    for (size_t i = 0; i < r->nmembers; i++) {
+        const struct reg_member *m = &r->members[i];
+        if (!member_of(lead, m, p) || polls_itself(r, m->pid) || (r->check_alive && proc_gone(m->pid)))
+            continue;
+        struct reg_cfg_entry *x = mhist_push(r);
+        *x = *e;
+        x->pid = m->pid;
+        x->ns_pid = m->ns_pid;
+        x->via = p->node;
+        x->rank = m->rank;
+    }
+}
+
+int registry_note_member(struct registry *r, const struct reg_member_id *who, const char *key, int32_t rank,
+                         uint64_t now_ns)
+{
+    struct reg_member *m;
+    int32_t pid = who ? who->pid : 0;
+    int rc = 0;
+
+    if (pid <= 0 || !key || strlen(key) != 16 || strspn(key, "0123456789abcdef") != 16)
+        return -EINVAL;
+    pthread_mutex_lock(&r->mu);
+    m = member_find(r, pid);
+    if (!m && r->nmembers < REG_MEMBERS_CAP) {
+        m = &r->members[r->nmembers++];
+    } else if (!m) {
+        /* full: the rank heard from least recently makes room */
+        m = &r->members[0];
+        for (size_t i = 1; i < r->nmembers; i++)
+            if (r->members[i].last_ns < m->last_ns)
+                m = &r->members[i];
+        rc = -ENOSPC;
+    }
+    *m = (struct reg_member){ .pid = pid, .ns_pid = who->ns_pid > 0 ? who->ns_pid : pid, .uid = who->uid,
+                              .pidns = who->pidns, .rank = rank, .last_ns = now_ns };
+    memcpy(m->key, key, 17);
+    pthread_mutex_unlock(&r->mu);
+    return rc;
 }
 
 static struct reg_cfg_entry *hist_find(struct reg_proc *p, uint64_t id)
@@ -400,8 +553,10 @@ int registry_poll_who(struct registry *r, uid_t uid, const struct reg_who *who, 
         p->pending = NULL;
         p->pending_len = 0;
         struct reg_cfg_entry *e = hist_find(p, p->pending_id);
-        if (e && e->outcome == REG_OUT_PENDING)
+        if (e && e->outcome == REG_OUT_PENDING) {
             e->outcome = p->acks ? REG_OUT_DELIVERED : REG_OUT_UNACKED;
+            mhist_follow(r, e->id, e->outcome, NULL);
+        }
         p->pending_id = 0;
         join_pids(p->pids, p->npids, txt, sizeof(txt));
         LOG_INFO("Returning activity profiler config for process (%s) in job %lld", txt, (long long)job);
@@ -537,7 +692,7 @@ int registry_set_config(struct registry *r, int64_t job, const int32_t *pids, si
         if (!trace_all && !requested(p, pids, npids))
             continue;
         /* a dead process neither matches nor takes a process_limit slot; GC forgets it */
-        if (r->check_alive && pid_dead(p->node))
+        if (r->check_alive && proc_gone(p->node))
             continue;
         if (eligible && !eligible(p->origin, p->node, arg))
             continue;
@@ -562,6 +717,7 @@ int registry_set_config(struct registry *r, int64_t job, const int32_t *pids, si
                 old->outcome = REG_OUT_SUPERSEDED;
                 snprintf(old->reason, sizeof(old->reason),
                          "replaced by a newer command before the process polled");
+                mhist_follow(r, old->id, REG_OUT_SUPERSEDED, old->reason);
             }
             free(p->pending);
             res->busy++;
@@ -576,6 +732,7 @@ int registry_set_config(struct registry *r, int64_t job, const int32_t *pids, si
         e->outcome = REG_OUT_PENDING;
         if (token)
             snprintf(e->token, sizeof(e->token), "%s", token);
+        mhist_expect(r, p, e);
         res->triggered[res->n_triggered++] = p->node;
         LOG_INFO(" PID: %d, Trace Id: %llu", p->node, (unsigned long long)id);
     }
@@ -641,6 +798,15 @@ int registry_gc(struct registry *r, uint64_t now_ns, uint64_t age_ns)
     if (run_removed && !run_kept)
         release_job(r, run_job);
     r->nprocs = w;
+    /* ranks that stopped reporting (their job ended) */
+    w = 0;
+    for (size_t i = 0; i < r->nmembers; i++) {
+        const struct reg_member *m = &r->members[i];
+        if ((now_ns > m->last_ns && now_ns - m->last_ns > age_ns) || (r->check_alive && pid_dead(m->pid)))
+            continue;
+        r->members[w++] = *m;
+    }
+    r->nmembers = w;
     pthread_mutex_unlock(&r->mu);
     return removed;
 }
@@ -694,11 +860,57 @@ static struct reg_proc *leaf_proc(struct registry *r, int32_t pid)
     return best;
 }
 
+static void entry_answer(struct reg_cfg_entry *e, enum reg_outcome outcome, int32_t rank, const char *reason,
+                         const char *state)
+{
+    e->outcome = outcome;
+    e->rank = rank;
+    snprintf(e->reason, sizeof(e->reason), "%s", reason ? reason : "");
+    snprintf(e->state, sizeof(e->state), "%s", state ? state : "");
+}
+
+/* A rank's answer (registry_ack found no delivery to pid itself). */
+static int member_ack(struct registry *r, int32_t pid, uint64_t id, enum reg_outcome outcome, int32_t rank,
+                      const char *reason, const char *state)
+{
+    struct reg_cfg_entry *me = mhist_find(r, id, pid), *e = NULL;
+    const struct reg_member *m, *lead;
+    struct reg_proc *p = NULL;
+
+    if (me) {
+        if (me->outcome == REG_OUT_PENDING)
+            return -ENOENT; /* not published yet: it cannot have applied it */
+        if (me->outcome != REG_OUT_DELIVERED && me->outcome != REG_OUT_UNACKED)
+            return -EALREADY;
+        entry_answer(me, outcome, rank, reason, state);
+        return 0;
+    }
+    /* a rank the daemon did not know at the delivery (its first report came later): one of
+     * the job of the process delivered to, of its uid, that the delivery reached */
+    for (size_t i = 0; i < r->nprocs && !e; i++)
+        if ((e = hist_find(r->procs[i], id)))
+            p = r->procs[i];
+    m = member_find(r, pid);
+    lead = p ? member_find(r, p->node) : NULL;
+    if (!e || !m || !lead || !member_of(lead, m, p) || e->outcome == REG_OUT_PENDING ||
+        e->outcome == REG_OUT_SUPERSEDED)
+        return -ENOENT;
+    me = mhist_push(r);
+    *me = *e;
+    me->pid = pid;
+    me->ns_pid = m->ns_pid;
+    me->via = p->node;
+    entry_answer(me, outcome, rank, reason, state);
+    return 0;
+}
+
 int registry_ack(struct registry *r, int32_t pid, uint64_t id, enum reg_outcome outcome,
                  int32_t rank, const char *reason, const char *state)
 {
     int rc = -ENOENT;
-    if (outcome != REG_OUT_APPLIED && outcome != REG_OUT_REJECTED && outcome != REG_OUT_SUPERSEDED)
+    bool seen = false;
+    if (outcome != REG_OUT_APPLIED && outcome != REG_OUT_REJECTED && outcome != REG_OUT_SUPERSEDED &&
+        outcome != REG_OUT_PARTLY)
         return -EINVAL;
     pthread_mutex_lock(&r->mu);
     for (size_t i = 0; i < r->nprocs; i++) {
@@ -706,19 +918,18 @@ int registry_ack(struct registry *r, int32_t pid, uint64_t id, enum reg_outcome 
         struct reg_cfg_entry *e;
         if (p->node != pid || !(e = hist_find(p, id)))
             continue;
-        /* an id the process never received (still pending, or replaced) cannot be answered */
+        seen = true;
         /* an id the process never received (pending, replaced) cannot be answered; an
          * unacknowledged one can (its PluginInfo came after the delivery) */
         if (e->outcome != REG_OUT_DELIVERED && e->outcome != REG_OUT_UNACKED) {
             rc = e->outcome == REG_OUT_PENDING ? -ENOENT : -EALREADY;
             continue;
         }
-        e->outcome = outcome;
-        e->rank = rank;
-        snprintf(e->reason, sizeof(e->reason), "%s", reason ? reason : "");
-        snprintf(e->state, sizeof(e->state), "%s", state ? state : "");
+        entry_answer(e, outcome, rank, reason, state);
         rc = 0;
     }
+    if (!seen)
+        rc = member_ack(r, pid, id, outcome, rank, reason, state);
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
@@ -735,6 +946,20 @@ int registry_set_acks(struct registry *r, int32_t pid, bool acks)
     }
     pthread_mutex_unlock(&r->mu);
     return rc;
+}
+
+/* Append e to the growing array *v (n used of cap). 0 or -ENOMEM. */
+static int outcomes_push(struct reg_cfg_entry **v, size_t *n, size_t *cap, const struct reg_cfg_entry *e)
+{
+    if (*n == *cap) {
+        struct reg_cfg_entry *nv = realloc(*v, 2 * *cap * sizeof(**v));
+        if (!nv)
+            return -ENOMEM;
+        *v = nv;
+        *cap *= 2;
+    }
+    (*v)[(*n)++] = *e;
+    return 0;
 }
 
 int registry_outcomes(struct registry *r, const char *token, struct reg_cfg_entry **ret,
@@ -754,19 +979,15 @@ int registry_outcomes(struct registry *r, const char *token, struct reg_cfg_entr
         struct reg_proc *p = r->procs[i];
         unsigned k = p->nhist < REG_CFG_HISTORY ? p->nhist : REG_CFG_HISTORY;
         for (unsigned j = 0; j < k; j++) {
-            if (strcmp(p->hist[j].token, token) != 0)
-                continue;
-            if (n == cap) {
-                struct reg_cfg_entry *nv = realloc(v, 2 * cap * sizeof(*v));
-                if (!nv) {
-                    rc = -ENOMEM;
-                    goto out_unlock;
-                }
-                v = nv;
-                cap *= 2;
-            }
-            v[n++] = p->hist[j];
+            if (strcmp(p->hist[j].token, token) == 0 && (rc = outcomes_push(&v, &n, &cap, &p->hist[j])) != 0)
+                goto out_unlock;
         }
+    }
+    for (unsigned j = 0, k = r->nmhist < REG_MEMBER_HISTORY ? r->nmhist : REG_MEMBER_HISTORY; j < k; j++) {
+        /* oldest first, so the newest entry of a rank is the last one listed */
+        const struct reg_cfg_entry *e = &r->mhist[(r->nmhist - k + j) % REG_MEMBER_HISTORY];
+        if (strcmp(e->token, token) == 0 && (rc = outcomes_push(&v, &n, &cap, e)) != 0)
+            goto out_unlock;
     }
 out_unlock:
     pthread_mutex_unlock(&r->mu);
@@ -787,6 +1008,15 @@ int registry_last_outcome(struct registry *r, int32_t pid, struct reg_cfg_entry 
     if (p && p->nhist > 0) {
         *ret = p->hist[(p->nhist - 1) % REG_CFG_HISTORY];
         rc = 0;
+    } else if (!p) {
+        unsigned k = r->nmhist < REG_MEMBER_HISTORY ? r->nmhist : REG_MEMBER_HISTORY;
+        for (unsigned j = 1; j <= k && rc; j++) {
+            const struct reg_cfg_entry *e = &r->mhist[(r->nmhist - j) % REG_MEMBER_HISTORY];
+            if (e->pid == pid) {
+                *ret = *e;
+                rc = 0;
+            }
+        }
     }
     pthread_mutex_unlock(&r->mu);
     return rc;

@@ -101,8 +101,10 @@ enum reg_outcome {
     REG_OUT_APPLIED,
     REG_OUT_REJECTED,
     REG_OUT_SUPERSEDED,
+    REG_OUT_PARTLY,       /* applied, but not all of it (a kind the backend refused) */
 };
-/* "pending", "delivered", "delivered (unacknowledged)", "applied", "rejected", "superseded". */
+/* "pending", "delivered", "delivered (unacknowledged)", "applied", "rejected", "superseded",
+ * "applied, partly". */
 const char *registry_outcome_name(enum reg_outcome o);
 /* Final: nothing the process does later changes it (delivered and pending are not). */
 bool registry_outcome_final(enum reg_outcome o);
@@ -113,25 +115,49 @@ bool registry_outcome_final(enum reg_outcome o);
 #define REG_CFG_HISTORY 4     /* deliveries remembered per process */
 struct reg_cfg_entry {
     uint64_t id;              /* REQUEST_TRACE_ID; 0 = none */
-    int32_t pid;              /* leaf, as the node numbers it */
-    int32_t ns_pid;           /* leaf, in its own pid namespace */
+    int32_t pid;              /* leaf, or a rank of its dyno-mode job, as the node numbers it */
+    int32_t ns_pid;           /* leaf or rank, in its own pid namespace */
+    int32_t via;              /* a rank's entry: the leaf the config was delivered to; else 0 */
     int32_t rank;             /* from the acknowledgement; -1 unknown */
     enum reg_outcome outcome;
     char token[REG_TOKEN_CAP];
     char reason[REG_REASON_CAP];
     char state[REG_STATE_CAP];  /* session state after it ("Running", "Idle"), "" unknown */
 };
-/* An acknowledgement from the process whose leaf is pid: outcome must be applied, rejected
- * or superseded; reason/state are copied (cut to the caps). -ENOENT when pid or id is
- * unknown, -EINVAL for another outcome, -EALREADY when the id already has a final outcome. */
+/* An acknowledgement from pid: the process whose leaf it is, or a rank of that process's
+ * dyno-mode job (registry_note_member: same job key, uid and pid namespace), which applied the config from
+ * the job's segment. outcome must be applied, partly, rejected or superseded; reason/state are
+ * copied (cut to the caps). -ENOENT when pid or id is unknown (or pid is no rank of the job
+ * delivered to), -EINVAL for another outcome, -EALREADY when the id already has a final
+ * outcome from pid. */
 int registry_ack(struct registry *r, int32_t pid, uint64_t id, enum reg_outcome outcome,
                  int32_t rank, const char *reason, const char *state);
+/* A dyno-mode rank as its PluginHealth names it (docs/design/ipc.md#ranks): its pid as the
+ * node numbers it (vouched for by the kernel) and in its own namespace, its uid, its pid
+ * namespace (0 unknown), the job key of its segment (16 hex digits) and its rank. */
+struct reg_member_id {
+    int32_t pid;
+    int32_t ns_pid;           /* <= 0: the same as pid */
+    uid_t uid;
+    uint64_t pidns;
+};
+/* The ranks of the job of a process that a config is delivered to each get an entry of their
+ * own for that delivery (outcome and rank, for dyno's wait and getStatus). A job's ranks share
+ * its key, the uid and the pid namespace of the process delivered to: two launches in two
+ * containers never join, whatever their keys. -EINVAL bad key, -ENOSPC table full (the rank
+ * heard from least recently is replaced). */
+#define REG_MEMBERS_CAP REGISTRY_MAX_PROCS
+#define REG_MEMBER_HISTORY 4096
+int registry_note_member(struct registry *r, const struct reg_member_id *who, const char *key, int32_t rank,
+                         uint64_t now_ns);
 /* PluginInfo said the process acknowledges configs: its deliveries wait for the answer. */
 int registry_set_acks(struct registry *r, int32_t pid, bool acks);
-/* Every remembered delivery tagged with token, registry order. Caller owns *ret (free()). */
+/* Every remembered delivery tagged with token, registry order, then the ranks' entries.
+ * Caller owns *ret (free()). */
 int registry_outcomes(struct registry *r, const char *token, struct reg_cfg_entry **ret,
                       size_t *ret_n);
-/* The newest delivery of the process whose leaf is pid (getStatus); -ENOENT when none. */
+/* The newest delivery of the process whose leaf is pid, or the newest entry of the rank pid
+ * (getStatus); -ENOENT when none. */
 int registry_last_outcome(struct registry *r, int32_t pid, struct reg_cfg_entry *ret);
 void reg_set_result_fini(struct reg_set_result *res);
 

@@ -52,6 +52,36 @@ void status_destroy(struct status_table *st)
     free(st);
 }
 
+/* A process that leaves reports -1: the last-reporter record of that type then falls back to
+ * the newest report of a process that is still there, so one job's exit does not close the
+ * gate (docs/design/rpc.md#status-gate) for a job that goes on. mu held. */
+static void status_fall_back(struct status_table *st, enum status_dim dim)
+{
+    const struct status_entry *best = NULL;
+    struct ipc_status *rec = dim == STATUS_TRACE ? &st->last.trace : &st->last.monitor;
+
+    for (size_t k = 0; k < st->n; k++) {
+        const struct status_entry *e = &st->e[k];
+        if ((dim == STATUS_TRACE ? e->trace : e->monitor) == -1)
+            continue;
+        if (!best || e->updated_ns > best->updated_ns)
+            best = e;
+    }
+    if (!best)
+        return;
+    init_record(rec);
+    rec->pid = best->pid;
+    rec->job_id = best->job;
+    if (dim == STATUS_TRACE) {
+        rec->status = best->trace;
+        rec->current_step = best->current_step;
+        rec->start_step = best->start_step;
+        rec->stop_step = best->stop_step;
+    } else {
+        rec->status = best->monitor;
+    }
+}
+
 void status_update(struct status_table *st, enum status_dim dim, const struct ipc_status *s,
                    uint64_t now_ns)
 {
@@ -75,6 +105,7 @@ void status_update_ns(struct status_table *st, enum status_dim dim, const struct
         /* an unknown pid reporting -1 would be removed at once (both -1): do not evict a
          * live entry for it */
         if (s->status == -1) {
+            status_fall_back(st, dim);
             pthread_mutex_unlock(&st->mu);
             return;
         }
@@ -105,6 +136,8 @@ void status_update_ns(struct status_table *st, enum status_dim dim, const struct
     e->updated_ns = now_ns;
     if (e->trace == -1 && e->monitor == -1)
         st->e[i] = st->e[--st->n];   /* the poller's exit report */
+    if (s->status == -1)
+        status_fall_back(st, dim);
     pthread_mutex_unlock(&st->mu);
 }
 

@@ -9,37 +9,12 @@
 #include "common/jw.h"
 #include "common/log.h"
 #include "common/strutil.h"
-#include "contract/cfgkeys.h"
 #include "contract/datamsg.h"
 #include "contract/rank.h"
 #include "common/utf8.h"
-#include "plugin/control/dyno.h"
+#include "plugin/control/dynolog_link.h"
+#include "plugin/control/health.h"
 #include "plugin/penv.h"
-
-void ack_find_id(const char *const *keys, const char *const *values, size_t n, char *id)
-{
-    uint64_t v;
-
-    id[0] = '\0';
-    for (size_t i = 0; i < n; i++) {
-        const char *k = keys[i], *val = values[i];
-        size_t kn, vn;
-        char buf[ACK_ID_CAP];
-
-        if (!k || !val)
-            continue;
-        kn = strlen(k);
-        str_trim_view(&k, &kn, " \t");
-        if (kn != strlen(CFGKEY_REQUEST_TRACE_ID) || memcmp(k, CFGKEY_REQUEST_TRACE_ID, kn) != 0)
-            continue;
-        vn = strlen(val);
-        str_trim_view(&val, &vn, " \t");
-        if (str_copy(buf, sizeof(buf), val, vn) == 0 && str_to_u64(buf, &v) == 0 && v != 0)
-            memcpy(id, buf, vn + 1); /* the last one wins, like every key */
-        else
-            id[0] = '\0';
-    }
-}
 
 /* A reason that the daemon's JSON reader accepts: valid UTF-8, no control bytes, bounded. */
 static void ack_clean(const char *in, char *out, size_t cap)
@@ -58,12 +33,21 @@ static void ack_clean(const char *in, char *out, size_t cap)
             out[i] = '?';
 }
 
+/* The rank as `dyno status` shows it: the identity the poller or dyno mode gave (health.h),
+ * else the contract's rank rule. */
+static int32_t ack_rank(void)
+{
+    int32_t r = health_rank();
+
+    return r >= 0 ? r : rank_resolve(penv_get(PENV_RANK), penv_get(PENV_RANK_ID));
+}
+
 int ack_send(const char *id, const char *outcome, const char *reason, const char *state)
 {
     char why[ACK_REASON_CAP + 1], buf[1024];
     struct jw w;
 
-    if (!id || !id[0] || !dyno_reachable())
+    if (!id || !id[0] || !dynolog_reachable())
         return 0;
     ack_clean(reason ? reason : "", why, sizeof(why));
     const struct datamsg m = { .kind = DATAMSG_CONFIG_ACK, .device_id = -1, .timestamp = clock_real_ns(),
@@ -72,7 +56,7 @@ int ack_send(const char *id, const char *outcome, const char *reason, const char
         { .key = "id", .type = DATAMSG_STR, .s = id, .slen = SIZE_MAX },
         { .key = "outcome", .type = DATAMSG_STR, .s = outcome, .slen = SIZE_MAX },
         { .key = "pid", .type = DATAMSG_INT, .i = getpid() },
-        { .key = "rank", .type = DATAMSG_INT, .i = rank_resolve(penv_get(PENV_RANK), penv_get(PENV_RANK_ID)) },
+        { .key = "rank", .type = DATAMSG_INT, .i = ack_rank() },
         { .key = "reason", .type = DATAMSG_STR, .s = why, .slen = SIZE_MAX },
         { .key = "state", .type = DATAMSG_STR, .s = state ? state : "", .slen = SIZE_MAX },
     };
@@ -83,5 +67,5 @@ int ack_send(const char *id, const char *outcome, const char *reason, const char
     if (rc < 0)
         return rc;
     LOG_INFO("config %s: %s%s%s (session %s)", id, outcome, why[0] ? ": " : "", why, state ? state : "?");
-    return dyno_send_data(NULL, w.buf, w.len);
+    return dynolog_send_data(NULL, w.buf, w.len);
 }

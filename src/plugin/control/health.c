@@ -3,6 +3,7 @@
 #include "plugin/control/health.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -14,7 +15,7 @@
 #include "common/log.h"
 #include "common/thr.h"
 #include "plugin/backend/backend.h"
-#include "plugin/control/dyno.h"
+#include "plugin/control/dynolog_link.h"
 #include "plugin/control/monitor.h"
 #include "plugin/penv.h"
 
@@ -34,12 +35,25 @@ static struct {
     pthread_t thread;
     double period_s;
     void (*tick)(void);
+    char job[HEALTH_JOB_CAP];       /* under lock */
 } hl = { .step = -1, .rank = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
 
 void health_set_identity(const char *mode, int32_t rank)
 {
     atomic_store_explicit(&hl.mode, mode, memory_order_relaxed);
     atomic_store_explicit(&hl.rank, rank, memory_order_relaxed);
+}
+
+void health_set_job(const char *key)
+{
+    pthread_mutex_lock(&hl.lock);
+    snprintf(hl.job, sizeof(hl.job), "%s", key ? key : "");
+    pthread_mutex_unlock(&hl.lock);
+}
+
+int32_t health_rank(void)
+{
+    return atomic_load_explicit(&hl.rank, memory_order_relaxed);
 }
 
 void health_note_step(int32_t step)
@@ -120,6 +134,9 @@ void health_snapshot(struct health_snapshot *ret, uint64_t now, char *note, size
     }
     backend_fallback_note(note, notecap);
     ret->fallback = note;
+    pthread_mutex_lock(&hl.lock);
+    memcpy(ret->job, hl.job, sizeof(ret->job));
+    pthread_mutex_unlock(&hl.lock);
     health_pod(&ret->pod);
 }
 
@@ -132,6 +149,7 @@ size_t health_json(const struct health_snapshot *s, uint64_t now_real_ns, char *
         { .key = "backend", .type = DATAMSG_STR, .s = s->backend, .slen = SIZE_MAX },
         { .key = "config_age_ms", .type = DATAMSG_INT, .i = s->config_age_ms },
         { .key = "fallback", .type = DATAMSG_STR, .s = s->fallback, .slen = SIZE_MAX },
+        { .key = "job_key", .type = DATAMSG_STR, .s = s->job, .slen = SIZE_MAX },
         { .key = "library", .type = DATAMSG_STR, .s = s->library, .slen = SIZE_MAX },
         { .key = "mode", .type = DATAMSG_STR, .s = s->mode, .slen = SIZE_MAX },
         { .key = "pid", .type = DATAMSG_INT, .i = s->pid },
@@ -172,7 +190,7 @@ int health_send(void)
     n = health_json(&s, clock_real_ns(), buf, sizeof(buf));
     if (n == 0)
         return -ENOSPC;
-    return dyno_send_once(buf, n);
+    return dynolog_send_once(buf, n);
 }
 
 static void *health_main(void *arg)

@@ -12,6 +12,7 @@
 #include "contract/podid.h"
 
 #define HEALTH_KIND DATAMSG_PLUGIN_HEALTH
+#define HEALTH_JOB_CAP 24
 
 struct health_snapshot {
     int32_t pid, rank;
@@ -25,11 +26,18 @@ struct health_snapshot {
     const char *backend;          /* "mspti", "cupti", "" when none could be loaded */
     const char *library;          /* "" when none */
     const char *fallback;         /* why the backend is not msPTI ("" when it is, or was pinned) */
+    char job[HEALTH_JOB_CAP];     /* dyno mode: the job key of its segment ("" otherwise): the daemon
+                                   * groups a job's ranks by it to take each rank's acknowledgement */
     struct podid_self pod;        /* what it says about its pod (docs/deploy.md#attribution); zero: nothing */
 };
 
-/* The process's mode and rank, once (dyn_init / the native poller). */
+/* The process's mode and rank, once (shm_mode_init / the native poller). */
 void health_set_identity(const char *mode, int32_t rank);
+/* Dyno mode: the job key (job_key_of), once. */
+void health_set_job(const char *key);
+/* The rank health_set_identity gave (-1 before): what `dyno status` shows and every
+ * acknowledgement carries. */
+int32_t health_rank(void);
 /* A step() of the training loop. Cheap (two relaxed atomics). */
 void health_note_step(int32_t step);
 /* A config reached this process (received by its poller). */

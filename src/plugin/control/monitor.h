@@ -7,12 +7,29 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <limits.h>
 #include <stdint.h>
 
 #include "plugin/backend/backend.h"
-#include "plugin/control/mconfig.h"
+#include "plugin/control/pconfig.h"
 #include "plugin/pipeline/output.h"
+#include "plugin/pipeline/record.h"
+
+struct msmon_result;
 #include "plugin/pipeline/window.h"
+
+#define MONITOR_REASON_CAP PCONFIG_ERRORS_CAP
+
+/* What a command made of a config, for its one acknowledgement (apply.c). */
+enum monitor_outcome { MONITOR_APPLIED, MONITOR_PARTLY, MONITOR_REJECTED };
+struct monitor_result {
+    enum monitor_outcome outcome;
+    const char *state;                /* the session (or window) afterwards: a status word */
+    char reason[MONITOR_REASON_CAP];  /* the refusal, the part not applied, or a note */
+};
+/* Called once per config command on the actor thread when it has run, also when its poster
+ * stopped waiting; id/notes are the config's (pconfig). */
+typedef void (*monitor_done_fn)(const char *id, const char *notes, const struct monitor_result *r);
 
 struct monitor_start_args {
     enum msmon_output output;   /* the session's own output (pipeline/output.h) */
@@ -26,12 +43,51 @@ struct monitor_start_args {
     const struct window_opts *window;    /* an nputrace window session (copied); NULL: none */
     uint32_t flush_ms;          /* > 0: flush the backend this often (a marker-delimited window
                                  * must see the `step <N>` ranges while the job runs) */
+    const int32_t *memory_kinds; /* the standalone Monitor's kinds in start order (copied) */
+    size_t n_memory_kinds;
 };
 
-/* Apply one validated config (docs/design/session.md#applying-a-config) and queue npuMonitorStatus (docs/design/ipc.md#status-tracking) ahead of any
- * later expiry's Idle. Returns the status reported (1 running, 0 not). Waits at most 1 s for
- * the actor (the training step's path); on timeout the config still applies and 0 is returned. */
-int monitor_handle_config(const struct mconfig *cfg);
+/* Apply one validated npu-monitor config (docs/design/session.md#applying-a-config) and queue
+ * npuMonitorStatus (docs/design/ipc.md#status-tracking) ahead of any later expiry's Idle; then
+ * done (may be NULL) with the outcome. The exclusion with an nputrace window is decided here:
+ * a start while a window is armed or open is refused. Returns the status reported (1 running,
+ * 0 not). Waits at most 1 s for the actor (the training step's path); on timeout the config
+ * still applies (and is answered) and 0 is returned. */
+int monitor_handle_config(const struct pconfig_monitor *cfg, const char *id, const char *notes, monitor_done_fn done);
+
+/* ---- the nputrace window (docs/design/session.md#the-window): the actor holds it from the
+ * arm to its end, so the exclusion with npu-monitor is one decision of the session's owner. */
+struct monitor_arm {
+    struct pconfig_trace opts;
+    int32_t rank;       /* the rank selection's rank */
+    int32_t step;       /* the step the config was read at (-1: no step call) */
+    int32_t aligned;    /* start step -1 means this step (the creator's alignment), -1 none */
+    bool native;        /* no step call: the program's `step <N>` ranges delimit it; its
+                         * session starts now */
+};
+/* Arm a window; done with Ready (applied), Idle (applied: not for this rank; no NPU
+ * activities) or the refusal. Waits like monitor_handle_config. */
+int monitor_window_arm(const struct monitor_arm *a, const char *id, const char *notes, monitor_done_fn done);
+/* The stepping thread, between steps: opens the window's session at its start step (waits
+ * for the start) and ends it at its stop step (does not wait for the file). Costs two atomic
+ * loads unless the window moves. True when its status changed. */
+bool monitor_window_step(int32_t step);
+/* The job leaves at `step`: an open step-bounded window writes its partial trace (one
+ * WARNING) and waits for the file; the window goes Idle. */
+void monitor_window_leave(int32_t step);
+/* The window as the IPC reports it: state -1 before the first window, else IPC_STATUS_IDLE,
+ * _RUNNING or _READY; step: the last the window saw; [start, stop) while Ready or Running,
+ * else the last window's; options and directory of the last armed window. */
+struct monitor_window_view {
+    int32_t state, step, start, stop, rank;
+    uint32_t flags, windows;
+    char log_dir[PATH_MAX];
+};
+void monitor_window_view(struct monitor_window_view *ret);
+/* The native poller's tick: a marker-bounded window's session reports where its window
+ * stage stands (asked of the actor); once closed, the session stops (its file is written on
+ * the actor, not waited for). Fills *ret like monitor_window_view. */
+void monitor_window_tick(struct monitor_window_view *ret);
 /* docs/design/session.md#session-life-cycle; -EALREADY if running, -EBUSY if nputrace runs here, -ENOENT no backend, -errno;
  * -ETIMEDOUT after 10 s of a busy actor (the start still happens). Arguments are copied. */
 int monitor_start(const struct monitor_start_args *a);
@@ -58,12 +114,19 @@ void monitor_set_interval(uint32_t seconds);
 /* docs/design/session.md#kind-replacement; the mask holds bit (1u << kind). Only while running. */
 int monitor_replace_kinds(uint32_t mask);
 uint32_t monitor_enabled_kinds(void);
-/* Framework trace status (mutual exclusion with nputrace). */
+/* The framework's own profiler status (torch_npu's update_profiler_status): while it reports
+ * Running, an npu-monitor start is refused (one activity subscriber). Queued. */
 void monitor_set_trace_status(int32_t status);
 /* Stored for the session end (docs/design/outputs.md); key "parallel_group_info" is used. */
 int monitor_set_cluster_config(const char *key, const char *value);
 /* Load the backend once if possible (first use, docs/design/session.md#layers); never fails. */
 void monitor_first_use(void);
+/* The standalone Monitor's results, asked of the session actor (it owns the memory output):
+ * the kinds of its last start in start order (-ENOSPC, *ret_n = needed, when cap is too
+ * small) and the records of one kind, borrowed until the next standalone start; -EBUSY while
+ * a session collects, -EINVAL for a kind that is not a standalone one. */
+int monitor_memory_kinds(int32_t *out, size_t cap, size_t *ret_n);
+int monitor_memory_results(int32_t kind, const struct msmon_result **ret_arr, size_t *ret_n);
 /* The backend in use and the vendor library it loaded (both borrowed for the process's
  * life), loading it first if needed; -ENOENT when no vendor library was found. */
 int monitor_backend_info(const char **ret_name, const char **ret_library);

@@ -623,4 +623,7 @@ const struct output_ops proc_memory_ops = {
     .set_kinds = mem_set_kinds,
     .stop = mem_stop,
     .destroy = mem_destroy,
+    .request_kinds = proc_memory_set_requested_kinds,
+    .held_kinds = proc_memory_kinds,
+    .held_results = proc_memory_results,
 };

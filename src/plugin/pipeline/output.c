@@ -35,6 +35,34 @@ int output_prepare_dir(enum msmon_output id, const char *path, char *ret_abs, si
     return ops->prepare_dir(path, ret_abs, cap);
 }
 
+int output_request_kinds(enum msmon_output id, const int32_t *kinds, size_t n)
+{
+    const struct output_ops *ops = output_ops_of(id);
+
+    if (!ops || !ops->request_kinds)
+        return -EINVAL;
+    return ops->request_kinds(kinds, n);
+}
+
+int output_held_kinds(enum msmon_output id, int32_t *out, size_t cap, size_t *ret_n)
+{
+    const struct output_ops *ops = output_ops_of(id);
+
+    if (!ops || !ops->held_kinds)
+        return -EINVAL;
+    return ops->held_kinds(out, cap, ret_n);
+}
+
+int output_held_results(enum msmon_output id, int32_t kind, const struct msmon_result **ret_arr,
+                        size_t *ret_n)
+{
+    const struct output_ops *ops = output_ops_of(id);
+
+    if (!ops || !ops->held_results)
+        return -EINVAL;
+    return ops->held_results(kind, ret_arr, ret_n);
+}
+
 void output_test_replace(enum msmon_output id, const struct output_ops *ops)
 {
     if ((unsigned)id >= MSMON_OUTPUT_COUNT)

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "contract/outputs.h"
+#include "msmon/msmonitor.h"
 #include "plugin/pipeline/batch.h"
 #include "plugin/pipeline/record.h"
 
@@ -73,6 +74,15 @@ struct output_ops {
      * will write into, before the session starts (docs/design/session.md#applying-a-config);
      * the resolved directory into ret_abs (cap bytes). 0 or -errno, the reason logged. */
     int (*prepare_dir)(const char *path, char *ret_abs, size_t cap);
+    /* Outputs whose results the process keeps after the session (NULL for the others: the
+     * standalone results, docs/design/session.md#standalone-monitor), asked by the session
+     * actor only: the kinds the next session collects (set before its create; -EINVAL if
+     * none is valid); the kinds of the last session (-ENOSPC if cap is too small, *ret_n =
+     * needed); its results of one kind, borrowed until the next session is created (-EINVAL
+     * for a kind it does not collect, -EBUSY while a session collects). */
+    int (*request_kinds)(const int32_t *kinds, size_t n);
+    int (*held_kinds)(int32_t *out, size_t cap, size_t *ret_n);
+    int (*held_results)(int32_t kind, const struct msmon_result **ret_arr, size_t *ret_n);
 };
 
 /* Every output's ops, proc_<stem>_ops, defined by its own file outputs/proc_<stem>.c and
@@ -86,6 +96,12 @@ const struct output_ops *output_ops_of(enum msmon_output id);
 /* The output's directory check (ops->prepare_dir) for a session about to start: 0 or -errno;
  * -EINVAL for an output that writes no file. */
 int output_prepare_dir(enum msmon_output id, const char *path, char *ret_abs, size_t cap);
+/* The held-results ops of output id (request_kinds, held_kinds, held_results): their result,
+ * or -EINVAL for an output that keeps no results. */
+int output_request_kinds(enum msmon_output id, const int32_t *kinds, size_t n);
+int output_held_kinds(enum msmon_output id, int32_t *out, size_t cap, size_t *ret_n);
+int output_held_results(enum msmon_output id, int32_t kind, const struct msmon_result **ret_arr,
+                        size_t *ret_n);
 /* Test seam: ops replacing an output's (NULL restores the table's). */
 void output_test_replace(enum msmon_output id, const struct output_ops *ops);
 

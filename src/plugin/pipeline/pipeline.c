@@ -51,10 +51,6 @@ struct pipeline {
     size_t nslow;
 };
 
-/* The live session (for pipeline_last_stats) and the counters of the last one stopped. */
-static pthread_mutex_t g_last_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct pipeline *g_live;
-static struct pipeline_stats g_last;
 
 static uint64_t thread_cpu_ns(void)
 {
@@ -135,9 +131,6 @@ int pipeline_create_set(const struct output_config *cfg, struct filter_state *fs
         }
         pl->ops[pl->nout++] = ops[i];
     }
-    pthread_mutex_lock(&g_last_mu);
-    g_live = pl;
-    pthread_mutex_unlock(&g_last_mu);
     *ret = pl;
     return 0;
 
@@ -202,16 +195,6 @@ int pipeline_window(struct pipeline *pl, struct window_state *ret)
         return -ENOENT;
     window_get(pl->win, ret);
     return 0;
-}
-
-int pipeline_live_window(struct window_state *ret)
-{
-    int rc;
-
-    pthread_mutex_lock(&g_last_mu);
-    rc = pipeline_window(g_live, ret);
-    pthread_mutex_unlock(&g_last_mu);
-    return rc;
 }
 
 struct pl_counters *pipeline_counters(struct pipeline *pl)
@@ -434,12 +417,9 @@ void pipeline_set_declined(struct pipeline *pl, uint64_t n)
     atomic_store_explicit(&pl->c.dropped_declined, n, memory_order_relaxed);
 }
 
-void pipeline_add_offline_drops(uint64_t n)
+void pipeline_set_offline(struct pipeline *pl, uint64_t n)
 {
-    pthread_mutex_lock(&g_last_mu);
-    if (g_live && n)
-        atomic_fetch_add_explicit(&g_live->c.dropped_offline, n, memory_order_relaxed);
-    pthread_mutex_unlock(&g_last_mu);
+    atomic_store_explicit(&pl->c.dropped_offline, n, memory_order_relaxed);
 }
 
 void pipeline_stats(struct pipeline *pl, struct pipeline_stats *ret)
@@ -449,16 +429,6 @@ void pipeline_stats(struct pipeline *pl, struct pipeline_stats *ret)
 #define PL_LOAD(key, label, pos, what) ret->key = atomic_load(&c->key);
     STATS_COUNTERS(PL_LOAD)
 #undef PL_LOAD
-}
-
-void pipeline_last_stats(struct pipeline_stats *ret)
-{
-    pthread_mutex_lock(&g_last_mu);
-    if (g_live)
-        pipeline_stats(g_live, ret);
-    else
-        *ret = g_last;
-    pthread_mutex_unlock(&g_last_mu);
 }
 
 size_t pipeline_stats_format(const struct pipeline_stats *s, char *buf, size_t cap)
@@ -576,9 +546,6 @@ int pipeline_stop(struct pipeline *pl, const char *parallel_group_info)
         LOG_WARN("MsptiMonitor session stats: %s", line);
     else
         LOG_INFO("MsptiMonitor session stats: %s", line);
-    pthread_mutex_lock(&g_last_mu);
-    g_last = s;
-    pthread_mutex_unlock(&g_last_mu);
     return rc;
 }
 
@@ -588,12 +555,6 @@ void pipeline_destroy(struct pipeline *pl)
         return;
     for (size_t i = 0; i < pl->nout; i++)
         pl->ops[i]->destroy(pl->out[i]);
-    pthread_mutex_lock(&g_last_mu);
-    if (g_live == pl) {
-        pipeline_stats(pl, &g_last);
-        g_live = NULL;
-    }
-    pthread_mutex_unlock(&g_last_mu);
     markpair_destroy(pl->mp);
     window_destroy(pl->win);
     pthread_mutex_destroy(&pl->dev_mu);

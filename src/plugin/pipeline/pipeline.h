@@ -23,7 +23,8 @@ struct filter_state;
 
 /* Session counters, written by the pipeline and by the outputs' writers (relaxed atomics);
  * one field per counter of the contract (contract/stats.h). dropped_declined is set via
- * pipeline_set_declined, dropped_offline via pipeline_add_offline_drops. */
+ * pipeline_set_declined, dropped_offline via pipeline_set_offline (both by the session
+ * actor, which asks the backend and the daemon link for them). */
 struct pl_counters {
 #define PL_COUNTER(key, label, pos, what) _Atomic uint64_t key;
     STATS_COUNTERS(PL_COUNTER)
@@ -61,8 +62,6 @@ int pipeline_set_window(struct pipeline *pl, const struct window_opts *o);
 int pipeline_window_close(struct pipeline *pl, uint64_t end_ns);
 /* The window's state (any thread). -ENOENT without a window. */
 int pipeline_window(struct pipeline *pl, struct window_state *ret);
-/* The same for the live session, if any (the control layer's view). -ENOENT none. */
-int pipeline_live_window(struct window_state *ret);
 /* Completion path: filter, cutoff and pair recs[0..n) (compacted in place), then hand the
  * batch to the output. Thread-safe; cheap; no allocation. */
 void pipeline_deliver(struct pipeline *pl, struct mon_record *recs, size_t n);
@@ -77,9 +76,6 @@ void pipeline_destroy(struct pipeline *pl);
 struct pl_counters *pipeline_counters(struct pipeline *pl);
 /* Snapshot of the session's counters (any thread). */
 void pipeline_stats(struct pipeline *pl, struct pipeline_stats *ret);
-/* Counters of the running session, else of the last one that stopped (zero before the first):
- * for the control layer's process status. */
-void pipeline_last_stats(struct pipeline_stats *ret);
 /* "consumed=… kept=… …" into buf (always terminated); returns the length. */
 size_t pipeline_stats_format(const struct pipeline_stats *s, char *buf, size_t cap);
 /* The `data` payload carrying a session's counters (docs/design/outputs.md keys the daemon accepts,
@@ -94,11 +90,10 @@ struct jw;
 void pipeline_stats_obj(struct jw *w, const struct pipeline_stats *s);
 /* The session's filter text as last set ("" = none or no filter state); see filter_state_text. */
 size_t pipeline_filter_text(struct pipeline *pl, char *buf, size_t cap);
-/* Hook for the control layer's undelivered-data drops (added to the running session, if any;
- * drops between sessions are only in the control layer's own total). */
-void pipeline_add_offline_drops(uint64_t n);
-/* Hook for the backend's declined-buffer count (absolute for this session). */
+/* The backend's declined-buffer count and the metric datagrams lost while the daemon was
+ * unreachable, both absolute for this session (the session actor's readings). */
 void pipeline_set_declined(struct pipeline *pl, uint64_t n);
+void pipeline_set_offline(struct pipeline *pl, uint64_t n);
 
 /* Devices seen this session (Kernel, Communication, completed device marker parts), ascending
  * into out (up to cap); *ret_n = total number seen. */

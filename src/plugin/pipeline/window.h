@@ -36,7 +36,7 @@ struct window_state {
     uint64_t before, after; /* left out: started before begin_ns / at or after end_ns */
 };
 
-/* The step rule of every window, step-bounded (the stepping thread's step calls, dynamic.c)
+/* The step rule of every window, step-bounded (the stepping thread's step calls, shm_mode.c)
  * or marker-bounded (`step <N>` range starts, here): at step n an armed window opens when
  * n >= start, an open one closes when n >= stop (both at once when n >= stop). Returns true
  * when the phase changed. Pure: the caller holds whatever lock guards s. */

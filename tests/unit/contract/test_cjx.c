@@ -1,6 +1,5 @@
 /* test_cjx: the JSON reader over cJSON — exact integers, strictness cJSON lacks (RFC numbers,
- * UTF-8, control bytes, \u0000), depth, last-wins lookup, the nlohmann-style dump and the
- * shm handoff's flat object. */
+ * UTF-8, control bytes, \u0000), depth, last-wins lookup and the nlohmann-style dump. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -96,74 +95,12 @@ static void test_numbers_and_lookup(void **state)
     cJSON_Delete(v);
 }
 
-static void test_flat_object(void **state)
-{
-    (void)state;
-    struct kvtext kv;
-    bool valid = true;
-    const char *t = "{\"B\":\"x\",\"is_valid\":true,\"A\":\" 1 \",\"N\":12.50,\"T\":true,\"F\":false,\"A\":\"2\"}";
-    assert_int_equal(cjx_flat_object(t, strlen(t), &kv, &valid), 0);
-    assert_true(valid);
-    assert_int_equal(kv.n, 5);
-    assert_string_equal(kvtext_get(&kv, "A"), "2");
-    assert_string_equal(kvtext_get(&kv, "B"), "x");
-    assert_string_equal(kvtext_get(&kv, "N"), "12.50"); /* verbatim */
-    assert_string_equal(kvtext_get(&kv, "T"), "True");
-    assert_string_equal(kvtext_get(&kv, "F"), "False");
-    assert_null(kvtext_get(&kv, "is_valid"));
-    kvtext_fini(&kv);
-    assert_int_equal(cjx_flat_object("{\"is_valid\":\"\"}", 15, &kv, &valid), 0);
-    assert_false(valid);
-    kvtext_fini(&kv);
-    assert_int_equal(cjx_flat_object("{}", 2, &kv, &valid), 0);
-    assert_false(valid);
-    kvtext_fini(&kv);
-    static const char *const bad[] = { "[]", "{\"a\":null}", "{\"a\":[1]}", "{\"a\":{}}", "{\"a\":\"\xff\"}" };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        assert_int_equal(cjx_flat_object(bad[i], strlen(bad[i]), &kv, &valid), -EINVAL);
-        kvtext_fini(&kv);
-    }
-}
-
-static void test_flat_object_write(void **state)
-{
-    (void)state;
-    struct kvtext kv, back;
-    bool valid = false;
-    char buf[512];
-    struct jw w;
-    const char *t = "NPU_MONITOR_START=true\nA=\"q\"\nis_valid=x\nzeta=1\nMSPTI_ACTIVITY_KIND=Kernel";
-    assert_int_equal(kvtext_parse(t, strlen(t), &kv), 0);
-    jw_init(&w, buf, sizeof(buf));
-    cjx_flat_object_write(&w, &kv, true);
-    assert_int_equal(w.err, 0);
-    assert_string_equal(buf, "{\"A\":\"\\\"q\\\"\",\"MSPTI_ACTIVITY_KIND\":\"Kernel\",\"NPU_MONITOR_START\":\"true\","
-                             "\"is_valid\":true,\"zeta\":\"1\"}");
-    /* and back: the reader gives the same dict */
-    assert_int_equal(cjx_flat_object(buf, strlen(buf), &back, &valid), 0);
-    assert_true(valid);
-    assert_int_equal(back.n, 4);
-    assert_string_equal(kvtext_get(&back, "A"), "\"q\"");
-    assert_string_equal(kvtext_get(&back, "zeta"), "1");
-    kvtext_fini(&back);
-    jw_init(&w, buf, sizeof(buf));
-    cjx_flat_object_write(&w, &kv, false);
-    assert_null(strstr(buf, "is_valid"));
-    kvtext_fini(&kv);
-    kvtext_init(&kv);
-    jw_init(&w, buf, sizeof(buf));
-    cjx_flat_object_write(&w, &kv, true);
-    assert_string_equal(buf, "{\"is_valid\":true}");
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_numbers_and_lookup),
-        cmocka_unit_test(test_flat_object),
-        cmocka_unit_test(test_flat_object_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

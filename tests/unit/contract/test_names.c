@@ -214,12 +214,26 @@ static void test_cfgrules(void **state)
     assert_non_null(f);
     assert_null(cfgrules_of("NO_SUCH_KEY"));
     assert_null(cfgrules_of(NULL));
-    while (cfgrules_at(n))
+    while (cfgrules_at(n) && cfgrules_for(cfgrules_at(n), "npu-monitor"))
         n++;
-    assert_int_equal(n, 10); /* the ten npu-monitor keys, in the CLI's order */
+    assert_int_equal(n, 10); /* the ten npu-monitor keys first, in the CLI's order */
     assert_string_equal(cfgrules_at(0)->key, CFGKEY_NPU_MONITOR_START);
     assert_string_equal(cfgrules_at(9)->key, CFGKEY_NPU_MONITOR_FILTER);
+    assert_string_equal(cfgrules_at(10)->key, CFGKEY_ACTIVITIES_LOG_FILE); /* then nputrace's */
+    assert_null(cfgrules_at(cfgrules_count()));
     assert_string_equal(cfgrules_of(CFGKEY_MSPTI_ACTIVITY_KIND)->dflt, "Marker");
+    assert_null(cfgrules_of(CFGKEY_NPU_MONITOR_START)->absent); /* the one required key */
+    assert_string_equal(cfgrules_of(CFGKEY_REPORT_INTERVAL_S)->absent, "0"); /* absent: keep */
+    {
+        int32_t i = 0;
+        const struct cfgrules_rule *st = cfgrules_of(CFGKEY_PROFILE_START_STEP);
+        assert_int_equal(cfgrules_pyint(st, " -1 ", &i), 0);
+        assert_int_equal(i, -1);
+        assert_int_equal(cfgrules_pyint(st, "-2", &i), -ERANGE);
+        assert_int_equal(cfgrules_pyint(st, "2147483648", &i), -EINVAL);
+        assert_int_equal(cfgrules_pyint(cfgrules_of(CFGKEY_ACTIVITIES_ITERATIONS), "0", &i), -ERANGE);
+        assert_int_equal(cfgrules_pyint(l, "1", &i), -EINVAL); /* not a PYINT rule */
+    }
 
     assert_int_equal(cfgrules_int(l, "100", &v), 0);
     assert_int_equal(v, 100);

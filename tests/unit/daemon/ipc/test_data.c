@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -210,6 +211,63 @@ static void test_config_ack(void **state)
     registry_destroy(reg);
 }
 
+/* Every rank of a dyno-mode job answers: a rank's PluginHealth names its job's key, and its
+ * ConfigAck for a delivery to the job's poller counts as its own outcome. Real pids (the
+ * daemon reads a rank's uid from /proc): the poller is our parent, the rank ourselves. */
+static void test_rank_acks(void **state)
+{
+    (void)state;
+    struct data_router dr;
+    struct registry *reg = NULL;
+    struct status_table *st = NULL;
+    struct reg_set_result res;
+    struct reg_cfg_entry *v = NULL;
+    size_t n = 0, len;
+    char *cfg = NULL, msg[1024];
+    int32_t poller = (int32_t)getppid(), me = (int32_t)getpid();
+    const char *health = "{\"backend\":\"mspti\",\"config_age_ms\":-1,\"deviceId\":-1,\"duration\":0,\"fallback\":\"\","
+                         "\"job_key\":\"%s\",\"kind\":\"PluginHealth\",\"library\":\"/l\",\"mode\":\"dyno\","
+                         "\"name\":\"health\",\"pid\":%d,\"rank\":%d,\"step\":-1,\"step_age_ms\":-1,"
+                         "\"step_period_ms\":-1,\"steps\":0,\"steps_since_config\":0,\"timestamp\":1}";
+    const char *ack = "{\"deviceId\":-1,\"duration\":0,\"id\":\"%llu\",\"kind\":\"ConfigAck\",\"outcome\":\"%s\","
+                      "\"pid\":%d,\"rank\":%d,\"reason\":\"%s\",\"state\":\"Running\",\"timestamp\":1}";
+
+    assert_int_equal(registry_create("h", &reg), 0);
+    assert_int_equal(status_create(&st), 0);
+    data_router_init(&dr);
+    dr.reg = reg;
+    dr.st = st;
+    assert_int_equal(registry_poll(reg, 0, &poller, 1, 3, REG_ORIGIN_MSMON, 1, &cfg, &len), 0);
+    assert_int_equal(registry_set_acks(reg, poller, true), 0);
+    snprintf(msg, sizeof(msg), health, "0123456789abcdef", poller, 0);
+    data_handle_from(&dr, msg, strlen(msg), 1, poller);
+    snprintf(msg, sizeof(msg), health, "0123456789abcdef", me, 1);
+    data_handle_from(&dr, msg, strlen(msg), 1, me);
+    assert_int_equal(registry_set_config(reg, 0, NULL, 0, "A=1", 3, 10, NULL, NULL, "r", &res), 0);
+    reg_set_result_fini(&res);
+    assert_int_equal(registry_poll(reg, 0, &poller, 1, 3, REG_ORIGIN_MSMON, 2, &cfg, &len), 0);
+    free(cfg);
+    assert_int_equal(registry_outcomes(reg, "r", &v, &n), 0);
+    assert_int_equal(n, 2);
+    uint64_t id = v[0].id;
+    free(v);
+    /* the rank's answer, the partly outcome, and one forged by another sender */
+    snprintf(msg, sizeof(msg), ack, (unsigned long long)id, "partly", me, 1, "Hccl not enabled (x)");
+    assert_int_equal(data_handle_from(&dr, msg, strlen(msg), 1, 999), 0);
+    assert_int_equal(dr.bad_acks, 1);
+    assert_int_equal(data_handle_from(&dr, msg, strlen(msg), 1, me), 0);
+    assert_int_equal(dr.bad_acks, 1);
+    assert_int_equal(registry_outcomes(reg, "r", &v, &n), 0);
+    assert_int_equal(v[1].pid, me);
+    assert_int_equal(v[1].outcome, REG_OUT_PARTLY);
+    assert_int_equal(v[1].rank, 1);
+    assert_string_equal(v[1].reason, "Hccl not enabled (x)");
+    free(v);
+    data_router_fini(&dr);
+    status_destroy(st);
+    registry_destroy(reg);
+}
+
 int main(void)
 {
     log_set_level(LOG_LVL_FATAL);
@@ -220,6 +278,7 @@ int main(void)
         cmocka_unit_test(test_logger_line),
         cmocka_unit_test(test_logger_large_record),
         cmocka_unit_test(test_config_ack),
+        cmocka_unit_test(test_rank_acks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

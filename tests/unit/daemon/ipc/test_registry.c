@@ -27,6 +27,14 @@ static char *poll1(struct registry *r, int64_t job, const int32_t *pids, int n, 
     return cfg;
 }
 
+/* A dyno-mode rank's health report: pid (its own too), uid, pid namespace. */
+static int note_member(struct registry *r, int32_t pid, uid_t uid, uint64_t pidns, const char *key, int32_t rank,
+                       uint64_t now_ns)
+{
+    struct reg_member_id who = { pid, pid, uid, pidns };
+    return registry_note_member(r, &who, key, rank, now_ns);
+}
+
 static void set(struct registry *r, int64_t job, const int32_t *pids, size_t n, int64_t limit,
                 struct reg_set_result *res)
 {
@@ -303,6 +311,114 @@ static void test_gc_releases_ctxt_of_many_jobs(void **state)
     registry_destroy(r);
 }
 
+/* A dyno-mode job: one rank polls (the process delivered to), every rank answers. The ranks
+ * named by their PluginHealth (same job key, same uid) get an entry each for the delivery,
+ * which follows it (pending, delivered, superseded) until the rank answers; a rank of another
+ * job or uid cannot answer it; a rank the daemon learns of later still can. */
+static void test_member_acks(void **state)
+{
+    (void)state;
+    struct registry *r = NULL;
+    struct reg_set_result res;
+    struct reg_cfg_entry *v = NULL, last;
+    size_t n = 0;
+    uid_t me = geteuid();
+    int32_t lead[] = { 21 };
+    const char *key = "00112233aabbccdd";
+    assert_int_equal(registry_create("h", &r), 0);
+    poll1(r, 0, lead, 1, 3);
+    assert_int_equal(registry_set_acks(r, 21, true), 0);
+    assert_int_equal(note_member(r, 21, me, 0, key, 0, 1), 0);       /* the poller's own rank */
+    assert_int_equal(note_member(r, 22, me, 0, key, 1, 1), 0);
+    assert_int_equal(note_member(r, 23, me + 1, 0, key, 2, 1), 0);   /* another uid */
+    assert_int_equal(note_member(r, 24, me, 0, "ffffffffffffffff", 0, 1), 0); /* another job */
+    assert_int_equal(note_member(r, 25, me, 0, "not-a-key", 0, 1), -EINVAL);
+    assert_int_equal(note_member(r, 28, me, 7, key, 1, 1), 0); /* the same key in another container */
+    assert_int_equal(registry_set_config(r, 0, NULL, 0, "START", 5, 1000, NULL, NULL, "m1", &res), 0);
+    assert_int_equal(res.n_triggered, 1);
+    reg_set_result_fini(&res);
+    assert_int_equal(registry_outcomes(r, "m1", &v, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(v[0].pid, 21);
+    assert_int_equal(v[1].pid, 22);
+    assert_int_equal(v[1].via, 21);
+    assert_int_equal(v[1].rank, 1);
+    assert_int_equal(v[1].outcome, REG_OUT_PENDING);
+    uint64_t id = v[0].id;
+    assert_true(v[1].id == id);
+    free(v);
+    /* not published yet: a rank cannot have applied it */
+    assert_int_equal(registry_ack(r, 22, id, REG_OUT_APPLIED, 1, "", "Running"), -ENOENT);
+    free(poll1(r, 0, lead, 1, 3));
+    assert_int_equal(registry_outcomes(r, "m1", &v, &n), 0);
+    assert_int_equal(v[1].outcome, REG_OUT_DELIVERED);
+    free(v);
+    assert_int_equal(registry_ack(r, 21, id, REG_OUT_APPLIED, 0, "", "Running"), 0);
+    assert_int_equal(registry_ack(r, 22, id, REG_OUT_PARTLY, 1, "Hccl not enabled (x)", "Running"), 0);
+    assert_int_equal(registry_ack(r, 22, id, REG_OUT_APPLIED, 1, "", "Running"), -EALREADY);
+    assert_int_equal(registry_ack(r, 23, id, REG_OUT_APPLIED, 2, "", "Running"), -ENOENT); /* another uid */
+    assert_int_equal(registry_ack(r, 24, id, REG_OUT_APPLIED, 0, "", "Running"), -ENOENT); /* another job */
+    assert_int_equal(registry_ack(r, 28, id, REG_OUT_APPLIED, 1, "", "Running"), -ENOENT); /* another launch */
+    assert_int_equal(registry_ack(r, 26, id, REG_OUT_APPLIED, 0, "", "Running"), -ENOENT); /* no rank */
+    /* a rank first heard of after the delivery answers too */
+    assert_int_equal(note_member(r, 27, me, 0, key, 3, 2), 0);
+    assert_int_equal(registry_ack(r, 27, id, REG_OUT_APPLIED, 3, "", "Running"), 0);
+    assert_int_equal(registry_outcomes(r, "m1", &v, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(v[1].outcome, REG_OUT_PARTLY);
+    assert_string_equal(v[1].reason, "Hccl not enabled (x)");
+    assert_int_equal(v[2].pid, 27);
+    assert_int_equal(v[2].outcome, REG_OUT_APPLIED);
+    free(v);
+    assert_true(registry_outcome_final(REG_OUT_PARTLY));
+    assert_string_equal(registry_outcome_name(REG_OUT_PARTLY), "applied, partly");
+    /* getStatus's "config" of a rank is its own last answer */
+    assert_int_equal(registry_last_outcome(r, 22, &last), 0);
+    assert_int_equal(last.outcome, REG_OUT_PARTLY);
+    assert_int_equal(last.rank, 1);
+    assert_int_equal(registry_last_outcome(r, 26, &last), -ENOENT);
+    /* a delivery replaced before the poll takes its ranks' entries with it */
+    assert_int_equal(registry_set_config(r, 0, NULL, 0, "A", 1, 1000, NULL, NULL, "m2", &res), 0);
+    reg_set_result_fini(&res);
+    assert_int_equal(registry_set_config(r, 0, NULL, 0, "B", 1, 1000, NULL, NULL, "m3", &res), 0);
+    reg_set_result_fini(&res);
+    assert_int_equal(registry_outcomes(r, "m2", &v, &n), 0);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(v[i].outcome, REG_OUT_SUPERSEDED);
+    assert_int_equal(n, 3); /* 21, and ranks 22 and 27 */
+    free(v);
+    /* ranks that stop reporting are forgotten by the GC */
+    assert_int_equal(registry_gc(r, 1000, 500), 1); /* the poller (polled at 100) goes too */
+    assert_int_equal(registry_set_config(r, 0, NULL, 0, "C", 1, 1000, NULL, NULL, "m4", &res), 0);
+    assert_int_equal(res.n_triggered, 0);
+    reg_set_result_fini(&res);
+    registry_destroy(r);
+}
+
+/* A process that leaves reports -1: the gate's last-reporter record falls back to a process
+ * that is still there, so one job's exit does not close the gate for another. */
+static void test_status_fallback(void **state)
+{
+    (void)state;
+    struct status_table *st = NULL;
+    struct status_last last;
+    assert_int_equal(status_create(&st), 0);
+    struct ipc_status s = { 0, -1, -1, -1, 300, 0, 0 };
+    status_update(st, STATUS_MONITOR, &s, 1);
+    s = (struct ipc_status){ 1, -1, -1, -1, 301, 0, 0 };
+    status_update(st, STATUS_MONITOR, &s, 2);
+    s = (struct ipc_status){ -1, -1, -1, -1, 301, 0, 0 };   /* 301 leaves */
+    status_update(st, STATUS_MONITOR, &s, 3);
+    status_get_last(st, &last);
+    assert_int_equal(last.monitor.status, 0);
+    assert_int_equal(last.monitor.pid, 300);
+    s = (struct ipc_status){ -1, -1, -1, -1, 300, 0, 0 };   /* the last one leaves too */
+    status_update(st, STATUS_MONITOR, &s, 4);
+    status_get_last(st, &last);
+    assert_int_equal(last.monitor.status, -1);
+    status_destroy(st);
+}
+
 static void test_status_table(void **state)
 {
     (void)state;
@@ -376,6 +492,8 @@ int main(void)
         cmocka_unit_test(test_wrap_and_one_shot),
         cmocka_unit_test(test_fnv),
         cmocka_unit_test(test_outcomes),
+        cmocka_unit_test(test_member_acks),
+        cmocka_unit_test(test_status_fallback),
         cmocka_unit_test(test_match_busy_limit_order),
         cmocka_unit_test(test_cap_and_gc),
         cmocka_unit_test(test_ctxt),

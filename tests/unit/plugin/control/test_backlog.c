@@ -19,7 +19,7 @@
 
 #include "../../logcap.h"
 #include "plugin/control/backlog.h"
-#include "plugin/control/dyno.h"
+#include "plugin/control/dynolog_link.h"
 #include "plugin/penv.h"
 
 /* Records what was delivered; fails every call from `fail_from` on (counted from 0). */
@@ -247,7 +247,7 @@ static void test_concurrent_sender_queues(void **state)
 static void dyno_cap_case(const char *cap, size_t want_entries, uint64_t want_dropped, int want_warning)
 {
     char tmpl[] = "/tmp/pc_backlog_XXXXXX";
-    struct dyno_data_stats st;
+    struct dynolog_data_stats st;
 
     assert_non_null(mkdtemp(tmpl));
     setenv("MSMONITOR_SOCKET_DIR", tmpl, 1);
@@ -256,16 +256,16 @@ static void dyno_cap_case(const char *cap, size_t want_entries, uint64_t want_dr
     else
         unsetenv("MSMONITOR_DATA_BACKLOG_BYTES");
     penv_reload();
-    dyno_reset();
+    dynolog_reset();
     logcap_clear();
-    assert_int_equal(dyno_send_data(NULL, "{\"a\":1}", 7), -ENOENT);
-    assert_int_equal(dyno_send_data(NULL, "{\"a\":2}", 7), -ENOENT);
-    dyno_data_backlog(&st);
+    assert_int_equal(dynolog_send_data(NULL, "{\"a\":1}", 7), -ENOENT);
+    assert_int_equal(dynolog_send_data(NULL, "{\"a\":2}", 7), -ENOENT);
+    dynolog_data_backlog(&st);
     assert_int_equal(st.entries, want_entries);
     assert_int_equal(st.dropped, want_dropped);
     assert_int_equal(logcap_has("MSMONITOR_DATA_BACKLOG_BYTES='"), want_warning);
-    assert_int_equal(dyno_flush_data(), want_entries ? -ENOENT : 0);
-    dyno_reset();
+    assert_int_equal(dynolog_flush_data(), want_entries ? -ENOENT : 0);
+    dynolog_reset();
     unsetenv("MSMONITOR_DATA_BACKLOG_BYTES");
     unsetenv("MSMONITOR_SOCKET_DIR");
     penv_reload();

@@ -24,6 +24,7 @@ static void test_json(void **state)
         .pid = 7, .rank = 2, .mode = "dyno", .step = 11, .step_age_ms = 5, .step_period_ms = 20,
         .config_age_ms = -1, .steps = 10, .steps_since_config = 0, .backend = "cupti",
         .library = "/l/libcupti.so", .fallback = "CUPTI chosen because msPTI was not found (searched: /a \"b\")",
+        .job = "00112233aabbccdd",
     };
     char buf[1024];
     size_t n;
@@ -33,7 +34,7 @@ static void test_json(void **state)
     assert_true(n > 0 && n < sizeof(buf));
     assert_string_equal(buf,
         "{\"backend\":\"cupti\",\"config_age_ms\":-1,\"deviceId\":-1,\"duration\":0,\"fallback\":\"CUPTI chosen "
-        "because msPTI was not found (searched: /a \\\"b\\\")\",\"kind\":\"PluginHealth\",\"library\":"
+        "because msPTI was not found (searched: /a \\\"b\\\")\",\"job_key\":\"00112233aabbccdd\",\"kind\":\"PluginHealth\",\"library\":"
         "\"/l/libcupti.so\",\"mode\":\"dyno\",\"name\":\"health\",\"pid\":7,\"rank\":2,\"step\":11,"
         "\"step_age_ms\":5,\"step_period_ms\":20,\"steps\":10,\"steps_since_config\":0,\"timestamp\":99}");
     assert_int_equal(health_json(&s, 99, buf, 40), 0); /* too small: nothing */

@@ -22,8 +22,8 @@
 #include "common/log.h"
 #include "ipc/ipc_msg.h"
 #include "../../logcap.h"
-#include "plugin/control/control.h"
-#include "plugin/control/dyno.h"
+#include "plugin/control/poller.h"
+#include "plugin/control/dynolog_link.h"
 #include "plugin/control/ipc_client.h"
 #include "plugin/penv.h"
 
@@ -133,28 +133,28 @@ static void test_poll_no_lag(void **state)
 
     f.fd = bind_path("dynolog");
     setenv("MSMONITOR_SOCKET_DIR", dir, 1);
-    dyno_reset();
+    dynolog_reset();
     assert_int_equal(pthread_create(&t, NULL, fake_main, &f), 0);
-    assert_int_equal(dyno_init(3), 1);
-    assert_int_equal(dyno_init(3), 1); /* second call: warning, still true */
+    assert_int_equal(dynolog_init(3), 1);
+    assert_int_equal(dynolog_init(3), 1); /* second call: warning, still true */
     while (f.ctxts < 1 || f.statuses < 2)
         usleep(1000);
     usleep(20000); /* let the ack reach our queue before the first poll */
-    assert_int_equal(dyno_poll(buf, sizeof(buf), &len), 0);
+    assert_int_equal(dynolog_poll(buf, sizeof(buf), &len), 0);
     assert_int_equal(len, 5);
     assert_string_equal(buf, "CFG1\n");
-    assert_int_equal(dyno_poll(buf, sizeof(buf), &len), 0);
+    assert_int_equal(dynolog_poll(buf, sizeof(buf), &len), 0);
     assert_int_equal(len, 0);
     /* too small a buffer: -ENOSPC with the needed size, config kept */
-    assert_int_equal(dyno_poll(buf, 3, &len), -ENOSPC);
+    assert_int_equal(dynolog_poll(buf, 3, &len), -ENOSPC);
     assert_int_equal(len, 5);
-    assert_int_equal(dyno_poll(buf, sizeof(buf), &len), 0);
+    assert_int_equal(dynolog_poll(buf, sizeof(buf), &len), 0);
     assert_int_equal(len, 5);
     assert_string_equal(buf, "CFG3\n");
     f.quit = 1;
     pthread_join(t, NULL);
     close(f.fd);
-    dyno_reset();
+    dynolog_reset();
 }
 
 static void test_init_without_daemon(void **state)
@@ -164,43 +164,43 @@ static void test_init_without_daemon(void **state)
     snprintf(path, sizeof(path), "%s/dynolog.sock", dir);
     unlink(path);
     setenv("MSMONITOR_SOCKET_DIR", dir, 1);
-    dyno_reset();
-    assert_int_equal(dyno_init(0), 0);
-    dyno_reset();
+    dynolog_reset();
+    assert_int_equal(dynolog_init(0), 0);
+    dynolog_reset();
 }
 
 static void test_backoff_delay(void **state)
 {
-    struct control_backoff b = { 1.0, 30.0 };
+    struct poller_backoff b = { 1.0, 30.0 };
     (void)state;
-    assert_true(control_backoff_delay(&b, 1) == 1.0);
-    assert_true(control_backoff_delay(&b, 2) == 2.0);
-    assert_true(control_backoff_delay(&b, 5) == 16.0);
-    assert_true(control_backoff_delay(&b, 6) == 30.0);
-    assert_true(control_backoff_delay(&b, 1000) == 30.0);
-    b = (struct control_backoff){ 0.05, 0.2 };
-    assert_true(control_backoff_delay(&b, 3) == 0.2);
+    assert_true(poller_backoff_delay(&b, 1) == 1.0);
+    assert_true(poller_backoff_delay(&b, 2) == 2.0);
+    assert_true(poller_backoff_delay(&b, 5) == 16.0);
+    assert_true(poller_backoff_delay(&b, 6) == 30.0);
+    assert_true(poller_backoff_delay(&b, 1000) == 30.0);
+    b = (struct poller_backoff){ 0.05, 0.2 };
+    assert_true(poller_backoff_delay(&b, 3) == 0.2);
     /* defaults and the env overrides (bounded by the 30 s cap) */
     unsetenv("MSMONITOR_RETRY_INITIAL_S");
     unsetenv("MSMONITOR_RETRY_MAX_S");
     penv_reload();
-    control_backoff_from_env(&b);
+    poller_backoff_from_env(&b);
     assert_true(b.initial_s == 1.0 && b.cap_s == 30.0);
     setenv("MSMONITOR_RETRY_INITIAL_S", "0.1", 1);
     setenv("MSMONITOR_RETRY_MAX_S", "60", 1);
     penv_reload();
-    control_backoff_from_env(&b);
+    poller_backoff_from_env(&b);
     assert_true(b.initial_s == 0.1 && b.cap_s == 30.0);
     unsetenv("MSMONITOR_RETRY_INITIAL_S");
     unsetenv("MSMONITOR_RETRY_MAX_S");
     penv_reload();
 }
 
-static void wait_state(struct control_poller *p, int (*pred)(const struct control_poller_state *, int), int arg)
+static void wait_state(struct poller *p, int (*pred)(const struct poller_state *, int), int arg)
 {
-    struct control_poller_state st;
+    struct poller_state st;
     for (int i = 0; i < 1000; i++) {
-        control_poller_get_state(p, &st);
+        poller_get_state(p, &st);
         if (pred(&st, arg))
             return;
         usleep(10000);
@@ -209,8 +209,8 @@ static void wait_state(struct control_poller *p, int (*pred)(const struct contro
              st.reachable, st.failures, st.registrations);
 }
 
-static int failed_at_least(const struct control_poller_state *st, int n) { return st->failures >= (unsigned)n; }
-static int reachable_with(const struct control_poller_state *st, int regs)
+static int failed_at_least(const struct poller_state *st, int n) { return st->failures >= (unsigned)n; }
+static int reachable_with(const struct poller_state *st, int regs)
 {
     return st->reachable && st->registrations >= (unsigned)regs;
 }
@@ -236,9 +236,9 @@ static void count_config(void *ctx, const char *text, size_t len)
 
 static void test_poller_never_gives_up(void **state)
 {
-    struct control_poller_cfg cfg = { .name = "TestPoll", .rank = 0, .period_s = 0.05,
+    struct poller_cfg cfg = { .name = "TestPoll", .rank = 0, .period_s = 0.05,
                                       .backoff = { 0.05, 0.2 }, .on_config = count_config };
-    struct control_poller *p;
+    struct poller *p;
     struct cfgs got = { 0 };
     struct fake f = { 0 };
     pthread_t t;
@@ -248,12 +248,12 @@ static void test_poller_never_gives_up(void **state)
     snprintf(path, sizeof(path), "%s/dynolog.sock", dir);
     unlink(path);
     setenv("MSMONITOR_SOCKET_DIR", dir, 1);
-    dyno_reset();
+    dynolog_reset();
     log_set_level(LOG_LVL_INFO);
     logcap_clear();
     cfg.ctx = &got;
     /* No daemon: the poller keeps retrying, quietly after its first line. */
-    assert_int_equal(control_poller_create(&cfg, &p), 0);
+    assert_int_equal(poller_create(&cfg, &p), 0);
     wait_state(p, failed_at_least, 4);
     assert_int_equal(count_of(logcap_text(), "TestPoll: Init dynolog failed !"), 1);
     /* The daemon appears: registered within one retry period (cap 0.2 s), then polled. */
@@ -266,7 +266,7 @@ static void test_poller_never_gives_up(void **state)
     assert_int_equal(count_of(logcap_text(), "TestPoll: Init dynolog success !"), 1);
     /* Status hand-off: posted from "the training thread", sent by the poller. */
     int before = f.statuses;
-    control_poller_post_status(p, 0, 7, -1, -1);
+    poller_post_status(p, 0, 7, -1, -1);
     while (f.statuses <= before)
         usleep(1000);
     /* The daemon goes away (socket removed): one line, then silent retries. */
@@ -284,12 +284,12 @@ static void test_poller_never_gives_up(void **state)
     assert_true(f.ctxts >= 1);
     assert_int_equal(count_of(logcap_text(), "TestPoll: the daemon is back"), 1);
     assert_int_equal(count_of(logcap_text(), "TestPoll: lost the daemon"), 1);
-    control_poller_destroy(p);
+    poller_destroy(p);
     f.quit = 1;
     pthread_join(t, NULL);
     close(f.fd);
     unlink(path);
-    dyno_reset();
+    dynolog_reset();
     log_set_level(LOG_LVL_ERROR);
 }
 

@@ -32,7 +32,7 @@ struct topt {
     bool export_db, marker_steps;
 };
 
-/* The session tracewin starts: the trace output (+ the DB with export_db) behind a window. */
+/* The session a window starts (monitor_window.c): the trace output (+ the DB with export_db) behind a window. */
 /* output_config.artifact: the file the output last put in place, as the session hears it. */
 static char pt_artifact[4096];
 static void on_artifact(void *ctx, const char *path)

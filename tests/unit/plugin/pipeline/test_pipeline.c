@@ -69,7 +69,7 @@ static int cap_stop(struct output *p, const char *pgi)
 static void cap_destroy(struct output *p) { free(p); }
 
 static const struct output_ops cap_ops = {
-    "capture", cap_create, cap_start, cap_consume, cap_tick, cap_set_kinds, cap_stop, cap_destroy, NULL,
+    "capture", cap_create, cap_start, cap_consume, cap_tick, cap_set_kinds, cap_stop, cap_destroy, NULL, NULL, NULL, NULL,
 };
 
 /* ---- the daemon side: PluginStats datagrams ---- */
@@ -249,9 +249,11 @@ static void test_tick_stop_report(void **state)
     assert_int_equal(p->ranges[0].done, PL_PART_DEVICE);
     assert_int_equal(s.n, 2);
     struct pipeline_stats last;
-    pipeline_last_stats(&last);
+    pipeline_set_offline(pl, 7);
+    pipeline_stats(pl, &last);
     assert_int_equal(last.consumed, 3);
     assert_int_equal(last.dropped_declined, 5);
+    assert_int_equal(last.dropped_offline, 7);
     pipeline_destroy(pl);
 }
 

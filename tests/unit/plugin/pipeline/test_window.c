@@ -101,7 +101,7 @@ static void test_step_window_cut_and_batches(void **state)
     assert_int_equal(window_create(&(struct window_opts){ .start_step = 5, .stop_step = 4 }, &dropped, &w), -EINVAL);
 }
 
-/* The one step rule, shared with dyno mode's step-bounded window (dynamic.c). */
+/* The one step rule, shared with dyno mode's step-bounded window (shm_mode.c). */
 static void test_step_rule(void **state)
 {
     struct window_state s = { .start = 3, .stop = 5, .phase = WINDOW_ARMED };
@@ -228,7 +228,7 @@ static void cap_kinds(struct output *p, uint32_t m) { (void)p; (void)m; }
 static int cap_stop(struct output *p, const char *pgi) { (void)pgi; p->stopped = true; return 0; }
 static void cap_destroy(struct output *p) { free(p); }
 static const struct output_ops cap_ops = { "cap", cap_create, cap_start, cap_consume, cap_tick, cap_kinds, cap_stop,
-                                         cap_destroy, NULL };
+                                         cap_destroy, NULL, NULL, NULL, NULL };
 
 static void test_fanout_same_cut(void **state)
 {

@@ -1,7 +1,8 @@
-/* dyno: registration, polling and status reports of this process to dynolog. All state is
- * under one mutex; polling drains queued replies before asking so a late ack or reply
- * never shifts configs by one poll (D3). */
-#include "plugin/control/dyno.h"
+/* dynolog_link: registration, polling, status reports and data of this process to dynolog
+ * (its log lines keep the `dyno:` prefix users grep for). All state is under one mutex;
+ * polling drains queued replies before asking so a late ack or reply never shifts configs by
+ * one poll. */
+#include "plugin/control/dynolog_link.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -18,9 +19,8 @@
 #include "plugin/control/backlog.h"
 #include "plugin/control/ipc_client.h"
 #include "plugin/penv.h"
-#include "plugin/pipeline/pipeline.h"
 
-struct dyno_state {
+struct link_state {
     struct ipc_client *client;       /* created at first use */
     bool registered;
     int32_t npu;
@@ -33,7 +33,7 @@ struct dyno_state {
     int npids;
     char *pending;                   /* non-empty config not yet returned */
     size_t pending_len;
-    /* data channel, under dyno_client_lock (never held across a send) */
+    /* data channel, under link_client_lock (never held across a send) */
     struct backlog *backlog;         /* undelivered data, created at the first data send */
     bool data_failing;               /* data channel currently failing (log once) */
     bool data_dropping;              /* the backlog dropped since it last drained (log once) */
@@ -41,26 +41,26 @@ struct dyno_state {
     struct log_ratelimit data_drop_rl;
 };
 
-/* The load-time state; dyno_reset() returns to it. */
-#define DYNO_STATE_INIT { .last_monitor_status = IPC_STATUS_IDLE, .last_trace = { IPC_STATUS_IDLE, -1, -1, -1 } }
-static pthread_mutex_t dyno_lock = PTHREAD_MUTEX_INITIALIZER; /* registration, polling, pending */
-static struct dyno_state dyno = DYNO_STATE_INIT;
-static pthread_mutex_t dyno_client_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The load-time state; dynolog_reset() returns to it. */
+#define LINK_STATE_INIT { .last_monitor_status = IPC_STATUS_IDLE, .last_trace = { IPC_STATUS_IDLE, -1, -1, -1 } }
+static pthread_mutex_t link_lock = PTHREAD_MUTEX_INITIALIZER; /* registration, polling, pending */
+static struct link_state lk = LINK_STATE_INIT;
+static pthread_mutex_t link_client_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static struct ipc_client *dyno_client(void)
+static struct ipc_client *link_client(void)
 {
     struct ipc_client *c;
 
-    pthread_mutex_lock(&dyno_client_lock);
-    if (!dyno.client && ipc_client_create(NULL, &dyno.client) != 0)
-        dyno.client = NULL;
-    c = dyno.client;
-    pthread_mutex_unlock(&dyno_client_lock);
+    pthread_mutex_lock(&link_client_lock);
+    if (!lk.client && ipc_client_create(NULL, &lk.client) != 0)
+        lk.client = NULL;
+    c = lk.client;
+    pthread_mutex_unlock(&link_client_lock);
     return c;
 }
 
 /* Parent pid from /proc/<pid>/stat: field 4, parsed after the last ')'. */
-static int dyno_ppid(int32_t pid, int32_t *ret)
+static int link_ppid(int32_t pid, int32_t *ret)
 {
     char path[64], buf[1024];
     const char *p;
@@ -81,14 +81,14 @@ static int dyno_ppid(int32_t pid, int32_t *ret)
     return str_to_i32(field, ret);
 }
 
-static void dyno_compute_pids(void)
+static void link_compute_pids(void)
 {
     int32_t pid = (int32_t)getpid(), ppid;
 
-    dyno.pids[0] = pid;
-    dyno.npids = 1;
-    while (dyno.npids < IPC_PLUGIN_MAX_PIDS && dyno_ppid(pid, &ppid) == 0 && ppid > 1) {
-        dyno.pids[dyno.npids++] = ppid;
+    lk.pids[0] = pid;
+    lk.npids = 1;
+    while (lk.npids < IPC_PLUGIN_MAX_PIDS && link_ppid(pid, &ppid) == 0 && ppid > 1) {
+        lk.pids[lk.npids++] = ppid;
         pid = ppid;
     }
 }
@@ -97,12 +97,12 @@ static void dyno_compute_pids(void)
  * failure is logged at ERROR (collectd-style), and the recovery once at INFO. A daemon known
  * to be away gets one attempt, no retries: the poller's back-off does the retrying, and a
  * stale socket then costs one refused send instead of ~10 s of retry sleeps. */
-static int dyno_send_ctrl(struct ipc_client *c, const char *tag, const void *payload, size_t len)
+static int link_send_ctrl(struct ipc_client *c, const char *tag, const void *payload, size_t len)
 {
-    bool was_failing = dyno.ctrl_failed;
+    bool was_failing = lk.ctrl_failed;
     int rc = ipc_client_send(c, IPC_CLIENT_CTRL, tag, payload, len, was_failing ? 0 : IPC_CLIENT_CTRL_RETRIES,
                              IPC_CLIENT_CTRL_FIRST_SLEEP_NS, was_failing ? IPC_CLIENT_QUIET : 0);
-    dyno.ctrl_failed = rc != 0;
+    lk.ctrl_failed = rc != 0;
     if (rc == 0 && was_failing)
         LOG_INFO("dyno: the daemon is reachable again");
     return rc;
@@ -116,108 +116,108 @@ static int dyno_send_ctrl(struct ipc_client *c, const char *tag, const void *pay
             LOG_ERROR(__VA_ARGS__);                                                                 \
     } while (0)
 
-static int dyno_send_status_locked(struct ipc_client *c, const char *tag, int32_t status, int32_t cur,
+static int link_send_status_locked(struct ipc_client *c, const char *tag, int32_t status, int32_t cur,
                                    int32_t start, int32_t stop)
 {
     struct ipc_status st = {
         .status = status, .current_step = cur, .start_step = start, .stop_step = stop,
         .pid = (int32_t)getpid(), ._pad = 0, .job_id = 0,
     };
-    int rc = dyno_send_ctrl(c, tag, &st, sizeof(st));
+    int rc = link_send_ctrl(c, tag, &st, sizeof(st));
     if (rc == 0 && strcmp(tag, IPC_TYPE_MONITOR_STATUS) == 0) {
-        dyno.last_monitor_status = status;
+        lk.last_monitor_status = status;
     } else if (rc == 0) {
-        dyno.last_trace[0] = status;
-        dyno.last_trace[1] = cur;
-        dyno.last_trace[2] = start;
-        dyno.last_trace[3] = stop;
+        lk.last_trace[0] = status;
+        lk.last_trace[1] = cur;
+        lk.last_trace[2] = start;
+        lk.last_trace[3] = stop;
     }
     return rc;
 }
 
-static int dyno_register_locked(struct ipc_client *c)
+static int link_register_locked(struct ipc_client *c)
 {
-    struct ipc_ctxt ctxt = { .npu = dyno.npu, .pid = (int32_t)getpid(), .job_id = 0 };
-    bool was_failing = dyno.ctrl_failed;
+    struct ipc_ctxt ctxt = { .npu = lk.npu, .pid = (int32_t)getpid(), .job_id = 0 };
+    bool was_failing = lk.ctrl_failed;
     int rc;
 
-    dyno.reg_stamp = ipc_client_dest_stamp(c, IPC_CLIENT_CTRL);
-    rc = dyno_send_ctrl(c, IPC_TYPE_CTXT, &ctxt, sizeof(ctxt));
+    lk.reg_stamp = ipc_client_dest_stamp(c, IPC_CLIENT_CTRL);
+    rc = link_send_ctrl(c, IPC_TYPE_CTXT, &ctxt, sizeof(ctxt));
     if (rc != 0) {
         DYNO_LOG_FAILURE(was_failing, "Failed to send register ctxt for pid %d with dyno", (int)getpid());
         return rc;
     }
     LOG_INFO("Resigter pid %d for dynolog success!", (int)getpid());
-    dyno.registrations++;
+    lk.registrations++;
     return 0;
 }
 
-int dyno_init(int32_t npu_id)
+int dynolog_init(int32_t npu_id)
 {
     struct ipc_client *c;
     int ok = 0;
 
-    pthread_mutex_lock(&dyno_lock);
-    if (dyno.registered) {
+    pthread_mutex_lock(&link_lock);
+    if (lk.registered) {
         LOG_WARN("DynoLog npu monitor already initialized");
         ok = 1;
         goto out;
     }
-    c = dyno_client();
+    c = link_client();
     if (!c)
         goto out;
-    if (dyno.npids == 0)
-        dyno_compute_pids();
-    dyno.npu = npu_id;
-    if (dyno_register_locked(c) != 0)
+    if (lk.npids == 0)
+        link_compute_pids();
+    lk.npu = npu_id;
+    if (link_register_locked(c) != 0)
         goto out;
-    dyno.registered = true;
+    lk.registered = true;
     LOG_INFO("DynoLog npu monitor initialized successfully");
-    (void)dyno_send_status_locked(c, IPC_TYPE_TRACE_STATUS, IPC_STATUS_IDLE, -1, -1, -1);
-    (void)dyno_send_status_locked(c, IPC_TYPE_MONITOR_STATUS, IPC_STATUS_IDLE, -1, -1, -1);
+    (void)link_send_status_locked(c, IPC_TYPE_TRACE_STATUS, IPC_STATUS_IDLE, -1, -1, -1);
+    (void)link_send_status_locked(c, IPC_TYPE_MONITOR_STATUS, IPC_STATUS_IDLE, -1, -1, -1);
     ok = 1;
 out:
-    pthread_mutex_unlock(&dyno_lock);
+    pthread_mutex_unlock(&link_lock);
     return ok;
 }
 
 /* Keep `text` as the newest non-empty config; a superseded one is logged. */
-static void dyno_keep(const uint8_t *text, size_t len)
+static void link_keep(const uint8_t *text, size_t len)
 {
     char *copy;
 
     if (len == 0)
         return;
-    if (dyno.pending_len) {
-        const char *old = dyno.pending;
+    if (lk.pending_len) {
+        const char *old = lk.pending;
         size_t n = 0;
-        while (n < dyno.pending_len && (old[n] == '\n' || old[n] == ' '))
+        while (n < lk.pending_len && (old[n] == '\n' || old[n] == ' '))
             n++;
         size_t e = n;
-        while (e < dyno.pending_len && old[e] != '\n')
+        while (e < lk.pending_len && old[e] != '\n')
             e++;
         LOG_WARN("Superseded an unread npu config: %.*s", (int)(e - n), old + n);
     }
-    copy = realloc(dyno.pending, len + 1);
+    copy = realloc(lk.pending, len + 1);
     if (!copy) {
         LOG_ERROR("dyno: out of memory keeping a config of %zu bytes", len);
         return;
     }
     memcpy(copy, text, len);
     copy[len] = '\0';
-    dyno.pending = copy;
-    dyno.pending_len = len;
+    lk.pending = copy;
+    lk.pending_len = len;
 }
 
 /* Handle one received datagram; returns true if it was a `req` reply. */
-static bool dyno_handle(const struct ipc_client_msg *m)
+static bool link_handle(const struct ipc_client_msg *m)
 {
     switch (m->type) {
     case IPC_T_CTXT:
         LOG_INFO("Regist to dynolog daemon successfully");
         return false;
     case IPC_T_REQ:
-        dyno_keep(m->payload, m->len);
+        link_keep(m->payload, m->len);
         return true;
     default:
         LOG_WARN("dyno: ignored unexpected '%s' datagram from the daemon", m->type_str);
@@ -226,41 +226,41 @@ static bool dyno_handle(const struct ipc_client_msg *m)
 }
 
 /* Daemon restarted (new socket file) or the last control send failed: register again. */
-static void dyno_recover_locked(struct ipc_client *c)
+static void link_recover_locked(struct ipc_client *c)
 {
     uint64_t stamp;
 
-    if (!dyno.registered)
+    if (!lk.registered)
         return;
     stamp = ipc_client_dest_stamp(c, IPC_CLIENT_CTRL);
-    if (stamp == 0 || (stamp == dyno.reg_stamp && !dyno.ctrl_failed))
+    if (stamp == 0 || (stamp == lk.reg_stamp && !lk.ctrl_failed))
         return;
     LOG_INFO("dyno: daemon socket changed or was unreachable, registering again");
-    if (dyno_register_locked(c) == 0) {
+    if (link_register_locked(c) == 0) {
         /* A new daemon knows neither status; its npu-monitor gate needs both. */
-        (void)dyno_send_status_locked(c, IPC_TYPE_TRACE_STATUS, dyno.last_trace[0], dyno.last_trace[1],
-                                      dyno.last_trace[2], dyno.last_trace[3]);
-        (void)dyno_send_status_locked(c, IPC_TYPE_MONITOR_STATUS, dyno.last_monitor_status, -1, -1, -1);
+        (void)link_send_status_locked(c, IPC_TYPE_TRACE_STATUS, lk.last_trace[0], lk.last_trace[1],
+                                      lk.last_trace[2], lk.last_trace[3]);
+        (void)link_send_status_locked(c, IPC_TYPE_MONITOR_STATUS, lk.last_monitor_status, -1, -1, -1);
     }
 }
 
-static int dyno_take(char *buf, size_t cap, size_t *ret_len)
+static int link_take(char *buf, size_t cap, size_t *ret_len)
 {
     *ret_len = 0;
-    if (!dyno.pending_len)
+    if (!lk.pending_len)
         return 0;
-    *ret_len = dyno.pending_len;
-    if (dyno.pending_len + 1 > cap)
+    *ret_len = lk.pending_len;
+    if (lk.pending_len + 1 > cap)
         return -ENOSPC; /* kept for the next call */
-    memcpy(buf, dyno.pending, dyno.pending_len + 1);
+    memcpy(buf, lk.pending, lk.pending_len + 1);
     LOG_INFO("Received NPU configuration successfully");
-    free(dyno.pending);
-    dyno.pending = NULL;
-    dyno.pending_len = 0;
+    free(lk.pending);
+    lk.pending = NULL;
+    lk.pending_len = 0;
     return 0;
 }
 
-int dyno_poll(char *buf, size_t cap, size_t *ret_len)
+int dynolog_poll(char *buf, size_t cap, size_t *ret_len)
 {
     uint8_t reqbuf[sizeof(struct ipc_req) + IPC_PLUGIN_MAX_PIDS * sizeof(int32_t)];
     struct ipc_req req;
@@ -272,28 +272,28 @@ int dyno_poll(char *buf, size_t cap, size_t *ret_len)
 
     if (!buf || !ret_len)
         return -EINVAL;
-    pthread_mutex_lock(&dyno_lock);
+    pthread_mutex_lock(&link_lock);
     *ret_len = 0;
-    c = dyno_client();
+    c = link_client();
     if (!c) {
         rc = -ENOTCONN;
         goto out;
     }
-    if (dyno.npids == 0)
-        dyno_compute_pids();
+    if (lk.npids == 0)
+        link_compute_pids();
     while (ipc_client_recv(c, 0, &m) == 0)
-        (void)dyno_handle(&m);
-    dyno_recover_locked(c);
+        (void)link_handle(&m);
+    link_recover_locked(c);
 
     req.type = IPC_REQ_EVENTS | IPC_REQ_ACTIVITIES;
-    req.n = dyno.npids;
+    req.n = lk.npids;
     req.job_id = 0;
     memcpy(reqbuf, &req, sizeof(req));
-    memcpy(reqbuf + sizeof(req), dyno.pids, (size_t)dyno.npids * sizeof(int32_t));
-    was_failing = dyno.ctrl_failed;
-    if (dyno_send_ctrl(c, IPC_TYPE_REQ, reqbuf, sizeof(req) + (size_t)dyno.npids * sizeof(int32_t)) != 0) {
+    memcpy(reqbuf + sizeof(req), lk.pids, (size_t)lk.npids * sizeof(int32_t));
+    was_failing = lk.ctrl_failed;
+    if (link_send_ctrl(c, IPC_TYPE_REQ, reqbuf, sizeof(req) + (size_t)lk.npids * sizeof(int32_t)) != 0) {
         DYNO_LOG_FAILURE(was_failing, "Failed to send config to dyno server");
-        rc = dyno_take(buf, cap, ret_len);
+        rc = link_take(buf, cap, ret_len);
         goto out;
     }
     /* 5 x 10 ms: the daemon answers within its loop iteration. */
@@ -304,43 +304,43 @@ int dyno_poll(char *buf, size_t cap, size_t *ret_len)
             break;
         if (ipc_client_recv(c, (int)((deadline - now + 999999) / 1000000), &m) != 0)
             break;
-        if (dyno_handle(&m))
+        if (link_handle(&m))
             break;
     }
-    rc = dyno_take(buf, cap, ret_len);
+    rc = link_take(buf, cap, ret_len);
 out:
-    pthread_mutex_unlock(&dyno_lock);
+    pthread_mutex_unlock(&link_lock);
     return rc;
 }
 
-int dyno_send_trace_status(int32_t status, int32_t cur, int32_t start, int32_t stop)
+int dynolog_send_trace_status(int32_t status, int32_t cur, int32_t start, int32_t stop)
 {
-    struct ipc_client *c = dyno_client();
+    struct ipc_client *c = link_client();
     int rc;
 
     if (!c)
         return -ENOTCONN;
-    pthread_mutex_lock(&dyno_lock);
-    rc = dyno_send_status_locked(c, IPC_TYPE_TRACE_STATUS, status, cur, start, stop);
-    pthread_mutex_unlock(&dyno_lock);
+    pthread_mutex_lock(&link_lock);
+    rc = link_send_status_locked(c, IPC_TYPE_TRACE_STATUS, status, cur, start, stop);
+    pthread_mutex_unlock(&link_lock);
     return rc;
 }
 
-int dyno_send_monitor_status(int32_t status)
+int dynolog_send_monitor_status(int32_t status)
 {
-    struct ipc_client *c = dyno_client();
+    struct ipc_client *c = link_client();
     int rc;
 
     if (!c)
         return -ENOTCONN;
-    pthread_mutex_lock(&dyno_lock);
-    rc = dyno_send_status_locked(c, IPC_TYPE_MONITOR_STATUS, status, -1, -1, -1);
-    pthread_mutex_unlock(&dyno_lock);
+    pthread_mutex_lock(&link_lock);
+    rc = link_send_status_locked(c, IPC_TYPE_MONITOR_STATUS, status, -1, -1, -1);
+    pthread_mutex_unlock(&link_lock);
     return rc;
 }
 
 /* The byte cap of the backlog: MSMONITOR_DATA_BACKLOG_BYTES (tests), else the default. */
-static size_t dyno_backlog_bytes(void)
+static size_t link_backlog_bytes(void)
 {
     const char *raw = penv_get(PENV_DATA_BACKLOG_BYTES);
     uint64_t v;
@@ -355,15 +355,15 @@ static size_t dyno_backlog_bytes(void)
     return (size_t)v;
 }
 
-static struct backlog *dyno_backlog(void)
+static struct backlog *link_backlog(void)
 {
     struct backlog *b;
 
-    pthread_mutex_lock(&dyno_client_lock);
-    if (!dyno.backlog && backlog_create(dyno_backlog_bytes(), BACKLOG_DEFAULT_ENTRIES, &dyno.backlog) != 0)
-        dyno.backlog = NULL;
-    b = dyno.backlog;
-    pthread_mutex_unlock(&dyno_client_lock);
+    pthread_mutex_lock(&link_client_lock);
+    if (!lk.backlog && backlog_create(link_backlog_bytes(), BACKLOG_DEFAULT_ENTRIES, &lk.backlog) != 0)
+        lk.backlog = NULL;
+    b = lk.backlog;
+    pthread_mutex_unlock(&link_client_lock);
     return b;
 }
 
@@ -373,7 +373,7 @@ static struct backlog *dyno_backlog(void)
  * it replaces; what is left goes with the next call or poll. */
 #define DYNO_DATA_CALL_NS 31000000ull
 
-struct dyno_data_try {
+struct link_data_try {
     struct ipc_client *c;
     unsigned sleeps_left;
     uint64_t sleep_ns;
@@ -381,9 +381,9 @@ struct dyno_data_try {
     bool tried;             /* the first payload of a call is always tried */
 };
 
-static int dyno_data_send_one(void *ctx, const void *data, size_t len)
+static int link_data_send_one(void *ctx, const void *data, size_t len)
 {
-    struct dyno_data_try *t = ctx;
+    struct link_data_try *t = ctx;
 
     if (t->tried && clock_mono_ns() >= t->deadline_ns)
         return -EINPROGRESS;
@@ -403,47 +403,46 @@ static int dyno_data_send_one(void *ctx, const void *data, size_t len)
 
 /* collectd-style complaints after a send or flush: once when sending starts failing and
  * once when it works again; once (rate-limited) when the backlog starts dropping and once
- * with the total when it has drained. Drops go to the running session's counters. */
-static void dyno_data_account(struct backlog *b, int rc)
+ * with the total when it has drained. The session reads the drop total for its counters
+ * (dynolog_data_backlog); nothing here writes into a session. */
+static void link_data_account(struct backlog *b, int rc)
 {
     struct backlog_stats st;
     uint64_t fresh = backlog_take_dropped(b);
 
-    if (fresh)
-        pipeline_add_offline_drops(fresh);
     backlog_get_stats(b, &st);
-    pthread_mutex_lock(&dyno_client_lock);
-    if (rc != 0 && rc != -EINPROGRESS && !dyno.data_failing) {
-        dyno.data_failing = true;
+    pthread_mutex_lock(&link_client_lock);
+    if (rc != 0 && rc != -EINPROGRESS && !lk.data_failing) {
+        lk.data_failing = true;
         LOG_ERROR("dyno: sending metric data to the daemon failed: %s; keeping undelivered data for when it is "
                   "back (further failures not logged)", errno_name(-rc));
-    } else if (rc == 0 && dyno.data_failing && st.entries == 0) {
-        dyno.data_failing = false;
+    } else if (rc == 0 && lk.data_failing && st.entries == 0) {
+        lk.data_failing = false;
         LOG_INFO("dyno: sending metric data to the daemon works again (%llu kept datagrams delivered so far)",
                  (unsigned long long)st.flushed);
     }
-    if (fresh && !dyno.data_dropping) {
-        dyno.data_dropping = true;
-        LOG_RL(&dyno.data_drop_rl, 10000, LOG_LVL_WARNING,
+    if (fresh && !lk.data_dropping) {
+        lk.data_dropping = true;
+        LOG_RL(&lk.data_drop_rl, 10000, LOG_LVL_WARNING,
                "dyno: the undelivered metric data backlog is full; dropping the oldest datagrams (counted as "
                "dropped_offline)");
-    } else if (dyno.data_dropping && st.entries == 0) {
-        dyno.data_dropping = false;
+    } else if (lk.data_dropping && st.entries == 0) {
+        lk.data_dropping = false;
         LOG_WARN("dyno: %llu metric datagrams dropped from the full backlog while the daemon was unreachable "
-                 "(%llu in total)", (unsigned long long)(st.dropped - dyno.data_dropped_logged),
+                 "(%llu in total)", (unsigned long long)(st.dropped - lk.data_dropped_logged),
                  (unsigned long long)st.dropped);
-        dyno.data_dropped_logged = st.dropped;
+        lk.data_dropped_logged = st.dropped;
     }
-    pthread_mutex_unlock(&dyno_client_lock);
+    pthread_mutex_unlock(&link_client_lock);
 }
 
 /* Deliver `json` after everything kept before it (NULL: only the kept ones). Sends run on
  * the caller's thread (the session actor, or the poller) under no dyno lock. */
-static int dyno_data_deliver(const char *json, size_t len)
+static int link_data_deliver(const char *json, size_t len)
 {
-    struct ipc_client *c = dyno_client();
-    struct backlog *b = dyno_backlog();
-    struct dyno_data_try t = { c, IPC_CLIENT_DATA_RETRIES, IPC_CLIENT_DATA_FIRST_SLEEP_NS,
+    struct ipc_client *c = link_client();
+    struct backlog *b = link_backlog();
+    struct link_data_try t = { c, IPC_CLIENT_DATA_RETRIES, IPC_CLIENT_DATA_FIRST_SLEEP_NS,
                                clock_mono_ns() + DYNO_DATA_CALL_NS, false };
     int rc;
 
@@ -454,51 +453,51 @@ static int dyno_data_deliver(const char *json, size_t len)
                              IPC_CLIENT_DATA_FIRST_SLEEP_NS, IPC_CLIENT_QUIET);
         return rc;
     }
-    rc = backlog_send(b, json, len, dyno_data_send_one, &t);
+    rc = backlog_send(b, json, len, link_data_send_one, &t);
     if (rc != -EBUSY)
-        dyno_data_account(b, rc);
+        link_data_account(b, rc);
     return rc == -EINPROGRESS ? 0 : rc; /* kept behind a queue that is going out */
 }
 
-int dyno_send_data(void *ctx, const char *json, size_t len)
+int dynolog_send_data(void *ctx, const char *json, size_t len)
 {
     (void)ctx;
-    return dyno_data_deliver(json, len);
+    return link_data_deliver(json, len);
 }
 
-int dyno_send_once(const char *json, size_t len)
+int dynolog_send_once(const char *json, size_t len)
 {
-    struct ipc_client *c = dyno_client();
+    struct ipc_client *c = link_client();
 
     if (!c)
         return -ENOTCONN;
     return ipc_client_send(c, IPC_CLIENT_DATA, IPC_TYPE_DATA, json, len, 0, 0, IPC_CLIENT_QUIET);
 }
 
-int dyno_flush_data(void)
+int dynolog_flush_data(void)
 {
     struct backlog_stats st;
     struct backlog *b;
 
-    pthread_mutex_lock(&dyno_client_lock);
-    b = dyno.backlog;
-    pthread_mutex_unlock(&dyno_client_lock);
+    pthread_mutex_lock(&link_client_lock);
+    b = lk.backlog;
+    pthread_mutex_unlock(&link_client_lock);
     if (!b)
         return 0;
     backlog_get_stats(b, &st);
     if (st.entries == 0)
         return 0;
-    return dyno_data_deliver(NULL, 0);
+    return link_data_deliver(NULL, 0);
 }
 
-void dyno_data_backlog(struct dyno_data_stats *ret)
+void dynolog_data_backlog(struct dynolog_data_stats *ret)
 {
     struct backlog_stats st = { 0 };
     struct backlog *b;
 
-    pthread_mutex_lock(&dyno_client_lock);
-    b = dyno.backlog;
-    pthread_mutex_unlock(&dyno_client_lock);
+    pthread_mutex_lock(&link_client_lock);
+    b = lk.backlog;
+    pthread_mutex_unlock(&link_client_lock);
     if (b)
         backlog_get_stats(b, &st);
     ret->entries = st.entries;
@@ -507,34 +506,47 @@ void dyno_data_backlog(struct dyno_data_stats *ret)
     ret->flushed = st.flushed;
 }
 
-bool dyno_reachable(void)
+bool dynolog_reachable(void)
 {
     bool ok;
 
-    pthread_mutex_lock(&dyno_lock);
-    ok = dyno.client && !dyno.ctrl_failed;
-    pthread_mutex_unlock(&dyno_lock);
+    pthread_mutex_lock(&link_lock);
+    ok = lk.client && !lk.ctrl_failed;
+    pthread_mutex_unlock(&link_lock);
     return ok;
 }
 
-unsigned dyno_registrations(void)
+unsigned dynolog_registrations(void)
 {
     unsigned n;
 
-    pthread_mutex_lock(&dyno_lock);
-    n = dyno.registrations;
-    pthread_mutex_unlock(&dyno_lock);
+    pthread_mutex_lock(&link_lock);
+    n = lk.registrations;
+    pthread_mutex_unlock(&link_lock);
     return n;
 }
 
-void dyno_reset(void)
+void dynolog_reset(void)
 {
-    pthread_mutex_lock(&dyno_lock);
-    pthread_mutex_lock(&dyno_client_lock);
-    ipc_client_destroy(dyno.client);
-    free(dyno.pending);
-    backlog_destroy(dyno.backlog);
-    dyno = (struct dyno_state)DYNO_STATE_INIT;
-    pthread_mutex_unlock(&dyno_client_lock);
-    pthread_mutex_unlock(&dyno_lock);
+    pthread_mutex_lock(&link_lock);
+    pthread_mutex_lock(&link_client_lock);
+    ipc_client_destroy(lk.client);
+    free(lk.pending);
+    backlog_destroy(lk.backlog);
+    lk = (struct link_state)LINK_STATE_INIT;
+    pthread_mutex_unlock(&link_client_lock);
+    pthread_mutex_unlock(&link_lock);
+}
+
+int dynolog_send_status(int32_t status, int32_t current_step, int32_t start_step, int32_t stop_step)
+{
+    int rc, rc2;
+
+    rc = dynolog_send_trace_status(status, current_step, start_step, stop_step);
+    if (status == IPC_STATUS_UNINITIALIZED) {
+        rc2 = dynolog_send_monitor_status(IPC_STATUS_UNINITIALIZED);
+        if (rc == 0)
+            rc = rc2;
+    }
+    return rc;
 }

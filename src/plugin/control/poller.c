@@ -1,7 +1,7 @@
-/* control: config application, status hand-off and the poller loop (control.h). The poller
- * is one thread per instance that registers with the daemon, polls it and hands configs to
- * its owner; when the daemon is away it retries with capped back-off instead of stopping. */
-#include "plugin/control/control.h"
+/* poller: the poll loop (poller.h): one thread per instance that registers with the daemon,
+ * polls it and hands configs to its owner; when the daemon is away it retries with capped
+ * back-off instead of stopping. */
+#include "plugin/control/poller.h"
 
 #include <errno.h>
 #include <math.h>
@@ -20,114 +20,40 @@
 #include "common/strutil.h"
 #include "common/thr.h"
 #include "contract/names.h"
-#include "contract/cfgkeys.h"
 #include "contract/datamsg.h"
-#include "contract/kvtext.h"
 #include "msmon/ipc_wire.h"
-#include "plugin/control/ack.h"
-#include "plugin/control/dyno.h"
-#include "plugin/control/mconfig.h"
+#include "plugin/control/dynolog_link.h"
 #include "plugin/control/monitor.h"
 #include "plugin/penv.h"
 
-#define CONTROL_POLL_CAP (DYNO_MAX_CONFIG + 64)
-
-/* ---- configs and status ---- */
-
-int control_apply_config(const char *const *keys, const char *const *values, size_t n)
-{
-    struct mconfig *cfg;
-    char id[ACK_ID_CAP], why[ACK_REASON_CAP + 1];
-    int rc;
-
-    ack_find_id(keys, values, n, id);
-    cfg = malloc(sizeof(*cfg)); /* ~5 KiB: keep it off small framework thread stacks */
-    if (!cfg) {
-        (void)ack_send(id, "rejected", "out of memory", names_ipc_status(monitor_running() ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE));
-        return -ENOMEM;
-    }
-    log_reason_begin(why, sizeof(why));
-    rc = mconfig_parse(keys, values, n, cfg);
-    log_reason_end();
-    if (rc == 0) {
-        memcpy(cfg->id, id, sizeof(cfg->id));
-        (void)monitor_handle_config(cfg); /* reports npuMonitorStatus and the outcome itself */
-    } else {
-        (void)ack_send(id, "rejected", why[0] ? why : "invalid config", names_ipc_status(monitor_running() ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE));
-    }
-    free(cfg);
-    return rc;
-}
-
-int control_apply_text(const char *text, size_t len)
-{
-    struct kvtext kv;
-    int rc;
-
-    if (cfgkeys_classify_text(text, len) != CFGKEYS_NPU_MONITOR) {
-        char id[ACK_ID_CAP] = "";
-        LOG_INFO("MsMonitorPoll: ignored a config that is not an npu-monitor config (%zu bytes)", len);
-        if (kvtext_parse(text, len, &kv) == 0) {
-            ack_find_id(kv.keys, kv.values, kv.n, id);
-            kvtext_fini(&kv);
-        }
-        (void)ack_send(id, "rejected", "not an npu-monitor or nputrace config (gputrace targets Kineto clients)",
-                       names_ipc_status(monitor_running() ? IPC_STATUS_RUNNING : IPC_STATUS_IDLE));
-        return -ENOMSG;
-    }
-    rc = kvtext_parse(text, len, &kv); /* the one KEY=value rule, as on the shm path */
-    if (rc == 0)
-        rc = control_apply_config(kv.keys, kv.values, kv.n);
-    kvtext_fini(&kv);
-    return rc;
-}
-
-/* The IPC half of a status report. */
-static int control_send_status(int32_t status, int32_t current_step, int32_t start_step, int32_t stop_step)
-{
-    int rc, rc2;
-
-    rc = dyno_send_trace_status(status, current_step, start_step, stop_step);
-    if (status == IPC_STATUS_UNINITIALIZED) {
-        rc2 = dyno_send_monitor_status(IPC_STATUS_UNINITIALIZED);
-        if (rc == 0)
-            rc = rc2;
-    }
-    return rc;
-}
-
-int control_report_status(int32_t status, int32_t current_step, int32_t start_step, int32_t stop_step)
-{
-    monitor_set_trace_status(status);
-    return control_send_status(status, current_step, start_step, stop_step);
-}
+#define POLLER_REPLY_CAP (DYNOLOG_MAX_CONFIG + 64)
 
 /* ---- back-off ---- */
 
-static double control_env_seconds(enum penv_id id, double dflt)
+static double poller_env_seconds(enum penv_id id, double dflt)
 {
     const char *raw = penv_get(id);
     double v;
 
     if (!raw)
         return dflt;
-    if (str_to_double(raw, &v) != 0 || !(v >= CONTROL_BACKOFF_MIN_S && v <= CONTROL_BACKOFF_CAP_S)) {
+    if (str_to_double(raw, &v) != 0 || !(v >= POLLER_BACKOFF_MIN_S && v <= POLLER_BACKOFF_CAP_S)) {
         LOG_WARN("control: %s='%s' invalid (%.2f..%.0f s), using %.1f", penv_name(id), raw,
-                 CONTROL_BACKOFF_MIN_S, CONTROL_BACKOFF_CAP_S, dflt);
+                 POLLER_BACKOFF_MIN_S, POLLER_BACKOFF_CAP_S, dflt);
         return dflt;
     }
     return v;
 }
 
-void control_backoff_from_env(struct control_backoff *ret)
+void poller_backoff_from_env(struct poller_backoff *ret)
 {
-    ret->initial_s = control_env_seconds(PENV_RETRY_INITIAL_S, CONTROL_BACKOFF_INITIAL_S);
-    ret->cap_s = control_env_seconds(PENV_RETRY_MAX_S, CONTROL_BACKOFF_CAP_S);
+    ret->initial_s = poller_env_seconds(PENV_RETRY_INITIAL_S, POLLER_BACKOFF_INITIAL_S);
+    ret->cap_s = poller_env_seconds(PENV_RETRY_MAX_S, POLLER_BACKOFF_CAP_S);
     if (ret->initial_s > ret->cap_s)
         ret->initial_s = ret->cap_s;
 }
 
-double control_backoff_delay(const struct control_backoff *b, unsigned failures)
+double poller_backoff_delay(const struct poller_backoff *b, unsigned failures)
 {
     double d = b->initial_s;
 
@@ -138,22 +64,22 @@ double control_backoff_delay(const struct control_backoff *b, unsigned failures)
 
 /* ---- the poller ---- */
 
-struct control_poller {
-    struct control_poller_cfg cfg;
+struct poller {
+    struct poller_cfg cfg;
     pthread_t thread;
     pthread_mutex_t lock; /* stop flag, state */
     pthread_cond_t cond;
     bool stop;
-    struct control_poller_state st;
+    struct poller_state st;
     bool status_pending;
     int32_t status[4]; /* status, current, start, stop of the latest posted report */
     char name[16];
-    char *buf; /* CONTROL_POLL_CAP bytes: one poll reply */
+    char *buf; /* POLLER_REPLY_CAP bytes: one poll reply */
 };
 
 /* Send the latest posted status report, if any, while the daemon is reachable (else it
  * waits for the next registration). Called and returns with the lock held. */
-static void control_poller_flush_status(struct control_poller *p)
+static void poller_flush_status(struct poller *p)
 {
     int32_t s[4];
 
@@ -162,34 +88,34 @@ static void control_poller_flush_status(struct control_poller *p)
     memcpy(s, p->status, sizeof(s));
     p->status_pending = false;
     pthread_mutex_unlock(&p->lock);
-    (void)control_send_status(s[0], s[1], s[2], s[3]);
+    (void)dynolog_send_status(s[0], s[1], s[2], s[3]);
     pthread_mutex_lock(&p->lock);
 }
 
 /* Wait up to `seconds` or until stop, sending posted status reports meanwhile; returns
  * with the lock held. */
-static void control_poller_wait(struct control_poller *p, double seconds)
+static void poller_wait(struct poller *p, double seconds)
 {
     uint64_t deadline = clock_mono_ns() + (uint64_t)(seconds * 1e9);
     struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull), .tv_nsec = (long)(deadline % 1000000000ull) };
 
     while (!p->stop) {
-        control_poller_flush_status(p);
+        poller_flush_status(p);
         if (p->stop || pthread_cond_timedwait(&p->cond, &p->lock, &ts) == ETIMEDOUT)
             break;
     }
-    control_poller_flush_status(p);
+    poller_flush_status(p);
 }
 
 /* One attempt: register if never registered, then poll (dyno re-registers by itself after a
  * daemon restart or a failed send). Returns true if the daemon answered. */
-static bool control_poller_attempt(struct control_poller *p)
+static bool poller_attempt(struct poller *p)
 {
     size_t len = 0;
     bool ok;
 
     if (!p->st.registered) {
-        ok = dyno_init(p->cfg.rank) == 1;
+        ok = dynolog_init(p->cfg.rank) == 1;
         pthread_mutex_lock(&p->lock);
         p->st.registered = ok;
         pthread_mutex_unlock(&p->lock);
@@ -197,21 +123,21 @@ static bool control_poller_attempt(struct control_poller *p)
             return false;
         /* and poll at once: the daemon only targets processes that have polled */
     }
-    if (dyno_poll(p->buf, CONTROL_POLL_CAP, &len) == 0 && len > 0 && p->cfg.on_config)
+    if (dynolog_poll(p->buf, POLLER_REPLY_CAP, &len) == 0 && len > 0 && p->cfg.on_config)
         p->cfg.on_config(p->cfg.ctx, p->buf, len);
-    ok = dyno_reachable();
+    ok = dynolog_reachable();
     /* Metric data kept while the daemon was away (or restarting between two polls) goes out
      * now, not only with the session's next report: a quiet session drains too. */
     if (ok)
-        (void)dyno_flush_data();
+        (void)dynolog_flush_data();
     if (ok && p->cfg.on_tick)
         p->cfg.on_tick(p->cfg.ctx);
     return ok;
 }
 
-static void control_note(const struct control_poller *p, enum log_level lvl, const char *fmt, ...)
+static void poller_note(const struct poller *p, enum log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void control_note(const struct control_poller *p, enum log_level lvl, const char *fmt, ...)
+static void poller_note(const struct poller *p, enum log_level lvl, const char *fmt, ...)
 {
     char msg[512], esc[LOGESC_CAP(sizeof(msg))];
     va_list ap;
@@ -228,7 +154,7 @@ static void control_note(const struct control_poller *p, enum log_level lvl, con
 /* PluginInfo (ours): after each registration, tell the daemon which vendor library this
  * process loaded ("" = none found), so `dyno status` / `dyno doctor` can show it. The upstream
  * data keys make any daemon accept (and log) it. */
-static void control_send_plugin_info(void)
+static void poller_send_plugin_info(void)
 {
     const char *name = "mspti", *lib = "";
     char buf[1024];
@@ -248,29 +174,29 @@ static void control_send_plugin_info(void)
 
     jw_init(&w, buf, sizeof(buf));
     if (datamsg_write(&w, &m, extra, sizeof(extra) / sizeof(extra[0])) == 0)
-        (void)dyno_send_data(NULL, w.buf, w.len);
+        (void)dynolog_send_data(NULL, w.buf, w.len);
 }
 
 /* The two lines of the policy: one when the daemon is lost (or absent at start), one when
  * it is back; the retries in between are silent. */
-static void control_poller_account(struct control_poller *p, bool ok, bool was_registered, unsigned regs_before)
+static void poller_account(struct poller *p, bool ok, bool was_registered, unsigned regs_before)
 {
-    const struct control_backoff *b = &p->cfg.backoff;
-    unsigned regs = dyno_registrations();
+    const struct poller_backoff *b = &p->cfg.backoff;
+    unsigned regs = dynolog_registrations();
 
     if (ok) {
         if (!was_registered)
-            control_note(p, LOG_LVL_INFO, "Init dynolog success !%s", p->st.failures ? " (the daemon is up now)" : "");
+            poller_note(p, LOG_LVL_INFO, "Init dynolog success !%s", p->st.failures ? " (the daemon is up now)" : "");
         else if (p->st.failures)
-            control_note(p, LOG_LVL_INFO, "the daemon is back after %u failed attempts; registered again",
+            poller_note(p, LOG_LVL_INFO, "the daemon is back after %u failed attempts; registered again",
                          p->st.failures);
         p->st.failures = 0;
     } else {
         if (p->st.failures == 0 && !was_registered)
-            control_note(p, LOG_LVL_WARNING, "Init dynolog failed ! The daemon is not reachable; retrying "
+            poller_note(p, LOG_LVL_WARNING, "Init dynolog failed ! The daemon is not reachable; retrying "
                          "registration (back-off %.1f s doubling to %.1f s)", b->initial_s, b->cap_s);
         else if (p->st.failures == 0)
-            control_note(p, LOG_LVL_WARNING, "lost the daemon; retrying registration (back-off %.1f s doubling "
+            poller_note(p, LOG_LVL_WARNING, "lost the daemon; retrying registration (back-off %.1f s doubling "
                          "to %.1f s)", b->initial_s, b->cap_s);
         p->st.failures++;
     }
@@ -278,23 +204,23 @@ static void control_poller_account(struct control_poller *p, bool ok, bool was_r
     if (regs > regs_before) {
         p->st.registrations += regs - regs_before;
         if (ok)
-            control_send_plugin_info();
+            poller_send_plugin_info();
     }
 }
 
-static void *control_poller_main(void *arg)
+static void *poller_main(void *arg)
 {
-    struct control_poller *p = arg;
+    struct poller *p = arg;
 
     pthread_mutex_lock(&p->lock);
     while (!p->stop) {
         bool was_registered = p->st.registered, ok;
-        unsigned regs = dyno_registrations();
+        unsigned regs = dynolog_registrations();
         pthread_mutex_unlock(&p->lock);
-        ok = control_poller_attempt(p);
+        ok = poller_attempt(p);
         pthread_mutex_lock(&p->lock);
-        control_poller_account(p, ok, was_registered, regs);
-        control_poller_wait(p, ok ? p->cfg.period_s : control_backoff_delay(&p->cfg.backoff, p->st.failures));
+        poller_account(p, ok, was_registered, regs);
+        poller_wait(p, ok ? p->cfg.period_s : poller_backoff_delay(&p->cfg.backoff, p->st.failures));
     }
     pthread_mutex_unlock(&p->lock);
     /* The goodbye only to a daemon that answered last time: an unreachable one would cost
@@ -304,15 +230,15 @@ static void *control_poller_main(void *arg)
     return NULL;
 }
 
-int control_poller_create(const struct control_poller_cfg *cfg, struct control_poller **ret)
+int poller_create(const struct poller_cfg *cfg, struct poller **ret)
 {
-    struct control_poller *p;
+    struct poller *p;
     pthread_condattr_t a;
     int rc;
 
     p = calloc(1, sizeof(*p));
     if (p)
-        p->buf = malloc(CONTROL_POLL_CAP);
+        p->buf = malloc(POLLER_REPLY_CAP);
     if (!p || !p->buf) {
         free(p);
         return -ENOMEM;
@@ -321,14 +247,14 @@ int control_poller_create(const struct control_poller_cfg *cfg, struct control_p
     if (!(p->cfg.period_s > 0))
         p->cfg.period_s = 2.0;
     if (!(p->cfg.backoff.initial_s > 0) || !(p->cfg.backoff.cap_s >= p->cfg.backoff.initial_s))
-        p->cfg.backoff = (struct control_backoff){ CONTROL_BACKOFF_INITIAL_S, CONTROL_BACKOFF_CAP_S };
+        p->cfg.backoff = (struct poller_backoff){ POLLER_BACKOFF_INITIAL_S, POLLER_BACKOFF_CAP_S };
     snprintf(p->name, sizeof(p->name), "%s", cfg->name ? cfg->name : "MsMonitorPoll");
     pthread_mutex_init(&p->lock, NULL);
     pthread_condattr_init(&a);
     pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
     pthread_cond_init(&p->cond, &a);
     pthread_condattr_destroy(&a);
-    rc = thr_start(&p->thread, p->name, control_poller_main, p, THR_JOINABLE);
+    rc = thr_start(&p->thread, p->name, poller_main, p, THR_JOINABLE);
     if (rc != 0) {
         LOG_ERROR("%s: cannot create the poller thread: %s", p->name, errno_name(-rc));
         pthread_cond_destroy(&p->cond);
@@ -341,7 +267,7 @@ int control_poller_create(const struct control_poller_cfg *cfg, struct control_p
     return 0;
 }
 
-void control_poller_destroy(struct control_poller *p)
+void poller_destroy(struct poller *p)
 {
     if (!p)
         return;
@@ -356,10 +282,9 @@ void control_poller_destroy(struct control_poller *p)
     free(p);
 }
 
-void control_poller_post_status(struct control_poller *p, int32_t status, int32_t current_step, int32_t start_step,
+void poller_post_status(struct poller *p, int32_t status, int32_t current_step, int32_t start_step,
                                 int32_t stop_step)
 {
-    monitor_set_trace_status(status); /* at once: the nputrace/npu-monitor exclusion */
     pthread_mutex_lock(&p->lock);
     p->status[0] = status;
     p->status[1] = current_step;
@@ -370,7 +295,7 @@ void control_poller_post_status(struct control_poller *p, int32_t status, int32_
     pthread_mutex_unlock(&p->lock);
 }
 
-void control_poller_get_state(struct control_poller *p, struct control_poller_state *ret)
+void poller_get_state(struct poller *p, struct poller_state *ret)
 {
     pthread_mutex_lock(&p->lock);
     *ret = p->st;
