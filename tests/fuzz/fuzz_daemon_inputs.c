@@ -1,6 +1,6 @@
 /* fuzz_daemon_inputs: the daemon's parsers of outside bytes: RPC request bodies (through
  * rpc_handle with a real registry/status), data datagrams (data_handle), the /proc/<pid>/stat
- * state reader (rpc_stat_state) and the contract's JSON reader/writer round trip (cjx). The first byte selects the target. */
+ * state reader (peer_parse_stat) and the contract's JSON reader/writer round trip (cjx). The first byte selects the target. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "contract/cjx.h"
 #include "daemon/ipc/data_sink.h"
+#include "daemon/ipc/peer.h"
 #include "daemon/rpc/rpc_methods.h"
 #include "daemon/sinks/json_logger.h"
 
@@ -46,8 +47,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(reply);
         registry_gc(reg, UINT64_MAX, 0);
     } else if (data[0] == 'S') {
-        char c = rpc_stat_state(text, len); /* never reads past the text; a letter or 0 */
-        if (c != 0 && !((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')))
+        int32_t ppid = 0;
+        char c = 0; /* never reads past the text; a parent pid >= 0 when it parses */
+        if (peer_parse_stat(text, len, &ppid, &c) == 0 && ppid < 0)
             __builtin_trap();
     } else if (data[0] == 'D') {
         struct data_router dr;

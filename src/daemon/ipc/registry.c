@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "daemon/ipc/peer.h"
 
 struct reg_proc {
     int64_t job;
@@ -82,32 +83,12 @@ void registry_set_policy(struct registry *r, int uid_quota, bool check_alive)
     pthread_mutex_unlock(&r->mu);
 }
 
-/* EPERM means the process exists under another uid: alive. */
-static bool pid_dead(int32_t pid)
-{
-    return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-}
-
-/* A process that will never poll or answer again: gone, or a zombie its launcher has not
- * reaped yet (its ranks' launcher may be waiting on another child first). */
+/* The daemon's one liveness rule (peer_gone: exited, or a zombie its launcher has not reaped
+ * yet; EPERM means it runs under another uid: alive), read from /proc here: the registry
+ * needs no sender cache for it. A process that is gone will never poll or answer again. */
 static bool proc_gone(int32_t pid)
 {
-    char path[64], buf[512];
-    const char *rp;
-    FILE *f;
-    size_t n;
-
-    if (pid_dead(pid))
-        return true;
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    f = fopen(path, "re");
-    if (!f)
-        return false; /* another pid namespace: its report is all there is */
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    rp = strrchr(buf, ')');
-    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+    return peer_gone(NULL, pid);
 }
 
 /* A sorted pid set contains pid (binary search). */
@@ -136,7 +117,7 @@ static size_t purge_dead(struct registry *r)
 {
     size_t w = 0, n0 = r->nprocs;
     for (size_t i = 0; i < r->nprocs; i++) {
-        if (pid_dead(r->procs[i]->node)) {
+        if (proc_gone(r->procs[i]->node)) {
             LOG_INFO("Stopped tracking process (%d) from job %lld: the process is gone",
                      r->procs[i]->node, (long long)r->procs[i]->job);
             proc_free(r->procs[i]);
@@ -146,7 +127,7 @@ static size_t purge_dead(struct registry *r)
     }
     r->nprocs = w;
     for (int c = 0; c < r->nctxt;) {
-        if (pid_dead(r->ctxt[c].pid))
+        if (proc_gone(r->ctxt[c].pid))
             r->ctxt[c] = r->ctxt[--r->nctxt];
         else
             c++;
@@ -484,7 +465,7 @@ int registry_poll_who(struct registry *r, uid_t uid, const struct reg_who *who, 
         p = r->procs[at];
     } else {
         join_pids(pids, n, txt, sizeof(txt));
-        if (r->check_alive && pid_dead(node)) {
+        if (r->check_alive && proc_gone(node)) {
             LOG_RL(&r->rl_dead, 1000, LOG_LVL_WARNING,
                    "not registering process (%s) for job %lld: pid %d is not running", txt,
                    (long long)job, node);
@@ -802,7 +783,7 @@ int registry_gc(struct registry *r, uint64_t now_ns, uint64_t age_ns)
     w = 0;
     for (size_t i = 0; i < r->nmembers; i++) {
         const struct reg_member *m = &r->members[i];
-        if ((now_ns > m->last_ns && now_ns - m->last_ns > age_ns) || (r->check_alive && pid_dead(m->pid)))
+        if ((now_ns > m->last_ns && now_ns - m->last_ns > age_ns) || (r->check_alive && proc_gone(m->pid)))
             continue;
         r->members[w++] = *m;
     }

@@ -93,44 +93,6 @@ static int leaf_cmp(const void *a, const void *b)
     return x->job < y->job ? -1 : x->job > y->job;
 }
 
-char rpc_stat_state(const char *buf, size_t len)
-{
-    const char *rp = NULL;
-
-    for (size_t i = 0; i < len; i++)
-        if (buf[i] == ')')
-            rp = buf + i;
-    if (!rp || (size_t)(rp - buf) + 2 >= len || rp[1] != ' ')
-        return 0;
-    return (rp[2] >= 'A' && rp[2] <= 'Z') || (rp[2] >= 'a' && rp[2] <= 'z') ? rp[2] : 0;
-}
-
-/* The pid has exited (EPERM: it exists under another uid), or it is a zombie: a killed rank
- * whose parent (a launcher, a shell) has not reaped it yet exists for kill(0) but runs
- * nothing. Checked at each getStatus, so a dead rank reads gone at once instead of "polling"
- * until the next clean-up. */
-bool rpc_pid_gone(int32_t pid)
-{
-    char path[32], buf[512];
-    ssize_t n;
-    int fd;
-
-    if (pid <= 0)
-        return false;
-    if (kill(pid, 0) != 0 && errno == ESRCH)
-        return true;
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT; /* reaped between the two looks */
-    n = read(fd, buf, sizeof(buf));
-    close(fd);
-    if (n <= 0)
-        return false;
-    char state = rpc_stat_state(buf, (size_t)n);
-    return state == 'Z' || state == 'X';
-}
-
 static bool (*pid_gone_fn)(int32_t pid);
 
 void rpc_set_pid_gone(bool (*fn)(int32_t pid))
@@ -440,7 +402,7 @@ static bool trace_busy(const struct ipc_status *t)
 {
     if (t->status != 1 && t->status != 2)
         return false;
-    return t->pid > 0 && !rpc_pid_gone(t->pid);
+    return t->pid > 0 && !pid_gone(t->pid);
 }
 
 /* Who may receive a config: the status gate (docs/design/rpc.md#status-gate) and, with --pod or

@@ -120,8 +120,20 @@ static void test_small_stack(void **state)
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(thr_start(&t, "default", stack_probe, &dflt, THR_JOINABLE), 0);
     assert_int_equal(pthread_join(t, NULL), 0);
+    /* ThreadSanitizer's pthread_create adds its own per-thread area to the size asked for,
+     * so there the stack is only known to be at least the request and below the default. */
+#if defined(__SANITIZE_THREAD__)
+    assert_true(small >= THR_SMALL_STACK_BYTES);
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+    assert_true(small >= THR_SMALL_STACK_BYTES);
+#else
     assert_int_equal(small, THR_SMALL_STACK_BYTES);
-    assert_true(dflt > THR_SMALL_STACK_BYTES);
+#endif
+#else
+    assert_int_equal(small, THR_SMALL_STACK_BYTES);
+#endif
+    assert_true(dflt > small);
 }
 
 static void test_bad_arguments(void **state)

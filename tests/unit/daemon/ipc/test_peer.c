@@ -371,10 +371,30 @@ static void test_health_pod_fields(void **state)
     cJSON_Delete(m);
 }
 
+/* A real zombie (forked, exited, not reaped) is gone while it still exists for kill(0), with
+ * or without a cache: the daemon's one liveness rule (registry, getStatus, the trace gate). */
+static void test_zombie_is_gone(void **state)
+{
+    (void)state;
+    assert_false(peer_gone(NULL, (int32_t)getpid()));
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0)
+        _exit(0);
+    siginfo_t si;
+    /* wait until it exited, but leave it a zombie (WNOWAIT) */
+    assert_int_equal(waitid(P_PID, (id_t)child, &si, WEXITED | WNOWAIT), 0);
+    assert_int_equal(kill(child, 0), 0);
+    assert_true(peer_gone(NULL, (int32_t)child));
+    assert_int_equal(waitpid(child, NULL, 0), child);
+    assert_true(peer_gone(NULL, (int32_t)child));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_stat),
+        cmocka_unit_test(test_zombie_is_gone),
         cmocka_unit_test(test_same_namespace_and_cache),
         cmocka_unit_test(test_other_namespace),
         cmocka_unit_test(test_registry_node_pids),
