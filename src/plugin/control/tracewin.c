@@ -318,12 +318,14 @@ bool tracewin_step(int32_t step)
     was = tw.win.phase;
     changed = window_advance(&tw.win, step);
     tw.win.step = step;
+    if (!changed) { /* every step but a window's first and last: nothing to copy */
+        pthread_mutex_unlock(&tw.lock);
+        return false;
+    }
     w = tw.win;
-    c = tw.cfg;
+    c = tw.cfg; /* 4 KiB (the log directory): only when the window moves */
     rank = tw.rank;
     pthread_mutex_unlock(&tw.lock);
-    if (!changed)
-        return false;
     if (was == WINDOW_OPEN || w.phase != WINDOW_OPEN)
         tw_end(step, false);
     if (w.phase == WINDOW_OPEN && tw_begin(&c, w.start, w.stop, rank, false, 0) != 0) {
