@@ -108,6 +108,11 @@ struct msmon_trace_info {
     char last_trace[4096];
 };
 MSMON_API int msmon_dynamic_trace_info(struct msmon_trace_info *ret);
+/* Changes whenever what msmon_dynamic_trace_info() reports changes, except `step` and
+ * `last_trace` (a window armed, opened, closed or refused, new options, a new window): a
+ * reader that saw the same value since its last read has nothing new to read. Lock-free;
+ * cheap enough for every step. */
+MSMON_API uint32_t msmon_dynamic_trace_epoch(void);
 
 /* CUDA injection entry point (docs/design/session.md#cupti-backend): returns 1. */
 MSMON_API int InitializeInjection(void);

@@ -188,9 +188,11 @@ class _DynamicProfile:
     # -- per step --
     def step(self):
         if self.enabled:
-            _dynamic().step()
-            if self.window is not None:
-                self.window.after_step()
+            moved = _dynamic().step()
+            window = self.window
+            # the window is read only when it moved, or while an analysis waits for its file
+            if window is not None and (moved or window.busy()):
+                window.after_step()
 
     def info(self):
         """libmsmonitor's view: enabled, creator, polling, registered, reachable, ..."""

@@ -280,6 +280,11 @@ class Window:
             except (OSError, ValueError, KeyError, TypeError) as err:
                 _log("ERROR", f"cannot analyse {p}: {err}")
 
+    def busy(self):
+        """Something to follow at every step whatever the window does: an analysis waiting for
+        the trace file, or analysis children to reap."""
+        return self.pending is not None or bool(self.children)
+
     def after_step(self):
         self.children = [c for c in self.children if c.poll() is None]
         info = self.dyn.trace_info()

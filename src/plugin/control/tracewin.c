@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,9 @@ static struct {
     bool session;                 /* a window session of ours runs */
     bool native;                  /* that session is a marker-delimited window (no step call) */
     struct tracewin_cfg cfg;      /* the armed window's options */
+    /* Bumped (under the lock) whenever what msmon_dynamic_trace_info() reports changes, but
+     * for the step: the Python side reads the window at a step only when it moved. */
+    _Atomic uint32_t epoch;
 } tw = { .lock = PTHREAD_MUTEX_INITIALIZER, .win = { .phase = TW_NONE, .step = -1, .start = -1, .stop = -1 } };
 
 /* The IPC status value of a window (lock held). */
@@ -46,6 +50,12 @@ static int32_t tw_status_of(const struct window_state *w)
 static bool tw_busy(const struct window_state *w)
 {
     return w->phase == WINDOW_ARMED || w->phase == WINDOW_OPEN;
+}
+
+/* What msmon_dynamic_trace_info() reports changed (lock held). */
+static void tw_moved(void)
+{
+    atomic_fetch_add_explicit(&tw.epoch, 1, memory_order_relaxed);
 }
 
 /* The one refusal line of a second config while a window is armed or running (lock held). */
@@ -216,6 +226,7 @@ static int tw_begin(const struct tracewin_cfg *c, int32_t start, int32_t stop, i
 
     pthread_mutex_lock(&tw.lock);
     tw.windows++;
+    tw_moved();
     pthread_mutex_unlock(&tw.lock);
     if (!(c->flags & TRACEWIN_NPU)) {
         LOG_INFO("nputrace: steps [%d, %d): PROFILE_ACTIVITIES has no NPU; no device trace from libmsmonitor",
@@ -298,6 +309,7 @@ int tracewin_arm(const struct kvtext *kv, int32_t rank, int32_t step)
     tw.win = w;
     tw.cfg = c;
     tw.rank = rank;
+    tw_moved();
     pthread_mutex_unlock(&tw.lock);
     return 0;
 }
@@ -322,6 +334,7 @@ bool tracewin_step(int32_t step)
         pthread_mutex_unlock(&tw.lock);
         return false;
     }
+    tw_moved();
     w = tw.win;
     c = tw.cfg; /* 4 KiB (the log directory): only when the window moves */
     rank = tw.rank;
@@ -331,6 +344,7 @@ bool tracewin_step(int32_t step)
     if (w.phase == WINDOW_OPEN && tw_begin(&c, w.start, w.stop, rank, false, 0) != 0) {
         pthread_mutex_lock(&tw.lock);
         tw.win.phase = WINDOW_CLOSED; /* refused: the line says why; status goes Idle */
+        tw_moved();
         pthread_mutex_unlock(&tw.lock);
     }
     return true;
@@ -346,6 +360,8 @@ void tracewin_leave(int32_t step)
     if (running)
         tw_end(step, true); /* the partial window is written, valid */
     pthread_mutex_lock(&tw.lock);
+    if (tw.win.phase != WINDOW_CLOSED)
+        tw_moved();
     tw.win.phase = WINDOW_CLOSED;
     tw.win.step = step;
     pthread_mutex_unlock(&tw.lock);
@@ -404,6 +420,7 @@ int tracewin_native_config(const char *text, size_t len, int32_t rank)
         tw.win = w;
         tw.cfg = c;
         tw.rank = rank;
+        tw_moved();
         pthread_mutex_unlock(&tw.lock);
     }
 out:
@@ -417,6 +434,7 @@ void tracewin_native_tick(int32_t *ret_status, int32_t *ret_step, int32_t *ret_s
     bool ours, stop = false;
 
     pthread_mutex_lock(&tw.lock);
+    struct window_state before = tw.win;
     ours = tw.session && tw.native;
     if (ours && monitor_tracing() && monitor_window(&m) == 0) {
         /* the session's window stage moves a marker-bounded window; ours mirrors it */
@@ -432,6 +450,8 @@ void tracewin_native_tick(int32_t *ret_status, int32_t *ret_step, int32_t *ret_s
         tw.session = false;
         tw.native = false;
     }
+    if (tw.win.phase != before.phase || tw.win.start != before.start || tw.win.stop != before.stop)
+        tw_moved();
     *ret_status = tw_status_of(&tw.win);
     *ret_step = tw.win.step;
     *ret_start = tw_busy(&tw.win) ? tw.win.start : -1;
@@ -459,4 +479,9 @@ MSMON_API int msmon_dynamic_trace_info(struct msmon_trace_info *ret)
     monitor_last_artifact(ret->last_trace, sizeof(ret->last_trace));
     pthread_mutex_unlock(&tw.lock);
     return 0;
+}
+
+MSMON_API uint32_t msmon_dynamic_trace_epoch(void)
+{
+    return atomic_load_explicit(&tw.epoch, memory_order_relaxed);
 }
