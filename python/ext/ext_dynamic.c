@@ -1,6 +1,6 @@
 /* ext_dynamic: `IPCMonitor_C.dynamic` (ext_dynamic.h). Every call that may block (segment
  * attach, poller join, a config applied inside step) runs with the GIL released; the stop
- * hook takes it back to call into Python. */
+ * hook takes it back to call into Python. A step that cannot wait keeps the GIL. */
 #include "ext_dynamic.h"
 
 #include <errno.h>
@@ -49,9 +49,14 @@ static PyObject *d_step(PyObject *mod, PyObject *unused)
 
     (void)mod;
     (void)unused;
-    Py_BEGIN_ALLOW_THREADS
-    (void)msmon_dynamic_step();
-    Py_END_ALLOW_THREADS
+    /* The GIL is released only for a step that may wait (a config to apply, the window
+     * opening or closing): every other step keeps it, so another Python thread never takes
+     * over the training thread in the middle of a step. */
+    if (!msmon_dynamic_step_nowait()) {
+        Py_BEGIN_ALLOW_THREADS
+        (void)msmon_dynamic_step();
+        Py_END_ALLOW_THREADS
+    }
     epoch = msmon_dynamic_trace_epoch();
     if (epoch == seen_epoch)
         Py_RETURN_FALSE;

@@ -107,6 +107,11 @@ MSMON_API int msmon_dynamic_step(void)
     return dyn_step();
 }
 
+MSMON_API int msmon_dynamic_step_nowait(void)
+{
+    return dyn_step_nowait();
+}
+
 MSMON_API void msmon_dynamic_finalize(void)
 {
     dyn_finalize();

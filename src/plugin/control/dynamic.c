@@ -927,29 +927,30 @@ out:
     kvtext_fini(&kv);
 }
 
-int dyn_step(void)
+/* One step, dyn.lock held. may_wait false: a step that has a config to apply or that moves
+ * the nputrace window (both may wait: on the session actor, on a Python stop hook) returns
+ * -EAGAIN before doing anything; every other step waits on nothing but short locks. */
+static int dyn_step_locked(bool may_wait)
 {
-    uint32_t ts;
+    int32_t next = dyn.step < INT32_MAX ? dyn.step + 1 : dyn.step;
+    uint32_t ts = dyn_shm_time(dyn.shm);
 
-    if (!__atomic_load_n(&dyn.enabled, __ATOMIC_RELAXED))
-        return 0;
-    pthread_mutex_lock(&dyn.lock);
-    if (!dyn.enabled || dyn.pid != getpid())
-        goto out;
+    if (!may_wait && (ts > dyn.last_ts || tracewin_step_nowait(next) != 0))
+        return -EAGAIN;
     dyn_mstx_end(dyn.range_id);
-    if (dyn.step < INT32_MAX)
-        __atomic_store_n(&dyn.step, dyn.step + 1, __ATOMIC_RELAXED); /* the creator's poller reads it */
+    __atomic_store_n(&dyn.step, next, __ATOMIC_RELAXED); /* the creator's poller reads it */
     health_note_step(dyn.step);
     dyn_steps_note();
-    ts = dyn_shm_time(dyn.shm);
-    if (ts > dyn.last_ts) {
-        dyn.last_ts = ts;
-        dyn_apply(dyn.step);
+    if (may_wait) {
+        if (ts > dyn.last_ts) {
+            dyn.last_ts = ts;
+            dyn_apply(dyn.step);
+        }
+        /* The window opens and closes between steps, before this step's range starts, so the
+         * trace holds exactly the records (and `step <N>` ranges) of [start, stop). */
+        if (tracewin_step(dyn.step))
+            dyn.status_due = true;
     }
-    /* The window opens and closes between steps, before this step's range starts, so the
-     * trace holds exactly the records (and `step <N>` ranges) of [start, stop). */
-    if (tracewin_step(dyn.step))
-        dyn.status_due = true;
     dyn.range_id = dyn_mstx_start(dyn.step);
     if (dyn.poller) {
         uint64_t now = clock_mono_ns();
@@ -962,9 +963,32 @@ int dyn_step(void)
             control_poller_post_status(dyn.poller, st.status, dyn.step, st.start, st.stop);
         }
     }
-out:
+    return 0;
+}
+
+int dyn_step(void)
+{
+    if (!__atomic_load_n(&dyn.enabled, __ATOMIC_RELAXED))
+        return 0;
+    pthread_mutex_lock(&dyn.lock);
+    if (dyn.enabled && dyn.pid == getpid())
+        (void)dyn_step_locked(true);
     pthread_mutex_unlock(&dyn.lock);
     return 0;
+}
+
+int dyn_step_nowait(void)
+{
+    int rc = 0;
+
+    if (!__atomic_load_n(&dyn.enabled, __ATOMIC_RELAXED))
+        return 1;
+    if (pthread_mutex_trylock(&dyn.lock) != 0)
+        return 0; /* finalize or an info() holds it: wait for it in dyn_step */
+    if (dyn.enabled && dyn.pid == getpid())
+        rc = dyn_step_locked(false);
+    pthread_mutex_unlock(&dyn.lock);
+    return rc == 0 ? 1 : 0;
 }
 
 void dyn_set_stop_hook(void (*fn)(void *ctx), void *ctx)

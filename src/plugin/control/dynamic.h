@@ -90,6 +90,10 @@ enum { DYN_TRACE_IDLE = IPC_STATUS_IDLE, DYN_TRACE_RUNNING = IPC_STATUS_RUNNING,
 int dyn_init(int32_t rank, unsigned flags);
 /* msmon_dynamic_step(): 0 (a no-op when inactive). */
 int dyn_step(void);
+/* msmon_dynamic_step_nowait(): the same step when it can be done without waiting (no config
+ * to apply, the nputrace window does not move, nobody else holds the state): 1 done (or
+ * inactive), 0 nothing done — call dyn_step(), which may wait. */
+int dyn_step_nowait(void);
 /* Called on the stepping thread just before a config with NPU_MONITOR_STOP true is applied
  * (the Python module sets the cluster layout there). NULL clears it. */
 void dyn_set_stop_hook(void (*fn)(void *ctx), void *ctx);

@@ -350,6 +350,21 @@ bool tracewin_step(int32_t step)
     return true;
 }
 
+int tracewin_step_nowait(int32_t step)
+{
+    struct window_state w;
+    int rc = 0;
+
+    pthread_mutex_lock(&tw.lock);
+    w = tw.win;
+    if (!tw.win.marker_steps && window_advance(&w, step))
+        rc = -EAGAIN;
+    else if (!tw.win.marker_steps)
+        tw.win.step = step;
+    pthread_mutex_unlock(&tw.lock);
+    return rc;
+}
+
 void tracewin_leave(int32_t step)
 {
     bool running;

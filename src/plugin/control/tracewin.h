@@ -71,6 +71,9 @@ int tracewin_arm(const struct kvtext *kv, int32_t rank, int32_t step);
  * begun and ended here (a refused begin leaves the window Idle, logged). True when the
  * window's status changed. */
 bool tracewin_step(int32_t step);
+/* The same step when the window does not move at it (0; nothing to begin or end), else
+ * -EAGAIN and nothing changed: the caller then calls tracewin_step() where it may wait. */
+int tracewin_step_nowait(int32_t step);
 /* The job leaves at step `step`: a running window writes its partial trace (WARN line) and
  * waits for the file; the window goes Idle. */
 void tracewin_leave(int32_t step);

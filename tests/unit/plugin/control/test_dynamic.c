@@ -14,8 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../logcap.h"
@@ -643,6 +645,7 @@ static void test_lifecycle_and_fork(void **state)
     penv_reload();
     assert_int_equal(dyn_init(-1, 0), -ENOTSUP);
     assert_int_equal(dyn_step(), 0);
+    assert_int_equal(dyn_step_nowait(), 1);
     setenv("MSMONITOR_USE_DAEMON", "1", 1);
     penv_reload();
     {
@@ -665,12 +668,42 @@ static void test_lifecycle_and_fork(void **state)
     assert_int_equal(sst.st_size, 0); /* never truncated nor sized by the rank */
     for (int i = 0; i < 3; i++)
         assert_int_equal(dyn_step(), 0);
+    /* a step that needs no wait goes without one; a new config in the segment needs one:
+     * nothing is done until dyn_step applies it, so steps stay exact */
+    {
+        struct dyn_info di;
+        int fd = open(path, O_RDWR);
+        const char *stop = "{\"NPU_MONITOR_START\": \"false\", \"NPU_MONITOR_STOP\": \"true\", \"is_valid\": true}";
+        uint8_t *shm;
+        assert_true(fd >= 0);
+        shm = mmap(NULL, DYN_SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        assert_true(shm != MAP_FAILED);
+        close(fd);
+        dyn_get_info(&di);
+        assert_int_equal(di.step, 4);
+        assert_int_equal(dyn_step_nowait(), 1);
+        dyn_get_info(&di);
+        assert_int_equal(di.step, 5);
+        assert_int_equal(dyn_shm_write(shm, stop, strlen(stop), (uint32_t)time(NULL)), 0);
+        assert_int_equal(dyn_step_nowait(), 0);
+        dyn_get_info(&di);
+        assert_int_equal(di.step, 5);
+        assert_int_equal(dyn_step(), 0);
+        dyn_get_info(&di);
+        assert_int_equal(di.step, 6);
+        assert_int_equal(dyn_step_nowait(), 1); /* applied: the next step goes without waiting */
+        dyn_get_info(&di);
+        assert_int_equal(di.step, 7);
+        munmap(shm, DYN_SHM_SIZE);
+    }
     pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         in_forked_child = 1;
         int rc = dyn_init(-1, 0);
         dyn_step();
+        if (dyn_step_nowait() != 1) /* a no-op here */
+            exit(2);
         exit(rc == -ECHILD ? 0 : 1); /* runs dyn_finalize via atexit: must be a no-op */
     }
     assert_int_equal(waitpid(pid, &status, 0), pid);

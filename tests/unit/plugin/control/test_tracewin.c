@@ -3,7 +3,7 @@
  * (only -1 or absent, never an npu-monitor config), the log-directory checks (symlink,
  * file, created directory), the window rule, and the commands of the one window state (arm,
  * step boundaries, leave, status; a window without NPU activities starts no session, so no
- * backend is needed). */
+ * backend is needed), with the steps that go without waiting and the change counter. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -192,7 +192,7 @@ static void test_commands(void **state)
 {
     char tmpl[] = "/tmp/mmtwcXXXXXX", cfg[512], cmd[600];
     struct msmon_trace_info *info = calloc(1, sizeof(*info));
-    uint32_t windows;
+    uint32_t windows, epoch;
 
     (void)state;
     assert_non_null(info);
@@ -205,7 +205,9 @@ static void test_commands(void **state)
     /* arm at step 5 for [7, 9): Ready; the options are the window's */
     snprintf(cfg, sizeof(cfg), "ACTIVITIES_LOG_FILE=%s\nPROFILE_ACTIVITIES=CPU\nPROFILE_START_STEP=7\n"
              "ACTIVITIES_ITERATIONS=2", tmpl);
+    epoch = msmon_dynamic_trace_epoch();
     arm_text(cfg, 0, 5, 0);
+    assert_true(msmon_dynamic_trace_epoch() != epoch);
     assert_true(logcap_has("dynamic_profile: nputrace ready: steps [7, 9)"));
     expect_status(DYN_TRACE_READY, 5, 7, 9);
     assert_int_equal(msmon_dynamic_trace_info(info), 0);
@@ -218,18 +220,33 @@ static void test_commands(void **state)
     assert_true(logcap_has("nputrace config ignored on rank 0: a window [7, 9) is already armed"));
     expect_status(DYN_TRACE_READY, 5, 7, 9);
 
-    /* the step boundaries: open at 7 (no NPU: no session, said once), close at 9 */
+    /* the step boundaries: open at 7 (no NPU: no session, said once), close at 9; the
+     * steps between them go without waiting and leave the epoch alone */
+    epoch = msmon_dynamic_trace_epoch();
     assert_false(tracewin_step(6));
     expect_status(DYN_TRACE_READY, 6, 7, 9);
+    assert_int_equal(tracewin_step_nowait(6), 0);
+    assert_int_equal(tracewin_step_nowait(7), -EAGAIN); /* it opens here: nothing changed */
+    expect_status(DYN_TRACE_READY, 6, 7, 9);
+    assert_int_equal(msmon_dynamic_trace_epoch(), epoch);
     logcap_clear();
     assert_true(tracewin_step(7));
     expect_status(DYN_TRACE_RUNNING, 7, 7, 9);
+    assert_true(msmon_dynamic_trace_epoch() != epoch);
+    epoch = msmon_dynamic_trace_epoch();
+    assert_int_equal(tracewin_step_nowait(8), 0);
+    expect_status(DYN_TRACE_RUNNING, 8, 7, 9);
+    assert_int_equal(tracewin_step_nowait(9), -EAGAIN);
+    assert_int_equal(msmon_dynamic_trace_epoch(), epoch);
     assert_true(logcap_has("nputrace: steps [7, 9): PROFILE_ACTIVITIES has no NPU"));
     arm_text(cfg, 0, 7, -EBUSY);
     assert_true(logcap_has("a window [7, 9) is already running"));
     assert_false(tracewin_step(8));
     assert_true(tracewin_step(9));
     expect_status(DYN_TRACE_IDLE, 9, -1, -1);
+    assert_true(msmon_dynamic_trace_epoch() != epoch);
+    assert_int_equal(tracewin_step_nowait(10), 0); /* closed: nothing moves any more */
+    assert_int_equal(tracewin_step_nowait(9), 0);
     assert_int_equal(msmon_dynamic_trace_info(info), 0);
     assert_int_equal(info->state, DYN_TRACE_IDLE);
     assert_int_equal(info->start_step, 7);
