@@ -552,6 +552,8 @@ static struct {
     pthread_mutex_t lock;
     bool enabled, creator, atexit_done;
     pid_t pid; /* the process that joined: a fork()ed child inherits nothing of it */
+    bool forked;  /* set in a fork()ed child (atfork): its steps are no-ops, without a getpid() each */
+    bool atfork_done;
     char path[PATH_MAX];
     int fd;
     uint8_t *shm;
@@ -569,6 +571,12 @@ static struct {
     void (*stop_hook)(void *);
     void *stop_hook_ctx;
 } dyn = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+
+/* Runs in the child of a fork(), single-threaded: whatever the parent joined is not the child's. */
+static void dyn_atfork_child(void)
+{
+    dyn.forked = true;
+}
 
 /* RANK, else RANK_ID; unknown counts as rank 0 here (init_dyno id, rank-list match). */
 static int32_t dyn_env_rank(void)
@@ -878,6 +886,8 @@ int dyn_init(int32_t rank, unsigned flags)
     __atomic_store_n(&dyn.enabled, true, __ATOMIC_RELAXED);
     if (!dyn.atexit_done && atexit(dyn_finalize) == 0)
         dyn.atexit_done = true;
+    if (!dyn.atfork_done && pthread_atfork(NULL, NULL, dyn_atfork_child) == 0)
+        dyn.atfork_done = true;
     dyn_note(LOG_LVL_INFO, "rank %d attached to %s%s", (int)dyn.rank, dyn.path, dyn.creator ? " as creator" : "");
     health_set_identity("dyno", dyn.rank);
     (void)health_reporter_start(dyn_poll_interval(penv_get(PENV_POLL_INTERVAL_S)), dyn_health_tick);
@@ -966,12 +976,19 @@ static int dyn_step_locked(bool may_wait)
     return 0;
 }
 
+/* The fork check reads dyn.forked, never written in the joined process; a child without
+ * atfork (it failed at init) still falls back to comparing pids. */
+static bool dyn_ours(void)
+{
+    return !dyn.forked && (dyn.atfork_done || dyn.pid == getpid());
+}
+
 int dyn_step(void)
 {
-    if (!__atomic_load_n(&dyn.enabled, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&dyn.enabled, __ATOMIC_RELAXED) || dyn.forked)
         return 0;
     pthread_mutex_lock(&dyn.lock);
-    if (dyn.enabled && dyn.pid == getpid())
+    if (dyn.enabled && dyn_ours())
         (void)dyn_step_locked(true);
     pthread_mutex_unlock(&dyn.lock);
     return 0;
@@ -981,11 +998,11 @@ int dyn_step_nowait(void)
 {
     int rc = 0;
 
-    if (!__atomic_load_n(&dyn.enabled, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&dyn.enabled, __ATOMIC_RELAXED) || dyn.forked)
         return 1;
     if (pthread_mutex_trylock(&dyn.lock) != 0)
         return 0; /* finalize or an info() holds it: wait for it in dyn_step */
-    if (dyn.enabled && dyn.pid == getpid())
+    if (dyn.enabled && dyn_ours())
         rc = dyn_step_locked(false);
     pthread_mutex_unlock(&dyn.lock);
     return rc == 0 ? 1 : 0;
