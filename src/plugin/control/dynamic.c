@@ -944,12 +944,13 @@ static int dyn_step_locked(bool may_wait)
 {
     int32_t next = dyn.step < INT32_MAX ? dyn.step + 1 : dyn.step;
     uint32_t ts = dyn_shm_time(dyn.shm);
+    uint64_t now;
 
     if (!may_wait && (ts > dyn.last_ts || tracewin_step_nowait(next) != 0))
         return -EAGAIN;
     dyn_mstx_end(dyn.range_id);
     __atomic_store_n(&dyn.step, next, __ATOMIC_RELAXED); /* the creator's poller reads it */
-    health_note_step(dyn.step);
+    now = health_note_step(dyn.step);
     dyn_steps_note();
     if (may_wait) {
         if (ts > dyn.last_ts) {
@@ -963,7 +964,6 @@ static int dyn_step_locked(bool may_wait)
     }
     dyn.range_id = dyn_mstx_start(dyn.step);
     if (dyn.poller) {
-        uint64_t now = clock_mono_ns();
         if (dyn.status_due || now - dyn.last_status_ns >= DYN_STATUS_PERIOD_NS) {
             struct tracewin_status st;
             tracewin_status(&st);
