@@ -222,6 +222,9 @@ class Window:
         self.torch_path = None
         self.children = []        # async analysis processes
         self.pending = None       # (start, stop, torch path, flags): analysis waiting for our file
+        # Something to follow at every step whatever the window does (an analysis waiting for
+        # the trace file, children to reap); otherwise after_step() runs only when it moved.
+        self.busy = False
 
     def _start_torch(self, info):
         try:
@@ -280,11 +283,6 @@ class Window:
             except (OSError, ValueError, KeyError, TypeError) as err:
                 _log("ERROR", f"cannot analyse {p}: {err}")
 
-    def busy(self):
-        """Something to follow at every step whatever the window does: an analysis waiting for
-        the trace file, or analysis children to reap."""
-        return self.pending is not None or bool(self.children)
-
     def after_step(self):
         self.children = [c for c in self.children if c.poll() is None]
         info = self.dyn.trace_info()
@@ -300,6 +298,7 @@ class Window:
             if info["flags"] & F.TRACE_ANALYSE:
                 self.pending = (window[1], window[2], torch_path, info["flags"])
         self._analyse_when_written(info)
+        self.busy = self.pending is not None or bool(self.children)
 
     def _analyse_when_written(self, info, force=False):
         """libmsmonitor writes its trace on its session thread after the window closed: the
@@ -333,6 +332,7 @@ class Window:
                 c.kill()
                 c.wait()
         self.children = []
+        self.busy = False
 
 
 if __name__ == "__main__":
