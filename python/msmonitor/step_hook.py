@@ -436,6 +436,107 @@ def _fwd_post(module, _inputs, _output):
         _fwd_fire()
 
 
+# -- module-wide: torch's global pre hook only while no forward runs --
+#
+# With a module-wide hook in torch's global table every module call leaves torch's hook-free
+# fast path and runs the hooks: a step would cost a few hook calls per module of the model
+# (hundreds for a real one). So the global pre hook (_glob_pre) sits in torch's table only
+# while no outermost forward runs anywhere in the process: it sees a module forward begin
+# (the outermost one, the root), takes itself out of the table, and puts a pre and a post
+# hook on the root module for as long as forwards of that root run. Modules nested in the
+# forward take the fast path; the root's post hook sees its end, fires the step and puts the
+# global hook back. A step costs two hook calls and a few dict operations, whatever the
+# model's size, and the root's hook tables are as they were between steps (nothing of ours
+# is pickled with the model). The root's own pre hook sees another thread's outermost call
+# of the same root, and a call after a forward of this thread raised (as the recovery rule
+# of _fwd_pre). A module first called at the top of one thread while another thread's
+# forward runs is not seen until it is called while none runs.
+
+_glob = {
+    "table": None,       # torch's _global_forward_pre_hooks
+    "gid": None,         # our key in it
+    "rid": None,         # our key in a root module's _forward_pre_hooks / _forward_hooks
+    "active": {},        # id(root) -> [root, outermost forwards of it running]
+    "lock": threading.Lock(),
+}
+
+
+def _glob_enter(module):
+    """An outermost forward of `module` begins on this thread (lock held)."""
+    _tls.groot = module
+    active = _glob["active"]
+    entry = active.get(id(module))
+    if entry is None:
+        active[id(module)] = [module, 1]
+        rid = _glob["rid"]
+        module._forward_pre_hooks[rid] = _glob_root_pre    # pylint: disable=protected-access
+        module._forward_hooks[rid] = _glob_root_post       # pylint: disable=protected-access
+    else:
+        entry[1] += 1
+    _glob["table"].pop(_glob["gid"], None)
+
+
+def _glob_pre(module, _inputs):
+    # In torch's table only while no forward runs: `module` is the outermost one.
+    with _glob["lock"]:
+        if getattr(_tls, "groot", None) is None:
+            _glob_enter(module)
+
+
+def _glob_root_pre(module, _inputs):
+    # On a root while its forwards run: this thread's outermost call of it (another thread's
+    # is running), or a call of it again after this thread's forward of it raised.
+    if getattr(_tls, "groot", None) is None:
+        with _glob["lock"]:
+            _glob_enter(module)
+
+
+def _glob_root_post(module, _inputs, _output):
+    if getattr(_tls, "groot", None) is not module:
+        return                  # nested in another root of this thread
+    _tls.groot = None
+    with _glob["lock"]:
+        active = _glob["active"]
+        entry = active.get(id(module))
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del active[id(module)]
+                # the global hook back first: a call of this root from another thread right
+                # now meets one of ours either way (entering takes ours off in the other order)
+                if not active:
+                    _glob["table"][_glob["gid"]] = _glob_pre
+                rid = _glob["rid"]
+                module._forward_pre_hooks.pop(rid, None)   # pylint: disable=protected-access
+                module._forward_hooks.pop(rid, None)       # pylint: disable=protected-access
+        if not active:
+            _glob["table"][_glob["gid"]] = _glob_pre
+    _fwd_fire()
+
+
+def _glob_install(mod):
+    """Register the module-wide hook through torch's API (for its key), and reserve a key for
+    the roots' tables. Raises what torch raises."""
+    handle = mod.register_module_forward_pre_hook(_glob_pre)
+    spare = mod.register_module_forward_hook(_glob_root_post)
+    spare.remove()              # only its id: ids are never reused
+    _glob.update(table=mod._global_forward_pre_hooks, gid=handle.id, rid=spare.id)  # pylint: disable=protected-access
+
+
+def _forward_uninstall():
+    """Take the module-wide hook out of torch's table again (tests: each loads its own copy of
+    this module into one process)."""
+    with _lock, _glob["lock"]:
+        if _glob["table"] is not None:
+            _glob["table"].pop(_glob["gid"], None)
+            for root, _count in list(_glob["active"].values()):
+                root._forward_pre_hooks.pop(_glob["rid"], None)    # pylint: disable=protected-access
+                root._forward_hooks.pop(_glob["rid"], None)        # pylint: disable=protected-access
+            _glob["active"].clear()
+            _glob["table"] = None
+        _fwd["global"] = False
+
+
 def forward_installed():
     """True when a forward hook (per module or module-wide) is in place."""
     return bool(_fwd["global"] or _fwd["handles"])
@@ -468,8 +569,7 @@ def install_forward(module=None, step_fn=None, torch_module=None):
             mod = sys.modules.get(f"{getattr(torch, '__name__', 'torch')}.nn.modules.module")
             if mod is None:
                 mod = torch.nn.modules.module
-            mod.register_module_forward_pre_hook(_fwd_pre)
-            mod.register_module_forward_hook(_fwd_post)
+            _glob_install(mod)
             _fwd["global"] = True
             _log("DEBUG", "forward step hook on every module (outermost forward = one step)")
             return True

@@ -443,3 +443,83 @@ def test_forward_hook_counts_outermost_forward_once():
     fails.fail = False
     model(x)
     assert len(calls) == 6
+
+
+def test_module_wide_forward_hook_costs_two_hook_calls_per_step():
+    """On the real torch, the module-wide hook (install_forward(None), what init() installs for
+    MSMONITOR_STEP_HOOK=forward): one step per outermost forward of any module; torch's global
+    table holds our hook only between forwards, so nested modules run hook-free; the root's
+    own hook tables are as they were between steps (a pickled model names nothing of ours);
+    a forward that raised is recovered by the next call of the same module, while another
+    top-level module does not count meanwhile (the rule of the per-thread depth before); an
+    outermost call from a second thread while one runs counts too."""
+    torch = pytest.importorskip("torch")
+    import pickle
+    import threading
+    import torch.nn.modules.module as mm
+
+    sh = load_step_hook()
+    calls = []
+    seen = {}
+
+    class Probe(torch.nn.Module):
+        """Records, inside the forward, whether torch's global table and the root's tables
+        hold anything of ours; raises or waits when asked."""
+
+        def __init__(self):
+            super().__init__()
+            self.fail = False
+            self.barrier = None
+
+        def forward(self, x):
+            seen["global"] = any(h is sh._glob_pre for h in mm._global_forward_pre_hooks.values())
+            if self.fail:
+                raise RuntimeError("forward failed")
+            if self.barrier is not None:
+                self.barrier.wait(timeout=30)
+            return x
+
+    probe = Probe()
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), probe)
+    other = torch.nn.Linear(4, 4)
+    x = torch.randn(2, 4)
+    try:
+        assert sh.install_forward(None, lambda: calls.append(1))
+        assert sh.forward_installed()
+        assert any(h is sh._glob_pre for h in mm._global_forward_pre_hooks.values())
+        for _ in range(4):
+            model(x)
+        assert len(calls) == 4                                     # nested modules count once
+        assert seen["global"] is False                             # not in the table inside a forward
+        assert any(h is sh._glob_pre for h in mm._global_forward_pre_hooks.values())
+        assert not model._forward_hooks and not model._forward_pre_hooks
+        other(x)                                                    # another root counts too
+        assert len(calls) == 5
+        assert b"step_hook" not in pickle.dumps(other)              # nothing of ours in a root's tables
+        probe.fail = True
+        with pytest.raises(RuntimeError):
+            model(x)                                                # raised: not a step
+        assert len(calls) == 5
+        other(x)                                                    # inside the stuck forward: no step
+        assert len(calls) == 5
+        probe.fail = False
+        model(x)                                                    # the same root again: recovered
+        assert len(calls) == 6
+        other(x)
+        assert len(calls) == 7
+        assert not model._forward_hooks and not model._forward_pre_hooks and not other._forward_hooks
+        # two threads inside the same root at once: two steps
+        probe.barrier = threading.Barrier(2)
+        t = threading.Thread(target=model, args=(x,))
+        t.start()
+        model(x)
+        t.join(30)
+        probe.barrier = None
+        assert len(calls) == 9
+        assert not model._forward_hooks and not model._forward_pre_hooks
+        assert any(h is sh._glob_pre for h in mm._global_forward_pre_hooks.values())
+    finally:
+        sh._forward_uninstall()
+    assert not any(h is sh._glob_pre for h in mm._global_forward_pre_hooks.values())
+    model(x)
+    assert len(calls) == 9
