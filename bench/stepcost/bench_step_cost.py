@@ -232,11 +232,16 @@ def _parts(dp, hook, objs, n):
     dyn = dp._dynamic()              # pylint: disable=protected-access
     state = dp._STATE                # pylint: disable=protected-access
     noop = lambda: None              # noqa: E731
-    out = {"noop call": _per_call(noop, n)}
-    out["step() whole"] = _per_call(dp.step, n)
-    out["C step (IPCMonitor_C.dynamic.step)"] = _per_call(dyn.step, n)
+    base = _per_call(noop, n)
+    out = {}
+    whole = _per_call(dp.step, n) - base
+    c_step = _per_call(dyn.step, n) - base
+    out["step() whole (dynamic_profile.step)"] = whole
+    out["  C step (IPCMonitor_C.dynamic.step)"] = c_step
+    out["  Python around it"] = whole - c_step
     if state.window is not None:
-        out["window (nputrace after_step)"] = _per_call(state.window.after_step, n)
+        # dynamic_profile reads the window only at a step where it moved: not per step
+        out["window read (nputrace after_step; only when it moved)"] = _per_call(state.window.after_step, n) - base
     # the hook with a no-op callback in place of step()
     if hook == "optimizer":
         opt = objs["opt"]
@@ -250,7 +255,7 @@ def _parts(dp, hook, objs, n):
                     _per_call(lambda: wrapped(opt), n) - _per_call(lambda: raw(opt), n)
             else:
                 out["hook (optimizer post hook, no-op callback)"] = \
-                    _per_call(lambda: step_hook._post_hook(opt, (), {}), n) - out["noop call"]  # pylint: disable=protected-access
+                    _per_call(lambda: step_hook._post_hook(opt, (), {}), n) - base  # pylint: disable=protected-access
         finally:
             step_hook._state["callback"] = saved     # pylint: disable=protected-access
     else:
@@ -261,11 +266,11 @@ def _parts(dp, hook, objs, n):
         pre, post = dict(mm._global_forward_pre_hooks), dict(mm._global_forward_hooks)  # pylint: disable=protected-access
         hooked, bare = [], []
         try:
-            for _ in range(9):  # interleaved, so a change of load hits both alike
-                hooked.append(_per_call(lambda: model(x), max(n // 50, 20), reps=1))
+            for _ in range(31):  # interleaved, so a change of load hits both alike
+                hooked.append(_per_call(lambda: model(x), max(n // 100, 10), reps=1))
                 mm._global_forward_pre_hooks.clear()    # pylint: disable=protected-access
                 mm._global_forward_hooks.clear()        # pylint: disable=protected-access
-                bare.append(_per_call(lambda: model(x), max(n // 50, 20), reps=1))
+                bare.append(_per_call(lambda: model(x), max(n // 100, 10), reps=1))
                 mm._global_forward_pre_hooks.update(pre)  # pylint: disable=protected-access
                 mm._global_forward_hooks.update(post)     # pylint: disable=protected-access
         finally:
@@ -274,7 +279,7 @@ def _parts(dp, hook, objs, n):
             step_hook._fwd["callback"] = saved        # pylint: disable=protected-access
         hooked, bare = min(hooked), min(bare)
         out["hook (module forward hooks, no-op callback)"] = hooked - bare
-    return out
+    return {k: out[k] for k in sorted(out, key=lambda k: not k.startswith("hook"))}
 
 
 # ------------------------------------------------------------------ the parent
@@ -457,7 +462,7 @@ def main():
             if p is None:
                 continue
             print(f"where one step's time goes in our code, {hook} hook, session (ns per call, each layer timed "
-                  "alone):")
+                  "alone, the empty call's cost taken out):")
             for k, v in p.items():
                 print(f"  {k:<52} {v:8.0f}")
         print(c_parts(args, tmp, daemons["session"]), end="")

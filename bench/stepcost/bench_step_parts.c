@@ -1,8 +1,10 @@
 /* bench_step_parts: where the C part of one dyno-mode step goes (docs/benchmarks.md "The
  * always-on cost of a step"). Joins dyno mode like a rank (the environment of
- * bench_step_cost.py: MSMONITOR_USE_DAEMON=1, the simulator as msPTI, a daemon), times
- * msmon_dynamic_step() whole, then each part of it alone with the same calls, idle and with an
- * npu-monitor session of kind Marker (the step markers' own records).
+ * bench_step_cost.py: MSMONITOR_USE_DAEMON=1, the simulator as msPTI, a daemon), times the
+ * step whole (the wait-free one the Python module calls, and the one that may wait), then
+ * each part of it alone with the same calls, idle and with an npu-monitor session of kind
+ * Marker (the step markers' own records). The status post (once a second) and the fork
+ * check (a flag) are left out: they cost nothing per step.
  * Usage: bench_step_parts [calls per part] */
 #include <dlfcn.h>
 #include <errno.h>
@@ -10,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/log.h"
 #include "contract/cfgkeys.h"
@@ -20,6 +21,7 @@
 #include "plugin/control/health.h"
 #include "plugin/control/monitor.h"
 #include "plugin/control/tracewin.h"
+#include "msmon/msmonitor.h"
 
 static long n_calls = 200000;
 
@@ -31,12 +33,12 @@ static int32_t step_no = 1000;
 static volatile uint64_t sink;
 
 static void part_step(void) { (void)dyn_step(); }
+static void part_step_nowait(void) { (void)dyn_step_nowait(); }
 static void part_lock(void)
 {
-    pthread_mutex_lock(&lock);
-    pthread_mutex_unlock(&lock);
+    if (pthread_mutex_trylock(&lock) == 0)
+        pthread_mutex_unlock(&lock);
 }
-static void part_getpid(void) { sink += (uint64_t)getpid(); }
 static void part_markers(void)
 {
     char msg[32];
@@ -48,9 +50,9 @@ static void part_markers(void)
         id = sim_start(msg, 0);
 }
 static void part_segment(void) { sink += dyn_shm_time(segment); }
-static void part_window(void) { (void)tracewin_step(++step_no); }
-static void part_health(void) { health_note_step(++step_no); }
-static void part_clock(void) { sink += clock_mono_ns(); }
+static void part_window(void) { sink += (uint64_t)tracewin_step_nowait(++step_no); }
+static void part_health(void) { sink += health_note_step(++step_no); }
+static void part_epoch(void) { sink += msmon_dynamic_trace_epoch(); }
 
 /* ns per call: the lowest of 5 batch means (the least disturbed batch) */
 static double per_call(void (*fn)(void))
@@ -71,14 +73,14 @@ static double per_call(void (*fn)(void))
 static void report(const char *what)
 {
     printf("C step parts, %s (ns per call, each part timed alone):\n", what);
-    printf("  %-52s %8.0f\n", "msmon_dynamic_step() whole", per_call(part_step));
-    printf("  %-52s %8.0f\n", "lock (the state's mutex, uncontended)", per_call(part_lock));
-    printf("  %-52s %8.0f\n", "fork check (getpid)", per_call(part_getpid));
+    printf("  %-52s %8.0f\n", "msmon_dynamic_step_nowait() whole (Python's step)", per_call(part_step_nowait));
+    printf("  %-52s %8.0f\n", "msmon_dynamic_step() whole (may wait)", per_call(part_step));
+    printf("  %-52s %8.0f\n", "lock (the state's mutex, trylock)", per_call(part_lock));
     printf("  %-52s %8.0f\n", "markers (\"step <N>\" text, range end + start)", per_call(part_markers));
     printf("  %-52s %8.0f\n", "segment (publish time read)", per_call(part_segment));
-    printf("  %-52s %8.0f\n", "window (tracewin_step, none armed)", per_call(part_window));
-    printf("  %-52s %8.0f\n", "health (health_note_step)", per_call(part_health));
-    printf("  %-52s %8.0f\n", "status (clock read; a post once a second)", per_call(part_clock));
+    printf("  %-52s %8.0f\n", "window (tracewin_step_nowait, none armed)", per_call(part_window));
+    printf("  %-52s %8.0f\n", "health (health_note_step: clock read, stores)", per_call(part_health));
+    printf("  %-52s %8.0f\n", "window epoch read (msmon_dynamic_trace_epoch)", per_call(part_epoch));
 }
 
 int main(int argc, char **argv)
