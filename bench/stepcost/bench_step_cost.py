@@ -1,26 +1,26 @@
-"""bench_step_cost: what msmonitor's control path costs a training step (docs/benchmarks.md
-"The always-on cost of a step").
+"""bench_step_cost: what msmonitor's control path costs a training step
+(docs/benchmarks.md#the-always-on-cost-of-a-step).
 
-The real daemon runs; each measurement is a fresh child process running one loop:
+Three child processes run the same loop side by side, one per mode:
 - a real PyTorch loop when /usr/bin/python3 can import torch (Debian's 1.13, CPU, one thread):
   a 64-wide MLP, batch 32 — `optimizer`: forward, backward and torch.optim.SGD.step() (the
   optimizer step hook), `forward`: a forward-only inference loop (the forward hook);
 - otherwise the simulator's own training loop calling dynamic_profile.step() (`loop`);
-in three modes:
 - plain: no msmonitor at all;
-- idle: MSMONITOR_USE_DAEMON=1, dynamic_profile.init(), registered with the daemon, no config;
-- session: as idle, with an npu-monitor session started through `dyno npu-monitor` (kind
-  Marker, report interval 1 s): its only records are the step markers.
-Modes are interleaved, rounds rotate their order; each child reports the median wall time of
-its steps and the median training-thread CPU time per step (blocks of 100 steps). Printed: the
-medians over the rounds and each mode's difference to plain, in µs and in % of the step.
-Then where one step's time goes in our code: the Python layers timed alone in a session child
-(hook, step(), window) and the C step's parts timed alone by bench_step_parts (markers,
-segment, window, health, status).
+- idle: MSMONITOR_USE_DAEMON=1, dynamic_profile.init(), registered with a running dynolog,
+  no config;
+- session: the same with an npu-monitor session started through its own dynolog by `dyno
+  npu-monitor` (kind Marker, report interval 1 s): its only records are the step markers.
+Rounds run one block of steps per mode, back to back, the order rotating, so the three see the
+same load; each block reports its median step (wall) and the training thread's CPU time per
+step. Printed per mode: the median over the rounds, and the median of the same-round
+differences to plain in µs and in % of the plain step. libmsmonitor's step count must equal
+the loop's (steps stay exact). Then where one step's time goes in our code: the Python layers
+timed alone in the session child (hook, step(), C step, window) and the C step's parts timed
+alone by bench_step_parts (markers, segment, window, health).
 
-Usage: /usr/bin/python3 bench/stepcost/bench_step_cost.py [--build DIR] [--steps N]
-       [--rounds R] [--warmup N] [--hooks optimizer,forward] [--no-torch] [--smoke]
-Run it inside tests/e2e/run_netns.sh where another dynolog may own the @dynolog socket."""
+Usage: /usr/bin/python3 bench/stepcost/bench_step_cost.py [--build DIR] [--steps N per block]
+       [--rounds R] [--warmup N] [--hooks optimizer,forward] [--no-torch] [--smoke]"""
 import argparse
 import json
 import os

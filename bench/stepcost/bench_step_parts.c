@@ -1,8 +1,8 @@
-/* bench_step_parts: where the C part of one dyno-mode step goes (docs/benchmarks.md "The
- * always-on cost of a step"). Joins dyno mode like a rank (the environment of
- * bench_step_cost.py: MSMONITOR_USE_DAEMON=1, the simulator as msPTI, a daemon), times the
- * step whole (the wait-free one the Python module calls, and the one that may wait), then
- * each part of it alone with the same calls, idle and with an npu-monitor session of kind
+/* bench_step_parts: where the C part of one dyno-mode step goes
+ * (docs/benchmarks.md#the-always-on-cost-of-a-step). Joins dyno mode like a rank (the
+ * environment of bench_step_cost.py: MSMONITOR_USE_DAEMON=1, the simulator as msPTI, a
+ * daemon), times the step whole (the wait-free one the Python module calls, and the one that
+ * may wait), then each part of it alone with the same calls, idle and with an npu-monitor session of kind
  * Marker (the step markers' own records). The status post (once a second) and the fork
  * check (a flag) are left out: they cost nothing per step.
  * Usage: bench_step_parts [calls per part] */

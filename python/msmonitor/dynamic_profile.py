@@ -221,8 +221,8 @@ def init():
 
 def step():
     """Call once per iteration (after the optimizer step). One C call when nothing changed:
-    everything here is looked up once at init() (docs/benchmarks.md "The always-on cost of a
-    step")."""
+    everything here is looked up once at init()
+    (docs/benchmarks.md#the-always-on-cost-of-a-step)."""
     state = _STATE
     if not state.enabled:
         return

@@ -205,9 +205,9 @@ def _counted(opt, call, args, kwargs):
 
 
 def _wrap_step(fn):
-    # _counted() written out: this runs at every training step (docs/benchmarks.md "The
-    # always-on cost of a step"), so no argument tuple is rebuilt and no helper is called
-    # unless a super().step() nests
+    # _counted() written out: this runs at every training step, so no argument tuple is
+    # rebuilt and no helper is called unless a super().step() nests
+    # (docs/benchmarks.md#the-always-on-cost-of-a-step)
     @functools.wraps(fn)
     def step(self, *args, **kwargs):
         try:
@@ -452,88 +452,89 @@ def _fwd_post(module, _inputs, _output):
 # of _fwd_pre). A module first called at the top of one thread while another thread's
 # forward runs is not seen until it is called while none runs.
 
-_glob = {
-    "table": None,       # torch's _global_forward_pre_hooks
-    "gid": None,         # our key in it
-    "rid": None,         # our key in a root module's _forward_pre_hooks / _forward_hooks
-    "active": {},        # id(root) -> [root, outermost forwards of it running]
-    "lock": threading.Lock(),
-}
-
-
-def _glob_enter(module):
-    """An outermost forward of `module` begins on this thread (lock held)."""
-    _tls.groot = module
-    active = _glob["active"]
-    entry = active.get(id(module))
-    if entry is None:
-        active[id(module)] = [module, 1]
-        rid = _glob["rid"]
-        module._forward_pre_hooks[rid] = _glob_root_pre    # pylint: disable=protected-access
-        module._forward_hooks[rid] = _glob_root_post       # pylint: disable=protected-access
-    else:
-        entry[1] += 1
-    _glob["table"].pop(_glob["gid"], None)
+# Set once by _glob_install (module globals: read at every step, a dict lookup fewer each).
+# Every count in _glob_active is a thread whose _tls.groot holds that root, so its id is not
+# reused while counted.
+_G_TABLE = None          # torch's _global_forward_pre_hooks
+_G_ID = None             # our key in it
+_R_ID = None             # our key in a root module's _forward_pre_hooks / _forward_hooks
+_glob_active = {}        # id(root) -> outermost forwards of it running
+_glob_lock = threading.Lock()
 
 
 def _glob_pre(module, _inputs):
-    # In torch's table only while no forward runs: `module` is the outermost one.
-    with _glob["lock"]:
-        if getattr(_tls, "groot", None) is None:
-            _glob_enter(module)
+    # In torch's table only while no forward runs: `module` is the outermost one. Also the
+    # entry of _glob_root_pre.
+    _glob_lock.acquire()
+    try:
+        _tls.groot = module
+        key = id(module)
+        n = _glob_active.get(key, 0)
+        _glob_active[key] = n + 1
+        if n == 0:
+            module._forward_pre_hooks[_R_ID] = _glob_root_pre    # pylint: disable=protected-access
+            module._forward_hooks[_R_ID] = _glob_root_post       # pylint: disable=protected-access
+        _G_TABLE.pop(_G_ID, None)
+    finally:
+        _glob_lock.release()
 
 
-def _glob_root_pre(module, _inputs):
+def _glob_root_pre(module, inputs):
     # On a root while its forwards run: this thread's outermost call of it (another thread's
     # is running), or a call of it again after this thread's forward of it raised.
     if getattr(_tls, "groot", None) is None:
-        with _glob["lock"]:
-            _glob_enter(module)
+        _glob_pre(module, inputs)
 
 
 def _glob_root_post(module, _inputs, _output):
     if getattr(_tls, "groot", None) is not module:
         return                  # nested in another root of this thread
     _tls.groot = None
-    with _glob["lock"]:
-        active = _glob["active"]
-        entry = active.get(id(module))
-        if entry is not None:
-            entry[1] -= 1
-            if entry[1] <= 0:
-                del active[id(module)]
-                # the global hook back first: a call of this root from another thread right
-                # now meets one of ours either way (entering takes ours off in the other order)
-                if not active:
-                    _glob["table"][_glob["gid"]] = _glob_pre
-                rid = _glob["rid"]
-                module._forward_pre_hooks.pop(rid, None)   # pylint: disable=protected-access
-                module._forward_hooks.pop(rid, None)       # pylint: disable=protected-access
-        if not active:
-            _glob["table"][_glob["gid"]] = _glob_pre
-    _fwd_fire()
+    _glob_lock.acquire()
+    try:
+        key = id(module)
+        n = _glob_active.get(key, 1) - 1
+        if n > 0:
+            _glob_active[key] = n
+        else:
+            _glob_active.pop(key, None)
+            # the global hook back first: a call of this root from another thread right now
+            # meets one of ours either way (entering takes ours off in the other order)
+            if not _glob_active:
+                _G_TABLE[_G_ID] = _glob_pre
+            module._forward_pre_hooks.pop(_R_ID, None)   # pylint: disable=protected-access
+            module._forward_hooks.pop(_R_ID, None)       # pylint: disable=protected-access
+    finally:
+        _glob_lock.release()
+    callback = _fwd["callback"]             # _fwd_fire(), written out
+    if callback is not None:
+        try:
+            callback()
+        except Exception as err:  # noqa: BLE001 (never break forward())
+            if not _fwd["warned"]:
+                _fwd["warned"] = True
+                _log("WARNING", f"forward hook callback failed: {err}")
 
 
 def _glob_install(mod):
     """Register the module-wide hook through torch's API (for its key), and reserve a key for
     the roots' tables. Raises what torch raises."""
+    global _G_TABLE, _G_ID, _R_ID  # pylint: disable=global-statement
     handle = mod.register_module_forward_pre_hook(_glob_pre)
     spare = mod.register_module_forward_hook(_glob_root_post)
     spare.remove()              # only its id: ids are never reused
-    _glob.update(table=mod._global_forward_pre_hooks, gid=handle.id, rid=spare.id)  # pylint: disable=protected-access
+    _G_TABLE, _G_ID, _R_ID = mod._global_forward_pre_hooks, handle.id, spare.id  # pylint: disable=protected-access
 
 
 def _forward_uninstall():
     """Take the module-wide hook out of torch's table again (tests: each loads its own copy of
     this module into one process)."""
-    with _lock, _glob["lock"]:
-        if _glob["table"] is not None:
-            _glob["table"].pop(_glob["gid"], None)
-            for root, _count in list(_glob["active"].values()):
-                root._forward_pre_hooks.pop(_glob["rid"], None)    # pylint: disable=protected-access
-                root._forward_hooks.pop(_glob["rid"], None)        # pylint: disable=protected-access
-            _glob["active"].clear()
-            _glob["table"] = None
+    global _G_TABLE  # pylint: disable=global-statement
+    with _lock, _glob_lock:
+        if _G_TABLE is not None:
+            _G_TABLE.pop(_G_ID, None)
+            _G_TABLE = None
+        _glob_active.clear()
         _fwd["global"] = False
 
 
