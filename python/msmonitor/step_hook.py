@@ -516,14 +516,35 @@ def _glob_root_post(module, _inputs, _output):
                 _log("WARNING", f"forward hook callback failed: {err}")
 
 
+# The same three hooks in C (IPCMonitor_C.fwdhook) when the extension is loaded: a call each
+# and no Python frame. False makes the Python ones serve (tests of both).
+_USE_C = True
+
+
+def _fwdhook_c():
+    ext = sys.modules.get("IPCMonitor_C") if _USE_C else None
+    return getattr(ext, "fwdhook", None)
+
+
+def _fwd_warn(msg):
+    _log("WARNING", f"forward hook callback failed: {msg}")
+
+
 def _glob_install(mod):
     """Register the module-wide hook through torch's API (for its key), and reserve a key for
     the roots' tables. Raises what torch raises."""
     global _G_TABLE, _G_ID, _R_ID  # pylint: disable=global-statement
-    handle = mod.register_module_forward_pre_hook(_glob_pre)
+    c = _fwdhook_c()
+    handle = mod.register_module_forward_pre_hook(c.glob_pre if c else _glob_pre)
     spare = mod.register_module_forward_hook(_glob_root_post)
     spare.remove()              # only its id: ids are never reused
-    _G_TABLE, _G_ID, _R_ID = mod._global_forward_pre_hooks, handle.id, spare.id  # pylint: disable=protected-access
+    table = mod._global_forward_pre_hooks  # pylint: disable=protected-access
+    if c:
+        # the step callback itself, no Python frame around it (install_forward() replaces it)
+        c.setup(table, handle.id, spare.id, _fwd["callback"] or (lambda: None), _fwd_warn)
+        _fwd["c"] = c
+    else:
+        _G_TABLE, _G_ID, _R_ID = table, handle.id, spare.id
 
 
 def _forward_uninstall():
@@ -535,6 +556,8 @@ def _forward_uninstall():
             _G_TABLE.pop(_G_ID, None)
             _G_TABLE = None
         _glob_active.clear()
+        if _fwd.get("c") is not None:
+            _fwd.pop("c").clear()
         _fwd["global"] = False
 
 
@@ -553,6 +576,8 @@ def install_forward(module=None, step_fn=None, torch_module=None):
             from . import dynamic_profile  # pylint: disable=import-outside-toplevel
             step_fn = dynamic_profile.step
         _fwd["callback"] = step_fn
+        if _fwd.get("c") is not None:
+            _fwd["c"].set_callback(step_fn)
         try:
             if module is not None:
                 if getattr(module, _MARK, False):
