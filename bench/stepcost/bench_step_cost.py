@@ -110,7 +110,9 @@ class Child:
                 self.last = time.perf_counter_ns()
                 return True
             cpu = (time.thread_time_ns() - self.cpu0) / self.n
-            self.reply({"wall_ns": statistics.median(self.wall), "cpu_ns": cpu})
+            self.wall.sort()
+            self.reply({"wall_ns": statistics.median(self.wall), "p10_ns": self.wall[len(self.wall) // 10],
+                        "cpu_ns": cpu})
             return self.command()
         self.done += 1
         if time.monotonic() > self.deadline:
@@ -282,6 +284,94 @@ def _parts(dp, hook, objs, n):
     return {k: out[k] for k in sorted(out, key=lambda k: not k.startswith("hook"))}
 
 
+# ------------------------------------------------------------------ instruction counts
+SESSION_CFG = {"NPU_MONITOR_START": "true", "MSPTI_ACTIVITY_KIND": "Marker", "REPORT_INTERVAL_S": "1"}
+
+
+def cg_child(hook, n):
+    """Under callgrind (--dump-before=getpgrp): regions of n calls, each between two
+    os.getpgrp() calls, in one process; prints the regions' names (JSON) last."""
+    import mmap  # pylint: disable=import-outside-toplevel
+    import torch  # pylint: disable=import-outside-toplevel
+    from msmonitor import dynamic_profile as dp, step_hook  # pylint: disable=import-outside-toplevel
+    one, objs = _torch_step(torch, hook)
+    names = []
+    noop = lambda: None  # noqa: E731
+
+    def region(name, fn):
+        for _ in range(5):
+            fn()
+        os.getpgrp()
+        for _ in range(n):
+            fn()
+        os.getpgrp()
+        names.append(name)
+
+    region("empty", noop)
+    region("plain", one)
+    if not dp.init():
+        raise SystemExit("dynamic_profile.init() did not join dyno mode")
+    region("idle", one)
+    dyn = dp._dynamic()  # pylint: disable=protected-access
+    region("step()", dp.step)
+    region("C step", dyn.step)
+    if hook == "optimizer":
+        saved = step_hook._state["callback"]  # pylint: disable=protected-access
+        step_hook._state["callback"] = noop   # pylint: disable=protected-access
+        region("hook", one)
+        step_hook._state["callback"] = saved  # pylint: disable=protected-access
+    else:
+        step_hook.install_forward(None, noop)
+        region("hook", one)
+        step_hook.install_forward(None, dp.step)
+    # the session: a config in the segment as the creator's poller writes it
+    fd = os.open(dp._STATE.path, os.O_RDWR)  # pylint: disable=protected-access
+    mm = mmap.mmap(fd, dp.SHM_SIZE)
+    t = int(time.time())
+    while int(time.time()) <= t:
+        time.sleep(0.05)
+    dp.write_config(mm, dict(SESSION_CFG, is_valid=True))
+    deadline = time.monotonic() + 600
+    while not _log_says("MsptiMonitor start successfully"):
+        one()
+        if time.monotonic() > deadline:
+            raise SystemExit("the session did not start")
+    region("session", one)
+    region("C step, session", dyn.step)
+    print(json.dumps(names), flush=True)
+    return 0
+
+
+def cg_measure(args, tmp, daemon, hook):
+    """Instructions per call of each region of cg_child, main thread only."""
+    out = os.path.join(tmp, f"cg.{hook}.out")
+    env = child_env(args, tmp, daemon, "idle", hook, f"bench-cg-{hook}")
+    env["MSMONITOR_STEP_HOOK"] = hook
+    r = subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes", "--dump-before=getpgrp",
+                        f"--callgrind-out-file={out}", PYTHON, os.path.abspath(__file__), "--child-cg", hook,
+                        "--steps", str(args.cg_steps)], env=env, capture_output=True, text=True, timeout=3600)
+    if r.returncode != 0:
+        raise SystemExit(f"callgrind run failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    names = json.loads(r.stdout.strip().splitlines()[-1])
+    res = {}
+    for i, name in enumerate(names):
+        with open(f"{out}.{2 * i + 2}-01", encoding="utf-8") as f:
+            total = next(int(line.split()[1]) for line in f if line.startswith("summary:"))
+        res[name] = total / args.cg_steps
+    return res
+
+
+def print_cg(hook, r):
+    plain = r["plain"] - r["empty"]
+    print(f"instructions per step (callgrind, training thread), {hook} hook:")
+    for mode in MODES:
+        v = r[mode] - r["empty"]
+        print(f"  {mode:<8} {v:12.0f} {v - plain:+10.0f} {(v - plain) * 100 / plain:+7.2f}%")
+    print(f"  of which: hook {r['hook'] - r['plain']:.0f} (no-op callback), step() {r['step()'] - r['empty']:.0f} "
+          f"(C step {r['C step'] - r['empty']:.0f}; with the session {r['C step, session'] - r['empty']:.0f})",
+          flush=True)
+
+
 # ------------------------------------------------------------------ the parent
 def free_port():
     with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
@@ -435,10 +525,16 @@ def main():
     ap.add_argument("--hooks", default="optimizer,forward")
     ap.add_argument("--no-torch", action="store_true", help="the simulator's loop even when torch is importable")
     ap.add_argument("--smoke", action="store_true", help="a short run (2 rounds of 20 steps): the suite's check")
+    ap.add_argument("--instructions", action="store_true",
+                    help="also count instructions per step under callgrind (slow: minutes per hook)")
+    ap.add_argument("--cg-steps", type=int, default=100, help="steps per region under callgrind")
     ap.add_argument("--child", choices=MODES)
+    ap.add_argument("--child-cg")
     args = ap.parse_args()
     if args.child:
         return child_main(args.child, args.hooks, args.warmup)
+    if args.child_cg:
+        return cg_child(args.child_cg, args.steps)
     args.build = os.path.abspath(args.build)
     if args.smoke:
         args.steps, args.warmup, args.rounds = 20, 20, 2
@@ -466,6 +562,9 @@ def main():
             for k, v in p.items():
                 print(f"  {k:<52} {v:8.0f}")
         print(c_parts(args, tmp, daemons["session"]), end="")
+        if args.instructions and hooks != ["loop"]:
+            for hook in hooks:
+                print_cg(hook, cg_measure(args, tmp, daemons["idle"], hook))
     finally:
         for d in daemons.values():
             d.stop()
@@ -475,20 +574,22 @@ def main():
 
 def print_table(hook, res):
     """Medians over the rounds; the differences are the medians of the same-round differences
-    to plain (paired: a round's blocks ran back to back under the same load)."""
+    to plain (paired: a round's blocks ran back to back under the same load). Besides the
+    median step: the 10th percentile (the steps nothing else interrupted: steadier on a loaded
+    machine) and the training thread's CPU time per step."""
     what = {"optimizer": "optimizer hook (torch.optim step)", "forward": "forward hook (inference forward)",
             "loop": "step() called by the loop"}[hook]
     print(f"{what}:")
-    print(f"  {'mode':<8} {'step wall':>10} {'diff':>9} {'diff %':>8}   {'step CPU':>9} {'diff':>9} {'diff %':>8}")
-    base_w = statistics.median(x["wall_ns"] for x in res["plain"])
-    base_c = statistics.median(x["cpu_ns"] for x in res["plain"])
+    print(f"  {'mode':<8} {'median step':>11} {'diff':>9} {'diff %':>8}   {'p10 step':>9} {'diff':>9} "
+          f"{'diff %':>8}   {'CPU/step':>9} {'diff':>9} {'diff %':>8}")
     for mode in MODES:
-        w = statistics.median(x["wall_ns"] for x in res[mode])
-        c = statistics.median(x["cpu_ns"] for x in res[mode])
-        dw = statistics.median(a["wall_ns"] - b["wall_ns"] for a, b in zip(res[mode], res["plain"])) / 1e3
-        dc = statistics.median(a["cpu_ns"] - b["cpu_ns"] for a, b in zip(res[mode], res["plain"])) / 1e3
-        print(f"  {mode:<8} {w / 1e3:8.1f}us {dw:+7.1f}us {dw * 1e5 / base_w:+7.2f}%   {c / 1e3:7.1f}us "
-              f"{dc:+7.1f}us {dc * 1e5 / base_c if base_c else 0:+7.2f}%", flush=True)
+        line = f"  {mode:<8}"
+        for key, width in (("wall_ns", 9), ("p10_ns", 7), ("cpu_ns", 7)):
+            base = statistics.median(x[key] for x in res["plain"])
+            v = statistics.median(x[key] for x in res[mode])
+            d = statistics.median(a[key] - b[key] for a, b in zip(res[mode], res["plain"])) / 1e3
+            line += f" {v / 1e3:{width}.1f}us {d:+7.1f}us {d * 1e5 / base if base else 0:+7.2f}%  "
+        print(line.rstrip(), flush=True)
 
 
 if __name__ == "__main__":
