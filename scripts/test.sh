@@ -25,10 +25,12 @@ stage "build (ASan+UBSan)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMSMON_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$JOBS"
 stage "build (TSan)"
-# ThreadSanitizer: the suites with completion callbacks and sessions on many threads.
+# ThreadSanitizer: the suites with completion callbacks and sessions on many threads, and the
+# Prometheus store rendered on one thread while another writes.
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DMSMON_TSAN=ON >/dev/null
 cmake --build build-tsan -j"$JOBS" --target test_sim test_pc_monitor test_pc_backend_mspti test_pc_backend_cupti_sim \
-  test_proc_trace test_pc_health test_thr test_asyncw test_export_jsonl test_export_db test_pipeline_outputs
+  test_proc_trace test_pc_health test_thr test_asyncw test_export_jsonl test_export_db test_pipeline_outputs \
+  test_daemon_promfam
 status=0
 stage "tests (release build)"
 (cd build && ctest --output-on-failure -j"$JOBS") || status=1
@@ -37,7 +39,7 @@ stage "tests (ASan+UBSan build)"
    ctest --output-on-failure -j"$JOBS") || status=1
 stage "tests (ThreadSanitizer build)"
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-   ctest --output-on-failure -R '^(test_sim|test_pc_monitor|test_pc_backend_mspti|test_pc_backend_cupti_sim|test_proc_trace|test_pc_health|test_thr|test_asyncw|test_export_jsonl|test_export_db|test_pipeline_outputs)$') || status=1
+   ctest --output-on-failure -R '^(test_sim|test_pc_monitor|test_pc_backend_mspti|test_pc_backend_cupti_sim|test_proc_trace|test_pc_health|test_thr|test_asyncw|test_export_jsonl|test_export_db|test_pipeline_outputs|test_daemon_promfam)$') || status=1
 stage "fuzz (libFuzzer, clang, ASan+UBSan)"
 ./scripts/fuzz.sh || status=1   # one budget for the stage: FUZZ_TOTAL_SECONDS (default 250 s, fuzz.sh)
 stage ""

@@ -20,7 +20,7 @@
 #include "plugin/backend/backend_cupti.h"
 #include "plugin/control/mconfig.h"
 #include "plugin/control/monitor.h"
-#include "plugin/outputs/registry.h"
+#include "plugin/pipeline/output.h"
 #include "plugin/pipeline/filter.h"
 
 /* The simulator's CUPTI entry points (exported by its libcupti.so; no CUDA header). */
@@ -183,7 +183,7 @@ int main(int argc, char **argv)
     if (backend_cupti_create_from(&lib, &be) != 0)
         return 1;
     monitor_test_set_backend(be);
-    registry_test_replace(MSMON_OUTPUT_METRIC, NULL); /* the table's own metric output */
+    output_test_replace(MSMON_OUTPUT_METRIC, NULL); /* the table's own metric output */
     (void)keep_filter;
     monitor_first_use();
     log_set_level(LOG_LVL_ERROR);

@@ -11,7 +11,7 @@
 #include "plugin/backend/mspti_record.h"
 #include "plugin/pipeline/filter.h"
 #include "plugin/pipeline/pipeline.h"
-#include "plugin/outputs/proc.h"
+#include "plugin/pipeline/output.h"
 
 static const char *const names[] = { "MatMul", "BatchMatMul", "MatMulBackward", "Conv2D",
                                      "Conv2DBackpropFilter", "LayerNorm", "Softmax", "Add",
@@ -40,13 +40,13 @@ static size_t stride_of(int32_t kind)
 static double run(const unsigned char *buf, size_t len, const char *filter, int rounds)
 {
     struct filter_state *fs;
-    struct proc *p;
-    struct proc_config cfg = { .send = null_send };
+    struct output *p;
+    struct output_config cfg = { .send = null_send };
     filter_state_create(&fs);
     filter_state_set(fs, filter);
     struct pipeline *pl;
     pipeline_create(&cfg, fs, &proc_metric_ops, &pl);
-    p = pipeline_proc(pl);
+    p = pipeline_output(pl);
     proc_metric_ops.set_kinds(p, (1u << 2) | (1u << 3));
     struct mon_record batch[256];
     uint64_t t0 = clock_mono_ns(), n = 0;

@@ -25,7 +25,7 @@
 #include "plugin/pipeline/filter.h"
 #include "plugin/control/mconfig.h"
 #include "plugin/control/monitor.h"
-#include "plugin/outputs/registry.h"
+#include "plugin/pipeline/output.h"
 
 #define CHUNK 2000000ull /* records per fill; flushed before the next so the pool never runs dry */
 #define KINDS ((1u << MSPTI_ACTIVITY_KIND_KERNEL) | (1u << MSPTI_ACTIVITY_KIND_API))
@@ -204,7 +204,7 @@ int main(int argc, char **argv)
         return 1;
     monitor_test_set_backend(be);
     /* monitor.c references the processors and the filter weakly: pull them in explicitly. */
-    registry_test_replace(MSMON_OUTPUT_METRIC, NULL); /* the table's own metric output */
+    output_test_replace(MSMON_OUTPUT_METRIC, NULL); /* the table's own metric output */
     static int (*volatile keep_filter)(struct filter_state **) = filter_state_create;
     (void)keep_filter;
     monitor_first_use();

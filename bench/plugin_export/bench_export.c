@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "plugin/outputs/proc.h"
+#include "plugin/pipeline/output.h"
 #include "plugin/pipeline/pipeline.h"
 
 #define BATCH 1024
@@ -43,13 +43,13 @@ static void rm_dir(const char *d)
 static double bench_db(uint64_t total)
 {
     char *dir = mkdir_tmp();
-    struct proc_config cfg = {.log_dir = dir, .rank = 0, .session_start_ns = 1};
-    struct proc *p;
+    struct output_config cfg = {.log_dir = dir, .rank = 0, .session_start_ns = 1};
+    struct output *p;
     struct pipeline *pl;
     struct mon_record *r = malloc(sizeof(*r) * BATCH);
     if (pipeline_create(&cfg, NULL, &proc_db_ops, &pl) < 0)
         return 0;
-    p = pipeline_proc(pl);
+    p = pipeline_output(pl);
     proc_db_ops.start(p);
     uint64_t t0 = clock_mono_ns(), tick_every = 200000;
     for (uint64_t n = 0; n < total; n += BATCH) {
@@ -87,13 +87,13 @@ static void *producer(void *a)
 static double bench_jsonl(uint64_t total)
 {
     char *dir = mkdir_tmp();
-    struct proc_config cfg = {.log_dir = dir, .rank = 0, .session_start_ns = 1,
+    struct output_config cfg = {.log_dir = dir, .rank = 0, .session_start_ns = 1,
                               .jsonl_rotate_lines = "500000"};
-    struct proc *p;
+    struct output *p;
     struct pipeline *pl;
     if (pipeline_create(&cfg, NULL, &proc_jsonl_ops, &pl) < 0)
         return 0;
-    p = pipeline_proc(pl);
+    p = pipeline_output(pl);
     proc_jsonl_ops.start(p);
     struct prod pr = {pl, total};
     pthread_t th;

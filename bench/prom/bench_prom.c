@@ -28,6 +28,8 @@
 #include "ipc/ipc_msg.h"
 
 #define NOPS 2000          /* x 5 families = 10,000 series */
+/* all of them from this one process: above the default per-process bound (2,000 series) */
+#define PER_PROCESS_FLAGS "--prometheus_max_series_per_process", "20000"
 #define SCRAPES 40
 
 static int port_pick(void)
@@ -153,10 +155,10 @@ static int daemon_start(struct daemon *d, const char *dynolog, const char *rw_ur
         if (rw_url)
             execl(dynolog, "dynolog", "--port", portstr, "--enable_ipc_monitor", "--ipc_socket_dir", d->dir,
                   "--use_prometheus", "--prometheus_port", promstr, "--remote_write_url", rw_url,
-                  "--remote_write_interval_s", "1", (char *)NULL);
+                  "--remote_write_interval_s", "1", PER_PROCESS_FLAGS, (char *)NULL);
         else
             execl(dynolog, "dynolog", "--port", portstr, "--enable_ipc_monitor", "--ipc_socket_dir", d->dir,
-                  "--use_prometheus", "--prometheus_port", promstr, (char *)NULL);
+                  "--use_prometheus", "--prometheus_port", promstr, PER_PROCESS_FLAGS, (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 500; i++) {

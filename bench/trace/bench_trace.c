@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "plugin/outputs/proc.h"
+#include "plugin/pipeline/output.h"
 #include "plugin/outputs/proc_trace.h"
 #include "plugin/pipeline/pipeline.h"
 
@@ -49,9 +49,9 @@ static void rm_dir(const char *d)
 static double bench_trace(uint64_t pairs, uint64_t *ret_bytes)
 {
     char *dir = mkdir_tmp();
-    struct proc_trace_opts o = { .world_size = 1, .backend = "mspti" };
+    struct output_trace_opts o = { .world_size = 1, .backend = "mspti" };
     struct window_opts w = { .start_step = 5, .stop_step = 7 }; /* the session's window, as nputrace's */
-    struct proc_config cfg = { .log_dir = dir, .rank = 0, .session_start_ns = 1, .trace = &o };
+    struct output_config cfg = { .log_dir = dir, .rank = 0, .session_start_ns = 1, .trace = &o };
     struct pipeline_stats st;
     struct pipeline *pl;
     struct mon_record *r = malloc(sizeof(*r) * BATCH);

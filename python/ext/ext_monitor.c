@@ -7,13 +7,13 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "contract/kinds.h"
+#include "ext_results.h"
 #include "ext_xlsx.h"
 #include "msmon/msmonitor.h"
-
-pthread_mutex_t ext_results_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The kinds the standalone monitor exposes as ActivityKind, in member order (docs/design/session.md
  * docs/design/session.md#standalone-monitor); names and values come from the contract's one kind table. */
@@ -24,11 +24,6 @@ enum {
 #undef KIND
 };
 #define N_KINDS KINDS_STANDALONE_COUNT
-
-const char *ext_kind_name(int32_t kind)
-{
-    return kinds_standalone(kind) ? kinds_name(kind) : NULL;
-}
 
 /* ---- record classes ---------------------------------------------------------------- */
 
@@ -437,7 +432,7 @@ static PyObject *m_get_kinds(PyObject *mod, PyObject *unused)
     if (!list)
         return NULL;
     for (size_t i = 0; i < n && i < sizeof(out) / sizeof(out[0]); i++) {
-        if (!ext_kind_name(out[i]))
+        if (!ext_results_kind_name(out[i]))
             continue;
         PyObject *m = kind_member(out[i]);
         if (!m || PyList_Append(list, m) < 0) {
@@ -474,35 +469,79 @@ static PyObject *get_data(int32_t kind, enum rec_class rc)
     return list;
 }
 
-/* The standalone kinds' getters, get_<stem>_data (the stems of _contract.STANDALONE_KINDS):
- * X(stem, kind, record class, the records' name in the docstring). */
-#define MONITOR_GETTERS(X)                                                                           \
-    X(api, KIND_API, RC_API, "API")                                                                  \
-    X(acl_api, KIND_ACL_API, RC_API, "AclAPI")                                                       \
-    X(node_api, KIND_NODE_API, RC_API, "NodeAPI")                                                    \
-    X(runtime_api, KIND_RUNTIME_API, RC_API, "RuntimeAPI")                                           \
-    X(kernel, KIND_KERNEL, RC_KERNEL, "Kernel")                                                      \
-    X(communication, KIND_COMMUNICATION, RC_COMM, "Communication")                                   \
-    X(marker, KIND_MARKER, RC_MARKER, "Marker")
-
-#define GETTER(stem, kind, rc, what)                                                                 \
-    static PyObject *m_get_##stem##_data(PyObject *mod, PyObject *unused)                            \
-    {                                                                                                \
-        (void)mod;                                                                                   \
-        (void)unused;                                                                                \
-        return get_data(kind, rc);                                                                   \
+/* How a standalone kind's msmon_result reads (include/msmon/msmonitor.h): its record class. */
+static enum rec_class rec_class_of(int32_t kind)
+{
+    switch (kind) {
+    case KIND_KERNEL:
+        return RC_KERNEL;
+    case KIND_COMMUNICATION:
+        return RC_COMM;
+    case KIND_MARKER:
+        return RC_MARKER;
+    default:
+        return RC_API; /* API, AclAPI, NodeAPI, RuntimeAPI */
     }
-MONITOR_GETTERS(GETTER)
-#undef GETTER
-#define GETTER_METHOD(stem, kind, rc, what)                                                          \
-    {"get_" #stem "_data", m_get_##stem##_data, METH_NOARGS, what " records of the last session."},
+}
+
+/* get_<stem>_data, one per standalone kind of the contract (kinds.def; the stems of
+ * _contract.STANDALONE_KINDS), added when the module is created: self is the kind's value. */
+static PyObject *m_get_data(PyObject *kind, PyObject *unused)
+{
+    long k = PyLong_AsLong(kind);
+
+    (void)unused;
+    if (k == -1 && PyErr_Occurred())
+        return NULL;
+    return get_data((int32_t)k, rec_class_of((int32_t)k));
+}
+
+/* Function objects keep pointers to their PyMethodDef: these live for the process, written
+ * (with the same values) each time the module is created, under the GIL. */
+static PyMethodDef getter_defs[KINDS_STANDALONE_COUNT];
+static char getter_names[KINDS_STANDALONE_COUNT][48];
+static char getter_docs[KINDS_STANDALONE_COUNT][64];
+
+static int add_getters(PyObject *m)
+{
+    PyObject *modname = PyModule_GetNameObject(m);
+    int rc = -1;
+
+    if (!modname)
+        return -1;
+    for (size_t i = 0; i < KINDS_STANDALONE_COUNT; i++) {
+        int k = kinds_standalone_at(i);
+        char stem[32];
+        PyObject *self, *fn;
+
+        if (k < 0 || kinds_stem(k, stem, sizeof(stem)) != 0) {
+            PyErr_SetString(PyExc_SystemError, "IPCMonitor_C.monitor: the contract's standalone kinds are broken");
+            goto out;
+        }
+        snprintf(getter_names[i], sizeof(getter_names[i]), "get_%s_data", stem);
+        snprintf(getter_docs[i], sizeof(getter_docs[i]), "%s records of the last session.", kinds_name(k));
+        getter_defs[i] = (PyMethodDef){ getter_names[i], m_get_data, METH_NOARGS, getter_docs[i] };
+        self = PyLong_FromLong(k);
+        if (!self)
+            goto out;
+        fn = PyCFunction_NewEx(&getter_defs[i], self, modname);
+        Py_DECREF(self);
+        if (!fn || PyModule_AddObject(m, getter_names[i], fn) < 0) {
+            Py_XDECREF(fn);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    Py_DECREF(modname);
+    return rc;
+}
 
 static PyMethodDef monitor_methods[] = {
     {"start_monitor", (PyCFunction)(void (*)(void))m_start_monitor, METH_VARARGS | METH_KEYWORDS,
      "start_monitor(kinds): start a standalone session for a list of ActivityKind."},
     {"stop_monitor", m_stop_monitor, METH_NOARGS, "Stop the standalone session, flushing all data."},
     {"get_kinds", m_get_kinds, METH_NOARGS, "ActivityKind list of the last start."},
-    MONITOR_GETTERS(GETTER_METHOD)
     {"save_xlsx", (PyCFunction)(void (*)(void))ext_xlsx_save, METH_VARARGS | METH_KEYWORDS,
      "save_xlsx(path) -> bool: write the last session's records as an xlsx workbook."},
     {NULL, NULL, 0, NULL},
@@ -562,7 +601,7 @@ PyObject *ext_monitor_create(void)
         if (!activity_kind)
             goto fail;
     }
-    if (PyModule_AddObjectRef(m, "ActivityKind", activity_kind) < 0)
+    if (PyModule_AddObjectRef(m, "ActivityKind", activity_kind) < 0 || add_getters(m) < 0)
         goto fail;
     static const char *cls_names[RC_COUNT] = {"API", "Kernel", "Communication", "Marker"};
     for (int i = 0; i < RC_COUNT; i++) {

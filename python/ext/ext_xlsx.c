@@ -14,7 +14,7 @@
 #include <xlsxwriter.h>
 
 #include "common/utf8.h"
-#include "ext_monitor.h"
+#include "ext_results.h"
 #include "msmon/msmonitor.h"
 
 #define PATH_CAP 4096
@@ -166,9 +166,9 @@ static int make_parent(const char *dir, char *err, size_t ecap)
 static int write_sheet(lxw_workbook *wb, int32_t kind, char *sbuf, size_t scap, bool *truncated,
                        char *err, size_t ecap)
 {
-    lxw_worksheet *ws = workbook_add_worksheet(wb, ext_kind_name(kind));
+    lxw_worksheet *ws = workbook_add_worksheet(wb, ext_results_kind_name(kind));
     if (!ws) {
-        seterr(err, ecap, "cannot add worksheet %s", ext_kind_name(kind));
+        seterr(err, ecap, "cannot add worksheet %s", ext_results_kind_name(kind));
         return -ENOMEM;
     }
     const char *const *hdr = headers_of(kind);
@@ -322,7 +322,7 @@ PyObject *ext_xlsx_save(PyObject *mod, PyObject *args, PyObject *kw)
     if (msmon_monitor_kinds(raw, 32, &nraw) < 0)
         nraw = 0;
     for (size_t i = 0; i < nraw && i < 32; i++)
-        if (ext_kind_name(raw[i]))
+        if (ext_results_kind_name(raw[i]))
             kinds[nk++] = raw[i];
     if (nk == 0) {
         PySys_WriteStdout("[WARNING] No valid activity data\n");

@@ -1,8 +1,10 @@
 /* gen_contract: prints msmonitor/_contract.py, the Python view of the contract tables in
  * src/contract/ (docs/design/contract.md#python), so the package never holds a hand-written
  * copy. Run by CMake at build time; the output goes to stdout. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "contract/cfgkeys.h"
 #include "contract/cfgrules.h"
@@ -11,6 +13,7 @@
 #include "contract/kinds.h"
 #include "contract/names.h"
 #include "contract/stats.h"
+#include "msmon/ipc_wire.h"
 #include "msmon/msmonitor.h"
 
 /* A Python string literal of s; the table texts are printable ASCII, anything else is escaped. */
@@ -40,15 +43,10 @@ static void kinds(void)
            "STANDALONE_KINDS = (\n");
     for (size_t i = 0; i < KINDS_STANDALONE_COUNT; i++) {
         int k = kinds_standalone_at(i);
-#define KIND(name, id, value, standalone)                                                        \
-    if (value == k) {                                                                            \
-        printf("    (\"%s\", \"", #name);                                                        \
-        for (const char *c = #id; *c; c++)                                                       \
-            putchar(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);                               \
-        printf("\"),\n");                                                                        \
-    }
-#include "contract/kinds.def"
-#undef KIND
+        char stem[32];
+
+        if (kinds_stem(k, stem, sizeof(stem)) == 0)
+            printf("    (\"%s\", \"%s\"),\n", kinds_name(k), stem);
     }
     printf(")\n\n");
 }
@@ -93,7 +91,17 @@ static void names(void)
     pystr(NAMES_SOCK_FILE(NAMES_SOCK_RPC));
     printf("\nSHM_PREFIX = ");
     pystr(NAMES_SHM_PREFIX);
-    printf("\nSHM_SIZE = %u\n\n", (unsigned)NAMES_SHM_SIZE);
+    printf("\nSHM_SIZE = %u\n", (unsigned)NAMES_SHM_SIZE);
+    printf("SHM_STEPS_PREFIX = ");
+    pystr(NAMES_SHM_STEPS_PREFIX);
+    printf("\nSHM_PRIVATE_PREFIX = ");
+    pystr(NAMES_SHM_PRIVATE_PREFIX);
+    printf("\n# Every file dyno mode creates in the segment directory, by name prefix (cleanup-shm).\n"
+           "SHM_FILE_PREFIXES = (\n");
+#define SHM_FILE(id, prefix, what) printf("    \"%s\",  # %s\n", prefix, what);
+    NAMES_SHM_FILES(SHM_FILE)
+#undef SHM_FILE
+    printf(")\n\n");
     printf("# DB: a marker's connectionId is its msPTI id plus this.\nDB_MARKER_CONN_OFFSET = %llu\n\n",
            (unsigned long long)NAMES_DB_MARKER_CONN_OFFSET);
     printf("# The session end in the DB (META_DATA names) and JSONL (this kind, with the same keys).\n"
@@ -196,6 +204,112 @@ static void config_rules(void)
     printf(")\n\n");
 }
 
+/* A regular expression as parts: text matched literally (escaped here) or pattern syntax. */
+struct re_part {
+    bool lit;
+    const char *s;
+};
+
+/* The parts as one Python string literal. */
+static void pyre(const struct re_part *p, size_t n)
+{
+    char re[512];
+    size_t o = 0;
+
+    for (size_t i = 0; i < n; i++)
+        for (const char *c = p[i].s; *c && o + 2 < sizeof(re); c++) {
+            if (p[i].lit && strchr(".^$*+?{}[]\\|()-", *c))
+                re[o++] = '\\';
+            re[o++] = *c;
+        }
+    re[o] = '\0';
+    pystr(re);
+}
+
+/* The output files' names (names_export_file, names_trace_file) as the analysis matches and
+ * builds them. */
+static void files(void)
+{
+    static const struct re_part export_re[] = {
+        { false, "^" }, { true, NAMES_FILE_PREFIX }, { false, "(\\d+)_(\\d+)_(-?\\d+)\\.(" },
+        { true, NAMES_EXT_DB }, { false, "|" }, { true, NAMES_EXT_JSONL }, { false, ")$" },
+    };
+    static const struct re_part trace_re[] = {
+        { false, "^" }, { true, NAMES_FILE_PREFIX }, { false, "(" }, { true, NAMES_TRACE_OURS }, { false, "|" },
+        { true, NAMES_TRACE_TORCH }, { false, ")_\\d+" }, { true, NAMES_TRACE_RANK }, { false, "\\d+" },
+        { true, NAMES_TRACE_STEPS }, { false, "\\d+-\\d+" }, { true, NAMES_TRACE_SUFFIX }, { false, "(" },
+        { true, NAMES_GZ_SUFFIX }, { false, ")?$" },
+    };
+    static const char *const strs[][2] = {
+        { "FILE_PREFIX", NAMES_FILE_PREFIX },
+        { "# nputrace's traces: ours and torch.profiler's beside them.\nTRACE_FILE_OURS", NAMES_TRACE_OURS },
+        { "TRACE_FILE_TORCH", NAMES_TRACE_TORCH },
+        { "# str.format fields: who, pid, rank (0 when unknown), start, stop; gz adds GZ_SUFFIX.\nTRACE_FILE_NAME",
+          NAMES_FILE_PREFIX "{who}_{pid}" NAMES_TRACE_RANK "{rank}" NAMES_TRACE_STEPS "{start}-{stop}"
+          NAMES_TRACE_SUFFIX },
+        { "GZ_SUFFIX", NAMES_GZ_SUFFIX },
+        { "# In the name of every file of the window [start, stop).\nTRACE_WINDOW_TAG",
+          NAMES_TRACE_STEPS "{start}-{stop}." },
+    };
+
+    printf("# Files the outputs write (names_export_file / names_trace_file).\n");
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+        printf("%s = ", strs[i][0]);
+        pystr(strs[i][1]);
+        printf("\n");
+    }
+    printf("EXPORT_EXTS = (");
+    pystr(NAMES_EXT_DB);
+    printf(", ");
+    pystr(NAMES_EXT_JSONL);
+    printf(")\n# msmonitor_<pid>_<YYYYmmddHHMMSS><mmm>_<rank>.<ext>: groups pid, stamp, rank, ext.\n"
+           "EXPORT_FILE_PATTERN = ");
+    pyre(export_re, sizeof(export_re) / sizeof(export_re[0]));
+    printf("\nTRACE_FILE_PATTERN = ");
+    pyre(trace_re, sizeof(trace_re) / sizeof(trace_re[0]));
+    printf("\n\n");
+}
+
+/* The IPC status values of the wire and their one spelling (names_ipc_status). */
+static void status_values(void)
+{
+    static const int32_t v[] = { IPC_STATUS_UNINITIALIZED, IPC_STATUS_IDLE, IPC_STATUS_RUNNING, IPC_STATUS_READY };
+
+    printf("# IPC status values (the wire's IPC_STATUS_*) and the words dyno shows for them.\n");
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        printf("STATUS_");
+        for (const char *c = names_ipc_status(v[i]); *c; c++)
+            putchar(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+        printf(" = %d\n", (int)v[i]);
+    }
+    printf("STATUS_NAMES = {");
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        printf("%s%d: ", i ? ", " : "", (int)v[i]);
+        pystr(names_ipc_status(v[i]));
+    }
+    printf("}\n\n");
+}
+
+/* The npu-monitor keys by name, and the one boolean rule of config values (cfgkeys_bool). */
+static void config_keys(void)
+{
+    const struct cfgrules_rule *r;
+
+    printf("# The npu-monitor config keys (KEY_<key>).\n");
+    for (size_t i = 0; (r = cfgrules_at(i)); i++) {
+        printf("KEY_%s = ", r->key);
+        pystr(r->key);
+        printf("\n");
+    }
+    printf("\n\ndef config_true(value):\n"
+           "    \"\"\"The boolean rule of config values (cfgkeys_true): true only for the text ");
+    pystr("true");
+    printf(" in any case.\"\"\"\n"
+           "    return isinstance(value, str) and value.isascii() and value.lower() == ");
+    pystr("true");
+    printf("\n\n\n");
+}
+
 static void step_marker(void)
 {
     printf("# The step marker: mstx range message \"step <N>\", N decimal digits <= STEP_MAX.\nSTEP_PREFIX = ");
@@ -226,6 +340,9 @@ int main(void)
     trace_window();
     db_schema();
     config_rules();
+    config_keys();
+    files();
+    status_values();
     step_marker();
     return ferror(stdout) ? 1 : 0;
 }

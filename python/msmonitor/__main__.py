@@ -1,4 +1,5 @@
-"""`python -m msmonitor cleanup-shm`: remove DynamicProfileNpuShm* segments left behind by
+"""`python -m msmonitor cleanup-shm`: remove the files dyno mode makes (DynamicProfileNpuShm*
+segments and their msmonitor_steps.* side files, the contract's SHM_FILE_PREFIXES) left behind by
 killed jobs (never one a live process uses). `python -m msmonitor report DIR [-o FILE]`: render
 the DB/JSONL files of a run as one self-contained HTML page (docs/report.md). `python -m msmonitor
 analyse PATH...`: summarise nputrace traces (docs/nputrace.md)."""
@@ -11,7 +12,7 @@ from .dynamic_profile import cleanup_stale_shm
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m msmonitor")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("cleanup-shm", help="remove stale /dev/shm/DynamicProfileNpuShm* files")
+    c = sub.add_parser("cleanup-shm", help="remove stale dyno-mode files (DynamicProfileNpuShm*, msmonitor_steps.*) of killed jobs")
     c.add_argument("--dir", default=None, help="directory to clean (default: MSMONITOR_SHM_DIR or /dev/shm)")
     r = sub.add_parser("report", help="render a run's DB/JSONL files as one offline HTML page")
     r.add_argument("dir", help="the --log-file directory of the run (searched recursively)")

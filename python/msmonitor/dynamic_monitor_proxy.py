@@ -1,6 +1,7 @@
 """PyDynamicMonitorProxy: the interface torch_npu and MindSpore call (docs/design/session.md#python-surface).
 Every method is a classmethod over IPCMonitor_C; without the extension they return the
 "nothing happened" value."""
+from . import _contract as C
 from ._ipcmonitor_C import IPCMonitor_C
 from .singleton import Singleton
 from .utils import get_parallel_group_info
@@ -24,8 +25,7 @@ class PyDynamicMonitorProxy:
     def enable_dyno_npu_monitor(cls, config_map: dict):
         if IPCMonitor_C is None:
             return
-        if isinstance(config_map, dict) and \
-                str(config_map.get("NPU_MONITOR_STOP")).lower() in ("true", "1"):
+        if isinstance(config_map, dict) and C.config_true(str(config_map.get(C.KEY_NPU_MONITOR_STOP))):
             # The session end writes the cluster layout next to the data (docs/design/outputs.md).
             cls.set_cluster_config_data({"parallel_group_info": get_parallel_group_info()})
         IPCMonitor_C.enable_dyno_npu_monitor(config_map)

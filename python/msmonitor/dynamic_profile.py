@@ -15,7 +15,7 @@ import threading
 import time
 
 from . import nputrace, step_hook
-from ._contract import SHM_PREFIX, SHM_SIZE
+from ._contract import SHM_FILE_PREFIXES, SHM_PREFIX, SHM_PRIVATE_PREFIX, SHM_SIZE
 from ._ipcmonitor_C import IPCMonitor_C
 from .dynamic_monitor_proxy import PyDynamicMonitorProxy
 from .utils import get_parallel_group_info, get_rank_id
@@ -283,12 +283,14 @@ def _remove_if_dead(path):
 
 
 def cleanup_stale_shm(shm_dir=None):
-    """Remove DynamicProfileNpuShm* files that no live process uses, in shm_dir and in this
-    uid's private msmonitor-<uid> directory under it; prints and returns the removed paths."""
+    """Remove the files dyno mode creates (the contract's SHM_FILE_PREFIXES: the
+    DynamicProfileNpuShm* segments and their msmonitor_steps.* side files) that no live process
+    uses, in shm_dir and in this uid's private msmonitor-<uid> directory under it; prints and
+    returns the removed paths."""
     shm_dir = shm_dir or _shm_dir()
     removed = []
     dirs = [shm_dir]
-    private = os.path.join(shm_dir, f"msmonitor-{os.geteuid()}")
+    private = os.path.join(shm_dir, f"{SHM_PRIVATE_PREFIX}{os.geteuid()}")
     try:
         st = os.lstat(private)
         if st.st_uid == os.geteuid() and (st.st_mode & 0o170000) == 0o040000:
@@ -308,7 +310,7 @@ def _cleanup_dir(shm_dir):
         print(f"[ERROR] cannot list {shm_dir}: {err}")
         return removed
     for name in names:
-        if not name.startswith(SHM_PREFIX):
+        if not name.startswith(SHM_FILE_PREFIXES):
             continue
         path = os.path.join(shm_dir, name)
         try:

@@ -7,12 +7,13 @@ import re
 
 from . import _contract as C
 
-# Export files: msmonitor_<pid>_<start time>_<rank>.db / .jsonl (docs/design/outputs.md).
-EXPORT_FILE_RE = re.compile(r"^msmonitor_(\d+)_(\d+)_(-?\d+)\.(db|jsonl)$")
+# Export files: msmonitor_<pid>_<start time>_<rank>.db / .jsonl (docs/design/outputs.md), as the
+# contract builds them (names_export_file).
+EXPORT_FILE_RE = re.compile(C.EXPORT_FILE_PATTERN)
 # nputrace's Chrome traces (ours and torch.profiler's next to them, docs/nputrace.md).
-NPUTRACE_FILE_RE = re.compile(r"^msmonitor_(trace|torch)_\d+_rank\d+_step\d+-\d+\.json(\.gz)?$")
-NPUTRACE_TORCH_NAME = "msmonitor_torch_{pid}_rank{rank}_step{start}-{stop}.json"
-NPUTRACE_WINDOW_TAG = "_step{start}-{stop}."     # in the name of the window's trace files
+NPUTRACE_FILE_RE = re.compile(C.TRACE_FILE_PATTERN)
+NPUTRACE_TORCH_NAME = C.TRACE_FILE_NAME.replace("{who}", C.TRACE_FILE_TORCH)
+NPUTRACE_WINDOW_TAG = C.TRACE_WINDOW_TAG     # in the name of the window's trace files
 
 # The nputrace window as IPCMonitor_C.dynamic.trace_info() reports it: option bits
 # (include/msmon/msmonitor.h MSMON_TRACE_*, through the contract) and states (documented there).
@@ -20,7 +21,7 @@ TRACE_CPU, TRACE_NPU, TRACE_ANALYSE, TRACE_ASYNC = C.TRACE_CPU, C.TRACE_NPU, C.T
 TRACE_RECORD_SHAPES, TRACE_PROFILE_MEMORY = C.TRACE_RECORD_SHAPES, C.TRACE_PROFILE_MEMORY
 TRACE_WITH_STACK, TRACE_WITH_FLOPS, TRACE_WITH_MODULES = C.TRACE_WITH_STACK, C.TRACE_WITH_FLOPS, C.TRACE_WITH_MODULES
 TRACE_EXPORT_DB = C.TRACE_EXPORT_DB
-TRACE_IDLE, TRACE_RUNNING, TRACE_READY = 0, 1, 2
+TRACE_IDLE, TRACE_RUNNING, TRACE_READY = C.STATUS_IDLE, C.STATUS_RUNNING, C.STATUS_READY
 
 # The step rule: a marker range named `step N` (the plugin's step(), the contract's rule) or
 # `ProfilerStep#N` (torch.profiler, the same digits rule), N a non-negative int32.

@@ -1,8 +1,8 @@
 """msmonitor.nputrace: the Python side of `dyno nputrace` (docs/nputrace.md).
 
 libmsmonitor decides the step window (aligned over the ranks by the shm creator) and writes
-its own activity trace; after each `dynamic_profile.step()` this module reads the window
-(IPCMonitor_C.dynamic.trace_info) and
+its own activity trace; after a `dynamic_profile.step()` at which the window moved this
+module reads it (IPCMonitor_C.dynamic.trace_info) and
 - with `--activities CPU` and an importable torch, runs `torch.profiler` over the same steps
   and exports its Chrome trace next to ours (`msmonitor_torch_<pid>_rank<r>_step<s>-<e>.json`),
   with `--record-shapes/--profile-memory/--with-stack/--with-flops/--with-modules` mapped to
@@ -10,16 +10,19 @@ its own activity trace; after each `dynamic_profile.step()` this module reads th
 - with `--analyse`, summarises each trace of the window (per-step wall time, top kernels and
   ops by total and self time, communication and memcpy share, idle gaps per device stream)
   as `<trace>_analysis.json` and `<trace>_analysis.txt`; `--async-mode` runs that in a child
-  interpreter (the same as `python -m msmonitor analyse FILE...`) so step() does not wait.
+  interpreter at idle priority (the same as `python -m msmonitor analyse FILE...`) and exports
+  torch.profiler's trace on a thread, so step() waits only for torch.profiler's own stop.
 
 `python -m msmonitor analyse PATH...` (files or directories) is the same analysis
 offline, e.g. for traces written by C programs. The step rule, trace categories and file
 names are those of msmonitor.facts; traces are read by msmonitor.analysis (docs/design/analysis.md)."""
 import json
 import os
+import queue
 import re
 import subprocess
 import sys
+import threading
 import time
 
 from . import facts as F
@@ -29,6 +32,26 @@ TOP_N = 10
 
 def _log(level, msg):
     print(f"[{level}] [msmonitor.nputrace {os.getpid()}] {msg}", file=sys.stderr, flush=True)
+
+
+def _export_torch(prof, path):
+    """torch.profiler's Chrome trace of a stopped profiler, written under .tmp and renamed."""
+    try:
+        prof.export_chrome_trace(path + ".tmp")
+        os.replace(path + ".tmp", path)
+        _log("INFO", f"torch.profiler trace written to {path}")
+        return path
+    except Exception as err:  # noqa: BLE001 - never break the training step
+        _log("ERROR", f"torch.profiler trace not written: {err}")
+        return None
+
+
+# The analysis child of --async-mode: at idle priority, so it takes the CPU the training leaves
+# (SCHED_IDLE; nice 19 where that is refused), then the offline analysis of the trace files.
+_CHILD = ("import os, sys\n"
+          "try:\n    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
+          "except (AttributeError, OSError):\n    os.nice(19)\n"
+          "from msmonitor import nputrace\nsys.exit(nputrace.main())\n")
 
 
 def torch_trace_name(log_dir, pid, rank, start, stop):
@@ -212,8 +235,30 @@ def main(argv=None):
 
 
 # ------------------------------------------------------------------ the window (per step)
+class _Job:
+    """Work handed to the window's worker thread; `done` is set when it ran, `path` is its result."""
+
+    def __init__(self, fn, *args):
+        self.fn, self.args = fn, args
+        self.done = threading.Event()
+        self.path = None
+
+    def run(self):
+        try:
+            self.path = self.fn(*self.args)
+        finally:
+            self.done.set()
+
+
 class Window:
-    """Follows the C window after every step: torch.profiler over it, analysis at its end."""
+    """Follows the C window at every step where it moved: torch.profiler over it, analysis at
+    its end.
+
+    --async-mode: the window's end costs the step only torch.profiler's own stop (it must run
+    on the thread that started the profiler, and it builds the events: torch's cost, not ours);
+    the export of its trace and the hand-off to the analysis child (a fork/exec: milliseconds in
+    a large process) run on one worker thread, started when the window is armed so that even
+    the thread's start is not on the closing step (docs/nputrace.md#analysis---analyse---async-mode)."""
 
     def __init__(self, dyn):
         self.dyn = dyn
@@ -221,9 +266,13 @@ class Window:
         self.prof = None
         self.torch_path = None
         self.children = []        # async analysis processes
-        self.pending = None       # (start, stop, torch path, flags): analysis waiting for our file
+        self.lock = threading.Lock()  # children: appended by the worker
+        self.jobs = queue.SimpleQueue()
+        self.worker = None        # --async-mode worker thread (started once)
+        self.pending = None       # (start, stop, torch path or _Job, flags): analysis waiting for our file
         # Something to follow at every step whatever the window does (an analysis waiting for
-        # the trace file, children to reap); otherwise after_step() runs only when it moved.
+        # its files, children to reap); otherwise after_step() runs only when the window moved.
+        # Set under the lock, as the worker appends children.
         self.busy = False
 
     def _start_torch(self, info):
@@ -251,31 +300,42 @@ class Window:
                      f"{bool(f & F.TRACE_WITH_STACK)}, with_flops={bool(f & F.TRACE_WITH_FLOPS)}, with_modules="
                      f"{bool(f & F.TRACE_WITH_MODULES)})")
 
-    def _stop_torch(self):
+    def _work(self):
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            job.run()
+
+    def _submit(self, fn, *args):
+        """Run fn(*args) on the worker (started here if it is not yet); returns the _Job."""
+        if self.worker is None:
+            self.worker = threading.Thread(target=self._work, name="msmonitor-nputrace", daemon=True)
+            self.worker.start()
+        job = _Job(fn, *args)
+        self.jobs.put(job)
+        return job
+
+    def _stop_torch(self, background=False):
+        """Stop torch.profiler on the stepping thread and export its trace: on the worker with
+        background (returns the _Job whose `path` is the written trace), else here (returns the
+        path, or None when it failed)."""
         prof, self.prof = self.prof, None
         try:
             prof.__exit__(None, None, None)
-            prof.export_chrome_trace(self.torch_path + ".tmp")
-            os.replace(self.torch_path + ".tmp", self.torch_path)
-            _log("INFO", f"torch.profiler trace written to {self.torch_path}")
-            return self.torch_path
-        except Exception as err:  # noqa: BLE001
-            _log("ERROR", f"torch.profiler trace not written: {err}")
+        except Exception as err:  # noqa: BLE001 - never break the training step
+            _log("ERROR", f"torch.profiler did not stop: {err}")
             return None
+        if background:
+            return self._submit(_export_torch, prof, self.torch_path)
+        return _export_torch(prof, self.torch_path)
 
     def _analyse(self, info, paths):
         paths = [p for p in paths if p and os.path.exists(p)]
         if not paths:
             return
         if info["flags"] & F.TRACE_ASYNC:
-            env = dict(os.environ)
-            pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
-            code = "import sys; from msmonitor import nputrace; sys.exit(nputrace.main())"
-            child = subprocess.Popen([sys.executable, "-c", code, "analyse", *paths], env=env,
-                                     stdin=subprocess.DEVNULL, close_fds=True)
-            self.children.append(child)
-            _log("INFO", f"analysis of {len(paths)} trace(s) running in child process {child.pid}")
+            self._submit(self._spawn_analysis, paths)
             return
         for p in paths:
             try:
@@ -283,29 +343,57 @@ class Window:
             except (OSError, ValueError, KeyError, TypeError) as err:
                 _log("ERROR", f"cannot analyse {p}: {err}")
 
+    def _spawn_analysis(self, paths):
+        """Worker: start the analysis child (reaped by a later step, waited for at exit)."""
+        env = dict(os.environ)
+        pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
+        try:
+            child = subprocess.Popen([sys.executable, "-c", _CHILD, "analyse", *paths], env=env,
+                                     stdin=subprocess.DEVNULL, close_fds=True)
+        except OSError as err:
+            _log("ERROR", f"analysis of {len(paths)} trace(s) not started: {err}")
+            return None
+        with self.lock:
+            self.children.append(child)
+            self.busy = True      # reaped by the steps from now on
+        _log("INFO", f"analysis of {len(paths)} trace(s) running in child process {child.pid}")
+        return None
+
     def after_step(self):
-        self.children = [c for c in self.children if c.poll() is None]
+        with self.lock:
+            self.children = [c for c in self.children if c.poll() is None]
         info = self.dyn.trace_info()
         key = (info["windows"], info["start"], info["stop"])
+        asynchronous = bool(info["flags"] & F.TRACE_ASYNC)
+        if asynchronous and self.worker is None and info["state"] in (F.TRACE_READY, F.TRACE_RUNNING):
+            self._submit(lambda: None)  # start the worker now, not on the closing step
         if info["state"] == F.TRACE_RUNNING and self.seen != key:
             self.seen = key
             if info["flags"] & F.TRACE_CPU:
                 self._start_torch(info)
         elif info["state"] != F.TRACE_RUNNING and self.seen is not None and self.seen[0] == info["windows"]:
-            torch_path = self._stop_torch() if self.prof is not None else None
+            torch_path = self._stop_torch(background=asynchronous) if self.prof is not None else None
             window = self.seen
             self.seen = (None,) + window[1:]  # handled; a new window changes `windows`
             if info["flags"] & F.TRACE_ANALYSE:
                 self.pending = (window[1], window[2], torch_path, info["flags"])
         self._analyse_when_written(info)
-        self.busy = self.pending is not None or bool(self.children)
+        with self.lock:
+            self.busy = self.pending is not None or bool(self.children)
 
     def _analyse_when_written(self, info, force=False):
-        """libmsmonitor writes its trace on its session thread after the window closed: the
-        analysis starts at the first step that sees the file (or at exit)."""
+        """libmsmonitor writes its trace on its session thread after the window closed, and
+        --async-mode exports torch.profiler's on the worker: the analysis starts at the first
+        step that sees both files (or at exit)."""
         if self.pending is None:
             return
         start, stop, torch_path, flags = self.pending
+        if isinstance(torch_path, _Job):
+            if not torch_path.done.is_set() and not force:
+                return
+            torch_path.done.wait()
+            torch_path = torch_path.path
         tag = F.NPUTRACE_WINDOW_TAG.format(start=start, stop=stop)
         ours = info["last_trace"] if tag in info["last_trace"] else None
         if ours is None and flags & F.TRACE_NPU and not force:
@@ -314,8 +402,9 @@ class Window:
         self._analyse(dict(info, flags=flags), [ours, torch_path])
 
     def finish(self, timeout=60):
-        """At exit: end a window still open (the C side writes its partial trace) and wait for
-        the analysis children, so none outlives the job."""
+        """At exit: end a window still open (the C side writes its partial trace), let the worker
+        finish its exports and hand-offs, and wait for the analysis children, so none outlives
+        the job."""
         if self.prof is not None:
             self._stop_torch()
         if self.pending is not None:
@@ -325,14 +414,19 @@ class Window:
                     break
                 time.sleep(0.1)
             self._analyse_when_written(self.dyn.trace_info(), force=True)
-        for c in self.children:
+        if self.worker is not None:
+            self.jobs.put(None)
+            self.worker.join(timeout)
+            self.worker = None
+        with self.lock:
+            children, self.children = self.children, []
+            self.busy = False
+        for c in children:
             try:
                 c.wait(timeout)
             except subprocess.TimeoutExpired:
                 c.kill()
                 c.wait()
-        self.children = []
-        self.busy = False
 
 
 if __name__ == "__main__":

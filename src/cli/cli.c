@@ -4,14 +4,13 @@
 #include "cli/cli.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/cli_fanout.h"
 #include "cli/cli_outcome.h"
 #include "cli/cli_val.h"
 #include "cli/hosts.h"
@@ -21,7 +20,6 @@
 
 #define ERR_MAX 2048
 #define NO_CERTS "NO_CERTS"
-#define WORKER_STACK (256u << 10)
 #define PARALLEL_MAX 1024
 
 static const struct cli_cmd *const commands[] = {
@@ -41,16 +39,6 @@ static const struct cli_flag global_flags[] = {
 };
 #define NGLOBAL (sizeof(global_flags) / sizeof(global_flags[0]))
 
-const char *cli_exit_str(enum cli_exit e)
-{
-    switch (e) {
-    case CLI_EXIT_OK: return "ok";
-    case CLI_EXIT_RUNTIME: return "runtime failure";
-    case CLI_EXIT_USAGE: return "usage error";
-    }
-    return "unknown";
-}
-
 const struct cli_cmd *cli_find_cmd(const char *name)
 {
     for (size_t i = 0; i < NCOMMANDS; i++) {
@@ -58,6 +46,16 @@ const struct cli_cmd *cli_find_cmd(const char *name)
             return commands[i];
     }
     return NULL;
+}
+
+/* "doctor, gputrace, ...": the command table's names, so a new command is listed by itself. */
+static const char *command_names(char *buf, size_t cap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < NCOMMANDS && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", commands[i]->name);
+    return buf;
 }
 
 static void global_help(FILE *out)
@@ -90,7 +88,6 @@ struct fanout {
     const struct hosts *hosts;
     uint16_t port;
     int timeout_s;
-    atomic_size_t next;
     struct host_result *results;
 };
 
@@ -174,43 +171,9 @@ out:
     free(reply);
 }
 
-static void *worker(void *arg)
+static void run_one_cb(void *ctx, size_t i)
 {
-    struct fanout *f = arg;
-    for (;;) {
-        size_t i = atomic_fetch_add(&f->next, 1);
-        if (i >= f->hosts->n)
-            break;
-        run_one(f, i);
-    }
-    return NULL;
-}
-
-/* Contact every host with up to `parallel` threads. Returns 0 or -errno (thread setup). */
-static int fan_out(struct fanout *f, int parallel)
-{
-    size_t nthreads = f->hosts->n < (size_t)parallel ? f->hosts->n : (size_t)parallel;
-    pthread_t *tids = calloc(nthreads, sizeof(*tids));
-    size_t started = 0;
-    pthread_attr_t attr;
-    int r = 0;
-    if (!tids)
-        return -ENOMEM;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, WORKER_STACK);
-    for (; started < nthreads; started++) {
-        r = -pthread_create(&tids[started], &attr, worker, f);
-        if (r < 0)
-            break;
-    }
-    /* With at least one thread running every host still gets served. */
-    if (started > 0)
-        r = 0;
-    for (size_t i = 0; i < started; i++)
-        pthread_join(tids[i], NULL);
-    pthread_attr_destroy(&attr);
-    free(tids);
-    return r;
+    run_one(ctx, i);
 }
 
 /* Print each line of text with `prefix`. */
@@ -304,14 +267,16 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
         goto out;
     }
     if (next >= argc) {
-        snprintf(err, sizeof(err), "error: a subcommand is required "
-                 "(status, version, npu-monitor, nputrace, gputrace); see 'dyno --help'");
+        char names[256];
+        snprintf(err, sizeof(err), "error: a subcommand is required (%s); see 'dyno --help'",
+                 command_names(names, sizeof(names)));
         goto usage;
     }
     cmd = cli_find_cmd(argv[next]);
     if (!cmd) {
-        snprintf(err, sizeof(err), "error: unknown subcommand '%s' "
-                 "(status, version, npu-monitor, nputrace, gputrace)", argv[next]);
+        char names[256], shown[256];
+        snprintf(err, sizeof(err), "error: unknown subcommand '%s' (%s)",
+                 cli_term_str(argv[next], shown, sizeof(shown)), command_names(names, sizeof(names)));
         goto usage;
     }
     r = cli_flags_parse(cmd->flags, cmd->nflags, argc, argv, next + 1, false, &s, NULL, err,
@@ -392,7 +357,6 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
     f.hosts = &hosts;
     f.port = port;
     f.timeout_s = timeout_s;
-    atomic_init(&f.next, 0);
     f.results = calloc(hosts.n, sizeof(*f.results));
     if (!f.results) {
         fprintf(errf, "error: out of memory\n");
@@ -401,7 +365,7 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
     }
     for (size_t i = 0; i < hosts.n; i++)
         cli_buf_init(&f.results[i].out, CMD_TEXT_MAX);
-    r = fan_out(&f, parallel);
+    r = cli_fanout(hosts.n, parallel, run_one_cb, &f);
     if (r < 0) {
         fprintf(errf, "error: cannot start worker threads: %s\n", errno_name(-r));
         rc = CLI_EXIT_RUNTIME;
@@ -413,7 +377,8 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
         if (hosts.n == 1) {
             cli_term_write(out, cli_buf_str(&res->out), res->out.len);
             fflush(out);
-            if (res->failed) {
+            /* a command that printed its own verdict (doctor's total) leaves err empty */
+            if (res->failed && res->err[0]) {
                 cli_term_write(errf, res->err, strlen(res->err));
                 fputc('\n', errf);
             }
@@ -422,7 +387,7 @@ int cli_main(int argc, char **argv, FILE *out, FILE *errf)
         char prefix[1100];
         snprintf(prefix, sizeof(prefix), "[%s] ", hosts.v[i]);
         print_prefixed(out, prefix, cli_buf_str(&res->out), res->out.len);
-        if (res->failed) {
+        if (res->failed && res->err[0]) {
             fprintf(out, "%sERROR: ", prefix);
             cli_term_write(out, res->err, strlen(res->err));
             fputc('\n', out);

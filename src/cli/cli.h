@@ -6,15 +6,8 @@
 
 #include <stdio.h>
 
+#include "cli/cli_exit.h"
 #include "cli/cmd.h"
-
-/* The one exit-code enum of dyno (docs/design/cli.md#exit-codes). */
-enum cli_exit {
-    CLI_EXIT_OK = 0,        /* every target replied */
-    CLI_EXIT_RUNTIME = 1,   /* some target failed (connect, timeout, no/bad reply, TLS, ...) */
-    CLI_EXIT_USAGE = 2,     /* usage or validation error; nothing was sent */
-};
-const char *cli_exit_str(enum cli_exit e);
 
 /* Find a subcommand by name (NULL if unknown). */
 const struct cli_cmd *cli_find_cmd(const char *name);

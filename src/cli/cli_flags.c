@@ -114,8 +114,18 @@ const char *cli_flags_bool_text(const struct cli_args *a, const char *name)
 
 void cli_flags_help(FILE *out, const struct cli_flag *table, size_t n)
 {
+    const struct cli_flag *by_name[CLI_FLAGS_MAX];
+
+    /* by name, whatever the table's order (npu-monitor's rows follow the contract's table) */
+    n = n < CLI_FLAGS_MAX ? n : CLI_FLAGS_MAX;
     for (size_t i = 0; i < n; i++) {
-        const struct cli_flag *f = &table[i];
+        size_t j = i;
+        for (; j > 0 && strcmp(by_name[j - 1]->name, table[i].name) > 0; j--)
+            by_name[j] = by_name[j - 1];
+        by_name[j] = &table[i];
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct cli_flag *f = by_name[i];
         char left[64];
         snprintf(left, sizeof(left), "--%s%s", f->name, f->kind == CLI_FLAG_VALUE ? " <V>" : "");
         fprintf(out, "  %-34s %s", left, f->help);

@@ -1,4 +1,5 @@
-/* cli_flags: one typed, sorted flag table per command level drives argv parsing and --help.
+/* cli_flags: one typed flag table per command level drives argv parsing and --help (which lists
+ * the flags by name).
  * Values stay as text here; each command validates them with its own error reasons (docs/design/cli.md#validation),
  * so parsing only enforces the syntax rules of docs/design/cli.md#invocation (unknown, duplicate, missing value). */
 #ifndef MSMON_CLI_FLAGS_H
@@ -49,7 +50,7 @@ bool cli_flags_bool(const struct cli_args *a, const char *name);
 /* The same as config text: "true" or "false". */
 const char *cli_flags_bool_text(const struct cli_args *a, const char *name);
 
-/* Write the flag list (one flag per line: name, value hint, default, help). */
+/* Write the flag list sorted by name (one flag per line: name, value hint, default, help). */
 void cli_flags_help(FILE *out, const struct cli_flag *table, size_t n);
 
 #endif

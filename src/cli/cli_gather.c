@@ -3,23 +3,19 @@
 #include "cli/cli_gather.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli_fanout.h"
 #include "cli/hosts.h"
 #include "cli/rpc_client.h"
-
-#define GATHER_STACK (256u << 10)
 
 struct gather {
     const struct cli_targets *t;
     const char *body;
     size_t len;
     struct cli_reply *r;
-    atomic_size_t next;
 };
 
 static void one(struct gather *g, size_t i)
@@ -46,41 +42,17 @@ static void one(struct gather *g, size_t i)
     free(reply);
 }
 
-static void *worker(void *arg)
+static void one_cb(void *ctx, size_t i)
 {
-    struct gather *g = arg;
-    for (;;) {
-        size_t i = atomic_fetch_add(&g->next, 1);
-        if (i >= g->t->hosts->n)
-            return NULL;
-        one(g, i);
-    }
+    one(ctx, i);
 }
 
 int cli_gather(const struct cli_targets *t, const char *body, size_t len, struct cli_reply *ret)
 {
-    struct gather g = { t, body, len, ret, 0 };
-    size_t n = t->hosts->n, nth = n < (size_t)t->parallel ? n : (size_t)t->parallel, started = 0;
-    pthread_t *tids;
-    pthread_attr_t attr;
+    struct gather g = { t, body, len, ret };
 
-    memset(ret, 0, n * sizeof(*ret));
-    atomic_init(&g.next, 0);
-    if (nth == 0)
-        return 0;
-    tids = calloc(nth, sizeof(*tids));
-    if (!tids)
-        return -ENOMEM;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, GATHER_STACK);
-    for (; started < nth; started++)
-        if (pthread_create(&tids[started], &attr, worker, &g) != 0)
-            break;
-    for (size_t i = 0; i < started; i++)
-        pthread_join(tids[i], NULL);
-    pthread_attr_destroy(&attr);
-    free(tids);
-    return started ? 0 : -EAGAIN;
+    memset(ret, 0, t->hosts->n * sizeof(*ret));
+    return cli_fanout(t->hosts->n, t->parallel, one_cb, &g);
 }
 
 void cli_gather_fini(struct cli_reply *r, size_t n)

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/cli_exit.h"
 #include "cli/cli_val.h"
 #include "cli/rpc_client.h"
 #include "common/log.h"
@@ -29,11 +30,11 @@ int cli_outcome_exit(void)
     return atomic_load(&worst);
 }
 
-/* REJECTED wins over NO_ANSWER: a refusal has a reason to read, a silence has none. */
+/* The worse of the codes seen (cli_exit.h: a refusal has a reason to read, a silence has none). */
 static void note(int code)
 {
     int cur = atomic_load(&worst);
-    while (code != 0 && cur != CLI_EXIT_REJECTED && cur != code &&
+    while ((int)cli_exit_worse((enum cli_exit)cur, (enum cli_exit)code) != cur &&
            !atomic_compare_exchange_weak(&worst, &cur, code))
         ;
 }
@@ -47,14 +48,14 @@ int cli_outcome_prepare(const struct cli_args *a, struct cmd_req *req, char *err
 
     req->wait_s = -1;
     req->client_token[0] = '\0';
-    if (cli_flags_bool(a, "no-wait"))
-        return 0;
-    if (cli_val_nonneg_f32("wait-s", w, shown, sizeof(shown), err, errcap) < 0 ||
-        str_to_double(shown, &v) != 0 || v > CLI_OUTCOME_WAIT_MAX_S) {
-        cli_val_err(err, errcap, "wait-s", w, "Must be a number of seconds in [0, 3600]");
-        return -EINVAL;
+    if (!cli_flags_bool(a, "no-wait")) {
+        if (cli_val_nonneg_f32("wait-s", w, shown, sizeof(shown), err, errcap) < 0 ||
+            str_to_double(shown, &v) != 0 || v > CLI_OUTCOME_WAIT_MAX_S) {
+            cli_val_err(err, errcap, "wait-s", w, "Must be a number of seconds in [0, 3600]");
+            return -EINVAL;
+        }
+        req->wait_s = v;
     }
-    req->wait_s = v;
     /* unpredictable, so another client cannot read (or guess) this command's outcomes */
     if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
         uint64_t t = clock_real_ns() ^ ((uint64_t)getpid() << 32);
@@ -235,7 +236,6 @@ static void wait_outcomes(const struct cmd_req *req, const char *target, uint16_
                           const cJSON *reply, struct cli_buf *out)
 {
     const cJSON *trig = cJSON_GetObjectItemCaseSensitive(reply, "activityProfilersTriggered");
-    const cJSON *matched = cJSON_GetObjectItemCaseSensitive(reply, "processesMatched");
     const cJSON *skipped = cJSON_GetObjectItemCaseSensitive(reply, "processesSkipped");
     uint64_t deadline = clock_mono_ns() + (uint64_t)(req->wait_s * 1e9);
     size_t ntrig = (size_t)cJSON_GetArraySize(trig);
@@ -245,12 +245,7 @@ static void wait_outcomes(const struct cmd_req *req, const char *target, uint16_
 
     /* our daemon answers a client_token with processesSkipped: without it the daemon predates
      * outcomes (upstream dynolog), and its output stays exactly as before */
-    if (!cJSON_IsNumber(skipped))
-        return;
-    if (skipped->valuedouble > 0)
-        cli_buf_printf(out, "Matched %d processes; %lld skipped by --process-limit (not triggered)\n",
-                       cJSON_GetArraySize(matched), (long long)skipped->valuedouble);
-    if (!cJSON_IsArray(trig) || ntrig == 0)
+    if (!cJSON_IsNumber(skipped) || !cJSON_IsArray(trig) || ntrig == 0)
         return;
     for (;;) {
         cJSON *j = ask(req, target, port, timeout_s, err, sizeof(err));
@@ -285,6 +280,51 @@ static void wait_outcomes(const struct cmd_req *req, const char *target, uint16_
     cJSON_Delete(got);
 }
 
+static int i64_cmp(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+#define SKIPPED_SHOWN 4096 /* lines per host, like the merged views' rows */
+
+/* The processes --process-limit left out: matched, not triggered (our daemon's reply has
+ * processesSkipped), one line each, so no script has to read them out of the JSON. A reply's
+ * arrays are a remote daemon's: looked up sorted, and at most SKIPPED_SHOWN lines. */
+static void render_skipped(const char *target, const cJSON *reply, struct cli_buf *out)
+{
+    const cJSON *trig = cJSON_GetObjectItemCaseSensitive(reply, "activityProfilersTriggered");
+    const cJSON *matched = cJSON_GetObjectItemCaseSensitive(reply, "processesMatched");
+    const cJSON *skipped = cJSON_GetObjectItemCaseSensitive(reply, "processesSkipped");
+    const cJSON *m, *t;
+    int64_t *tv = NULL;
+    size_t nt = 0, shown = 0, more = 0;
+
+    if (!cJSON_IsNumber(skipped) || !(skipped->valuedouble > 0))
+        return;
+    cli_buf_printf(out, "Matched %d processes; %lld skipped by --process-limit (not triggered)\n",
+                   cJSON_GetArraySize(matched), (long long)cli_json_i64(skipped, 0, INT32_MAX, 0));
+    if (cJSON_IsArray(trig) && cJSON_GetArraySize(trig) > 0 &&
+        !(tv = calloc((size_t)cJSON_GetArraySize(trig), sizeof(*tv))))
+        return;
+    cJSON_ArrayForEach(t, trig)
+        tv[nt++] = cli_json_i64(t, INT32_MIN, INT32_MAX, -2);
+    if (nt)
+        qsort(tv, nt, sizeof(*tv), i64_cmp);
+    cJSON_ArrayForEach(m, matched) {
+        int64_t pid = cli_json_i64(m, INT32_MIN, INT32_MAX, -1);
+        if (nt && bsearch(&pid, tv, nt, sizeof(*tv), i64_cmp))
+            continue;
+        if (shown++ < SKIPPED_SHOWN)
+            cli_buf_printf(out, "Skipped: %s pid %lld: not triggered (--process-limit)\n", target, (long long)pid);
+        else
+            more++;
+    }
+    if (more)
+        cli_buf_printf(out, "Skipped: %s ... %zu more processes not shown\n", target, more);
+    free(tv);
+}
+
 void cli_outcome_run_host(const struct cmd_req *req, const char *target, uint16_t port, int timeout_s,
                           struct cli_buf *out, bool *ret_failed, char *err, size_t errcap,
                           void (*render)(const struct cmd_req *req, const char *reply, size_t len,
@@ -311,6 +351,10 @@ void cli_outcome_run_host(const struct cmd_req *req, const char *target, uint16_
     }
     render(req, reply, len, json, out, ret_failed, err, errcap);
     st = cJSON_GetObjectItemCaseSensitive(json, "commandStatus");
+    if (!*ret_failed && !(cJSON_IsString(st) && strcmp(st->valuestring, "effective") == 0))
+        note(CLI_EXIT_NOT_APPLIED); /* ineffective, refused, unknown: no process took it */
+    if (!*ret_failed)
+        render_skipped(target, json, out);
     if (!*ret_failed && req->wait_s >= 0 && req->client_token[0] && cJSON_IsString(st) &&
         strcmp(st->valuestring, "effective") == 0)
         wait_outcomes(req, target, port, timeout_s, json, out);

@@ -18,16 +18,15 @@
     {"wait-s", CLI_FLAG_VALUE, false, "5", "Most seconds to wait for the outcomes (2 poll periods + 1 s)"}
 #define CLI_OUTCOME_WAIT_MAX_S 3600
 
-/* Exit codes beyond enum cli_exit (cli.h) when every host replied. */
-#define CLI_EXIT_REJECTED 3    /* a process rejected the command, or a newer one replaced it */
-#define CLI_EXIT_NO_ANSWER 4   /* a process did not answer within --wait-s */
-
-/* Reads --no-wait / --wait-s into req and makes its client_token (none with --no-wait).
- * 0, or -EINVAL with the usage line in err. */
+/* Reads --no-wait / --wait-s into req and makes its client_token (also with --no-wait: the
+ * daemon then says which processes --process-limit left out). 0, or -EINVAL with the usage
+ * line in err. */
 int cli_outcome_prepare(const struct cli_args *a, struct cmd_req *req, char *err, size_t errcap);
 
-/* run_host for a waiting command: one setKinetOnDemandRequest, render() of its reply, then
- * the wait and the outcome lines. */
+/* run_host for a waiting command: one setKinetOnDemandRequest, render() of its reply, a line
+ * per process left out by --process-limit, then the wait and the outcome lines. A reply
+ * whose commandStatus is not `effective` (the command reached no process) is noted as
+ * CLI_EXIT_NOT_APPLIED. */
 void cli_outcome_run_host(const struct cmd_req *req, const char *target, uint16_t port, int timeout_s,
                           struct cli_buf *out, bool *ret_failed, char *err, size_t errcap,
                           void (*render)(const struct cmd_req *req, const char *reply, size_t len,
@@ -35,7 +34,8 @@ void cli_outcome_run_host(const struct cmd_req *req, const char *target, uint16_
                                          char *err, size_t errcap));
 
 /* Forget the outcomes of an earlier run (cli_main calls it first); the exit code of the
- * worst outcome noted since (CLI_EXIT_OK, CLI_EXIT_REJECTED or CLI_EXIT_NO_ANSWER). */
+ * worst outcome noted since (cli_exit_worse: CLI_EXIT_OK, _REJECTED, _NOT_APPLIED or
+ * _NO_ANSWER). */
 void cli_outcome_reset(void);
 int cli_outcome_exit(void);
 

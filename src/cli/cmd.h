@@ -38,7 +38,7 @@ struct cmd_req {
 struct cli_cmd {
     const char *name;
     const char *about;
-    const struct cli_flag *flags;   /* sorted by name */
+    const struct cli_flag *flags;   /* any order: --help sorts by name */
     size_t nflags;
     /* 0, or -EINVAL with the one-line usage error in err (exit 2). req is initialised
      * by the caller with cmd_req_init(). */

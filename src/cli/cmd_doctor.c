@@ -30,7 +30,13 @@
 #define MARK_OK "\xe2\x9c\x94"    /* ✔ */
 #define MARK_FAIL "\xe2\x9c\x98"  /* ✘ */
 #define MARK_INFO "\xe2\x84\xb9"  /* ℹ: nothing to judge (data not reported, or not readable) */
-#define SHM_PREFIX NAMES_SHM_PREFIX
+/* every file dyno mode creates, from the contract: cleanup-shm removes the same */
+static const char *const shm_files[] = {
+#define SHM_FILE(id, prefix, what) prefix,
+    NAMES_SHM_FILES(SHM_FILE)
+#undef SHM_FILE
+};
+#define SHM_PATTERNS "DynamicProfileNpuShm*, msmonitor_steps.DynamicProfileNpuShm*"
 #define SHM_MAX 256               /* shm candidates examined per directory */
 #define PIDS_SHOWN 16
 #define DISK_MIN_FREE (1ull << 30)
@@ -45,6 +51,7 @@ struct report {
     struct cli_buf *out;
     unsigned checks;
     unsigned failed;
+    bool local;   /* the target is this node: /proc/<pid> of its processes can be read */
 };
 
 struct opts {
@@ -55,6 +62,7 @@ struct opts {
 
 static void say(struct report *r, enum mark m, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+static size_t read_environ(long long pid, char **ret);
 
 static void say(struct report *r, enum mark m, const char *fmt, ...)
 {
@@ -291,10 +299,26 @@ static void check_session_stats(struct report *r, long long pid, const cJSON *s)
         say(r, M_FAIL, "pid %lld: %.0f metric datagrams dropped while the daemon was unreachable - fix: "
             "keep dynolog running (systemd Restart=always) or raise MSMONITOR_DATA_BACKLOG_BYTES", pid, off);
     /* each reason its own fix: a full buffer pool is not a full disk */
-    if (d > 0)
-        say(r, M_FAIL, "pid %lld: dropping %.0f%% of records: %.0f buffer requests declined - fix: a shorter "
-            "--report-interval-s or a --filter; the job log shows 'Buffer allocation exhausted' (%sdropped-records)", pid,
-            d + num_item(s, "consumed") > 0 ? 100.0 * d / (d + num_item(s, "consumed")) : 0.0, d, DOC);
+    if (d > 0) {
+        /* the measured remedies (docs/troubleshooting.md#dropped-records): the buffer size and
+         * the number of records; the interval and the filter change nothing */
+        char knob[160] = "";
+        if (r->local) {
+            char *env = NULL;
+            size_t len = read_environ(pid, &env), vlen = 0;
+            const char *v = env ? doctor_environ_get(env, len, "MSMONITOR_TEST_BUFFER_SIZE", &vlen) : NULL;
+            char ev[64];
+            if (v)
+                snprintf(knob, sizeof(knob), "; its environment has MSMONITOR_TEST_BUFFER_SIZE=%s, a test knob that "
+                         "shrinks the buffers: unset it", doctor_tesc(v, vlen, ev, sizeof(ev)));
+            free(env);
+        }
+        say(r, M_FAIL, "pid %lld: dropping %.0f%% of records: %.0f buffer requests declined (the 32-buffer pool "
+            "is full)%s - fix: full-size buffers (no MSMONITOR_TEST_BUFFER_SIZE in the job's environment), else "
+            "fewer --mspti-activity-kind; a shorter --report-interval-s or a --filter does not help; the job log "
+            "shows 'Buffer allocation exhausted' (%sdropped-records)", pid,
+            d + num_item(s, "consumed") > 0 ? 100.0 * d / (d + num_item(s, "consumed")) : 0.0, d, knob, DOC);
+    }
     if (w > 0)
         say(r, M_FAIL, "pid %lld: %.0f records lost to write errors (a full disk?) - fix: free space under the "
             "--log-file directory or choose another one; check it with --log-dir (%sdisk-space)", pid, w, DOC);
@@ -343,8 +367,8 @@ static void scan_fields(struct report *r, long long pid, const cJSON *o, int dep
         } else if (cJSON_IsNumber(f) && (has_word(k, "drop") || has_word(k, "lost"))) {
             (*ndrop)++;
             if (f->valuedouble > 0)
-                say(r, M_FAIL, "pid %lld: %s = %.0f records dropped - fix: a shorter "
-                    "--report-interval-s or a --filter (%sdropped-records)", pid, k, f->valuedouble, DOC);
+                say(r, M_FAIL, "pid %lld: %s = %.0f records dropped - fix: fewer --mspti-activity-kind "
+                    "(%sdropped-records)", pid, k, f->valuedouble, DOC);
             else
                 say(r, M_OK, "pid %lld: %s = 0", pid, k);
         }
@@ -441,34 +465,50 @@ static void check_sockets(struct report *r, const char *target)
     }
 }
 
-/* The job's environment, read from /proc. */
-static void check_env(struct report *r, long long pid)
+/* /proc/<pid>/environ of a process (at most ENVIRON_MAX bytes) into *ret (caller owns; NULL
+ * when it cannot be read, errno set); returns its length. */
+static size_t read_environ(long long pid, char **ret)
 {
     char path[64];
     char *buf = NULL;
     size_t len = 0;
     int fd;
+
+    *ret = NULL;
     snprintf(path, sizeof(path), "/proc/%lld/environ", pid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            say(r, M_FAIL, "no process %lld on this node - fix: pass the pid of a running "
-                "training process", pid);
-        else
-            say(r, M_INFO, "could not read %s (%s): MSMONITOR_USE_DAEMON not checked - run dyno "
-                "doctor as the job's user or root", path, strerror(errno));
-        return;
-    }
+    if (fd < 0)
+        return 0;
     buf = malloc(ENVIRON_MAX + 1);
     if (buf) {
         ssize_t n;
         while (len < ENVIRON_MAX && (n = read(fd, buf + len, ENVIRON_MAX - len)) > 0)
             len += (size_t)n;
         buf[len] = '\0';
+    } else {
+        errno = ENOMEM;
     }
     close(fd);
+    *ret = buf;
+    return len;
+}
+
+/* The job's environment, read from /proc. */
+static void check_env(struct report *r, long long pid)
+{
+    char path[64];
+    char *buf = NULL;
+    size_t len;
+
+    snprintf(path, sizeof(path), "/proc/%lld/environ", pid);
+    len = read_environ(pid, &buf);
     if (!buf) {
-        say(r, M_INFO, "could not read %s (out of memory)", path);
+        if (errno == ENOENT)
+            say(r, M_FAIL, "no process %lld on this node - fix: pass the pid of a running "
+                "training process", pid);
+        else
+            say(r, M_INFO, "could not read %s (%s): MSMONITOR_USE_DAEMON not checked - run dyno "
+                "doctor as the job's user or root", path, strerror(errno));
         return;
     }
     size_t vlen = 0;
@@ -549,8 +589,17 @@ static int scan_owners(struct shm_file *v, int n)
     return hidden;
 }
 
-/* Leftover handoff segments with no live owner, and the exact command. */
-static void check_shm_dir(struct report *r, const char *dir)
+static bool is_shm_file(const char *name)
+{
+    for (size_t i = 0; i < sizeof(shm_files) / sizeof(shm_files[0]); i++)
+        if (strncmp(name, shm_files[i], strlen(shm_files[i])) == 0)
+            return true;
+    return false;
+}
+
+/* Leftover dyno-mode files (segments and their side files) with no live owner, and the exact
+ * command. Returns the number of our files found (live or not). */
+static int check_shm_dir(struct report *r, const char *dir)
 {
     struct shm_file *files = calloc(SHM_MAX, sizeof(*files));   /* ~70 KiB: off the worker stack */
     DIR *d = files ? opendir(dir) : NULL;
@@ -561,12 +610,12 @@ static void check_shm_dir(struct report *r, const char *dir)
     if (!d) {
         say(r, errno == ENOENT ? M_INFO : M_FAIL, "cannot list %s: %s", edir, strerror(errno));
         free(files);
-        return;
+        return 0;
     }
     while ((de = readdir(d)) && n < SHM_MAX) {
         struct stat sb;
-        if (strncmp(de->d_name, SHM_PREFIX, strlen(SHM_PREFIX)) != 0 ||
-            fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
+        if (!is_shm_file(de->d_name) || fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISREG(sb.st_mode))
             continue;
         if (sb.st_uid != geteuid()) {
             others++; /* another user chose its name: never put it in a command for us to run */
@@ -594,31 +643,72 @@ static void check_shm_dir(struct report *r, const char *dir)
         doctor_shq(&cmd, full, fl > 0 && (size_t)fl < sizeof(full) ? (size_t)fl : 0);
     }
     if (n == live) {
-        say(r, M_OK, "no leftover %s/%s* (%d in use by live processes)", edir, SHM_PREFIX, live);
+        say(r, M_OK, "no leftover dyno-mode files in %s (%s; %d in use by live processes)", edir, SHM_PATTERNS,
+            live);
     } else {
-        say(r, M_FAIL, "%d leftover %s/%s* with no live owner%s - fix: rm -f --%s (%sleftover-segments)", n - live,
-            edir, SHM_PREFIX, hidden > 0 ? " (some processes could not be inspected: run as root "
-            "to be sure)" : "", cli_buf_str(&cmd), DOC);
+        /* processes whose /proc/<pid> this user may not read could hold one: as another user,
+         * root would see them; as root (a sandbox, no CAP_SYS_PTRACE) nobody here can */
+        char why[160] = "";
+        if (hidden > 0 && geteuid() != 0)
+            snprintf(why, sizeof(why), " (%d process%s could not be inspected: run as root to be sure)", hidden,
+                     hidden == 1 ? "" : "es");
+        else if (hidden > 0)
+            snprintf(why, sizeof(why), " (%d process%s could not be inspected even as root, e.g. without "
+                     "CAP_SYS_PTRACE)", hidden, hidden == 1 ? "" : "es");
+        say(r, M_FAIL, "%d leftover dyno-mode file%s in %s (%s) with no live owner%s - fix: rm -f --%s "
+            "(%sleftover-segments)", n - live, n - live == 1 ? "" : "s", edir, SHM_PATTERNS, why,
+            cli_buf_str(&cmd), DOC);
     }
     if (others > 0)
-        say(r, M_INFO, "%d %s/%s* of other users not named (not yours to remove: their owner or root "
-            "can, after checking them)", others, edir, SHM_PREFIX);
+        say(r, M_INFO, "%d dyno-mode file%s of other users in %s not named (not yours to remove: their owner or "
+            "root can, after checking them)", others, others == 1 ? "" : "s", edir);
     cli_buf_fini(&cmd);
     free(files);
+    return n;
 }
 
 /* The segments of this uid's jobs live in <dir>/msmonitor-<uid> when <dir> is shared
- * (docs/python.md, "Where the segment lives"): checked when it is there and ours. */
-static void check_shm_private(struct report *r, const char *dir)
+ * (docs/python.md, "Where the segment lives"): checked when it is there and ours. Returns
+ * the number of our files in it, -1 when there is no such directory. */
+static int check_shm_private(struct report *r, const char *dir, char *ret_sub, size_t cap)
 {
-    char sub[4400];
     struct stat sb;
 
-    if (snprintf(sub, sizeof(sub), "%s/msmonitor-%u", strcmp(dir, "/") == 0 ? "" : dir, (unsigned)geteuid()) >=
-            (int)sizeof(sub) ||
-        lstat(sub, &sb) != 0 || !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid())
+    if (snprintf(ret_sub, cap, "%s/" NAMES_SHM_PRIVATE_PREFIX "%u", strcmp(dir, "/") == 0 ? "" : dir,
+                 (unsigned)geteuid()) >= (int)cap ||
+        lstat(ret_sub, &sb) != 0 || !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid())
+        return -1;
+    return check_shm_dir(r, ret_sub);
+}
+
+/* Where this user's segments are: the FAQ's `ls -la /dev/shm/DynamicProfileNpuShm*` looks in
+ * the shared directory, but a job puts them in its uid's private directory under it. */
+static void check_shm(struct report *r, const char *dir)
+{
+    char sub[4400], esub[1024], edir[1024];
+    int n;
+
+    struct stat sb;
+    int here;
+
+    here = check_shm_dir(r, dir);
+    n = check_shm_private(r, dir, sub, sizeof(sub));
+    doctor_tesc(dir, strlen(dir), edir, sizeof(edir));
+    if (lstat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) && sb.st_uid == geteuid() && !(sb.st_mode & 022)) {
+        /* a directory of ours nobody else writes: the job uses it itself (docs/python.md) */
+        say(r, M_INFO, "this user's dyno-mode segments are in %s itself: ls -la %s/ (%d file%s there) "
+            "(%sleftover-segments)", edir, edir, here, here == 1 ? "" : "s", DOC);
         return;
-    check_shm_dir(r, sub);
+    }
+    if (n < 0) {
+        doctor_tesc(sub, strlen(sub), esub, sizeof(esub));
+        say(r, M_INFO, "no %s: no dyno-mode job of uid %u has used %s (segments live in that private "
+            "directory, not in %s itself) (%sleftover-segments)", esub, (unsigned)geteuid(), edir, edir, DOC);
+        return;
+    }
+    doctor_tesc(sub, strlen(sub), esub, sizeof(esub));
+    say(r, M_INFO, "this user's dyno-mode segments are in %s/, not in %s itself: ls -la %s/ (%d file%s there) "
+        "(%sleftover-segments)", esub, edir, esub, n, n == 1 ? "" : "s", DOC);
 }
 
 /* An output directory on a full disk gives empty or truncated DB/JSONL files. */
@@ -646,12 +736,13 @@ static void doctor_run_host(const struct cmd_req *req, const char *target, uint1
                             int timeout_s, struct cli_buf *out, bool *ret_failed, char *err,
                             size_t errcap)
 {
-    struct report r = { out, 0, 0 };
+    struct report r = { out, 0, 0, false };
     struct opts o;
     char where[1200], cerr[2048] = "";
     enum rpc_fail fail = RPC_OK;
     cJSON *ver = NULL, *st = NULL;
     bool local = target_is_local(target);
+    r.local = local;
 
     if (read_opts(req->args, &o, err, errcap) < 0) {   /* validated in prepare already */
         *ret_failed = true;
@@ -707,12 +798,9 @@ static void doctor_run_host(const struct cmd_req *req, const char *target, uint1
             check_env(&r, o.pid);
         else
             say(&r, M_INFO, "no --pid given: the job's MSMONITOR_USE_DAEMON was not checked");
-        check_shm_dir(&r, "/dev/shm");
-        check_shm_private(&r, "/dev/shm");
-        if (shm && *shm && strcmp(shm, "/dev/shm") != 0) {
-            check_shm_dir(&r, shm);
-            check_shm_private(&r, shm);
-        }
+        check_shm(&r, "/dev/shm");
+        if (shm && *shm && strcmp(shm, "/dev/shm") != 0)
+            check_shm(&r, shm);
         if (o.log_dir)
             check_disk(&r, o.log_dir);
     } else {
@@ -720,10 +808,11 @@ static void doctor_run_host(const struct cmd_req *req, const char *target, uint1
             "dyno doctor there)", target);
     }
 
+    /* the one total: the host fails with it, no second line on stderr (cli.c: empty err) */
     cli_buf_printf(out, "doctor: %u checks, %u failed\n", r.checks, r.failed);
     if (r.failed) {
         *ret_failed = true;
-        snprintf(err, errcap, "doctor: %u of %u checks failed", r.failed, r.checks);
+        err[0] = '\0';
     }
     cJSON_Delete(ver);
     cJSON_Delete(st);

@@ -1,7 +1,9 @@
 /* cmd_npu_monitor: `dyno npu-monitor` — start/stop/retune the msPTI monitor on the node
- * (docs/design/cli.md#npu-monitor). All ten keys are always sent, so an omitted flag resets its setting. */
+ * (docs/design/cli.md#npu-monitor). Its flags, defaults, checks and the config text it sends are the
+ * contract's npu-monitor rules (cfgrules.def): every key is always sent, so an omitted flag
+ * resets its setting. */
 #include <errno.h>
-#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cli/cli_outcome.h"
@@ -15,22 +17,21 @@
 /* The exportable rows of the output table (contract/outputs.h), as the plugin accepts them. */
 static const char *const export_types[] = {MSMON_OUTPUT_EXPORT_VALUES NULL};
 
+/* The flags: one per npu-monitor rule of the contract (cfgrules.def gives its name, default
+ * and help; a BOOL key is a flag without value), then this command's own. --help lists them
+ * by name. */
+#define NPU_FLAG_NPU_MONITOR(type, dflt, flag, help)                                                          \
+    {flag, CFGRULES_##type == CFGRULES_BOOL ? CLI_FLAG_BOOL : CLI_FLAG_VALUE, false,                          \
+     CFGRULES_##type == CFGRULES_BOOL ? NULL : dflt, help},
+#define RULE(key, type, dflt, min, max, minus_one, command, flag, help) NPU_FLAG_##command(type, dflt, flag, help)
 static const struct cli_flag npu_monitor_flags[] = {
-    {"duration", CLI_FLAG_VALUE, false, "0", "Seconds to run (fractions allowed); 0 = until --npu-monitor-stop"},
-    {"export-type", CLI_FLAG_VALUE, false, "DB", "Output format with --log-file, one of:" MSMON_OUTPUT_EXPORT_HELP},
-    {"filter", CLI_FLAG_VALUE, false, "", "Kind:Name[,Name...][;Kind:Name...] (replaces the node's filter)"},
-    {"json-rotate-log-files", CLI_FLAG_VALUE, false, "", "Jsonl files to keep: -1 or >= 2"},
-    {"json-rotate-log-lines", CLI_FLAG_VALUE, false, "", "Jsonl lines per file: 100..500000"},
-    {"log-file", CLI_FLAG_VALUE, false, "", "Directory for DB/Jsonl output on the node (empty = metrics to dynolog)"},
-    {"mspti-activity-kind", CLI_FLAG_VALUE, false, "Marker", "Comma list of msPTI activity kinds"},
+#include "contract/cfgrules.def"
     CLI_OUTCOME_FLAG_NO_WAIT,
-    {"npu-monitor-start", CLI_FLAG_BOOL, false, NULL, "Start monitoring (a start with another --log-file, "
-                                                      "--export-type or --duration restarts a running session)"},
-    {"npu-monitor-stop", CLI_FLAG_BOOL, false, NULL, "Stop monitoring (wins over start)"},
     {"process-limit", CLI_FLAG_VALUE, false, "0", "Most processes to trigger; 0 = every matching process"},
-    {"report-interval-s", CLI_FLAG_VALUE, false, "60", "Report/flush period in seconds; 0 = keep current"},
     CLI_OUTCOME_FLAG_WAIT_S,
 };
+#undef RULE
+#undef NPU_FLAG_NPU_MONITOR
 
 /* Trimmed view copied into out (cap bytes); returns out. */
 static const char *trimmed(const char *s, char *out, size_t cap)
@@ -41,61 +42,82 @@ static const char *trimmed(const char *s, char *out, size_t cap)
     return out;
 }
 
+/* The value rule r's flag sends (docs/design/contract.md#npu-monitor-keys), checked by the rule,
+ * into out (cap bytes, room for a whole path); -EINVAL with the one-line error in err. */
+static int rule_value(const struct cli_args *a, const struct cfgrules_rule *r, char *out, size_t cap, char *err,
+                      size_t errcap)
+{
+    const char *v = r->type == CFGRULES_BOOL ? cli_flags_bool_text(a, r->flag) : cli_flags_get(a, r->flag);
+    char why[256];
+    int64_t n;
+
+    switch (r->type) {
+    case CFGRULES_INT:
+        if (r->dflt[0]) { /* a number is required: sent as the number it reads */
+            if (cfgrules_int(r, v, &n) < 0)
+                goto bad;
+            snprintf(out, cap, "%lld", (long long)n);
+            return 0;
+        }
+        /* may be left empty: sent trimmed, as typed (no number of a range needs 32 bytes) */
+        if (strlen(v) >= 32 || (trimmed(v, out, cap)[0] && cfgrules_int(r, out, &n) < 0))
+            goto bad;
+        return 0;
+    case CFGRULES_SECONDS:
+        return cli_val_nonneg_f32(r->flag, v, out, cap, err, errcap);
+    case CFGRULES_KINDS:
+        if (cli_val_kinds(r->flag, v, err, errcap) < 0)
+            return -EINVAL;
+        break;
+    case CFGRULES_DIR:
+        if (cli_val_log_dir(r->flag, v, false, err, errcap) < 0)
+            return -EINVAL;
+        break;
+    case CFGRULES_EXPORT:
+        if (cli_val_enum(r->flag, v, export_types, err, errcap) < 0)
+            return -EINVAL;
+        break;
+    case CFGRULES_FILTER:
+        if (cli_val_filter(r->flag, v, err, errcap) < 0)
+            return -EINVAL;
+        break;
+    case CFGRULES_BOOL:
+        break;
+    }
+    str_copy(out, cap, v, strlen(v));
+    return 0;
+bad:
+    cfgrules_reason(r, why, sizeof(why));
+    cli_val_err(err, errcap, r->flag, v, why);
+    return -EINVAL;
+}
+
 static int npu_monitor_prepare(const struct cli_args *a, struct cmd_req *req, char *err,
                                size_t errcap)
 {
-    const char *interval = cli_flags_get(a, "report-interval-s");
-    const char *duration = cli_flags_get(a, "duration");
-    const char *kinds = cli_flags_get(a, "mspti-activity-kind");
-    const char *log_file = cli_flags_get(a, "log-file");
-    const char *export_type = cli_flags_get(a, "export-type");
-    const char *lines = cli_flags_get(a, "json-rotate-log-lines");
-    const char *files = cli_flags_get(a, "json-rotate-log-files");
-    const char *filter = cli_flags_get(a, "filter");
-    char dur[CLI_VAL_F32_LEN], lines_t[32], files_t[32];
-    uint64_t interval_v;
-    int64_t v, limit = 0;
+    const struct cfgrules_rule *r;
+    const char *log_file = "";
+    char v[CLI_VAL_PATH_MAX + 1];
+    int64_t limit = 0;
+    bool first = true;
 
-    if (cli_val_u64("report-interval-s", interval, "Must be an integer in [0, 4294967295]",
-                    &interval_v, err, errcap) < 0 || interval_v > UINT32_MAX) {
-        cli_val_err(err, errcap, "report-interval-s", interval,
-                    "Must be an integer in [0, 4294967295]");
-        return -EINVAL;
+    /* every key, in the table's order: an omitted flag sends its default */
+    for (size_t i = 0; (r = cfgrules_at(i)); i++) {
+        if (strcmp(r->command, CFGRULES_COMMAND_NPU_MONITOR) != 0)
+            continue;
+        if (rule_value(a, r, v, sizeof(v), err, errcap) < 0)
+            return -EINVAL;
+        cli_buf_printf(&req->config, "%s%s=%s", first ? "" : "\n", r->key, v);
+        first = false;
+        if (r->type == CFGRULES_DIR)
+            log_file = cli_flags_get(a, r->flag);
     }
-    if (cli_val_nonneg_f32("duration", duration, dur, sizeof(dur), err, errcap) < 0 ||
-        cli_val_kinds("mspti-activity-kind", kinds, err, errcap) < 0 ||
-        cli_val_log_dir("log-file", log_file, false, err, errcap) < 0 ||
-        cli_val_enum("export-type", export_type, export_types, err, errcap) < 0)
-        return -EINVAL;
-    /* the rotation ranges are the contract's (cfgrules.def), the plugin reads them by the same rule */
-    const struct cfgrules_rule *lr = cfgrules_of(CFGKEY_JSONL_ROTATE_LOG_LINES);
-    const struct cfgrules_rule *fr = cfgrules_of(CFGKEY_JSONL_ROTATE_LOG_FILES);
-    if (strlen(lines) >= sizeof(lines_t) ||
-        (trimmed(lines, lines_t, sizeof(lines_t))[0] && cfgrules_int(lr, lines_t, &v) < 0)) {
-        cli_val_err(err, errcap, "json-rotate-log-lines", lines, lr->msg);
-        return -EINVAL;
-    }
-    if (strlen(files) >= sizeof(files_t) ||
-        (trimmed(files, files_t, sizeof(files_t))[0] && cfgrules_int(fr, files_t, &v) < 0)) {
-        cli_val_err(err, errcap, "json-rotate-log-files", files, fr->msg);
-        return -EINVAL;
-    }
-    if (cli_val_filter("filter", filter, err, errcap) < 0 ||
-        cli_val_i64("process-limit", cli_flags_get(a, "process-limit"), 0, CMD_PROCESS_LIMIT_ALL,
+    if (cli_val_i64("process-limit", cli_flags_get(a, "process-limit"), 0, CMD_PROCESS_LIMIT_ALL,
                     "Must be an integer in [0, 4096] (0 = every matching process)", &limit, err, errcap) < 0 ||
         cli_outcome_prepare(a, req, err, errcap) < 0)
         return -EINVAL;
 
-    bool start = cli_flags_bool(a, "npu-monitor-start");
-    bool stop = cli_flags_bool(a, "npu-monitor-stop");
-    cli_buf_printf(&req->config,
-                   CFGKEY_NPU_MONITOR_START "=%s\n" CFGKEY_NPU_MONITOR_STOP "=%s\n"
-                   CFGKEY_REPORT_INTERVAL_S "=%" PRIu64 "\n" CFGKEY_DURATION "=%s\n"
-                   CFGKEY_MSPTI_ACTIVITY_KIND "=%s\n" CFGKEY_NPU_MONITOR_LOG_FILE "=%s\n"
-                   CFGKEY_NPU_MONITOR_EXPORT_TYPE "=%s\n" CFGKEY_JSONL_ROTATE_LOG_LINES "=%s\n"
-                   CFGKEY_JSONL_ROTATE_LOG_FILES "=%s\n" CFGKEY_NPU_MONITOR_FILTER "=%s",
-                   start ? "true" : "false", stop ? "true" : "false", interval_v, dur, kinds,
-                   log_file, export_type, lines_t, files_t, filter);
+    bool start = cli_flags_bool(a, cfgrules_of(CFGKEY_NPU_MONITOR_START)->flag);
     cmd_build_kineto_body(req, 0, "0", (unsigned long long)limit);
     if (log_file[0])
         cli_val_path_warnings(log_file, &req->echo);

@@ -50,6 +50,13 @@ int thr_start(pthread_t *ret_thread, const char *name, void *(*fn)(void *), void
         goto out_free;
     if (flags & THR_DETACHED)
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (flags & THR_SMALL_STACK) {
+        rc = -pthread_attr_setstacksize(&attr, THR_SMALL_STACK_BYTES);
+        if (rc != 0) {
+            pthread_attr_destroy(&attr);
+            goto out_free;
+        }
+    }
     /* The new thread inherits the creator's mask: block everything around the create. */
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);

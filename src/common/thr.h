@@ -10,7 +10,10 @@
 enum thr_flags {
     THR_JOINABLE = 0,
     THR_DETACHED = 1, /* nobody joins it; ret_thread may be NULL */
+    THR_SMALL_STACK = 2, /* THR_SMALL_STACK_BYTES of stack: one of many short-lived workers
+                          * (the CLI's fan-out to thousands of hosts) */
 };
+#define THR_SMALL_STACK_BYTES (256u << 10)
 
 /* Start fn(arg) on a new thread with every signal blocked (the mask is set before the thread
  * exists, so no signal can reach it in between) and named `name` (at most 15 bytes are kept;

@@ -66,6 +66,26 @@ bool kinds_standalone(int v)
     return v >= 0 && v < KINDS_VALUE_LIMIT && by_value[v];
 }
 
+int kinds_stem(int v, char *buf, size_t cap)
+{
+    static const char *const ids[KINDS_VALUE_LIMIT] = {
+#define KIND(name, id, value, standalone) [value] = #id,
+#include "contract/kinds.def"
+#undef KIND
+    };
+    const char *id = v >= 0 && v < KINDS_VALUE_LIMIT ? ids[v] : NULL;
+    size_t n;
+
+    if (!id || !buf || !cap)
+        return -EINVAL;
+    n = strlen(id);
+    if (n >= cap)
+        return -ENAMETOOLONG;
+    for (size_t i = 0; i <= n; i++)
+        buf[i] = id[i] >= 'A' && id[i] <= 'Z' ? (char)(id[i] - 'A' + 'a') : id[i];
+    return 0;
+}
+
 int kinds_standalone_at(size_t i)
 {
     for (size_t j = 0; j < KINDS_COUNT; j++)

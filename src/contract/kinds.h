@@ -34,6 +34,10 @@ int kinds_at(size_t i);
 /* Kind value v is one the standalone Monitor accepts (API, Kernel, Marker, Communication
  * and the three *API kinds). */
 bool kinds_standalone(int v);
+/* The stem of kind value v in code names, its table ID in lower case ("acl_api" for AclAPI):
+ * Python's get_<stem>_data getters. Into buf (always terminated); 0, -EINVAL for a value that
+ * is not one of the 11, -ENAMETOOLONG when cap is too small. */
+int kinds_stem(int v, char *buf, size_t cap);
 /* The i-th standalone kind in ActivityKind's order, i in [0, KINDS_STANDALONE_COUNT);
  * -EINVAL otherwise. */
 int kinds_standalone_at(size_t i);

@@ -20,6 +20,25 @@ const char *names_ipc_status(int32_t s)
     return "unknown";
 }
 
+int names_export_file(char *buf, size_t cap, const char *dir, int pid, const char *stamp, unsigned ms, int32_t rank,
+                      const char *ext)
+{
+    int w = snprintf(buf, cap, "%s/" NAMES_FILE_PREFIX "%d_%s%03u_%d.%s", dir, pid, stamp, ms % 1000u, (int)rank,
+                     ext);
+
+    return w >= 0 && (size_t)w < cap ? 0 : -ENAMETOOLONG;
+}
+
+int names_trace_file(char *buf, size_t cap, const char *dir, const char *who, int pid, int32_t rank, int32_t start,
+                     int32_t stop, bool gz)
+{
+    int w = snprintf(buf, cap, "%s/" NAMES_FILE_PREFIX "%s_%d" NAMES_TRACE_RANK "%d" NAMES_TRACE_STEPS "%d-%d"
+                     NAMES_TRACE_SUFFIX "%s", dir, who, pid, (int)(rank < 0 ? 0 : rank), (int)start, (int)stop,
+                     gz ? NAMES_GZ_SUFFIX : "");
+
+    return w >= 0 && (size_t)w < cap ? 0 : -ENAMETOOLONG;
+}
+
 int names_step_parse(const char *name, int64_t *ret_n)
 {
     const size_t plen = sizeof(NAMES_STEP_PREFIX) - 1;

@@ -4,6 +4,7 @@
 #ifndef MSMON_CONTRACT_NAMES_H
 #define MSMON_CONTRACT_NAMES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,6 +16,18 @@
 #define NAMES_SOCK_FILE(base) base NAMES_SOCK_SUFFIX
 #define NAMES_SHM_PREFIX "DynamicProfileNpuShm"
 #define NAMES_SHM_SIZE (1u << 20) /* dyno-mode segment: 4-byte time stamp + config text */
+/* The steps side file next to a segment: "msmonitor_steps.<segment name>" (docs/nputrace.md). */
+#define NAMES_SHM_STEPS_PREFIX "msmonitor_steps."
+/* Every file dyno mode creates in the segment directory, as name prefixes: the segment
+ * (DynamicProfileNpuShm-<job key>, and <segment>.<pid>.tmp while it is being created) and its
+ * steps side file. `python -m msmonitor cleanup-shm` and `dyno doctor` find leftovers by this
+ * list alone (docs/troubleshooting.md#leftover-segments); a new file dyno mode makes is added
+ * here. X(id, prefix, what) */
+#define NAMES_SHM_FILES(X)                                                                  \
+    X(SEGMENT, NAMES_SHM_PREFIX, "segment")                                                 \
+    X(STEPS, NAMES_SHM_STEPS_PREFIX NAMES_SHM_PREFIX, "steps side file")
+/* The private directory of uid <u> under a shared segment directory: "msmonitor-<u>". */
+#define NAMES_SHM_PRIVATE_PREFIX "msmonitor-"
 /* DB connectionId of a marker = its msPTI id + this, so marker ids never meet API ids. */
 #define NAMES_DB_MARKER_CONN_OFFSET 4000000000ULL
 
@@ -46,6 +59,29 @@
 #define NAMES_CAT_FLOW "ac2g" /* host call -> device work arrows */
 #define NAMES_TRACE_CATS(X)                                                                                   \
     X(KERNEL) X(MEMCPY) X(MEMSET) X(MEMORY) X(RUNTIME) X(DEVICE_ANNOTATION) X(HOST_ANNOTATION) X(FLOW)
+
+/* The files the outputs write, built only by names_export_file / names_trace_file and read by
+ * the analysis through the patterns generated from the same pieces (docs/design/contract.md#names):
+ * the DB and JSONL exports "<dir>/msmonitor_<pid>_<YYYYmmddHHMMSS><mmm>_<rank>.<ext>", and
+ * nputrace's traces "<dir>/msmonitor_<who>_<pid>_rank<r>_step<start>-<stop>.json[.gz]", who
+ * being ours (trace) or torch.profiler's, which the Python side writes beside it (torch). */
+#define NAMES_FILE_PREFIX "msmonitor_"
+#define NAMES_EXT_DB "db"
+#define NAMES_EXT_JSONL "jsonl"
+#define NAMES_TRACE_OURS "trace"
+#define NAMES_TRACE_TORCH "torch"
+#define NAMES_TRACE_RANK "_rank"
+#define NAMES_TRACE_STEPS "_step" /* "_step<start>-<stop>." tells a window's files */
+#define NAMES_TRACE_SUFFIX ".json"
+#define NAMES_GZ_SUFFIX ".gz"
+
+/* An export file's path; stamp: the local time as YYYYmmddHHMMSS, ms: its milliseconds (0-999).
+ * 0 or -ENAMETOOLONG. */
+int names_export_file(char *buf, size_t cap, const char *dir, int pid, const char *stamp, unsigned ms, int32_t rank,
+                      const char *ext);
+/* A trace file's path; a rank < 0 (unknown) is written 0. 0 or -ENAMETOOLONG. */
+int names_trace_file(char *buf, size_t cap, const char *dir, const char *who, int pid, int32_t rank, int32_t start,
+                     int32_t stop, bool gz);
 
 /* N of a step marker name: 0 and *ret_n, or -EINVAL (NULL, another name, N out of range). */
 int names_step_parse(const char *name, int64_t *ret_n);

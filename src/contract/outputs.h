@@ -1,6 +1,7 @@
 /* outputs: the table of the plugin's outputs, written once (docs/design/session.md#outputs).
- * The plugin's registry builds {name, ops} from it, mconfig and the CLI's --export-type take
- * their accepted values and help from it: adding an output is one row here plus its file. */
+ * The pipeline's output registry (plugin/pipeline/output.h) has the ops of each row; mconfig
+ * and the CLI's --export-type take their accepted values and help from it: adding an output is
+ * one row here plus its file. */
 #ifndef MSMON_CONTRACT_OUTPUTS_H
 #define MSMON_CONTRACT_OUTPUTS_H
 

@@ -30,6 +30,8 @@ struct daemon_flags {
     int32_t port;
     char procfs_root[FLAGS_STR_MAX];
     char prometheus_address[FLAGS_STR_MAX];
+    int32_t prometheus_max_series;              /* series of all monitored processes together */
+    int32_t prometheus_max_series_per_process;  /* ... of one process; beyond: <other> */
     int32_t prometheus_port;
     int64_t registry_gc_age_ms;           /* test knob: process age before GC (60000) */
     int64_t registry_gc_interval_ms;      /* test knob: GC period (60000) */

@@ -250,7 +250,8 @@ int main(int argc, char **argv)
     if (flags.use_JSON)
         data_router_add(&data, json_logger_sink());
     /* Prometheus /metrics and remote write read one store of the latest value per series;
-     * series other than op series expire after 5 minutes or 3 host-metric intervals */
+     * series expire after 5 minutes or 3 host-metric intervals without an update (op series:
+     * or 3 report periods of their process, when that is longer) */
     if (flags.use_prometheus || flags.remote_write_url[0]) {
         uint64_t stale = 3000ull * (uint64_t)flags.kernel_monitor_reporting_interval_s;
         if (promfam_store_create(host, stale > 300000 ? stale : 300000, &prom) != 0) {
@@ -258,6 +259,9 @@ int main(int argc, char **argv)
             close(tcp_fd);
             goto out_ipc;
         }
+        /* the names come from the monitored processes: bound what they may create */
+        promfam_store_set_limits(prom, (size_t)flags.prometheus_max_series_per_process,
+                                 (size_t)flags.prometheus_max_series);
         data_router_add(&data, promfam_store_sink(prom, !flags.remote_write_url[0] ? "prometheus"
                                                         : flags.use_prometheus ? "prometheus+remote_write"
                                                                                : "remote_write"));

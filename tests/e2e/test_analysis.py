@@ -76,6 +76,13 @@ print(json.dumps({
     "names": (F.T_STRINGS, F.T_COMPUTE, F.MSTX_TASK_TYPE) == ("STRING_IDS", "COMPUTE_TASK_INFO", "MsTx"),
     "api": F.API_TYPES == {10000: "API/NodeAPI", 20000: "AclAPI", 5000: "RuntimeAPI"},
     "bits": (F.TRACE_CPU, F.TRACE_WITH_MODULES, F.TRACE_EXPORT_DB) == (1, 0x100, 0x200),
+    "files": F.EXPORT_FILE_RE.match("msmonitor_12_20250101120000123_-1.jsonl").groups()
+             == ("12", "20250101120000123", "-1", "jsonl") and not F.EXPORT_FILE_RE.match("msmonitor_1_2_3.csv")
+             and F.NPUTRACE_FILE_RE.match(F.NPUTRACE_TORCH_NAME.format(pid=1, rank=0, start=2, stop=3) + ".gz")
+             and F.NPUTRACE_FILE_RE.match("msmonitor_trace_7_rank1_step5-7.json")
+             and F.NPUTRACE_WINDOW_TAG.format(start=5, stop=7) in "msmonitor_trace_7_rank1_step5-7.json",
+    "states": (F.TRACE_IDLE, F.TRACE_RUNNING, F.TRACE_READY) == (0, 1, 2)
+              and C.STATUS_NAMES[F.TRACE_READY] == "Ready",
     "cats": {C.TRACE_CAT_KERNEL, C.TRACE_CAT_MEMCPY, C.TRACE_CAT_MEMSET, C.TRACE_CAT_MEMORY}
             <= set(F.TRACE_DEVICE_CATS) and F.TRACE_DEVICE_ANNOTATION == C.TRACE_CAT_DEVICE_ANNOTATION
             and C.TRACE_CAT_RUNTIME in F.TRACE_HOST_OP_CATS and C.TRACE_CAT_KERNEL == "kernel",
@@ -88,8 +95,10 @@ print(json.dumps({
         src = f.read()
     for copy in ("2 ** 31", "HTOD", '"step "', "MsptiMonitor",   # once hand-written copies / log lines
                  '"ProfilerStep#"', '"STRING_IDS"', '"MSTX_EVENTS"', '"FP16"', '"MsTx"', '"gpu_memcpy"',
-                 '"kernel"', '"parallel_group_info"', "20000", "0x200"):
+                 '"kernel"', '"parallel_group_info"', "20000", "0x200", '"msmonitor_', '"_step', "0, 1, 2"):
         assert copy not in src, copy
+    with open(os.path.join(SOURCE, "python", "msmonitor", "dynamic_monitor_proxy.py")) as f:
+        assert '"NPU_MONITOR_STOP"' not in f.read()     # the key and its boolean rule are the contract's
 
 
 def _plugin_db(path, kernels, steps, comm, strings=True):

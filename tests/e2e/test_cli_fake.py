@@ -159,7 +159,7 @@ def test_npu_monitor_output_and_note(servers):
     s = servers('{"commandStatus":"ineffective"}')
     r = dyno("--hostname", "localhost", "--port", str(s.port), "npu-monitor",
              "--npu-monitor-start", "--duration", "0.5", "--filter", "Kernel:MatMul")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 5, r.stderr   # ineffective: reached no process
     assert lines(r.stdout) == [
         "Running in no-certificate mode",
         "Npu monitor config = ",
@@ -209,11 +209,12 @@ def test_nputrace_matched_lines(servers, tmp_path):
     assert b'"job_id": 5,\n    "pids": [11,22],' in s.requests[0]
 
 
-def test_nputrace_no_match_is_not_an_error(servers, tmp_path):
+def test_nputrace_no_match_exits_5(servers, tmp_path):
+    """No process matched: the command reached nobody, a refusal a script must see (exit 5)."""
     s = servers('{"commandStatus":"unknown","processesMatched":[]}')
     r = dyno("--port", str(s.port), "nputrace", "--log-file", str(tmp_path), "--iterations", "1",
              "--start-step", "0")
-    assert r.returncode == 0
+    assert r.returncode == 5
     out = lines(r.stdout)
     assert "No processes were matched, please check --job-id or --pids flags" in out
     assert out[-2].startswith("Note: command not applied (unknown);")
@@ -323,7 +324,7 @@ def test_hostfile_and_npu_monitor_prefixes(servers, tmp_path):
     hf.write_text("# nodes\n127.0.0.2\n\n127.0.0.1  # dup\n")
     r = dyno("--hostname", "127.0.0.1", "--hostfile", str(hf), "--port", str(a.port),
              "npu-monitor", "--npu-monitor-stop")
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == 5, r.stdout + r.stderr   # both replied, one was ineffective
     out = lines(r.stdout)
     assert out.count("Npu monitor config = ") == 1
     tail = out[out.index("NPU_MONITOR_FILTER=") + 1:]

@@ -57,7 +57,7 @@ def test_other_users_leftovers_are_not_named(env, fake):  # noqa: F811
     r = doctor(fake(good_replies()).port, env)
     got = line(r, FAIL, "1 leftover")
     assert mine in got and "theirs" not in got, got
-    line(r, INFO, "1 " + shm + "/DynamicProfileNpuShm* of other users not named")
+    line(r, INFO, "1 dyno-mode file of other users in " + shm + " not named")
 
 
 def test_private_segment_directory_is_checked(env, fake):  # noqa: F811
@@ -68,7 +68,7 @@ def test_private_segment_directory_is_checked(env, fake):  # noqa: F811
     with open(left, "wb") as f:
         f.write(b"\0" * 64)
     r = doctor(fake(good_replies()).port, env)
-    got = line(r, FAIL, f"1 leftover {priv}/DynamicProfileNpuShm*")
+    got = line(r, FAIL, f"1 leftover dyno-mode file in {priv} (")
     assert got.endswith(f"rm -f -- {left} (docs/troubleshooting.md#leftover-segments)"), got
 
 

@@ -42,8 +42,9 @@ def stop_session(daemon, w):
     only once its re-registration and status reports are in); returns the plugin log."""
     def stop():
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-stop")
-        assert r.returncode == 0, r.stderr + r.stdout
-        return '"commandStatus":"effective"' in r.stdout
+        effective = '"commandStatus":"effective"' in r.stdout
+        assert r.returncode == (0 if effective else 5), r.stderr + r.stdout  # 5: reached no process yet
+        return effective
     wait_until(stop, 20, "an effective npu-monitor-stop", lambda: w.plugin_log()[-3000:])
     return w.wait_plugin_log("MsptiMonitor session stats: ")
 

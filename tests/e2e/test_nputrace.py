@@ -147,11 +147,13 @@ def test_refusals_and_partial_window(make_daemon, tmp_path):
                    == "Running", 15, "status Running")
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Kernel")
         assert '"commandStatus":"ineffective"' in r.stdout and "Note:" in r.stdout, r.stdout
+        assert r.returncode == 5, r.stdout
         next_second(int(time.time()))
         r = run_dyno(daemon, "nputrace", "--start-step", "-1", "--iterations", "2", "--log-file", str(out))
         # refused by the daemon, with the reason: no rank receives the second config
         assert '"commandStatus":"ineffective"' in r.stdout, r.stdout
         assert "Note: command not applied (ineffective): nputrace is already Running in pid" in r.stdout, r.stdout
+        assert r.returncode == 5, r.stdout
     finally:
         stop_ranks(ranks)
     log = plugin_log(d)

@@ -2,8 +2,8 @@
 calls dynamic_profile.step() after each optimizer step) traced for 2 steps with the default
 --activities CPU,NPU, --record-shapes, --analyse and --async-mode: torch.profiler's trace lies
 next to ours with the same rank/step naming and holds the model's operators; the analysis of
-both traces is written by a child process (not the rank), and the rank exits with no child
-left behind."""
+both traces is written by a child process (not the rank), torch.profiler's export runs on the
+window's worker thread (not the stepping thread), and the rank exits with no child left behind."""
 import json
 import os
 import re
@@ -19,9 +19,15 @@ from waits import wait_polling, wait_until
 from trace_util import check_schema, load_trace, trace_files
 
 LOOP = r"""
-import os, signal, sys, time
+import os, signal, sys, threading, time
 import torch
+import torch.profiler as tp
 from msmonitor import dynamic_profile
+_export = tp.profile.export_chrome_trace
+def _export_seen(self, path):  # which thread writes torch.profiler's trace
+    print(f"torch_rank: export on {threading.current_thread().name}", flush=True)
+    return _export(self, path)
+tp.profile.export_chrome_trace = _export_seen
 stop = []
 signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
 print(f"torch_rank: pid {os.getpid()} init {dynamic_profile.init()}", flush=True)
@@ -69,6 +75,9 @@ def test_torch_profiler_window_with_async_analysis(make_daemon, tmp_path):
     log = p.log()
     m = re.search(r"analysis of 2 trace\(s\) running in child process (\d+)", log)
     assert m and int(m.group(1)) != p.p.pid, log[-3000:]
+    # --async-mode: the step (the optimizer hook, on the main thread) leaves torch.profiler's
+    # export and the analysis hand-off to the window's worker thread
+    assert "torch_rank: export on msmonitor-nputrace" in log and "export on MainThread" not in log, log[-3000:]
     ours = trace_files(out, p.p.pid)
     assert len(ours) == 1
     tr = load_trace(ours[0])

@@ -1,4 +1,4 @@
-"""Remote and local resource limits (issue 23 items 6-9, docs/security.md): the real dynolog
+"""Remote and local resource limits (docs/security.md): the real dynolog
 and dyno, attackers as Python sockets from 127.0.0.x source addresses in the test's private
 network namespace. Each test holds an attack open and asserts that a legitimate client is
 answered while it continues, or that a count-based bound holds; no timing thresholds
@@ -14,7 +14,8 @@ import time
 from conftest import SANITIZED, Daemon, run_dyno
 from daemon_util import frame, rpc_json
 from ipcclient import IpcClient
-from test_tls import mkdir, pk  # noqa: F401  (pk: the module's PKI fixture)
+from test_tls import dyno, mkdir, pk  # noqa: F401  (pk: the module's PKI fixture)
+from waits import wait_until
 
 DEADLINE_S = 120
 
@@ -234,6 +235,83 @@ def test_replayed_client_hello_flood_is_budgeted(pk):  # noqa: F811
     assert re.search(r"[1-9]\d* refused over the TLS handshake budget", d.log()), d.log()[-3000:]
 
 
+class Idlers(threading.Thread):
+    """n TLS connections from one address that never send a ClientHello (half only connect,
+    half send the first three bytes of a record header and stop); one the daemon has closed is
+    opened again every 20 ms, so the address always holds n hanging handshakes and opens 50
+    connections a second, five times what its handshake budget refills, evenly rather than in
+    bursts."""
+
+    def __init__(self, port, src, n):
+        super().__init__(daemon=True)
+        self.port, self.src, self.n = port, src, n
+        self.stop = threading.Event()
+        self.opened = self.closed = 0
+
+    def _open(self, k):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind((self.src, 0))
+            s.connect(("127.0.0.1", self.port))
+            if k % 2:
+                s.sendall(b"\x16\x03\x01")
+        except OSError:
+            pass       # refused or reset at once: seen as closed at the next poll
+        self.opened += 1
+        return s
+
+    def run(self):
+        socks = [self._open(k) for k in range(self.n)]
+        while not self.stop.wait(0.02):
+            for k, s in enumerate(socks):
+                try:
+                    if s.recv(1, socket.MSG_DONTWAIT) != b"":
+                        continue
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    pass
+                self.closed += 1
+                s.close()
+                socks[k] = self._open(k)
+                break
+        for s in socks:
+            s.close()
+
+
+def test_idle_handshakes_from_the_admin_address_do_not_lock_it_out(pk):  # noqa: F811
+    """20 connections from 127.0.0.1 that never send a ClientHello, reopened as soon as they are
+    closed, and a real mutual-TLS dyno from the same address: it is served, every time, while
+    they hang. Only a ClientHello is charged to the address's handshake budget (they send none),
+    and at the per-address cap the oldest idle connection is closed to serve the newcomer."""
+    d = Daemon(extra=["--certs_dir", mkdir(pk, "server")])
+    cdir = mkdir(pk, "client")
+    attack = Idlers(d.port, "127.0.0.1", 20)
+    try:
+        attack.start()
+        d.wait_log("too many concurrent RPC connections from ::ffff:127.0.0.1 (limit 8): closed the "
+                   "oldest incomplete connection (", timeout=DEADLINE_S)
+        # the attacker has seen connections cut and opened them again: 20 hang from its side
+        wait_until(lambda: attack.closed >= 20, DEADLINE_S, "the idle connections to be recycled",
+                   alive=d)
+        opened = attack.opened
+        for _ in range(10):
+            r = dyno(certs=cdir, port=d.port, host="127.0.0.1")
+            assert r.returncode == 0 and '"npumonitor"' in r.stdout, (r.stdout, r.stderr, d.log()[-2000:])
+            assert attack.is_alive()
+        # ... and the attack goes on (a state, not a race with the attacker's thread: each dyno
+        # connection closed an idle one, which the attacker reopens when it next runs)
+        wait_until(lambda: attack.opened > opened, DEADLINE_S, "the attacker to reopen a connection",
+                   alive=d)
+    finally:
+        attack.stop.set()
+        attack.join(10)
+        d.stop()
+    log = d.log()
+    assert "handshake budget of ::ffff:127.0.0.1 exceeded" not in log, log[-3000:]
+    assert re.search(r"rpc: \d+ connections served, [1-9]\d* evicted at a cap", log), log[-3000:]
+
+
 def _rss_kb(pid, key="VmRSS"):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -276,10 +354,15 @@ def _read_all(s):
         chunks.append(b)
 
 
+# _big_page's 10,000 series all come from this one process: above the default bound of 2,000
+# series per process (test_security_series.py tests the bound)
+BIG_PAGE_FLAGS = ["--prometheus_max_series_per_process", "20000"]
+
+
 def test_non_reading_scrapers_share_one_page():
     from conftest import free_port
     port = free_port()
-    d = Daemon(extra=["--use_prometheus", "--prometheus_port", str(port)])
+    d = Daemon(extra=["--use_prometheus", "--prometheus_port", str(port), *BIG_PAGE_FLAGS])
     d.wait_log("prometheus: serving /metrics")
     socks = []
     try:

@@ -1,6 +1,6 @@
 /* fuzz_daemon_inputs: the daemon's parsers of outside bytes: RPC request bodies (through
- * rpc_handle with a real registry/status), data datagrams (data_handle) and the contract's JSON
- * reader/writer round trip (cjx). The first byte selects the target. */
+ * rpc_handle with a real registry/status), data datagrams (data_handle), the /proc/<pid>/stat
+ * state reader (rpc_stat_state) and the contract's JSON reader/writer round trip (cjx). The first byte selects the target. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,6 +19,8 @@ const char *const fuzz_seeds[] = {
     "D{\"deviceId\":-1,\"duration\":5,\"kind\":\"Kernel\",\"timestamp\":1749889801120000000}",
     "D{\"activity\":\"Kernel\",\"deviceId\":0,\"duration\":3,\"kind\":\"OpStats\",\"ops\":[{\"avg\":1,\"count\":3,\"name\":\"a\\u00e9\",\"total\":3}],\"timestamp\":1}",
     "D{\"backend\":\"mspti\",\"config_age_ms\":12,\"deviceId\":-1,\"duration\":0,\"fallback\":\"\",\"kind\":\"PluginHealth\",\"library\":\"/x/libmspti.so\",\"mode\":\"dyno\",\"name\":\"health\",\"pid\":7,\"rank\":0,\"step\":3,\"step_age_ms\":1,\"step_period_ms\":-1,\"steps\":2,\"steps_since_config\":0,\"timestamp\":1}",
+    "S4242 (py) thon) Z 1 2 3",
+    "S1 (a) ",
     "J[1,-2,3.5e10,\"\\ud83d\\ude00\",{\"b\":null,\"a\":[true,false]}]",
 };
 const size_t fuzz_nseeds = sizeof(fuzz_seeds) / sizeof(fuzz_seeds[0]);
@@ -43,6 +45,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         rpc_handle(&ctx, text, len, &reply, &rlen);
         free(reply);
         registry_gc(reg, UINT64_MAX, 0);
+    } else if (data[0] == 'S') {
+        char c = rpc_stat_state(text, len); /* never reads past the text; a letter or 0 */
+        if (c != 0 && !((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')))
+            __builtin_trap();
     } else if (data[0] == 'D') {
         struct data_router dr;
         data_router_init(&dr);

@@ -88,16 +88,22 @@ static double pct(uint64_t part, uint64_t whole)
 }
 
 /* Drops by reason: declined buffers (msPTI asks again for every record while declined, so one
- * request stands for about one record) and full-disk writes need different fixes. */
+ * request stands for about one record) and full-disk writes need different fixes. The fixes
+ * for declines are the measured ones (docs/troubleshooting.md#dropped-records): the pool's
+ * bytes against the records that arrive between two buffer completions decide, so full-size
+ * buffers help, and fewer kinds by the records they make, while the report interval and the
+ * filter (applied after the buffer) change nothing. */
 static void drop_marks(const struct status_entry *e, struct health_mark *out, size_t cap, size_t *n)
 {
     const struct status_stats *s = &e->stats;
 
     if (s->dropped_declined)
         mark(out, cap, n, "dropping_declined",
-             "dropping %.0f%% of records: %" PRIu64 " buffer requests declined (the buffer pool is full)%s - fix: "
-             "a shorter --report-interval-s, a --filter or fewer --mspti-activity-kind (job log: 'Buffer "
-             "allocation exhausted')",
+             "dropping %.0f%% of records: %" PRIu64 " buffer requests declined (the buffer pool is full: more "
+             "records came than its 32 buffers hold)%s - fix: unset MSMONITOR_TEST_BUFFER_SIZE if the job sets it "
+             "(a test knob that shrinks the buffers; full-size ones lost nothing at 10 M records/s), else fewer "
+             "--mspti-activity-kind (as much as those kinds make records); a shorter --report-interval-s or a "
+             "--filter does not help (job log: 'Buffer allocation exhausted')",
              pct(s->dropped_declined, s->dropped_declined + s->consumed), s->dropped_declined,
              e->has_interval && e->interval.dropped_declined ? ", still in the last interval" : "");
     if (s->dropped_write)

@@ -21,6 +21,11 @@ struct conn;
 
 /* Called on the loop thread when the connection can make progress. It may call conn_close(). */
 typedef void (*conn_handler)(struct conn *c, void *arg);
+/* Asked once per connection by an implementation whose set-up costs real CPU, right before it
+ * starts that work (TLS: the whole ClientHello is in and a signature comes next), so that a
+ * peer is charged for the work it causes, never for merely connecting. false refuses the
+ * connection: its set-up fails (state ERROR, last_errno EBUSY) and the gate has said why. */
+typedef bool (*conn_gate)(struct conn *c, void *arg);
 
 struct conn_ops {
     const char *name;   /* "tcp" (TCP and Unix stream sockets), later "tls" */
@@ -47,7 +52,17 @@ struct conn {
     const struct conn_ops *ops;
     enum conn_state state;
     int last_errno;          /* positive errno of the last failure, 0 if none */
+    conn_gate gate;          /* NULL: every set-up may start (conn_set_gate) */
+    void *gate_arg;
 };
+
+/* Install the set-up gate before conn_accept(); implementations with a cheap set-up never
+ * call it. arg is borrowed for the connection's life. */
+static inline void conn_set_gate(struct conn *c, conn_gate fn, void *arg)
+{
+    c->gate = fn;
+    c->gate_arg = arg;
+}
 
 static inline int conn_accept(struct conn *c, conn_handler done, void *arg)
 {
@@ -86,15 +101,17 @@ struct conn_factory {
     int (*create)(struct loop *l, int fd, void *arg, struct conn **ret);
     void *arg;
     /* Set-up costs real CPU (a TLS handshake signs with the server key): the RPC server then
-     * budgets new connections per source and in total before creating them. */
+     * installs a gate (conn_set_gate) that charges the source's budget when that work starts. */
     bool costly_setup;
 };
 extern const struct conn_factory conn_tcp_factory;   /* conn_tcp_create; arg unused */
 
 /* TLS server side (conn_tls.c) over an accepted non-blocking socket: accept() runs the
  * handshake on the loop, so a stalled peer only holds its own connection (the RPC server's
- * deadline, armed at accept, bounds it). ssl_ctx is an SSL_CTX * built by tls_ctx_create()
- * (borrowed for the connection's life). Takes ownership of fd (closed even on failure). */
+ * deadline, armed at accept, bounds it). The gate is asked when the ClientHello is complete,
+ * before any crypto; then the handshake waits for its turn under the daemon-wide pacing.
+ * ssl_ctx is an SSL_CTX * built by tls_ctx_create() (borrowed for the connection's life; its
+ * client-hello callback is set here). Takes ownership of fd (closed even on failure). */
 int conn_tls_create(struct loop *l, int fd, void *ssl_ctx, struct conn **ret);
 /* A factory whose connections are TLS over ssl_ctx (borrowed until the factory is dropped). */
 void conn_tls_factory_init(struct conn_factory *f, void *ssl_ctx);

@@ -2,10 +2,14 @@
  * on the loop, non-blocking: each step waits for whatever OpenSSL wants (read or write), so a
  * stalled peer costs one fd and never blocks others; the RPC server's deadline bounds it.
  * After the handshake, read/write map SSL_read/SSL_write onto the conn contract, including
- * the case where a read needs the socket writable (and the reverse). Handshakes are paced
- * (CONN_TLS_HS_PER_SEC, burst CONN_TLS_HS_BURST, all connections together): each one signs
- * with the server key, and a flood of replayed ClientHellos would otherwise own the loop that
- * also serves dyno.sock and IPC (docs/security.md, "Remote and local resource limits"). */
+ * the case where a read needs the socket writable (and the reverse). The crypto starts only once
+ * a whole ClientHello is in (OpenSSL's client-hello callback): there the connection's gate
+ * charges its source (the RPC server's per-address budget) and the handshake waits for its turn
+ * under the pacing (CONN_TLS_HS_PER_SEC, burst CONN_TLS_HS_BURST, all connections together):
+ * each one signs with the server key, and a flood of replayed ClientHellos would otherwise own
+ * the loop that also serves dyno.sock and IPC. A connection that never sends a ClientHello
+ * costs a descriptor and nothing else, and is charged nothing (docs/security.md, "Remote and
+ * local resource limits"). */
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
@@ -29,6 +33,8 @@
 /* The pacing state: one TLS listener per daemon, one loop thread, hence file scope. */
 static uint64_t hs_tat_ns;
 static uint64_t hs_delayed;
+/* Where an SSL keeps its conn_tls for the client-hello callback (set once, on the loop). */
+static int conn_idx = -1;
 
 struct conn_tls {
     struct conn base;        /* first: a struct conn * is a struct conn_tls * */
@@ -44,6 +50,8 @@ struct conn_tls {
     int in_handler;
     bool close_pending;
     bool sniffed;            /* the first byte has been looked at */
+    bool admitted;           /* its ClientHello passed the gate (charged once) */
+    bool refused;            /* ... or the gate refused it (the gate has logged why) */
     bool paced;              /* this handshake has had its turn under the pacing */
     struct loop *loop;
     struct loop_event *pace; /* wakes a handshake that waits for its turn */
@@ -172,11 +180,32 @@ static void handshake_end(struct conn_tls *t, bool ok)
         t->base.state = CONN_STATE_CONNECTED;
     } else {
         t->base.state = CONN_STATE_ERROR;
-        t->base.last_errno = EPROTO;
+        if (!t->base.last_errno)
+            t->base.last_errno = EPROTO;
     }
     update_interest(t);
     if (t->done)
         call_handler(t, t->done, t->darg);
+}
+
+/* OpenSSL has a whole ClientHello and is about to choose keys and sign: the first point where
+ * this connection costs CPU. The gate charges its source once; then the connection waits for
+ * its turn under the pacing (the callback runs again when SSL_do_handshake is called again). */
+static int on_client_hello(SSL *ssl, int *al, void *arg)
+{
+    struct conn_tls *t = conn_idx >= 0 ? SSL_get_ex_data(ssl, conn_idx) : NULL;
+    (void)arg;
+    if (!t)
+        return SSL_CLIENT_HELLO_SUCCESS;
+    if (!t->admitted) {
+        if (t->base.gate && !t->base.gate(&t->base, t->base.gate_arg)) {
+            t->refused = true;
+            *al = SSL_AD_HANDSHAKE_FAILURE;
+            return SSL_CLIENT_HELLO_ERROR;
+        }
+        t->admitted = true;
+    }
+    return pace_turn(t) ? SSL_CLIENT_HELLO_SUCCESS : SSL_CLIENT_HELLO_RETRY;
 }
 
 static void handshake_step(struct conn_tls *t)
@@ -191,8 +220,6 @@ static void handshake_step(struct conn_tls *t)
         update_interest(t);
         return;
     }
-    if (!pace_turn(t))
-        return;
     ERR_clear_error();
     int r = SSL_do_handshake(t->ssl);
     if (r == 1) {
@@ -205,6 +232,15 @@ static void handshake_step(struct conn_tls *t)
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
         t->hs_want = e == SSL_ERROR_WANT_READ ? LOOP_READ : LOOP_WRITE;
         update_interest(t);
+        return;
+    }
+    if (e == SSL_ERROR_WANT_CLIENT_HELLO_CB)
+        return;   /* waiting for its turn: pace_turn armed the timer and paused the fd */
+    if (t->refused) {
+        ERR_clear_error();
+        /* over its source's budget: the gate logged it and counted it */
+        t->base.last_errno = EBUSY;
+        handshake_end(t, false);
         return;
     }
     /* a stranger can trigger this at will: rate-limited */
@@ -372,8 +408,13 @@ int conn_tls_create(struct loop *l, int fd, void *ssl_ctx, struct conn **ret)
     if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0 ||
         getnameinfo((struct sockaddr *)&ss, sl, t->peer, sizeof(t->peer), NULL, 0, NI_NUMERICHOST) != 0)
         snprintf(t->peer, sizeof(t->peer), "(unknown)");
+    if (conn_idx < 0)
+        conn_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+    /* on the context, so every connection over it has its crypto gated and paced (the
+     * callback finds its connection through conn_idx; a set-up pointer, cheap to repeat) */
+    SSL_CTX_set_client_hello_cb(ssl_ctx, on_client_hello, NULL);
     t->ssl = SSL_new(ssl_ctx);
-    if (!t->ssl || SSL_set_fd(t->ssl, fd) != 1)
+    if (conn_idx < 0 || !t->ssl || SSL_set_fd(t->ssl, fd) != 1 || SSL_set_ex_data(t->ssl, conn_idx, t) != 1)
         goto out_free;
     SSL_set_accept_state(t->ssl);
     rc = loop_fd_add(l, fd, 0, on_fd, t, &t->ev);

@@ -4,11 +4,13 @@
 #include "daemon/rpc/rpc_methods.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/jw.h"
 #include "common/log.h"
@@ -91,11 +93,42 @@ static int leaf_cmp(const void *a, const void *b)
     return x->job < y->job ? -1 : x->job > y->job;
 }
 
-/* The pid has exited (EPERM: it exists under another uid). Checked at each getStatus, so a
- * dead rank reads gone at once instead of "polling" until the next clean-up. */
+char rpc_stat_state(const char *buf, size_t len)
+{
+    const char *rp = NULL;
+
+    for (size_t i = 0; i < len; i++)
+        if (buf[i] == ')')
+            rp = buf + i;
+    if (!rp || (size_t)(rp - buf) + 2 >= len || rp[1] != ' ')
+        return 0;
+    return (rp[2] >= 'A' && rp[2] <= 'Z') || (rp[2] >= 'a' && rp[2] <= 'z') ? rp[2] : 0;
+}
+
+/* The pid has exited (EPERM: it exists under another uid), or it is a zombie: a killed rank
+ * whose parent (a launcher, a shell) has not reaped it yet exists for kill(0) but runs
+ * nothing. Checked at each getStatus, so a dead rank reads gone at once instead of "polling"
+ * until the next clean-up. */
 bool rpc_pid_gone(int32_t pid)
 {
-    return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+    char path[32], buf[512];
+    ssize_t n;
+    int fd;
+
+    if (pid <= 0)
+        return false;
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return true;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT; /* reaped between the two looks */
+    n = read(fd, buf, sizeof(buf));
+    close(fd);
+    if (n <= 0)
+        return false;
+    char state = rpc_stat_state(buf, (size_t)n);
+    return state == 'Z' || state == 'X';
 }
 
 static bool (*pid_gone_fn)(int32_t pid);
@@ -110,8 +143,10 @@ static bool pid_gone(int32_t pid)
     return pid_gone_fn && pid_gone_fn(pid);
 }
 
-/* One delivery's outcome as a JSON object (keys sorted). */
-static void write_outcome(struct jw *w, const struct reg_cfg_entry *e, bool with_pid)
+/* One delivery's outcome as a JSON object (keys sorted). `rank`: the rank getStatus shows for
+ * the process (its health report), -1 when it reported none: then the acknowledgement's. One
+ * rank per process in every reply, so an outcome line and a status line agree. */
+static void write_outcome(struct jw *w, const struct reg_cfg_entry *e, bool with_pid, int32_t rank)
 {
     char id[24];
     snprintf(id, sizeof(id), "%llu", (unsigned long long)e->id);
@@ -122,7 +157,7 @@ static void write_outcome(struct jw *w, const struct reg_cfg_entry *e, bool with
     if (with_pid) {
         jw_kv_int(w, "pid", e->pid);
     }
-    jw_kv_int(w, "rank", e->rank);
+    jw_kv_int(w, "rank", rank >= 0 ? rank : e->rank);
     jw_kv_str(w, "reason", e->reason);
     jw_kv_str(w, "state", e->state);
     jw_obj_end(w);
@@ -130,13 +165,31 @@ static void write_outcome(struct jw *w, const struct reg_cfg_entry *e, bool with
 
 /* Ours: the last config this process was handed and what became of it, under a
  * key of its own so that other per-process additions merge beside it. */
-static void write_config_status(const struct rpc_ctx *ctx, struct jw *w, int32_t pid)
+static void write_config_status(const struct rpc_ctx *ctx, struct jw *w, int32_t pid, int32_t rank)
 {
     struct reg_cfg_entry e;
     if (registry_last_outcome(ctx->reg, pid, &e) != 0)
         return;
     jw_key(w, "config");
-    write_outcome(w, &e, false);
+    write_outcome(w, &e, false, rank);
+}
+
+/* The rank a process reported in its health (getStatus's `health.rank`), -1 if none. ents is
+ * sorted by (pid, job). */
+static int32_t health_rank(const struct status_entry *ents, size_t n, int32_t pid)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ents[mid].pid < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (; lo < n && ents[lo].pid == pid; lo++)
+        if (ents[lo].has_health && ents[lo].health.rank >= 0)
+            return ents[lo].health.rank;
+    return -1;
 }
 
 static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
@@ -215,7 +268,7 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
         if (lib_backend) { /* ours: the vendor library this process loaded */
             jw_kv_str(w, "backend", lib_backend);
         }
-        write_config_status(ctx, w, e.pid);
+        write_config_status(ctx, w, e.pid, e.has_health ? e.health.rank : health_rank(ents, ne, e.pid));
         jw_kv_int(w, "current_step", e.current_step);
         if (health_has(&e, gone)) { /* ours: live health and its marks */
             jw_key(w, "health");
@@ -288,12 +341,13 @@ static void write_command_only(struct jw *w, const char *cmd)
     jw_obj_end(w);
 }
 
-/* The last trace reporter says Ready/Running and still exists (EPERM: exists, other uid). */
+/* The last trace reporter says Ready/Running and still exists (EPERM: exists, other uid; a
+ * zombie does not count: it traces nothing). */
 static bool trace_busy(const struct ipc_status *t)
 {
     if (t->status != 1 && t->status != 2)
         return false;
-    return t->pid > 0 && (kill(t->pid, 0) == 0 || errno == EPERM);
+    return t->pid > 0 && !rpc_pid_gone(t->pid);
 }
 
 static bool eligible(enum reg_origin origin, void *arg)
@@ -436,16 +490,21 @@ static int m_get_outcomes(const struct rpc_ctx *ctx, const cJSON *req, struct jw
         write_status_only(w, "failed: client_token must be 1-64 characters [0-9A-Za-z_-]");
         return 0;
     }
+    struct status_entry *ents = NULL;
+    size_t ne = 0;
     rc = registry_outcomes(ctx->reg, t->valuestring, &v, &n);
     if (rc)
         return rc;
+    if (n > 0 && status_list(ctx->st, &ents, &ne) != 0)
+        ne = 0; /* no table: the acknowledgements' ranks */
     jw_obj_begin(w);
     jw_key(w, "outcomes");
     jw_arr_begin(w);
     for (size_t i = 0; i < n; i++)
-        write_outcome(w, &v[i], true);
+        write_outcome(w, &v[i], true, health_rank(ents, ne, v[i].pid));
     jw_arr_end(w);
     jw_obj_end(w);
+    free(ents);
     free(v);
     return 0;
 }

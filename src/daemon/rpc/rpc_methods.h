@@ -36,9 +36,13 @@ void rpc_set_allowed_log_dirs(const struct pathnorm_roots *roots);
 
 /* getStatus marks a process "gone" when fn says its pid has exited (a setter like
  * the one above). NULL (the default): no process is judged, as in unit tests whose pids are
- * made up. dynolog sets rpc_pid_gone: kill(pid, 0) fails with ESRCH. */
+ * made up. dynolog sets rpc_pid_gone: kill(pid, 0) fails with ESRCH, or the pid is a zombie
+ * (state Z or X in /proc/<pid>/stat: killed, not yet reaped by its parent). */
 void rpc_set_pid_gone(bool (*fn)(int32_t pid));
 bool rpc_pid_gone(int32_t pid);
+/* The state letter of a /proc/<pid>/stat text ("<pid> (<comm>) <S> ..."): the first field
+ * after the last ')', which the command name may itself contain. 0 when there is none. */
+char rpc_stat_state(const char *buf, size_t len);
 
 /* Handle one request body (raw bytes as received). On 0, *ret_reply is the reply JSON the
  * caller owns (free()), or NULL when the request gets no reply (logged). -ENOMEM otherwise. */

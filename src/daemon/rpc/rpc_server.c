@@ -6,9 +6,10 @@
  * clients they protect (docs/security.md, "Remote and local resource limits"): each listener
  * has its own client budget (a saturated TCP port never starves dyno.sock); at that budget, or
  * at one address's max_per_peer, the newcomer is served and the OLDEST INCOMPLETE connection
- * (of the listener, or of that address) is evicted, so dribbling connections only ever push
- * each other out; TLS set-up is budgeted per source and in total; accept pauses instead of
- * spinning at EMFILE. */
+ * (of the listener, or of that address; one that has sent nothing at all first) is evicted,
+ * so dribbling and idle connections only ever push each other out; a TLS handshake is charged
+ * to its source's budget when its crypto starts (a whole ClientHello), never at accept, and
+ * paced in total; accept pauses instead of spinning at EMFILE. */
 #include "daemon/rpc/rpc_server.h"
 
 #include <arpa/inet.h>
@@ -42,6 +43,7 @@ struct rpc_conn {
     struct loop_event *timer;    /* the one deadline: set-up + length + body, then the send */
     enum rpc_phase phase;
     uint64_t t_accept_ms;        /* the whole-request deadline counts from here */
+    bool started;                /* its set-up's costly part began (TLS: ClientHello charged) */
     uint64_t t_ready_ms;         /* set-up done: the first-byte deadline counts from here */
     struct in6_addr peer;        /* TCP peer (IPv4 as ::ffff:a.b.c.d), for the per-peer cap */
     uint8_t lenbuf[4];
@@ -395,6 +397,8 @@ static void peer_name(const struct sockaddr_storage *ss, char *out, size_t cap)
         snprintf(out, cap, "(unknown)");
 }
 
+static bool hs_gate(struct conn *conn, void *arg);
+
 /* Starts serving an accepted socket; takes ownership of fd. */
 static void serve(struct rpc_listener *ls, int fd, const struct in6_addr *peer)
 {
@@ -422,6 +426,8 @@ static void serve(struct rpc_listener *ls, int fd, const struct in6_addr *peer)
         s->conns->prev = c;
     s->conns = c;
     s->active++;
+    if (ls->wrap->costly_setup && !ls->local)
+        conn_set_gate(conn, hs_gate, c);
     /* one deadline from accept covers set-up + length + body; on_ready may already free c */
     if (conn_accept(conn, on_ready, c) != 0)
         rpc_conn_free(c);
@@ -455,18 +461,30 @@ static int peer_count(const struct rpc_server *s, const struct rpc_listener *ls,
     return n;
 }
 
-/* The oldest connection of ls (of one peer when peer is set) still waiting for its request:
- * the list is newest first, so the last match. Connections writing a reply have been served
- * and are never evicted (their own send deadline bounds them). */
+/* Nothing of its request and no ClientHello yet: a connection that has only connected. */
+static bool idle(const struct rpc_conn *c)
+{
+    return !c->started && c->got == 0 && c->phase != PHASE_BODY;
+}
+
+/* The oldest connection of ls (of one peer when peer is set) still waiting for its request,
+ * preferring one that has sent nothing yet: the list is newest first, so the last match.
+ * Idle connections go first so that a client already in its TLS handshake (a real dyno from
+ * the address that also opens the idle ones) is not pushed out by connections that cost the
+ * attacker nothing. Connections writing a reply have been served and are never evicted
+ * (their own send deadline bounds them). */
 static struct rpc_conn *oldest_incomplete(const struct rpc_server *s, const struct rpc_listener *ls,
                                           const struct in6_addr *peer)
 {
-    struct rpc_conn *found = NULL;
+    struct rpc_conn *found = NULL, *found_idle = NULL;
     for (struct rpc_conn *c = s->conns; c; c = c->next)
         if (c->ls == ls && c->phase != PHASE_WRITE &&
-            (!peer || memcmp(&c->peer, peer, sizeof(*peer)) == 0))
+            (!peer || memcmp(&c->peer, peer, sizeof(*peer)) == 0)) {
             found = c;
-    return found;
+            if (idle(c))
+                found_idle = c;
+        }
+    return found_idle ? found_idle : found;
 }
 
 /* Makes room for a newcomer at a cap by evicting the oldest incomplete connection; false when
@@ -508,9 +526,12 @@ static size_t src_slot(const struct in6_addr *a)
 
 /* A TLS handshake costs the daemon a private-key signature, and a replayed ClientHello costs
  * the sender nothing: each source may start RPC_HS_PER_SRC_PER_SEC (burst
- * RPC_HS_PER_SRC_BURST); beyond, the connection is closed before any crypto. All sources
- * together are paced by conn_tls (CONN_TLS_HS_PER_SEC), which delays rather than refuses. Two
- * addresses sharing a slot start from a full bucket each time; the pacing still holds them. */
+ * RPC_HS_PER_SRC_BURST) handshakes; beyond, the connection is closed before any crypto. Only a
+ * whole ClientHello is charged (hs_gate): connections that never send one cost no crypto and
+ * are bounded by the per-address cap instead, so they cannot spend the budget of a real
+ * client from the same address. All sources together are paced by conn_tls
+ * (CONN_TLS_HS_PER_SEC), which delays rather than refuses. Two addresses sharing a slot start
+ * from a full bucket each time; the pacing still holds them. */
 static bool handshake_budget(struct rpc_server *s, const struct in6_addr *peer)
 {
     struct src_bucket *b = &s->hs_src[src_slot(peer)];
@@ -522,6 +543,26 @@ static bool handshake_budget(struct rpc_server *s, const struct in6_addr *peer)
         s->stats.hs_refused++;
         return false;
     }
+    return true;
+}
+
+/* The conn's set-up gate (conn.h): its ClientHello is in and the crypto would start now. */
+static bool hs_gate(struct conn *conn, void *arg)
+{
+    struct rpc_conn *c = arg;
+    struct rpc_server *s = c->srv;
+    (void)conn;
+    if (!handshake_budget(s, &c->peer)) {
+        char peer[INET6_ADDRSTRLEN];
+        if (!inet_ntop(AF_INET6, &c->peer, peer, sizeof(peer)))
+            snprintf(peer, sizeof(peer), "(unknown)");
+        LOG_RL(&rl_hs, 1000, LOG_LVL_WARNING,
+               "tls: handshake budget of %s exceeded (%d/s, burst %d), closing connection (%llu "
+               "refused so far)", peer, RPC_HS_PER_SRC_PER_SEC, RPC_HS_PER_SRC_BURST,
+               (unsigned long long)s->stats.hs_refused);
+        return false;
+    }
+    c->started = true;
     return true;
 }
 
@@ -591,14 +632,6 @@ static void on_accept(struct loop_event *ev, int lfd, unsigned events, void *arg
                 close(fd);
                 continue;
             }
-        }
-        if (!ls->local && ls->wrap->costly_setup && !handshake_budget(s, &key)) {
-            LOG_RL(&rl_hs, 1000, LOG_LVL_WARNING,
-                   "tls: handshake budget of %s exceeded (%d/s, burst %d), closing connection (%llu "
-                   "refused so far)", peer, RPC_HS_PER_SRC_PER_SEC, RPC_HS_PER_SRC_BURST,
-                   (unsigned long long)s->stats.hs_refused);
-            close(fd);
-            continue;
         }
         if (!ls->local && peer_count(s, ls, &key) >= s->max_per_peer) {
             char why[160];

@@ -16,8 +16,9 @@
 #define RPC_MAX_MSG 8192          /* valid request lengths are 1..8191 */
 #define RPC_DEADLINE_MS 3000      /* accept to whole request, and the reply's send */
 #define RPC_FIRST_BYTE_MS 1000    /* set-up done to the first request byte */
-/* TLS connections one source address may open per second (burst); beyond, a new one is
- * closed at accept, before any crypto (docs/security.md). The total is paced in conn_tls.c. */
+/* TLS handshakes one source address may start per second (burst), counted when a whole
+ * ClientHello arrives; beyond, that connection is closed before any crypto (docs/security.md).
+ * The total is paced in conn_tls.c. */
 #define RPC_HS_PER_SRC_PER_SEC 10
 #define RPC_HS_PER_SRC_BURST 20
 
@@ -26,7 +27,7 @@ struct rpc_server_stats {
     uint64_t accepted;            /* connections served (after the caps) */
     uint64_t evicted;             /* oldest incomplete connections closed to make room */
     uint64_t refused;             /* newcomers closed at a cap with nothing to evict */
-    uint64_t hs_refused;          /* TLS connections over their source's handshake budget */
+    uint64_t hs_refused;          /* TLS ClientHellos over their source's handshake budget */
 };
 
 struct rpc_server;

@@ -7,7 +7,9 @@
  * Every response references one shared, refcounted rendered page (no copy per connection);
  * at most PROM_HTTP_MAX_PAGES pages are alive, PROM_HTTP_MAX_SCRAPES responses are in flight
  * (beyond: 503), and a reader that takes nothing for PROM_HTTP_WRITE_STALL_MS is cut, so
- * scrapers that never read cost at most a page (docs/security.md, docs/prometheus.md). */
+ * scrapers that never read cost at most a page (docs/security.md, docs/prometheus.md).
+ * Pages are rendered on a thread of their own: a scrape that needs a new page is parked until
+ * the renderer hands it over through an eventfd, and the loop serves RPC and IPC meanwhile. */
 #include "daemon/sinks/prom_http.h"
 
 #include <errno.h>
@@ -20,10 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/thr.h"
 
 #define SWEEP_MS 100
 #define ACCEPT_PAUSE_MS 200
@@ -52,7 +57,22 @@ struct page {
     char *text;
     size_t len;
     uint64_t rendered_ms;          /* monotonic */
+    uint64_t version;              /* the store's version it shows */
     int refs;
+};
+
+/* The render thread and what it hands the loop; mu guards every field the two share. */
+struct renderer {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t th;
+    struct promfam_store *st;      /* borrowed */
+    int efd;                       /* eventfd: "a page is done", read on the loop */
+    bool want, quit, done;
+    uint64_t now_ms;               /* wall clock the render asked for */
+    char *text;                    /* the result when done (rc 0) */
+    size_t len;
+    int rc;
 };
 
 struct prom_http {
@@ -71,6 +91,13 @@ struct prom_http {
     struct page *page;             /* the current page, or NULL */
     struct page_pool *pool;
     uint64_t counters_ms;          /* monotonic: last refresh of the refused-scrapes series */
+    struct renderer *r;
+    bool r_started;                /* its thread runs */
+    struct loop_event *r_ev;       /* watches r->efd */
+    bool rendering;                /* a render was asked for and not yet handed over */
+    uint64_t render_version;       /* the store's version when it was asked for */
+    struct evhttp_request *parked[PROM_HTTP_MAX_SCRAPES];   /* scrapes waiting for it */
+    size_t nparked;
 };
 
 static uint64_t mono_ms(void) { return clock_mono_ns() / 1000000u; }
@@ -204,38 +231,141 @@ static void page_release(const void *data, size_t len, void *arg)
     page_unref(pg);
 }
 
-/* The page to send now: the current one while it is younger than PROM_HTTP_PAGE_TTL_MS, or
- * while an older page is still being sent (never more than PROM_HTTP_MAX_PAGES alive); else a
- * fresh render. NULL with *ret_rc on a render failure. */
-static struct page *current_page(struct prom_http *ph, int *ret_rc)
+/* The page a scrape may have now without a render: the current one while it is younger than
+ * PROM_HTTP_PAGE_TTL_MS or shows the store's current version, or while no other page fits
+ * (never more than PROM_HTTP_MAX_PAGES alive). NULL: a render is due. */
+static struct page *usable_page(struct prom_http *ph)
 {
     uint64_t mono = mono_ms();
-    *ret_rc = 0;
-    if (ph->page && (mono - ph->page->rendered_ms < PROM_HTTP_PAGE_TTL_MS || ph->pool->npages >= PROM_HTTP_MAX_PAGES))
-        return ph->page;
-    struct page *pg = calloc(1, sizeof(*pg));
-    if (!pg) {
-        *ret_rc = -ENOMEM;
-        return ph->page;       /* a stale page beats none */
-    }
+    struct page *pg = ph->page;
+    if (!pg)
+        return NULL;
+    if (mono - pg->rendered_ms < PROM_HTTP_PAGE_TTL_MS || ph->pool->npages >= PROM_HTTP_MAX_PAGES)
+        return pg;
     uint64_t now_ms = clock_real_ns() / 1000000u;
     set_counters(ph, now_ms);
     promfam_store_publish(ph->st, now_ms);
-    int rc = promfam_store_render(ph->st, now_ms, &pg->text, &pg->len);
-    if (rc != 0) {
-        free(pg);
-        *ret_rc = rc;
-        return NULL;
+    if (promfam_store_version(ph->st) == pg->version) {
+        pg->rendered_ms = mono;    /* nothing changed: the same text, valid for another TTL */
+        return pg;
     }
-    pg->pool = ph->pool;
-    pg->rendered_ms = mono;
-    pg->refs = 1;
-    ph->pool->npages++;
-    ph->stats.renders++;
-    if (ph->page)
-        page_unref(ph->page);
-    ph->page = pg;
-    return pg;
+    return NULL;
+}
+
+/* Ask the render thread for a page (the counters were refreshed by usable_page). */
+static void start_render(struct prom_http *ph)
+{
+    struct renderer *r = ph->r;
+    if (ph->rendering)
+        return;
+    if (!ph->page) {               /* the first page: usable_page did not refresh them */
+        uint64_t now_ms = clock_real_ns() / 1000000u;
+        set_counters(ph, now_ms);
+        promfam_store_publish(ph->st, now_ms);
+    }
+    ph->rendering = true;
+    ph->render_version = promfam_store_version(ph->st);
+    pthread_mutex_lock(&r->mu);
+    r->now_ms = clock_real_ns() / 1000000u;
+    r->want = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void *render_main(void *arg)
+{
+    struct renderer *r = arg;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        while (!r->want && !r->quit)
+            pthread_cond_wait(&r->cv, &r->mu);
+        if (r->quit)
+            break;
+        r->want = false;
+        uint64_t now_ms = r->now_ms;
+        pthread_mutex_unlock(&r->mu);
+        char *text = NULL;
+        size_t len = 0;
+        int rc = promfam_store_render(r->st, now_ms, &text, &len);
+        pthread_mutex_lock(&r->mu);
+        r->text = text;
+        r->len = len;
+        r->rc = rc;
+        r->done = true;
+        uint64_t one = 1;
+        (void)!write(r->efd, &one, sizeof(one));
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+/* Headers and the shared page's bytes (a reference, never a copy), then the reply. */
+static void send_page(struct prom_http *ph, struct evhttp_request *req, struct page *pg)
+{
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+    struct evbuffer *body = evhttp_request_get_output_buffer(req);
+    evhttp_add_header(oh, "Content-Type", "text/plain; version=0.0.4");
+    if (pg->len > 0) {
+        pg->refs++;
+        ph->pool->inflight++;
+        if (evbuffer_add_reference(body, pg->text, pg->len, page_release, pg) != 0) {
+            ph->pool->inflight--;
+            page_unref(pg);
+            evhttp_send_error(req, HTTP_INTERNAL, NULL);
+            return;
+        }
+    }
+    evhttp_send_reply(req, HTTP_OK, "OK", NULL);
+}
+
+/* The renderer is done: its text becomes the current page and the parked scrapes get it (or,
+ * when the render failed, the previous page, or a 500 without one). A parked scrape whose
+ * connection has gone meanwhile is freed by the reply (evhttp keeps it until then). */
+static void on_rendered(struct loop_event *ev, int fd, unsigned events, void *arg)
+{
+    struct prom_http *ph = arg;
+    struct renderer *r = ph->r;
+    uint64_t cnt;
+    (void)ev;
+    (void)events;
+    (void)!read(fd, &cnt, sizeof(cnt));
+    pthread_mutex_lock(&r->mu);
+    bool done = r->done;
+    char *text = r->text;
+    size_t len = r->len;
+    int rc = r->rc;
+    r->done = false;
+    r->text = NULL;
+    pthread_mutex_unlock(&r->mu);
+    if (!done)
+        return;
+    ph->rendering = false;
+    struct page *pg = rc == 0 ? calloc(1, sizeof(*pg)) : NULL;
+    if (pg) {
+        pg->pool = ph->pool;
+        pg->text = text;
+        pg->len = len;
+        pg->rendered_ms = mono_ms();
+        pg->version = ph->render_version;
+        pg->refs = 1;
+        ph->pool->npages++;
+        ph->stats.renders++;
+        if (ph->page)
+            page_unref(ph->page);
+        ph->page = pg;
+    } else {
+        free(text);
+        LOG_RL(&ph->rl_accept, 10000, LOG_LVL_ERROR, "prometheus: cannot render /metrics: %s",
+               strerror(rc ? -rc : ENOMEM));
+    }
+    size_t n = ph->nparked;
+    ph->nparked = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ph->page)
+            send_page(ph, ph->parked[i], ph->page);
+        else
+            evhttp_send_error(ph->parked[i], HTTP_INTERNAL, NULL);
+    }
 }
 
 static void on_request(struct evhttp_request *req, void *arg)
@@ -272,36 +402,70 @@ static void on_request(struct evhttp_request *req, void *arg)
         evhttp_send_reply(req, 405, "Method Not Allowed", NULL);
         return;
     }
-    if (ph->pool->inflight >= PROM_HTTP_MAX_SCRAPES) {
+    if ((size_t)ph->pool->inflight + ph->nparked >= PROM_HTTP_MAX_SCRAPES) {
         ph->stats.busy++;
         LOG_RL(&ph->rl_busy, 10000, LOG_LVL_WARNING,
-               "prometheus: %d scrapes in flight, answering 503 (%llu so far)", ph->pool->inflight,
-               (unsigned long long)ph->stats.busy);
+               "prometheus: %d scrapes in flight, answering 503 (%llu so far)",
+               ph->pool->inflight + (int)ph->nparked, (unsigned long long)ph->stats.busy);
         evhttp_add_header(oh, "Retry-After", "1");
         evhttp_add_header(oh, "Content-Type", "text/plain; charset=utf-8");
         evbuffer_add_printf(body, "503 too many concurrent scrapes\n");
         evhttp_send_reply(req, 503, "Service Unavailable", NULL);
         return;
     }
-    int rc;
-    struct page *pg = current_page(ph, &rc);
-    if (!pg) {
-        LOG_RL(&ph->rl_accept, 10000, LOG_LVL_ERROR, "prometheus: cannot render /metrics: %s", strerror(-rc));
-        evhttp_send_error(req, HTTP_INTERNAL, NULL);
+    struct page *pg = usable_page(ph);
+    if (pg) {
+        send_page(ph, req, pg);
         return;
     }
-    evhttp_add_header(oh, "Content-Type", "text/plain; version=0.0.4");
-    if (pg->len > 0) {
-        pg->refs++;
-        ph->pool->inflight++;
-        if (evbuffer_add_reference(body, pg->text, pg->len, page_release, pg) != 0) {
-            ph->pool->inflight--;
-            page_unref(pg);
-            evhttp_send_error(req, HTTP_INTERNAL, NULL);
-            return;
-        }
+    /* wait for a fresh page, rendered off the loop */
+    ph->parked[ph->nparked++] = req;
+    start_render(ph);
+}
+
+/* The render thread with its eventfd on the loop; stopped and freed by renderer_stop. */
+static int renderer_start(struct prom_http *ph, struct loop *loop)
+{
+    struct renderer *r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    r->st = ph->st;
+    r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (r->efd < 0) {
+        int rc = -errno;
+        free(r);
+        return rc;
     }
-    evhttp_send_reply(req, HTTP_OK, "OK", NULL);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    ph->r = r;
+    int rc = loop_fd_add(loop, r->efd, LOOP_READ, on_rendered, ph, &ph->r_ev);
+    if (rc == 0)
+        rc = thr_start(&r->th, "dynologPromPage", render_main, r, THR_JOINABLE);
+    if (rc == 0)
+        ph->r_started = true;
+    return rc;
+}
+
+static void renderer_stop(struct prom_http *ph)
+{
+    struct renderer *r = ph->r;
+    if (!r)
+        return;
+    if (ph->r_started) {
+        pthread_mutex_lock(&r->mu);
+        r->quit = true;
+        pthread_cond_signal(&r->cv);
+        pthread_mutex_unlock(&r->mu);
+        pthread_join(r->th, NULL);
+    }
+    loop_event_free(ph->r_ev);
+    close(r->efd);
+    free(r->text);
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+    ph->r = NULL;
 }
 
 static int listen_on(const char *address, int port, int *ret_fd, char *err, size_t errcap)
@@ -386,9 +550,15 @@ int prom_http_create(struct loop *loop, const char *address, int port, struct pr
     evhttp_set_gencb(ph->http, on_request, ph);
     if (loop_timer_add(loop, SWEEP_MS, true, on_sweep, ph, &ph->sweep) != 0)
         goto out_http;
+    rc = renderer_start(ph, loop);
+    if (rc)
+        goto out_render;
     set_counters(ph, clock_real_ns() / 1000000u);
     *ret = ph;
     return 0;
+out_render:
+    renderer_stop(ph);
+    loop_event_free(ph->sweep);
 out_http:
     evhttp_free(ph->http);
 out_fd:
@@ -414,6 +584,10 @@ void prom_http_destroy(struct prom_http *ph)
 {
     if (!ph)
         return;
+    renderer_stop(ph);         /* a render in progress finishes first */
+    for (size_t i = 0; i < ph->nparked; i++)   /* a reply also frees one whose peer left */
+        evhttp_send_error(ph->parked[i], HTTP_SERVUNAVAIL, NULL);
+    ph->nparked = 0;
     loop_event_free(ph->sweep);
     evhttp_free(ph->http);     /* frees the listener and every connection (bufferevent_free) */
     for (size_t i = 0; i < ph->nconns; i++)

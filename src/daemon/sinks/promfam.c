@@ -1,7 +1,9 @@
 /* promfam: sink record -> Prometheus samples, and the store of the latest value per series
  * that /metrics renders and remote write snapshots. Series live in one chained hash keyed by
  * "family\0name\0value\0..." (labels sorted by name); op series carry their report group so a
- * series absent from the latest OpStats report of its (process, device, kind) is removed. */
+ * series absent from the latest OpStats report of its (process, device, kind) is removed.
+ * Names come from the monitored processes, so the series each process (and all of them) may
+ * create are bounded; the rest is folded into <other> series and counted. */
 #include "daemon/sinks/promfam.h"
 
 #include <errno.h>
@@ -70,6 +72,7 @@ static const struct {
     { "msmonitor_plugin_kept", "records the session kept after its filter (plugin counter)" },
     { "msmonitor_plugin_written", "records the session wrote to its outputs (plugin counter)" },
     { "msmonitor_prometheus_dropped_series", "new series refused by the series caps since the daemon started" },
+    { "msmonitor_prometheus_folded_samples", "samples folded into <other> series since the daemon started, at the bound of series per process (cap=process) or of all processes (cap=daemon)" },
     { "msmonitor_prometheus_series", "series held for Prometheus by the daemon" },
     { "msmonitor_remote_write_dropped_samples", "samples dropped by remote write since the daemon started (queue_full: oldest dropped from a full queue; rejected: refused by the receiver with a 4xx)" },
     { "msmonitor_remote_write_queue_bytes", "bytes waiting in the remote-write queue" },
@@ -444,7 +447,25 @@ struct group {
     struct group *next;
     char *key;
     uint64_t latest;      /* report timestamp of the latest OpStats report seen */
+    uint64_t latest_ms;   /* wall ms when that report's first datagram came */
+    uint64_t period_ms;   /* between the last two reports, 0 until known: op series expire
+                             after max(stale_ms, 3 periods) without an update (an exited
+                             process reports no newer report that would remove them) */
+    size_t nlive;         /* its process series counted from the latest report */
 };
+
+/* The series one monitored process holds (docs/prometheus.md#bounds), by the pid the kernel
+ * vouched for; pid 0 stands for every process it could not name (--noipc_peer_pid_check). */
+struct proc_acct {
+    struct proc_acct *next;
+    int32_t pid;
+    size_t n;             /* own series counted against max_proc */
+    size_t refs;          /* series (own and <other>) pointing here, and a record in flight */
+    uint64_t op_latest;   /* its newest OpStats report: older <other> op series are gone */
+    bool warned;          /* its bound was reported (once per account) */
+};
+
+enum fold { FOLD_NONE, FOLD_PROCESS, FOLD_DAEMON };
 
 struct series {
     struct series *next;
@@ -456,7 +477,13 @@ struct series {
     uint64_t updated_ms;
     struct group *group;  /* op series only */
     uint64_t report_ts;
+    struct proc_acct *proc; /* a monitored process's series (its own or its <other>) */
+    uint8_t fold;         /* enum fold: an <other> series of one process or of all of them */
+    bool fold_op;         /* an <other> op series: it aggregates one report at a time */
+    double agg_total, agg_count; /* <other> npu_op_avg_ns: sums of the report so far */
 };
+
+#define PROC_BUCKETS 1024
 
 struct promfam_store {
     pthread_mutex_t mu;
@@ -471,10 +498,18 @@ struct promfam_store {
     size_t ngroups;
     uint64_t dropped, removed;
     bool warned_ops, warned_other;
-    uint64_t version;     /* bumped by every change; the render cache checks it */
-    char *cache;
-    size_t cache_len;
-    uint64_t cache_version;
+    uint64_t version;     /* bumped by every change: a page reader can tell whether to render */
+    /* the bounds on what monitored processes may create (docs/prometheus.md#bounds) */
+    size_t max_proc, max_total;
+    size_t nproc;         /* counted against max_total: own process series and process <other>s */
+    struct proc_acct *accts[PROC_BUCKETS];
+    uint64_t folded[2];   /* samples folded at the process bound, at the daemon bound */
+    uint64_t procs_folded; /* processes that reached their bound */
+    bool daemon_full;     /* the daemon bound was reached and not left since (logged each way) */
+    struct log_ratelimit rl_proc;
+    /* a render formats outside the lock: series unlinked meanwhile wait in grave */
+    unsigned pins;
+    struct series *grave;
     struct sink_ops ops;  /* store_ops under the name main gave it */
 };
 
@@ -504,32 +539,61 @@ int promfam_store_create(const char *host, uint64_t stale_ms, struct promfam_sto
         return -ENOMEM;
     }
     st->stale_ms = stale_ms;
+    st->max_proc = PROMFAM_DEF_MAX_SERIES_PER_PROCESS;
+    st->max_total = PROMFAM_DEF_MAX_SERIES;
     pthread_mutex_init(&st->mu, NULL);
     *ret = st;
     return 0;
+}
+
+static void free_series(struct series *s)
+{
+    free(s->key);
+    free(s);
 }
 
 void promfam_store_destroy(struct promfam_store *st)
 {
     if (!st)
         return;
+    if (st->folded[0] || st->folded[1])
+        LOG_INFO("prometheus: folded %llu samples into <other> series at --prometheus_max_series_per_process "
+                 "(processes at it: %llu) and %llu at --prometheus_max_series",
+                 (unsigned long long)st->folded[0], (unsigned long long)st->procs_folded,
+                 (unsigned long long)st->folded[1]);
     for (size_t b = 0; b < st->nbuckets; b++) {
         for (struct series *s = st->buckets[b], *nx; s; s = nx) {
             nx = s->next;
-            free(s->key);
-            free(s);
+            free_series(s);
         }
+    }
+    for (struct series *s = st->grave, *nx; s; s = nx) {
+        nx = s->next;
+        free_series(s);
     }
     for (struct group *g = st->groups, *nx; g; g = nx) {
         nx = g->next;
         free(g->key);
         free(g);
     }
+    for (size_t b = 0; b < PROC_BUCKETS; b++) {
+        for (struct proc_acct *a = st->accts[b], *nx; a; a = nx) {
+            nx = a->next;
+            free(a);
+        }
+    }
     pthread_mutex_destroy(&st->mu);
     free(st->buckets);
-    free(st->cache);
     free(st->host);
     free(st);
+}
+
+void promfam_store_set_limits(struct promfam_store *st, size_t per_process, size_t total)
+{
+    pthread_mutex_lock(&st->mu);
+    st->max_proc = per_process ? per_process : 1;
+    st->max_total = total ? total : 1;
+    pthread_mutex_unlock(&st->mu);
 }
 
 static void grow(struct promfam_store *st)
@@ -566,6 +630,62 @@ static struct group *group_get(struct promfam_store *st, const char *key)
     st->groups = g;
     st->ngroups++;
     return g;
+}
+
+/* ---------------------------------------------------------------- per-process accounts */
+static struct proc_acct **acct_slot(struct promfam_store *st, int32_t pid)
+{
+    return &st->accts[(uint32_t)pid % PROC_BUCKETS];
+}
+
+/* The account of pid, created on first use; NULL when out of memory. */
+static struct proc_acct *acct_get(struct promfam_store *st, int32_t pid)
+{
+    struct proc_acct **slot = acct_slot(st, pid);
+    for (struct proc_acct *a = *slot; a; a = a->next)
+        if (a->pid == pid)
+            return a;
+    struct proc_acct *a = calloc(1, sizeof(*a));
+    if (!a)
+        return NULL;
+    a->pid = pid;
+    a->next = *slot;
+    *slot = a;
+    return a;
+}
+
+/* Drop one reference; the account goes with its last series. */
+static void acct_unref(struct promfam_store *st, struct proc_acct *a)
+{
+    if (--a->refs > 0)
+        return;
+    for (struct proc_acct **pp = acct_slot(st, a->pid); *pp; pp = &(*pp)->next) {
+        if (*pp == a) {
+            *pp = a->next;
+            free(a);
+            return;
+        }
+    }
+}
+
+/* An own series of a process counts against both bounds while it is live: an op series only
+ * while it belongs to its group's latest report (an older one is removed at the next sweep
+ * and must not keep the process's newer names out meanwhile). */
+static bool counted(const struct series *s)
+{
+    return s->proc && s->fold == FOLD_NONE && (!s->group || s->report_ts == s->group->latest);
+}
+
+static void uncount(struct promfam_store *st, struct series *s)
+{
+    if (counted(s)) {
+        s->proc->n--;
+        st->nproc--;
+        if (s->group)
+            s->group->nlive--;
+    } else if (s->fold == FOLD_PROCESS) {
+        st->nproc--;
+    }
 }
 
 /* key = family \0 labels; returns its length or -ENOSPC */
@@ -607,21 +727,211 @@ static void unlink_series(struct promfam_store *st, struct series **pp)
     } else {
         st->nother--;
     }
+    if (s->proc) {
+        uncount(st, s);
+        acct_unref(st, s->proc);
+        s->proc = NULL;
+    }
     st->nseries--;
     st->removed++;
     st->version++;
-    free(s->key);
-    free(s);
+    if (st->pins) {
+        s->next = st->grave;  /* a render still reads its key */
+        st->grave = s;
+    } else {
+        free_series(s);
+    }
+}
+
+/* A new series with key[0..len) and hash h, linked in; NULL when out of memory. */
+static struct series *series_new(struct promfam_store *st, const char *key, size_t len, uint64_t h,
+                                 const char *family)
+{
+    struct series *s = calloc(1, sizeof(*s));
+    if (!s || !(s->key = malloc(len))) {
+        free(s);
+        return NULL;
+    }
+    memcpy(s->key, key, len);
+    s->keylen = len;
+    s->famlen = strlen(family);
+    s->hash = h;
+    s->next = st->buckets[h & (st->nbuckets - 1)];
+    st->buckets[h & (st->nbuckets - 1)] = s;
+    st->nseries++;
+    return s;
 }
 
 struct put_ctx {
     struct promfam_store *st;
     const struct map_info *mi;
+    const struct sink_record *rec;  /* NULL for the daemon's own series */
+    struct proc_acct *proc;  /* the sending process's account: a record with a device */
     struct group *group;
     uint64_t now_ms;
     bool refused;          /* an op record whose op series the cap refused: skip all of it */
+    int level;             /* enum fold for the record's new series; -1 until one needs it */
     int rc;
 };
+
+/* ---------------------------------------------------------------- <other> series */
+/* Labels an <other> series keeps: who the process is (one series per family and process),
+ * or only the host at the daemon bound (one per family for all processes together). */
+static bool fold_keeps(int level, const char *label)
+{
+    if (strcmp(label, "host_name") == 0)
+        return true;
+    return level == FOLD_PROCESS &&
+           (strcmp(label, "job") == 0 || strcmp(label, "pid") == 0 || strcmp(label, "rank") == 0);
+}
+
+enum combine { COMB_LAST, COMB_SUM, COMB_MIN, COMB_MAX, COMB_AVG };
+
+/* How the samples folded into an <other> op series of one report add up; everything else
+ * keeps the latest value, as its own series would. */
+static enum combine combine_of(const char *family)
+{
+    static const struct {
+        const char *family;
+        enum combine how;
+    } t[] = { { "npu_op_avg_ns", COMB_AVG },   { "npu_op_bytes", COMB_SUM },  { "npu_op_count", COMB_SUM },
+              { "npu_op_max_ns", COMB_MAX },   { "npu_op_min_ns", COMB_MIN }, { OP_CANON, COMB_SUM } };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        if (strcmp(family, t[i].family) == 0)
+            return t[i].how;
+    return COMB_LAST;
+}
+
+static void fold_value(struct put_ctx *c, struct series *s, const struct promfam_sample *smp, bool isnew)
+{
+    double v = smp->value, old = s->value;
+    if (s->fold_op && c->mi && c->mi->op) {
+        uint64_t ts = c->mi->report_ts;
+        if (!isnew && ts < s->report_ts)
+            return;        /* a late datagram of an older report */
+        bool fresh = isnew || ts > s->report_ts;
+        if (fresh) {
+            s->report_ts = ts;
+            s->agg_total = s->agg_count = 0;
+        }
+        switch (combine_of(smp->family)) {
+        case COMB_SUM: v = fresh ? v : old + v; break;
+        case COMB_MIN: v = fresh || v < old ? v : old; break;
+        case COMB_MAX: v = fresh || v > old ? v : old; break;
+        case COMB_AVG: {
+            /* the mean over every folded op: their totals over their counts */
+            double tot, cnt;
+            if (c->rec && kv_num(kv_get(c->rec, "total"), &tot) && kv_num(kv_get(c->rec, "count"), &cnt) &&
+                cnt > 0) {
+                s->agg_total += tot;
+                s->agg_count += cnt;
+                v = s->agg_total / s->agg_count;
+            }
+            break;
+        }
+        case COMB_LAST: break;
+        }
+    }
+    if (isnew || memcmp(&old, &v, sizeof(double)) != 0)
+        c->st->version++;
+    s->value = v;
+    s->updated_ms = c->now_ms;
+}
+
+static void note_folded(struct put_ctx *c, int level)
+{
+    struct promfam_store *st = c->st;
+    st->folded[level - 1]++;
+    if (level == FOLD_PROCESS && c->proc && !c->proc->warned) {
+        c->proc->warned = true;
+        st->procs_folded++;
+        LOG_RL(&st->rl_proc, 10000, LOG_LVL_WARNING,
+               "prometheus: process %d reached %zu series (--prometheus_max_series_per_process); its new "
+               "series are folded into its <other> series (processes at the bound so far: %llu; counted "
+               "in msmonitor_prometheus_folded_samples{cap=\"process\"})",
+               (int)c->proc->pid, st->max_proc, (unsigned long long)st->procs_folded);
+    } else if (level == FOLD_DAEMON && !st->daemon_full) {
+        st->daemon_full = true;
+        LOG_WARN("prometheus: the monitored processes hold %zu series (--prometheus_max_series); new "
+                 "series of any process are folded into pid=\"<other>\" series (counted in "
+                 "msmonitor_prometheus_folded_samples{cap=\"daemon\"})", st->nproc);
+    }
+}
+
+/* A sample whose own series the bounds refuse goes to the <other> series of its family: of
+ * its process (level FOLD_PROCESS) or, at the daemon bound, of every process. */
+static void fold(struct put_ctx *c, const struct promfam_sample *smp, int level)
+{
+    struct promfam_store *st = c->st;
+    struct promfam_label l[PROMFAM_MAX_LABELS];
+    char key[PROMFAM_MAX_LABELS * 64 + 4 * (PROMFAM_VALUE_MAX + 64) + PROMFAM_NAME_MAX + 16];
+    size_t n = smp->nlabels < PROMFAM_MAX_LABELS ? smp->nlabels : PROMFAM_MAX_LABELS;
+    for (size_t i = 0; i < n; i++) {
+        l[i].name = smp->labels[i].name;
+        l[i].value = fold_keeps(level, l[i].name) ? smp->labels[i].value : PROMFAM_OTHER;
+    }
+    long len = build_key(smp->family, l, n, key, sizeof(key));
+    if (len < 0)
+        return;
+    uint64_t h = fnv(key, (size_t)len);
+    struct series *s = *find(st, key, (size_t)len, h);
+    bool isnew = !s;
+    if (!s) {
+        if (level == FOLD_PROCESS && st->nproc >= st->max_total) {
+            fold(c, smp, FOLD_DAEMON);
+            return;
+        }
+        if (st->nother >= PROMFAM_MAX_SERIES) {
+            st->dropped++;
+            return;
+        }
+        if (!(s = series_new(st, key, (size_t)len, h, smp->family))) {
+            c->rc = -ENOMEM;
+            return;
+        }
+        st->nother++;
+        s->fold = (uint8_t)level;
+        s->fold_op = c->group != NULL;
+        if (level == FOLD_PROCESS) {
+            s->proc = c->proc;
+            c->proc->refs++;
+            st->nproc++;
+        }
+        if (st->nseries > 2 * st->nbuckets)
+            grow(st);
+    }
+    note_folded(c, s->fold ? s->fold : level);
+    fold_value(c, s, smp, isnew);
+}
+
+/* Where a new series of the record's process goes: its own, or an <other> series (once per
+ * record, so the families of one op stay together). */
+static int fold_level(const struct promfam_store *st, const struct proc_acct *a)
+{
+    if (a->n >= st->max_proc)
+        return FOLD_PROCESS;
+    if (st->nproc >= st->max_total)
+        return FOLD_DAEMON;
+    return FOLD_NONE;
+}
+
+/* ---------------------------------------------------------------- writing */
+/* The first datagram of a newer report of g: the previous report's series stop counting
+ * against the bounds (they are removed at the next sweep unless this report names them). */
+static void group_advance(struct put_ctx *c, struct group *g, uint64_t report_ts)
+{
+    struct promfam_store *st = c->st;
+    if (g->nlive && c->proc) {
+        c->proc->n -= g->nlive;
+        st->nproc -= g->nlive;
+    }
+    g->nlive = 0;
+    if (g->latest_ms && c->now_ms > g->latest_ms)
+        g->period_ms = c->now_ms - g->latest_ms;
+    g->latest_ms = c->now_ms;
+    g->latest = report_ts;
+    st->version++;
+}
 
 static void put(void *arg, const struct promfam_sample *smp)
 {
@@ -639,9 +949,10 @@ static void put(void *arg, const struct promfam_sample *smp)
         } else if (c->mi->report_ts < c->group->latest) {
             c->refused = true;
         } else if (c->mi->report_ts > c->group->latest) {
-            c->group->latest = c->mi->report_ts;
-            st->version++;
+            group_advance(c, c->group, c->mi->report_ts);
         }
+        if (!c->refused && c->proc && c->mi->report_ts > c->proc->op_latest)
+            c->proc->op_latest = c->mi->report_ts;
     }
     if (c->refused)
         return;
@@ -652,6 +963,23 @@ static void put(void *arg, const struct promfam_sample *smp)
     struct series **pp = find(st, key, (size_t)len, h);
     struct series *s = *pp;
     bool op = c->group != NULL, isnew = !s;
+    if (s && s->fold) {
+        /* a process naming its op "<other>" on device "<other>" adds to that series */
+        if (c->proc)
+            note_folded(c, s->fold);
+        fold_value(c, s, smp, false);
+        return;
+    }
+    /* an op series of an older report that this report names again counts anew */
+    bool revived = s && op && s->report_ts < c->group->latest;
+    if (c->proc && (isnew || revived)) {
+        if (c->level < 0)
+            c->level = fold_level(st, c->proc);
+        if (c->level != FOLD_NONE) {
+            fold(c, smp, c->level);
+            return;
+        }
+    }
     if (!s) {
         bool canon = op && strcmp(smp->family, OP_CANON) == 0;
         if (canon && st->nops >= PROMFAM_MAX_OP_SERIES) {
@@ -671,44 +999,57 @@ static void put(void *arg, const struct promfam_sample *smp)
             st->warned_other = true;
             return;
         }
-        s = calloc(1, sizeof(*s));
-        if (!s || !(s->key = malloc((size_t)len))) {
-            free(s);
+        if (!(s = series_new(st, key, (size_t)len, h, smp->family))) {
             c->rc = -ENOMEM;
             return;
         }
-        memcpy(s->key, key, (size_t)len);
-        s->keylen = (size_t)len;
-        s->famlen = strlen(smp->family);
-        s->hash = h;
         s->group = c->group;
-        s->next = st->buckets[h & (st->nbuckets - 1)];
-        st->buckets[h & (st->nbuckets - 1)] = s;
-        st->nseries++;
         if (canon)
             st->nops++;
         if (!op)
             st->nother++;
+        if (c->proc) {
+            s->proc = c->proc;
+            c->proc->refs++;
+        }
         if (st->nseries > 2 * st->nbuckets)
             grow(st);
     }
-    /* the render cache stays valid while values repeat (the daemon's own counters do) */
+    /* a page is rendered again only when something changed (the daemon's own counters repeat) */
     if (isnew || memcmp(&s->value, &smp->value, sizeof(double)) != 0)
         st->version++;
     s->value = smp->value;
     s->updated_ms = c->now_ms;
     if (op)
         s->report_ts = c->mi->report_ts;
+    if (s->proc && (isnew || revived)) {
+        s->proc->n++;
+        st->nproc++;
+        if (op)
+            c->group->nlive++;
+    }
 }
 
 int promfam_store_write(struct promfam_store *st, const struct sink_record *rec, uint64_t now_ms)
 {
     struct map_info mi;
-    struct put_ctx c = { st, &mi, NULL, now_ms, false, 0 };
+    struct put_ctx c = { .st = st, .mi = &mi, .rec = rec, .now_ms = now_ms, .level = -1 };
     int n;
     pthread_mutex_lock(&st->mu);
+    /* a record with a device comes from a monitored process (host metrics have none): its
+     * series count against that process's bound and the daemon's */
+    if (rec->device) {
+        c.proc = acct_get(st, rec->pid);
+        if (!c.proc) {
+            pthread_mutex_unlock(&st->mu);
+            return -ENOMEM;
+        }
+        c.proc->refs++;   /* held while the record's samples go in */
+    }
     /* map_record fills mi (op record? which group?) before it emits the first sample */
     n = map_record(rec, st->host, put, &c, &mi);
+    if (c.proc)
+        acct_unref(st, c.proc);
     pthread_mutex_unlock(&st->mu);
     return n < 0 ? n : c.rc;
 }
@@ -717,7 +1058,7 @@ int promfam_store_set(struct promfam_store *st, const char *family, const struct
                       size_t nlabels, double value, uint64_t now_ms)
 {
     struct labels ls = { .n = 0 };
-    struct put_ctx c = { st, NULL, NULL, now_ms, false, 0 };
+    struct put_ctx c = { .st = st, .now_ms = now_ms, .level = -1 };
     char fam[PROMFAM_NAME_MAX + 2];
     if (promfam_sanitize_name(family, strlen(family), fam, sizeof(fam)) < 0)
         return -EINVAL;
@@ -749,26 +1090,47 @@ struct sink promfam_store_sink(struct promfam_store *st, const char *name)
     return (struct sink){ &st->ops, st };
 }
 
-/* Remove op series absent from their group's latest report and stale plain series. */
+/* Remove op series absent from their group's latest report, <other> op series of an older
+ * report of their process, and series not updated for stale_ms (op series: for three report
+ * periods when that is longer, so a slow reporter keeps them). */
 static void sweep(struct promfam_store *st, uint64_t now_ms)
 {
     for (size_t b = 0; b < st->nbuckets; b++) {
         struct series **pp = &st->buckets[b];
         while (*pp) {
             struct series *s = *pp;
-            bool dead = s->group ? s->report_ts < s->group->latest
-                                 : (st->stale_ms && now_ms > s->updated_ms + st->stale_ms);
+            uint64_t age = st->stale_ms;
+            bool dead;
+            if (s->group && 3 * s->group->period_ms > age)
+                age = 3 * s->group->period_ms;
+            dead = st->stale_ms && now_ms > s->updated_ms + age;
+            if (s->group)
+                dead = dead || s->report_ts < s->group->latest;
+            else if (s->fold_op && s->fold == FOLD_PROCESS)
+                dead = dead || s->report_ts < s->proc->op_latest;
             if (dead)
                 unlink_series(st, pp);
             else
                 pp = &s->next;
         }
     }
+    if (st->daemon_full && st->nproc < st->max_total) {
+        st->daemon_full = false;
+        LOG_INFO("prometheus: the monitored processes hold %zu series, under --prometheus_max_series (%zu) "
+                 "again (%llu samples were folded at it so far)", st->nproc, st->max_total,
+                 (unsigned long long)st->folded[1]);
+    }
 }
 
-static int cmp_series(const void *a, const void *b)
+/* A series and its value as a render saw it under the lock. */
+struct snap {
+    const struct series *s;
+    double value;
+};
+
+static int cmp_snap(const void *a, const void *b)
 {
-    const struct series *x = *(const struct series *const *)a, *y = *(const struct series *const *)b;
+    const struct series *x = ((const struct snap *)a)->s, *y = ((const struct snap *)b)->s;
     size_t n = x->keylen < y->keylen ? x->keylen : y->keylen;
     int c = memcmp(x->key, y->key, n);
     if (c)
@@ -825,42 +1187,60 @@ static void ob_escaped(struct obuf *o, const char *s, bool quote)
     }
 }
 
-static struct series **collect(struct promfam_store *st, size_t *ret_n)
+/* Every live series and its value, with the store pinned: their keys stay readable after the
+ * lock is released (unlink_series keeps them in the grave until promfam_unpin). Under the lock;
+ * *ret_bytes estimates the text. */
+static struct snap *snapshot(struct promfam_store *st, size_t *ret_n, size_t *ret_bytes)
 {
-    struct series **v = malloc((st->nseries ? st->nseries : 1) * sizeof(*v));
-    size_t n = 0;
+    struct snap *v = malloc((st->nseries ? st->nseries : 1) * sizeof(*v));
+    size_t n = 0, bytes = 0;
     if (!v)
         return NULL;
     for (size_t b = 0; b < st->nbuckets; b++)
-        for (struct series *s = st->buckets[b]; s; s = s->next)
-            v[n++] = s;
+        for (struct series *s = st->buckets[b]; s; s = s->next) {
+            v[n++] = (struct snap){ s, s->value };
+            bytes += s->keylen + 32;
+        }
+    st->pins++;
     *ret_n = n;
+    *ret_bytes = bytes;
     return v;
 }
 
+static void unpin(struct promfam_store *st)
+{
+    pthread_mutex_lock(&st->mu);
+    if (--st->pins == 0) {
+        for (struct series *s = st->grave, *nx; s; s = nx) {
+            nx = s->next;
+            free_series(s);
+        }
+        st->grave = NULL;
+    }
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* The lock is held only to sweep and to copy the series list and values: sorting and
+ * formatting (most of a render's time) run unlocked, so records keep coming in meanwhile and
+ * a render on another thread never stalls the loop that feeds the store. */
 int promfam_store_render(struct promfam_store *st, uint64_t now_ms, char **ret_text, size_t *ret_len)
 {
     struct obuf o = { 0 };
-    size_t n = 0;
-    int rc = 0;
+    size_t n = 0, bytes = 0;
     *ret_text = NULL;
     *ret_len = 0;
     pthread_mutex_lock(&st->mu);
     sweep(st, now_ms);
-    if (st->cache && st->cache_version == st->version) {
-        ob_put(&o, st->cache, st->cache_len);
-        goto out;
-    }
-    struct series **v = collect(st, &n);
-    if (!v) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    qsort(v, n, sizeof(*v), cmp_series);
+    struct snap *v = snapshot(st, &n, &bytes);
+    pthread_mutex_unlock(&st->mu);
+    if (!v)
+        return -ENOMEM;
+    qsort(v, n, sizeof(*v), cmp_snap);
+    ob_need(&o, bytes + 1);
     const char *prev = NULL;
     size_t prevlen = 0;
     for (size_t i = 0; i < n && !o.err; i++) {
-        struct series *s = v[i];
+        const struct series *s = v[i].s;
         char hb[256], num[40];
         if (!prev || prevlen != s->famlen || memcmp(prev, s->key, s->famlen) != 0) {
             ob_put(&o, "# HELP ", 7);
@@ -888,38 +1268,29 @@ int promfam_store_render(struct promfam_store *st, uint64_t now_ms, char **ret_t
         }
         if (!first)
             ob_put(&o, "}", 1);
-        int k = promfam_format_value(s->value, num + 1, sizeof(num) - 2);
+        int k = promfam_format_value(v[i].value, num + 1, sizeof(num) - 2);
         num[0] = ' ';
         num[k + 1] = '\n';
         ob_put(&o, num, (size_t)k + 2);
     }
     free(v);
-    if (!o.err) {
-        char *c = malloc(o.len ? o.len : 1);
-        if (c) {
-            if (o.len)
-                memcpy(c, o.p, o.len);
-            free(st->cache);
-            st->cache = c;
-            st->cache_len = o.len;
-            st->cache_version = st->version;
-        }
-    }
-out:
-    pthread_mutex_unlock(&st->mu);
-    if (o.err || rc) {
-        free(o.p);
-        return rc ? rc : o.err;
-    }
+    unpin(st);
     ob_put(&o, "", 1); /* NUL-terminated for callers that treat it as a string */
     if (o.err) {
         free(o.p);
         return o.err;
     }
     *ret_text = o.p;
-    o.len--;
-    *ret_len = o.len;
+    *ret_len = o.len - 1;
     return 0;
+}
+
+uint64_t promfam_store_version(struct promfam_store *st)
+{
+    pthread_mutex_lock(&st->mu);
+    uint64_t v = st->version;
+    pthread_mutex_unlock(&st->mu);
+    return v;
 }
 
 long promfam_store_each(struct promfam_store *st, uint64_t now_ms, promfam_emit_fn fn, void *arg)
@@ -954,13 +1325,20 @@ void promfam_store_stats(struct promfam_store *st, struct promfam_stats *ret)
     ret->op_series = st->nops;
     ret->dropped_series = st->dropped;
     ret->removed_series = st->removed;
+    ret->process_series = st->nproc;
+    ret->folded_process = st->folded[0];
+    ret->folded_daemon = st->folded[1];
+    ret->processes_folded = st->procs_folded;
     pthread_mutex_unlock(&st->mu);
 }
 
 void promfam_store_publish(struct promfam_store *st, uint64_t now_ms)
 {
     struct promfam_stats s;
+    const struct promfam_label proc = { "cap", "process" }, dmn = { "cap", "daemon" };
     promfam_store_stats(st, &s);
     promfam_store_set(st, "msmonitor_prometheus_series", NULL, 0, (double)s.series, now_ms);
     promfam_store_set(st, "msmonitor_prometheus_dropped_series", NULL, 0, (double)s.dropped_series, now_ms);
+    promfam_store_set(st, "msmonitor_prometheus_folded_samples", &proc, 1, (double)s.folded_process, now_ms);
+    promfam_store_set(st, "msmonitor_prometheus_folded_samples", &dmn, 1, (double)s.folded_daemon, now_ms);
 }

@@ -8,20 +8,15 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "plugin/backend/backend_cupti.h"
-#include "plugin/backend/backend_mspti.h"
-#include "plugin/backend/mspti_lib.h"
+#include "plugin/backend/mspti_lib.h" /* the search the fallback note names */
 #include "plugin/penv.h"
 
-struct backend_kind {
-    const char *name;
-    int (*create)(struct backend **ret); /* NULL: known but not built in this release */
+/* {name, ops} rows: each implementation defines its own row (backend.h). */
+static const struct backend_impl *const backend_impls[] = {
+    &backend_mspti_impl,
+    &backend_cupti_impl,
 };
-
-static const struct backend_kind backend_kinds[] = {
-    { "mspti", backend_mspti_create },
-    { "cupti", backend_cupti_create },
-};
+#define BACKEND_IMPLS (sizeof(backend_impls) / sizeof(backend_impls[0]))
 
 /* Written by backend_create, read by the health reports' thread. */
 static pthread_mutex_t note_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -45,9 +40,9 @@ int backend_create(struct backend **ret)
         if (penv_set(PENV_CUDA_INJECTION)) {
             want = "cupti";
         } else {
-            rc = backend_mspti_create(ret);
+            rc = backend_mspti_impl.create(ret, false);
             pthread_mutex_lock(&note_lock);
-            if (rc == -ENOENT && !penv_set(PENV_MSPTI_LIB) && backend_cupti_create_quiet(ret, true) == 0) {
+            if (rc == -ENOENT && !penv_set(PENV_MSPTI_LIB) && backend_cupti_impl.create(ret, true) == 0) {
                 /* the case of a CANN < 9.0.0 job without LD_PRELOAD on a box with a CUDA
                  * toolkit: say so once, where the user looks, and in status */
                 snprintf(backend_note, sizeof(backend_note), "CUPTI chosen because msPTI was not found (searched: %s)",
@@ -65,16 +60,11 @@ int backend_create(struct backend **ret)
             goto out;
         }
     }
-    for (size_t i = 0; i < sizeof(backend_kinds) / sizeof(backend_kinds[0]); i++) {
-        if (strcmp(backend_kinds[i].name, want) != 0)
-            continue;
-        if (!backend_kinds[i].create) {
-            LOG_ERROR("MSMONITOR_BACKEND=%s: this backend is not part of this release", want);
-            rc = -ENOTSUP;
+    for (size_t i = 0; i < BACKEND_IMPLS; i++) {
+        if (strcmp(backend_impls[i]->name, want) == 0) {
+            rc = backend_impls[i]->create(ret, false);
             goto out;
         }
-        rc = backend_kinds[i].create(ret);
-        goto out;
     }
     LOG_ERROR("MSMONITOR_BACKEND=%s is not a backend (use mspti or cupti)", want);
 out:

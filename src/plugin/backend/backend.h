@@ -6,6 +6,7 @@
 #ifndef MSMON_PLUGIN_BACKEND_H
 #define MSMON_PLUGIN_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,6 +56,19 @@ struct backend {
     const struct backend_ops *ops;
     const char *library;   /* the vendor library loaded ("" for fakes); borrowed for the object's life */
 };
+
+/* One vendor backend, a row of backend.c's table, defined by the implementation's own file
+ * (backend_<name>.c): the selection names no implementation's header. */
+struct backend_impl {
+    const char *name; /* the MSMONITOR_BACKEND value */
+    /* Load the vendor library and build the backend; quiet: no log line when it is not found
+     * (the automatic fallback's probe). -ENOENT if not found. Caller owns; free with
+     * be->ops->destroy(). */
+    int (*create)(struct backend **ret, bool quiet);
+};
+
+extern const struct backend_impl backend_mspti_impl;
+extern const struct backend_impl backend_cupti_impl;
 
 /* The backend chosen by MSMONITOR_BACKEND: "mspti" or "cupti" (docs/design/session.md#cupti-backend). Unset or empty:
  * "cupti" under CUDA_INJECTION64_PATH, else msPTI, falling back to CUPTI when msPTI is not

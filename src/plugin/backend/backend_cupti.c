@@ -380,3 +380,5 @@ int backend_cupti_create(struct backend **ret)
 {
     return backend_cupti_create_quiet(ret, false);
 }
+
+const struct backend_impl backend_cupti_impl = { "cupti", backend_cupti_create_quiet };

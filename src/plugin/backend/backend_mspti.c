@@ -282,3 +282,11 @@ int backend_mspti_create(struct backend **ret)
     free(lib);
     return rc;
 }
+
+static int mspti_impl_create(struct backend **ret, bool quiet)
+{
+    (void)quiet; /* msPTI is the default: not finding it is always worth its line */
+    return backend_mspti_create(ret);
+}
+
+const struct backend_impl backend_mspti_impl = { "mspti", mspti_impl_create };

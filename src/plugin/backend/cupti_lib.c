@@ -11,18 +11,13 @@
 
 #include "common/log.h"
 #include "common/strutil.h"
+#include "plugin/backend/vendorlib.h"
 #include "plugin/penv.h"
 
 #define CUPTI_SONAME "libcupti.so"
 
-struct cupti_lib_sym {
-    const char *name;
-    size_t off;
-    bool mandatory;
-};
-
-#define CSYM(field, sym, mand) { #sym, offsetof(struct cupti_lib, field), mand }
-static const struct cupti_lib_sym cupti_lib_syms[] = {
+#define CSYM(field, sym, mand) VENDORLIB_SYM(struct cupti_lib, field, sym, mand)
+static const struct vendorlib_sym cupti_lib_syms[] = {
     CSYM(register_callbacks, cuptiActivityRegisterCallbacks, true),
     CSYM(enable, cuptiActivityEnable, true),
     CSYM(disable, cuptiActivityDisable, true),
@@ -36,48 +31,19 @@ static const struct cupti_lib_sym cupti_lib_syms[] = {
     CSYM(finalize, cuptiFinalize, false),
 };
 
-static int cupti_lib_resolve(void *dl, const char *path, struct cupti_lib *ret)
-{
-    memset(ret, 0, sizeof(*ret));
-    for (size_t i = 0; i < sizeof(cupti_lib_syms) / sizeof(cupti_lib_syms[0]); i++) {
-        void *sym = dlsym(dl, cupti_lib_syms[i].name);
-        if (!sym && cupti_lib_syms[i].mandatory) {
-            LOG_ERROR("libcupti.so at %s lacks mandatory symbol %s", path, cupti_lib_syms[i].name);
-            return -ENOENT;
-        }
-        /* POSIX guarantees data and function pointers share a representation for dlsym. */
-        memcpy((char *)ret + cupti_lib_syms[i].off, &sym, sizeof(sym));
-    }
-    ret->dl = dl;
-    str_copy(ret->path, sizeof(ret->path), path, strlen(path));
-    return 0;
-}
+static const struct vendorlib_desc cupti_lib_desc = {
+    .soname = CUPTI_SONAME, .tag = "cupti", .syms = cupti_lib_syms,
+    .nsyms = sizeof(cupti_lib_syms) / sizeof(cupti_lib_syms[0]), .table_size = sizeof(struct cupti_lib),
+    .dl_off = offsetof(struct cupti_lib, dl), .path_off = offsetof(struct cupti_lib, path),
+    .path_cap = sizeof(((struct cupti_lib *)0)->path),
+};
 
 static int cupti_lib_try(const char *path, int flags, struct cupti_lib *ret)
 {
-    void *dl = dlopen(path, flags);
-    Dl_info info;
-
-    if (!dl) {
-        const char *err = dlerror();
-        LOG_DEBUG("cupti: dlopen %s: %s", path, err ? err : "?");
+    if (vendorlib_try(&cupti_lib_desc, path, flags, ret) != 0)
         return -ENOENT;
-    }
-    if (cupti_lib_resolve(dl, path, ret) != 0) {
-        dlclose(dl);
-        return -ENOENT;
-    }
-    /* A bare soname: name the file that was actually mapped. */
-    if (!strchr(path, '/') && dladdr((void *)ret->enable, &info) && info.dli_fname)
-        str_copy(ret->path, sizeof(ret->path), info.dli_fname, strlen(info.dli_fname));
     LOG_INFO("Loaded CUPTI library from %s", ret->path);
     return 0;
-}
-
-static void cupti_lib_note(char *list, size_t cap, const char *what)
-{
-    size_t n = strlen(list);
-    snprintf(list + n, cap - n, "%s%s", n ? ", " : "", what);
 }
 
 int cupti_lib_load(struct cupti_lib *ret, bool quiet)
@@ -100,7 +66,7 @@ int cupti_lib_load(struct cupti_lib *ret, bool quiet)
         snprintf(searched, sizeof(searched), "MSMONITOR_CUPTI_LIB=%s", explicit);
         goto not_found;
     }
-    cupti_lib_note(searched, sizeof(searched), "already loaded " CUPTI_SONAME "{,.13,.12}");
+    vendorlib_note(searched, sizeof(searched), "already loaded " CUPTI_SONAME "{,.13,.12}");
     for (size_t i = 0; i < sizeof(mapped) / sizeof(mapped[0]); i++)
         if (cupti_lib_try(mapped[i], RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL, ret) == 0)
             goto out;
@@ -108,16 +74,16 @@ int cupti_lib_load(struct cupti_lib *ret, bool quiet)
         int n = snprintf(path, sizeof(path), "%s/%s", home, home_rel[i]);
         if (n <= 0 || (size_t)n >= sizeof(path))
             continue;
-        cupti_lib_note(searched, sizeof(searched), path);
+        vendorlib_note(searched, sizeof(searched), path);
         if (cupti_lib_try(path, RTLD_NOW | RTLD_GLOBAL, ret) == 0)
             goto out;
     }
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
-        cupti_lib_note(searched, sizeof(searched), fixed[i]);
+        vendorlib_note(searched, sizeof(searched), fixed[i]);
         if (cupti_lib_try(fixed[i], RTLD_NOW | RTLD_GLOBAL, ret) == 0)
             goto out;
     }
-    cupti_lib_note(searched, sizeof(searched), CUPTI_SONAME " via the loader search path (LD_LIBRARY_PATH)");
+    vendorlib_note(searched, sizeof(searched), CUPTI_SONAME " via the loader search path (LD_LIBRARY_PATH)");
     if (cupti_lib_try(CUPTI_SONAME, RTLD_NOW | RTLD_GLOBAL, ret) == 0)
         goto out;
 not_found:

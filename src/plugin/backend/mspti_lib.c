@@ -5,23 +5,19 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/log.h"
 #include "common/strutil.h"
+#include "plugin/backend/vendorlib.h"
 #include "plugin/penv.h"
 
 #define BACKEND_LIB "libmspti.so"
 
-struct mspti_lib_sym {
-    const char *name;
-    size_t off;
-    bool mandatory;
-};
-
-#define BSYM(field, sym, mand) { #sym, offsetof(struct mspti_lib, field), mand }
-static const struct mspti_lib_sym mspti_lib_syms[] = {
+#define BSYM(field, sym, mand) VENDORLIB_SYM(struct mspti_lib, field, sym, mand)
+static const struct vendorlib_sym mspti_lib_syms[] = {
     BSYM(subscribe, msptiSubscribe, true),
     BSYM(unsubscribe, msptiUnsubscribe, true),
     BSYM(register_callbacks, msptiActivityRegisterCallbacks, true),
@@ -40,58 +36,20 @@ static const struct mspti_lib_sym mspti_lib_syms[] = {
     BSYM(get_result_string, msptiGetResultString, false),
 };
 
-/* Resolve every symbol of `dl` into *be; -ENOENT if a mandatory one is missing. */
-static int mspti_lib_resolve(void *dl, const char *path, struct mspti_lib *be)
-{
-    memset(be, 0, sizeof(*be));
-    for (size_t i = 0; i < sizeof(mspti_lib_syms) / sizeof(mspti_lib_syms[0]); i++) {
-        void *sym = dlsym(dl, mspti_lib_syms[i].name);
-        if (!sym && mspti_lib_syms[i].mandatory) {
-            LOG_ERROR("libmspti.so at %s lacks mandatory symbol %s", path, mspti_lib_syms[i].name);
-            return -ENOENT;
-        }
-        /* POSIX guarantees data and function pointers share a representation for dlsym. */
-        memcpy((char *)be + mspti_lib_syms[i].off, &sym, sizeof(sym));
-    }
-    be->dl = dl;
-    str_copy(be->path, sizeof(be->path), path, strlen(path));
-    return 0;
-}
-
-/* Name the file that was actually mapped rather than the bare soname. */
-static void mspti_lib_name_mapped(struct mspti_lib *lib)
-{
-    Dl_info info;
-
-    if (dladdr((void *)lib->subscribe, &info) && info.dli_fname)
-        str_copy(lib->path, sizeof(lib->path), info.dli_fname, strlen(info.dli_fname));
-}
+static const struct vendorlib_desc mspti_lib_desc = {
+    .soname = BACKEND_LIB, .tag = "mspti", .syms = mspti_lib_syms,
+    .nsyms = sizeof(mspti_lib_syms) / sizeof(mspti_lib_syms[0]), .table_size = sizeof(struct mspti_lib),
+    .dl_off = offsetof(struct mspti_lib, dl), .path_off = offsetof(struct mspti_lib, path),
+    .path_cap = sizeof(((struct mspti_lib *)0)->path),
+};
 
 /* One candidate: 0 and *ret filled, or -errno (rejected, logged at DEBUG/ERROR). */
 static int mspti_lib_try(const char *path, int flags, struct mspti_lib *ret)
 {
-    void *dl = dlopen(path, flags);
-
-    if (!dl) {
-        const char *err = dlerror();
-        LOG_DEBUG("mspti: dlopen %s: %s", path, err ? err : "?");
+    if (vendorlib_try(&mspti_lib_desc, path, flags, ret) != 0)
         return -ENOENT;
-    }
-    if (mspti_lib_resolve(dl, path, ret) != 0) {
-        dlclose(dl);
-        return -ENOENT;
-    }
-    if (!strchr(path, '/'))
-        mspti_lib_name_mapped(ret); /* a bare soname: already mapped, or the loader's search */
     LOG_INFO("Loaded msPTI library from %s", ret->path);
     return 0;
-}
-
-/* Append "what" to the list of searched places shown when nothing was found. */
-static void mspti_lib_note(char *list, size_t cap, const char *what)
-{
-    size_t n = strlen(list);
-    snprintf(list + n, cap - n, "%s%s", n ? ", " : "", what);
 }
 
 static int mspti_lib_try_preload(struct mspti_lib *ret, char *searched, size_t cap)
@@ -109,7 +67,7 @@ static int mspti_lib_try_preload(struct mspti_lib *ret, char *searched, size_t c
             base = strrchr(path, '/');
             base = base ? base + 1 : path;
             if (strcmp(base, BACKEND_LIB) == 0) {
-                mspti_lib_note(searched, cap, path);
+                vendorlib_note(searched, cap, path);
                 if (mspti_lib_try(path, RTLD_NOW | RTLD_GLOBAL, ret) == 0)
                     return 0;
             }
@@ -148,25 +106,25 @@ int mspti_lib_load(struct mspti_lib *ret)
     }
     if (mspti_lib_try_preload(ret, searched, sizeof(searched)) == 0)
         return 0;
-    mspti_lib_note(searched, sizeof(searched), "already loaded " BACKEND_LIB);
+    vendorlib_note(searched, sizeof(searched), "already loaded " BACKEND_LIB);
     if (mspti_lib_try(BACKEND_LIB, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL, ret) == 0)
         return 0;
     if (home && home[0]) {
         int n = snprintf(path, sizeof(path), "%s/lib64/" BACKEND_LIB, home);
         if (n > 0 && (size_t)n < sizeof(path)) {
-            mspti_lib_note(searched, sizeof(searched), path);
+            vendorlib_note(searched, sizeof(searched), path);
             if (mspti_lib_try(path, RTLD_NOW | RTLD_GLOBAL, ret) == 0)
                 return 0;
         }
     }
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
-        mspti_lib_note(searched, sizeof(searched), fixed[i]);
+        vendorlib_note(searched, sizeof(searched), fixed[i]);
         if (mspti_lib_try(fixed[i], RTLD_NOW | RTLD_GLOBAL, ret) == 0)
             return 0;
     }
     /* Last: the loader's own search (LD_LIBRARY_PATH, DT_RUNPATH, ld.so.cache), which is how
      * CANN's set_env.sh makes the library reachable without installing it at a fixed path. */
-    mspti_lib_note(searched, sizeof(searched), BACKEND_LIB " via the loader search path (LD_LIBRARY_PATH)");
+    vendorlib_note(searched, sizeof(searched), BACKEND_LIB " via the loader search path (LD_LIBRARY_PATH)");
     if (mspti_lib_try(BACKEND_LIB, RTLD_NOW | RTLD_GLOBAL, ret) == 0)
         return 0;
     LOG_ERROR("msPTI library not found (searched: %s)", searched);

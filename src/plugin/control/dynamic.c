@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,7 +161,7 @@ int dyn_segment_dir(const char *base, const char *xdg, const char *sockdir, char
     /* A directory of our own (MSMONITOR_SHM_DIR made for the job): used as it is. */
     if (!dyn_dir_problem(base, true, why, sizeof(why)))
         return snprintf(buf, cap, "%s", base) < (int)cap ? 0 : -ENAMETOOLONG;
-    snprintf(name, sizeof(name), "msmonitor-%u", (unsigned)geteuid());
+    snprintf(name, sizeof(name), NAMES_SHM_PRIVATE_PREFIX "%u", (unsigned)geteuid());
     rc = dyn_private_subdir(base, name, buf, cap, err, sizeof(err));
     if (rc == 0)
         return 0;
@@ -479,7 +480,8 @@ static int dyn_attach_existing(const char *path, int fd, long stale_s, bool *ret
             snprintf(err, errcap, "%s: cannot re-initialise: %s", path, strerror(-rc));
             return rc;
         }
-        dyn_note(LOG_LVL_WARNING, "took over %s: its creator is gone (killed job?); this rank is the creator now, "
+        dyn_note(LOG_LVL_WARNING, "took over %s: its creator was killed without removing it (SIGKILL, a crash or "
+                 "the OOM killer; a job that ends normally or by SIGTERM removes it); this rank is the creator now, "
                  "re-initialised the segment and runs the poller", path);
         *ret_creator = true;
         return 0;
@@ -653,7 +655,8 @@ static int dyn_steps_path(char *buf, size_t cap)
     const char *slash = strrchr(dyn.path, '/');
     int dlen = slash ? (int)(slash - dyn.path) + 1 : 0;
 
-    return snprintf(buf, cap, "%.*smsmonitor_steps.%s", dlen, dyn.path, dyn.path + dlen) < (int)cap ? 0 : -1;
+    return snprintf(buf, cap, "%.*s" NAMES_SHM_STEPS_PREFIX "%s", dlen, dyn.path, dyn.path + dlen) < (int)cap ? 0
+                                                                                                          : -1;
 }
 
 static void dyn_steps_map(bool create)
@@ -776,12 +779,88 @@ static void dyn_poller_start(void)
         dyn.poller = NULL; /* logged; without a poller the ranks still run */
 }
 
+/* ---- SIGTERM: a job's normal stop leaves no segment behind ----
+ * A program that does not handle SIGTERM (a plain Python training script) dies of it without
+ * running atexit, so its segment and steps file would stay, and the next job would "take
+ * over" a leftover as if the job had been killed. Each rank installs, over the default
+ * disposition only (never over the program's own handler), a handler that drops this rank's
+ * hold on the segment and, if no other rank of the job holds it any more (an exclusive flock,
+ * the protocol of cleanup-shm), unlinks the segment and its steps file; then SIGTERM takes its
+ * default action, so the process still dies of SIGTERM at once. Only async-signal-safe calls
+ * (close, open, flock, unlink, getpid, sigaction, raise). A takeover then means the creator
+ * was killed (SIGKILL, a crash, the OOM killer). */
+static struct {
+    char seg[PATH_MAX], steps[PATH_MAX + 32];
+    pid_t pid;             /* the process that joined: a fork()ed child cleans up nothing */
+    volatile sig_atomic_t armed;
+    volatile sig_atomic_t fd;
+} dyn_term;
+
+static void dyn_on_sigterm(int sig)
+{
+    int saved = errno;
+
+    if (dyn_term.armed && getpid() == dyn_term.pid) {
+        int fd;
+        dyn_term.armed = 0;
+        /* our shared flock: unlocked by hand, the segment's mapping keeps the description open */
+        (void)flock(dyn_term.fd, LOCK_UN);
+        (void)close(dyn_term.fd);
+        fd = open(dyn_term.seg, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0) {
+            if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* no other rank holds it: the job is gone */
+                (void)unlink(dyn_term.steps);
+                (void)unlink(dyn_term.seg);
+            }
+            (void)close(fd);
+        }
+    }
+    /* SA_RESETHAND put the default back: delivered on return, it ends the process */
+    (void)raise(sig);
+    errno = saved;
+}
+
+/* dyn.lock held. */
+static void dyn_term_install(void)
+{
+    struct sigaction old, sa;
+
+    if (sigaction(SIGTERM, NULL, &old) != 0 || (!(old.sa_flags & SA_SIGINFO) && old.sa_handler != SIG_DFL))
+        return; /* the program handles SIGTERM itself: its clean exit runs finalize */
+    snprintf(dyn_term.seg, sizeof(dyn_term.seg), "%s", dyn.path);
+    if (dyn_steps_path(dyn_term.steps, sizeof(dyn_term.steps)) != 0)
+        dyn_term.steps[0] = '\0';
+    dyn_term.pid = getpid();
+    dyn_term.fd = dyn.fd;
+    dyn_term.armed = 1;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = dyn_on_sigterm;
+    sa.sa_flags = SA_RESETHAND;
+    sigfillset(&sa.sa_mask);
+    if (sigaction(SIGTERM, &sa, NULL) != 0)
+        dyn_term.armed = 0;
+}
+
+/* dyn.lock held: the default back, unless the program installed its own handler since. */
+static void dyn_term_remove(void)
+{
+    struct sigaction cur, dfl;
+
+    dyn_term.armed = 0;
+    if (sigaction(SIGTERM, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == dyn_on_sigterm) {
+        memset(&dfl, 0, sizeof(dfl));
+        dfl.sa_handler = SIG_DFL;
+        (void)sigaction(SIGTERM, &dfl, NULL);
+    }
+}
+
 void dyn_finalize(void)
 {
     pthread_mutex_lock(&dyn.lock);
     if (!dyn.enabled || dyn.pid != getpid())
         goto out; /* a child must not join the parent's poller nor unlink its segment */
     __atomic_store_n(&dyn.enabled, false, __ATOMIC_RELAXED);
+    dyn_term_remove();
     /* its tick reads the segment: stopped before the unmap (it never takes dyn.lock) */
     health_reporter_stop();
     dyn_mstx_end(dyn.range_id);
@@ -888,6 +967,7 @@ int dyn_init(int32_t rank, unsigned flags)
         dyn.atexit_done = true;
     if (!dyn.atfork_done && pthread_atfork(NULL, NULL, dyn_atfork_child) == 0)
         dyn.atfork_done = true;
+    dyn_term_install();
     dyn_note(LOG_LVL_INFO, "rank %d attached to %s%s", (int)dyn.rank, dyn.path, dyn.creator ? " as creator" : "");
     health_set_identity("dyno", dyn.rank);
     (void)health_reporter_start(dyn_poll_interval(penv_get(PENV_POLL_INTERVAL_S)), dyn_health_tick);

@@ -22,7 +22,7 @@ int dyno_poll(char *buf, size_t cap, size_t *ret_len);
 /* npuTraceStatus / npuMonitorStatus with this pid, job 0. 0 or -errno. */
 int dyno_send_trace_status(int32_t status, int32_t cur, int32_t start, int32_t stop);
 int dyno_send_monitor_status(int32_t status);
-/* proc_send_fn: one `data` datagram to dynolog_data.sock, after the ones kept from earlier
+/* output_send_fn: one `data` datagram to dynolog_data.sock, after the ones kept from earlier
  * failures (backlog.h: oldest first, stopping at the first failure); one that cannot be sent
  * is kept. All sends of one call share one plain send's retries (5 from 1 ms). Failures and
  * backlog drops are logged once and again on recovery; drops go to the session's

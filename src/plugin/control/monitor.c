@@ -30,11 +30,9 @@
 #include "msmon/ipc_wire.h"
 #include "plugin/control/ack.h"
 #include "plugin/control/dyno.h"
-#include "plugin/outputs/outfile.h"
-#include "plugin/outputs/proc_trace.h"
-#include "plugin/outputs/registry.h"
 #include "plugin/penv.h"
 #include "plugin/pipeline/filter.h"
+#include "plugin/pipeline/output.h"
 #include "plugin/pipeline/pipeline.h"
 #include "plugin/plog.h"
 
@@ -45,7 +43,7 @@
 #define MON_NAME_RUNNING "MsptiMonitor" /* users look for it while monitoring */
 #define MON_NAME_IDLE "MsMonitorCtl"
 #define MON_LOG_DIR_CAP (MCONFIG_MAX_LOG_FILE + 1)
-#define MON_MAX_OUTPUTS 4            /* outputs of one session (the pipeline's bound) */
+#define MON_MAX_OUTPUTS OUTPUT_MAX   /* outputs of one session (the pipeline's bound) */
 
 enum mon_op { MON_OP_CONFIG, MON_OP_START, MON_OP_STOP, MON_OP_END_WINDOW, MON_OP_KINDS, MON_OP_INTERVAL };
 enum mon_slot { MON_SLOT_FREE, MON_SLOT_QUEUED, MON_SLOT_RUNNING, MON_SLOT_DONE };
@@ -56,7 +54,7 @@ struct mon_start_copy {
     char log_dir[MON_LOG_DIR_CAP];
     char rotate_lines[sizeof(((struct mconfig *)0)->rotate_lines)];
     char rotate_files[sizeof(((struct mconfig *)0)->rotate_files)];
-    struct proc_trace_opts trace;
+    struct output_trace_opts trace;
     char backend[32];
     struct window_opts window;
 };
@@ -121,7 +119,7 @@ static struct {
     pthread_mutex_t pgi_lock;
     char *parallel_group_info;
 
-    /* the last file an output of a session put in place (proc_config.artifact) */
+    /* the last file an output of a session put in place (output_config.artifact) */
     pthread_mutex_t art_lock;
     char last_artifact[PATH_MAX];
 
@@ -320,20 +318,20 @@ static void mon_log_filter(const char *text)
 }
 
 /* The session's outputs from the registry: its own first, then the others of the set. */
-static size_t mon_outputs(const struct monitor_start_args *a, const struct proc_ops **ops)
+static size_t mon_outputs(const struct monitor_start_args *a, const struct output_ops **ops)
 {
     size_t n = 0;
 
     if ((unsigned)a->output >= MSMON_OUTPUT_COUNT)
         return 0;
-    ops[n++] = registry_get(a->output)->ops;
+    ops[n++] = output_ops_of(a->output);
     for (unsigned i = 0; i < MSMON_OUTPUT_COUNT && n < MON_MAX_OUTPUTS; i++)
         if ((a->also & MSMON_OUTPUT_BIT(i)) && i != (unsigned)a->output)
-            ops[n++] = registry_get((enum msmon_output)i)->ops;
+            ops[n++] = output_ops_of((enum msmon_output)i);
     return n;
 }
 
-/* proc_config.artifact: an output's finished file (its session thread or a stopping one). */
+/* output_config.artifact: an output's finished file (its session thread or a stopping one). */
 static void mon_artifact(void *ctx, const char *path)
 {
     (void)ctx;
@@ -354,9 +352,9 @@ void monitor_last_artifact(char *buf, size_t cap)
 static int mon_do_start(const struct monitor_start_args *a)
 {
     struct mon_session *s = &mon.sess;
-    const struct proc_ops *ops[MON_MAX_OUTPUTS];
+    const struct output_ops *ops[MON_MAX_OUTPUTS];
     struct backend *be;
-    struct proc_config pc;
+    struct output_config pc;
     struct pipeline *pl = NULL;
     size_t nops;
     int rc;
@@ -385,7 +383,7 @@ static int mon_do_start(const struct monitor_start_args *a)
         s->filter = NULL;
     s->standalone = a->standalone;
     s->flush_ns = (uint64_t)a->flush_ms * 1000000ull;
-    pc = (struct proc_config){
+    pc = (struct output_config){
         .log_dir = a->log_dir, .rank = mon_rank(), .session_start_ns = clock_real_ns(),
         .report_interval_s = a->standalone ? 0 : s->interval_s, .jsonl_rotate_lines = a->rotate_lines,
         .jsonl_rotate_files = a->rotate_files, .send_ctx = NULL,
@@ -566,7 +564,7 @@ static int mon_do_config(const struct mconfig *cfg)
         };
         if (cfg->log_file[0]) {
             dir = malloc(MON_LOG_DIR_CAP);
-            if (!dir || outfile_prepare_dir(cfg->log_file, dir, MON_LOG_DIR_CAP) != 0) {
+            if (!dir || output_prepare_dir(cfg->output, cfg->log_file, dir, MON_LOG_DIR_CAP) != 0) {
                 LOG_ERROR("Invalid log path, mspti monitor start failed");
                 rejected = true;
                 goto report;

@@ -11,18 +11,18 @@
 
 #include "plugin/backend/backend.h"
 #include "plugin/control/mconfig.h"
-#include "plugin/outputs/proc.h"
+#include "plugin/pipeline/output.h"
 #include "plugin/pipeline/window.h"
 
 struct monitor_start_args {
-    enum msmon_output output;   /* the session's own output (registry.h) */
+    enum msmon_output output;   /* the session's own output (pipeline/output.h) */
     msmon_output_set also;      /* more outputs fed the same records (nputrace --export-type Db) */
     const char *log_dir;        /* file outputs: prepared absolute directory */
     double duration_s;          /* 0 = unlimited */
     const char *rotate_lines, *rotate_files;
     bool standalone;            /* report interval 0 for this session (docs/design/session.md#standalone-monitor) */
     uint32_t kinds_mask;        /* enabled right after the start (0: none until a config) */
-    const struct proc_trace_opts *trace; /* the trace output's options (copied) */
+    const struct output_trace_opts *trace; /* the trace output's options (copied) */
     const struct window_opts *window;    /* an nputrace window session (copied); NULL: none */
     uint32_t flush_ms;          /* > 0: flush the backend this often (a marker-delimited window
                                  * must see the `step <N>` ranges while the job runs) */
@@ -72,7 +72,7 @@ int monitor_backend_info(const char **ret_name, const char **ret_library);
 void monitor_backend_drops(struct backend_drops *ret);
 
 /* Test seam: a backend instead of the MSMONITOR_BACKEND one (NULL restores it; borrowed
- * until restored). Outputs are replaced through registry_test_replace (registry.h). */
+ * until restored). Outputs are replaced through output_test_replace (pipeline/output.h). */
 void monitor_test_set_backend(struct backend *be);
 
 #endif

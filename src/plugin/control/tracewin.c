@@ -18,9 +18,8 @@
 #include "msmon/ipc_wire.h"
 #include "msmon/msmonitor.h"
 #include "plugin/control/monitor.h"
-#include "plugin/outputs/outfile.h"
-#include "plugin/outputs/proc_trace.h"
 #include "plugin/penv.h"
+#include "plugin/pipeline/output.h"
 
 /* No window yet: msmon_dynamic_trace_info() reports state -1 until the first one; the status
  * the IPC sees is Idle. window_advance leaves this phase alone. */
@@ -179,7 +178,7 @@ int tracewin_parse(const struct kvtext *kv, struct tracewin_cfg *ret)
         LOG_ERROR("nputrace config ignored: --log-file '%s' exists and is not a directory", path);
         return -ENOTDIR;
     }
-    rc = outfile_prepare_dir(path, ret->log_dir, sizeof(ret->log_dir)); /* logs the reason */
+    rc = output_prepare_dir(MSMON_OUTPUT_TRACE, path, ret->log_dir, sizeof(ret->log_dir)); /* logs the reason */
     if (rc != 0) {
         LOG_ERROR("nputrace config ignored: --log-file '%s' is not a writable directory: %s", path, strerror(-rc));
         return rc;
@@ -214,7 +213,7 @@ static int tw_begin(const struct tracewin_cfg *c, int32_t start, int32_t stop, i
 {
     const char *be_name = "", *be_lib = "";
     const char *ws = penv_get(PENV_WORLD_SIZE);
-    struct proc_trace_opts opts = { 0 };
+    struct output_trace_opts opts = { 0 };
     struct window_opts win = { .start_step = start, .stop_step = stop, .marker_steps = native, .iterations = iters };
     /* --export-type Db: the DB is a second output of the window's session */
     struct monitor_start_args a = { .output = MSMON_OUTPUT_TRACE, .log_dir = c->log_dir, .standalone = true,

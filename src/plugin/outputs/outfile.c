@@ -20,7 +20,9 @@
 
 #include "common/log.h"
 #include "common/strutil.h"
-#include "plugin/outputs/proc.h"
+#include "contract/names.h"
+#include "plugin/pipeline/output.h"
+#include "plugin/pipeline/pipeline.h"
 
 /* Last millisecond stamp handed out: the reason for this global is that names must be unique
  * and ordered across every exporter and session of the process (docs/design/outputs.md#jsonl). Atomic, no lock. */
@@ -147,11 +149,7 @@ int outfile_format_name(char *buf, size_t cap, const char *dir, int pid, uint64_
 
     if (!localtime_r(&secs, &tm) || strftime(stamp, sizeof(stamp), "%Y%m%d%H%M%S", &tm) == 0)
         return -EINVAL;
-    int w = snprintf(buf, cap, "%s/msmonitor_%d_%s%03u_%d.%s", dir, pid, stamp, (unsigned)(epoch_ms % 1000),
-                     (int)rank, ext);
-    if (w < 0 || (size_t)w >= cap)
-        return -ENAMETOOLONG;
-    return 0;
+    return names_export_file(buf, cap, dir, pid, stamp, (unsigned)(epoch_ms % 1000), rank, ext);
 }
 
 int outfile_make_name(char *buf, size_t cap, const char *dir, int32_t rank, const char *ext)
@@ -245,7 +243,7 @@ int outfile_host_uid(char *buf, size_t cap)
     return rc;
 }
 
-int outfile_sess_init(struct outfile_sess *s, const struct proc_config *cfg)
+int outfile_sess_init(struct outfile_sess *s, const struct output_config *cfg)
 {
     memset(s, 0, sizeof(*s));
     if (!cfg->log_dir || !*cfg->log_dir)

@@ -9,7 +9,7 @@
 
 struct pipeline;
 struct pl_counters;
-struct proc_config;
+struct output_config;
 
 #define OUTFILE_PATH_MAX 4096
 #define OUTFILE_FILE_MODE 0640
@@ -36,7 +36,7 @@ int outfile_create(const char *path, int truncate);
 /* msprof HashId: a = a*29 + b, c = c*131 + b (uint32) over the unsigned bytes; (a << 32) | c. */
 uint64_t outfile_hash_id(const char *s, size_t n);
 
-/* What a file exporter (DB, JSONL) keeps of its proc_config: the directory (copied), the rank
+/* What a file exporter (DB, JSONL) keeps of its output_config: the directory (copied), the rank
  * and session start its file names carry, the pipeline whose filter, counters and devices its
  * session end records. */
 struct outfile_sess {
@@ -48,7 +48,7 @@ struct outfile_sess {
 };
 /* Fill from cfg (log_dir must be non-empty): 0, -EINVAL or -ENOMEM. outfile_sess_fini frees,
  * also after a failed init or on a zeroed struct. */
-int outfile_sess_init(struct outfile_sess *s, const struct proc_config *cfg);
+int outfile_sess_init(struct outfile_sess *s, const struct output_config *cfg);
 void outfile_sess_fini(struct outfile_sess *s);
 
 /* Host uid of docs/design/outputs.md#tables as decimal text ("" when there is no interface). 0 or -errno. */

@@ -28,8 +28,10 @@
 #include "plugin/outputs/asyncw.h"
 #include "plugin/outputs/db_rows.h"
 #include "plugin/outputs/outfile.h"
-#include "plugin/outputs/proc.h"
+#include "plugin/outputs/proc_db.h"
 #include "plugin/pipeline/filter.h"
+#include "plugin/pipeline/output.h"
+#include "plugin/pipeline/pipeline.h"
 
 #define DB_CHUNK_ITEMS 256                /* most items per queue chunk (a backend batch); full ones are reused */
 #define DB_BATCH_ITEMS 4096               /* queued items that wake the writer; the unit of the queue bound */
@@ -98,7 +100,7 @@ struct ins_stmt {
     bool shadow_ok;
 };
 
-struct proc {
+struct output {
     struct outfile_sess s; /* config */
     struct asyncw *aw;
     pthread_mutex_t drop_mu; /* the drop total and its rate-limited line (completion threads) */
@@ -131,7 +133,7 @@ typedef int (*bind_fn)(sqlite3_stmt *st, const void *ctx, size_t i);
 
 /* The first failure of a streak is logged at ERROR, repeats every 100 batches, and the
  * recovery once (a full disk would otherwise log every table every interval). */
-static void db_log_error(struct proc *p, const char *what, const char *table, int rc)
+static void db_log_error(struct output *p, const char *what, const char *table, int rc)
 {
     if (p->fail_streak++ % 100 != 0)
         return;
@@ -139,12 +141,12 @@ static void db_log_error(struct proc *p, const char *what, const char *table, in
               p->db ? sqlite3_errmsg(p->db) : "no database", sqlite3_errstr(rc));
 }
 
-static int db_exec(struct proc *p, const char *sql)
+static int db_exec(struct output *p, const char *sql)
 {
     return sqlite3_exec(p->db, sql, NULL, NULL, NULL);
 }
 
-static void db_close(struct proc *p)
+static void db_close(struct output *p)
 {
     for (int t = 0; t < T_INCR_COUNT; t++) {
         for (int k = 0; k < 2; k++) {
@@ -182,9 +184,9 @@ static bool db_room_for_big_pages(const char *dir)
 /* Create the file ourselves (0640, O_NOFOLLOW) and open it with SQLite. WAL journaling keeps
  * every committed batch intact if the process is killed; synchronous=OFF (spec) only risks
  * the newest batches on a power loss, not on a process crash. */
-static int db_open(struct proc *p)
+static int db_open(struct output *p)
 {
-    int rc = outfile_make_name(p->path, sizeof(p->path), p->s.log_dir, p->s.rank, "db");
+    int rc = outfile_make_name(p->path, sizeof(p->path), p->s.log_dir, p->s.rank, NAMES_EXT_DB);
     if (rc < 0) {
         LOG_ERROR("db: output path in '%s' is too long", p->s.log_dir);
         return rc;
@@ -226,7 +228,7 @@ fail:
     return -EIO;
 }
 
-static int table_exists(struct proc *p, const char *name, bool *ret)
+static int table_exists(struct output *p, const char *name, bool *ret)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(p->db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", -1, &st, NULL);
@@ -242,7 +244,7 @@ static int table_exists(struct proc *p, const char *name, bool *ret)
 }
 
 /* Statement "INSERT INTO table VALUES (?,...),(?,...)..." of nrows rows. */
-static int prepare_insert(struct proc *p, const char *table, int ncols, int nrows, sqlite3_stmt **ret)
+static int prepare_insert(struct output *p, const char *table, int ncols, int nrows, sqlite3_stmt **ret)
 {
     size_t cap = 64 + strlen(table) + (size_t)nrows * ((size_t)ncols * 2 + 3);
     char *sql = malloc(cap);
@@ -267,7 +269,7 @@ static int prepare_insert(struct proc *p, const char *table, int ncols, int nrow
 }
 
 /* CREATE TABLE IF NOT EXISTS, inside the caller's transaction. */
-static int create_table(struct proc *p, const char *table, const char *cols)
+static int create_table(struct output *p, const char *table, const char *cols)
 {
     char sql[1024];
     snprintf(sql, sizeof(sql), "CREATE TABLE IF NOT EXISTS %s (%s)", table, cols);
@@ -275,7 +277,7 @@ static int create_table(struct proc *p, const char *table, const char *cols)
 }
 
 /* COMMIT when every step succeeded (rc == SQLITE_OK), else log and ROLLBACK. 0 or -EIO. */
-static int batch_end(struct proc *p, const char *table, int rc, const char *what)
+static int batch_end(struct output *p, const char *table, int rc, const char *what)
 {
     if (rc == SQLITE_OK) {
         what = "commit of";
@@ -297,7 +299,7 @@ static int batch_end(struct proc *p, const char *table, int rc, const char *what
 
 /* CREATE TABLE IF NOT EXISTS and one prepared INSERT per row, inside the caller's
  * transaction: the small tables. SQLite rc. */
-static int insert_small(struct proc *p, const char *table, const char *cols, int ncols, bind_fn bind,
+static int insert_small(struct output *p, const char *table, const char *cols, int ncols, bind_fn bind,
                         const void *ctx, size_t n)
 {
     sqlite3_stmt *st = NULL;
@@ -317,7 +319,7 @@ static int insert_small(struct proc *p, const char *table, const char *cols, int
 }
 
 /* One small table in its own transaction (the end-of-session tables). 0 or -EIO. */
-static int write_batch(struct proc *p, const char *table, const char *cols, int ncols, bind_fn bind,
+static int write_batch(struct output *p, const char *table, const char *cols, int ncols, bind_fn bind,
                        const void *ctx, size_t n)
 {
     const char *what = "begin transaction for";
@@ -357,7 +359,7 @@ static int bind_rows(struct ins_stmt *s, const struct db_table *d, const int64_t
     return SQLITE_OK;
 }
 
-static int step_rows(struct proc *p, struct ins_stmt *s, const struct db_table *d, int nrows, const int64_t *v)
+static int step_rows(struct output *p, struct ins_stmt *s, const struct db_table *d, int nrows, const int64_t *v)
 {
     int rc = SQLITE_OK;
     if (!s->st) {
@@ -376,7 +378,7 @@ static int step_rows(struct proc *p, struct ins_stmt *s, const struct db_table *
 /* An incremental table's rows inside the caller's transaction: DB_MULTI_ROWS at a time
  * through a cached multi-row INSERT (one statement execution per DB_MULTI_ROWS rows), the
  * tail one row at a time. SQLite rc. */
-static int insert_rows(struct proc *p, int t)
+static int insert_rows(struct output *p, int t)
 {
     const struct db_table *d = &db_rows_tables[t];
     const struct rows *r = &p->fmt.rows[t];
@@ -438,14 +440,14 @@ static int bind_text_pair(sqlite3_stmt *st, const void *ctx, size_t i)
     int rc = sqlite3_bind_text(st, 1, t->a, -1, SQLITE_STATIC);
     return rc == SQLITE_OK ? sqlite3_bind_text(st, 2, t->b, -1, SQLITE_STATIC) : rc;
 }
-static int insert_enum(struct proc *p, const char *table, const struct enum_row *rows, size_t n)
+static int insert_enum(struct output *p, const char *table, const struct enum_row *rows, size_t n)
 {
     return insert_small(p, table, "id INTEGER PRIMARY KEY, name TEXT", 2, bind_enum_row, rows, n);
 }
 
 /* The constant tables, once per file with its first transaction: a killed process leaves
  * them next to its rows. */
-static int insert_consts(struct proc *p)
+static int insert_consts(struct output *p)
 {
     static const struct text_pair meta[4] = {
         {DBSCHEMA_META_SCHEMA_PREFIX "_MICRO", "1"}, {DBSCHEMA_META_SCHEMA_PREFIX "_MINOR", "2"},
@@ -470,7 +472,7 @@ static int insert_consts(struct proc *p)
     return rc;
 }
 
-static int insert_extra_enums(struct proc *p)
+static int insert_extra_enums(struct output *p)
 {
     int rc = insert_enum(p, "ENUM_MSMONITOR_MEMCPY_KIND", enum_memcpy_kind, NELEM(enum_memcpy_kind));
     if (rc == SQLITE_OK)
@@ -481,7 +483,7 @@ static int insert_extra_enums(struct proc *p)
 }
 
 /* What the current file holds: everything, after db_open of a new file. */
-static void file_reset(struct proc *p)
+static void file_reset(struct output *p)
 {
     p->str_written = 0;
     p->consts_written = false;
@@ -491,7 +493,7 @@ static void file_reset(struct proc *p)
 /* The open file was removed (its directory deleted, or the file itself) or replaced: SQLite
  * would go on writing into the unlinked inode without an error, losing everything silently.
  * Log it and close; the next batch creates a new file, which gets the session tables. */
-static void db_check_file(struct proc *p)
+static void db_check_file(struct output *p)
 {
     struct stat st;
     if (!p->db || (stat(p->path, &st) == 0 && st.st_dev == p->fdev && st.st_ino == p->fino))
@@ -502,7 +504,7 @@ static void db_check_file(struct proc *p)
     p->append_ok = false;
 }
 
-static void clear_rows(struct proc *p)
+static void clear_rows(struct output *p)
 {
     db_rows_clear(&p->fmt);
 }
@@ -510,7 +512,7 @@ static void clear_rows(struct proc *p)
 /* Commit the rows built so far in one transaction with the strings they introduced (and the
  * constant tables, first time in this file). A failure rolls back everything of it and the
  * rows are counted as dropped_write. */
-static int commit_tx(struct proc *p)
+static int commit_tx(struct output *p)
 {
     size_t nstr = pl_strpool_count(p->fmt.pool);
     size_t rows = p->fmt.tx_rows;
@@ -575,7 +577,7 @@ static int commit_tx(struct proc *p)
 }
 
 /* Rows of one chunk, committed every DB_TX_ROWS rows. */
-static void build_chunk(struct proc *p, const struct db_chunk *c)
+static void build_chunk(struct output *p, const struct db_chunk *c)
 {
     for (size_t i = 0; i < c->n; i++) {
         const struct db_item *it = &c->items[i];
@@ -590,7 +592,7 @@ static void build_chunk(struct proc *p, const struct db_chunk *c)
     }
 }
 
-static int write_session_tables(struct proc *p, const char *parallel_group_info)
+static int write_session_tables(struct output *p, const char *parallel_group_info)
 {
     int rc = 0;
 
@@ -668,7 +670,7 @@ void proc_db_test_set_queue(size_t max_chunks, uint32_t backpressure_ms)
     atomic_store(&g_backpressure_ns, (uint64_t)backpressure_ms * 1000000ull);
 }
 
-static struct db_chunk *chunk_get(struct proc *p, size_t cap)
+static struct db_chunk *chunk_get(struct output *p, size_t cap)
 {
     struct db_chunk *c = cap == DB_CHUNK_ITEMS ? asyncw_spare_get(p->spare) : NULL;
     if (!c && (c = malloc(sizeof(*c) + cap * sizeof(c->items[0]))))
@@ -678,7 +680,7 @@ static struct db_chunk *chunk_get(struct proc *p, size_t cap)
     return c;
 }
 
-static void chunk_put(struct proc *p, struct db_chunk *c)
+static void chunk_put(struct output *p, struct db_chunk *c)
 {
     if (c && c->cap == DB_CHUNK_ITEMS)
         asyncw_spare_put(p->spare, c);
@@ -688,7 +690,7 @@ static void chunk_put(struct proc *p, struct db_chunk *c)
 
 /* Push the chunk being filled; once one push dropped, the rest of the call is dropped too
  * (no second back-pressure wait for the same batch). Returns the items dropped. */
-static size_t push_chunk(struct proc *p, struct db_chunk **cur, bool *gave_up)
+static size_t push_chunk(struct output *p, struct db_chunk **cur, bool *gave_up)
 {
     struct db_chunk *c = *cur;
     size_t dropped = 0;
@@ -720,7 +722,7 @@ static void chunk_add(struct db_chunk *c, bool is_range, const void *v)
 }
 
 /* Records interleaved with the parts they completed, so rows keep arrival order. */
-static void db_consume(struct proc *p, const struct pl_batch *b)
+static void db_consume(struct output *p, const struct pl_batch *b)
 {
     size_t total = b->nrecs + b->nranges, left = total, cap = 0, j = 0;
     uint64_t dropped = 0;
@@ -787,7 +789,7 @@ static const struct asyncw_ops db_aw_ops = {.write = aw_write, .sync = aw_sync, 
 
 /* ---- vtable ---- */
 
-static void db_destroy(struct proc *p)
+static void db_destroy(struct output *p)
 {
     if (!p)
         return;
@@ -804,12 +806,12 @@ static void db_destroy(struct proc *p)
     free(p);
 }
 
-static int db_create(const struct proc_config *cfg, struct proc **ret)
+static int db_create(const struct output_config *cfg, struct output **ret)
 {
     int rc;
     if (!cfg || !cfg->pl)
         return -EINVAL;
-    struct proc *p = calloc(1, sizeof(*p));
+    struct output *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
     pthread_mutex_init(&p->drop_mu, NULL);
@@ -840,12 +842,12 @@ fail:
 }
 
 /* The file is created lazily at the first commit with something to write. */
-static int db_start(struct proc *p)
+static int db_start(struct output *p)
 {
     return p->stopped ? 0 : asyncw_start(p->aw);
 }
 
-static int db_tick(struct proc *p)
+static int db_tick(struct output *p)
 {
     if (p->stopped)
         return 0;
@@ -853,13 +855,13 @@ static int db_tick(struct proc *p)
     return 0; /* failures are logged per batch; monitoring continues */
 }
 
-static void db_set_kinds(struct proc *p, uint32_t mask)
+static void db_set_kinds(struct output *p, uint32_t mask)
 {
     (void)p;
     (void)mask;
 }
 
-static int db_stop(struct proc *p, const char *parallel_group_info)
+static int db_stop(struct output *p, const char *parallel_group_info)
 {
     int rc = 0;
     if (p->stopped)
@@ -877,7 +879,7 @@ static int db_stop(struct proc *p, const char *parallel_group_info)
     return rc;
 }
 
-const struct proc_ops proc_db_ops = {
+const struct output_ops proc_db_ops = {
     .name = "DB",
     .create = db_create,
     .start = db_start,
@@ -886,4 +888,5 @@ const struct proc_ops proc_db_ops = {
     .set_kinds = db_set_kinds,
     .stop = db_stop,
     .destroy = db_destroy,
+    .prepare_dir = outfile_prepare_dir,
 };

@@ -27,7 +27,8 @@
 #include "plugin/outputs/jsonl_fmt.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/penv.h"
-#include "plugin/outputs/proc.h"
+#include "plugin/pipeline/output.h"
+#include "plugin/pipeline/pipeline.h"
 #include "plugin/pipeline/filter.h"
 #include "plugin/outputs/proc_jsonl.h"
 
@@ -149,7 +150,7 @@ struct esc_slot {
     size_t len;
 };
 
-struct proc {
+struct output {
     struct outfile_sess s;
     struct jsonl_settings set;
     struct asyncw *aw;
@@ -177,7 +178,7 @@ struct proc {
     struct asyncw_spare *spare;
 };
 
-static struct lineblock *block_get(struct proc *p, size_t cap)
+static struct lineblock *block_get(struct output *p, size_t cap)
 {
     struct lineblock *b = cap == JSONL_BLOCK_MAX ? asyncw_spare_get(p->spare) : NULL;
     if (b) {
@@ -188,7 +189,7 @@ static struct lineblock *block_get(struct proc *p, size_t cap)
     return lineblock_create(cap);
 }
 
-static void block_put(struct proc *p, struct lineblock *b)
+static void block_put(struct output *p, struct lineblock *b)
 {
     if (b && b->cap == JSONL_BLOCK_MAX)
         asyncw_spare_put(p->spare, b);
@@ -200,12 +201,12 @@ static void block_put(struct proc *p, struct lineblock *b)
 
 /* The block a consume() call is filling; queued when full and at the end of the call. */
 struct lbuild {
-    struct proc *p;
+    struct output *p;
     struct lineblock *b;
     size_t block_cap; /* size of the blocks this call allocates */
 };
 
-static void lb_init(struct lbuild *lb, struct proc *p, size_t nrec)
+static void lb_init(struct lbuild *lb, struct output *p, size_t nrec)
 {
     size_t cap = nrec * 256 + 1024;
     lb->p = p;
@@ -284,7 +285,7 @@ static void emit_marker(struct lbuild *lb, const struct pl_range *line)
  * never measures s. False when s is not cached and cannot be (its slot is taken, too long,
  * out of memory): *ret_len is then strlen(s) and the caller escapes it while formatting, as
  * for any string. */
-static bool esc_lookup(struct proc *p, const char *s, const char **ret, size_t *ret_len)
+static bool esc_lookup(struct output *p, const char *s, const char **ret, size_t *ret_len)
 {
     struct esc_slot *sl = &p->esc[((uintptr_t)s >> 3) * 0x9E3779B97F4A7C15ull >> 54 & (JSONL_ESC_SLOTS - 1)];
     uintptr_t v = atomic_load_explicit(&sl->src, memory_order_acquire), expect = 0;
@@ -334,7 +335,7 @@ static void emit_record(struct lbuild *lb, const struct mon_record *r)
 }
 
 /* Records and the marker parts they completed, in arrival order, into line blocks. */
-static void jsonl_consume(struct proc *p, const struct pl_batch *b)
+static void jsonl_consume(struct output *p, const struct pl_batch *b)
 {
     struct lbuild lb;
     size_t j = 0;
@@ -351,7 +352,7 @@ static void jsonl_consume(struct proc *p, const struct pl_batch *b)
 /* ---- writer ---- */
 
 /* Write the pending pieces in order, then release the blocks they pointed into. */
-static void out_flush(struct proc *p)
+static void out_flush(struct output *p)
 {
     struct iovec *v = p->iov;
     int n = p->niov;
@@ -399,7 +400,7 @@ static void out_flush(struct proc *p)
     p->nhold = 0;
 }
 
-static void out_add(struct proc *p, const char *text, size_t len, size_t nlines)
+static void out_add(struct output *p, const char *text, size_t len, size_t nlines)
 {
     if (p->niov == JSONL_IOV)
         out_flush(p);
@@ -408,7 +409,7 @@ static void out_add(struct proc *p, const char *text, size_t len, size_t nlines)
     p->iov_bytes += len;
 }
 
-static void file_close(struct proc *p)
+static void file_close(struct output *p)
 {
     if (p->fd < 0)
         return;
@@ -418,7 +419,7 @@ static void file_close(struct proc *p)
 }
 
 /* Our files that still exist and are owned by us; forget the others. */
-static size_t prune_tracked(struct proc *p, struct timespec *mtimes)
+static size_t prune_tracked(struct output *p, struct timespec *mtimes)
 {
     size_t k = 0;
     for (size_t i = 0; i < p->nfiles; i++) {
@@ -435,7 +436,7 @@ static size_t prune_tracked(struct proc *p, struct timespec *mtimes)
 }
 
 /* Delete the oldest files (by mtime) until opening one more leaves exactly maxFiles. */
-static void rotate_delete(struct proc *p)
+static void rotate_delete(struct output *p)
 {
     struct timespec *mtimes = malloc(sizeof(*mtimes) * (p->nfiles ? p->nfiles : 1));
     if (!mtimes)
@@ -462,14 +463,14 @@ static void rotate_delete(struct proc *p)
 /* Open the next file. After a failure (directory removed, read-only, full) the next attempt
  * waits JSONL_RETRY_NS: a failed attempt per block would spin on the file system and push the
  * forced-unique name stamps (outfile_make_name) far into the future. */
-static int file_open(struct proc *p)
+static int file_open(struct output *p)
 {
     uint64_t now = clock_mono_ns();
     if (now < p->next_open_ns)
         return -EAGAIN;
     if (p->set.max_files > 0)
         rotate_delete(p);
-    int rc = outfile_make_name(p->path, sizeof(p->path), p->s.log_dir, p->s.rank, "jsonl");
+    int rc = outfile_make_name(p->path, sizeof(p->path), p->s.log_dir, p->s.rank, NAMES_EXT_JSONL);
     if (rc < 0) {
         p->next_open_ns = now + JSONL_RETRY_NS;
         LOG_RL(&p->err_rl, 10000, LOG_LVL_ERROR, "jsonl: output path in '%s' is too long", p->s.log_dir);
@@ -506,7 +507,7 @@ static int file_open(struct proc *p)
 /* The open file was removed (its directory deleted, or the file itself) or replaced: what is
  * written to it is lost, so log it and continue in a new file. Checked at most once per
  * JSONL_CHECK_NS by the writer, and always when force is set (stop). */
-static void check_file(struct proc *p, bool force)
+static void check_file(struct output *p, bool force)
 {
     struct stat st;
     if (p->fd < 0)
@@ -533,7 +534,7 @@ static size_t lines_prefix(const char *text, size_t len, size_t k)
 
 /* Append a block's lines to the output files, rotating after maxLines lines; takes
  * ownership of b. Lines that find no open file are dropped (the failure is logged). */
-static void write_block(struct proc *p, struct lineblock *b)
+static void write_block(struct output *p, struct lineblock *b)
 {
     const char *s = b->text;
     size_t len = b->len, nl = b->nlines;
@@ -568,7 +569,7 @@ static void write_block(struct proc *p, struct lineblock *b)
 
 static void aw_write(void *ctx, struct asyncw_item *it)
 {
-    struct proc *p = ctx;
+    struct output *p = ctx;
     if (p->niov == 0) /* once per writev() group: reading the clock per block is measurable */
         check_file(p, false);
     write_block(p, (struct lineblock *)it);
@@ -592,7 +593,7 @@ static const struct asyncw_ops jsonl_aw_ops = {.write = aw_write, .sync = aw_syn
 
 /* ---- vtable ---- */
 
-static void jsonl_destroy(struct proc *p)
+static void jsonl_destroy(struct output *p)
 {
     if (!p)
         return;
@@ -610,12 +611,12 @@ static void jsonl_destroy(struct proc *p)
     free(p);
 }
 
-static int jsonl_create(const struct proc_config *cfg, struct proc **ret)
+static int jsonl_create(const struct output_config *cfg, struct output **ret)
 {
     int rc;
     if (!cfg)
         return -EINVAL;
-    struct proc *p = calloc(1, sizeof(*p));
+    struct output *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
     p->fd = -1;
@@ -647,25 +648,25 @@ fail:
     return rc;
 }
 
-static int jsonl_start(struct proc *p)
+static int jsonl_start(struct output *p)
 {
     return p->stopped ? 0 : asyncw_start(p->aw);
 }
 
-static int jsonl_tick(struct proc *p)
+static int jsonl_tick(struct output *p)
 {
     (void)p;
     return 0; /* the writer thread paces itself (docs/design/outputs.md#jsonl) */
 }
 
-static void jsonl_set_kinds(struct proc *p, uint32_t mask)
+static void jsonl_set_kinds(struct output *p, uint32_t mask)
 {
     (void)p;
     (void)mask;
 }
 
 /* One line (text without '\n') as a block through the normal write path. */
-static void write_text_line(struct proc *p, const char *text, size_t len)
+static void write_text_line(struct output *p, const char *text, size_t len)
 {
     struct lineblock *b = lineblock_create(len + 1);
     if (!b)
@@ -677,7 +678,7 @@ static void write_text_line(struct proc *p, const char *text, size_t len)
     write_block(p, b);
 }
 
-static void write_session_end(struct proc *p, const char *parallel_group_info)
+static void write_session_end(struct output *p, const char *parallel_group_info)
 {
     char stack[4096];
     struct jw w;
@@ -735,7 +736,7 @@ static void write_session_end(struct proc *p, const char *parallel_group_info)
     }
 }
 
-static int jsonl_stop(struct proc *p, const char *parallel_group_info)
+static int jsonl_stop(struct output *p, const char *parallel_group_info)
 {
     if (p->stopped)
         return 0;
@@ -757,7 +758,7 @@ static int jsonl_stop(struct proc *p, const char *parallel_group_info)
     return 0;
 }
 
-const struct proc_ops proc_jsonl_ops = {
+const struct output_ops proc_jsonl_ops = {
     .name = "Jsonl",
     .create = jsonl_create,
     .start = jsonl_start,
@@ -766,4 +767,5 @@ const struct proc_ops proc_jsonl_ops = {
     .set_kinds = jsonl_set_kinds,
     .stop = jsonl_stop,
     .destroy = jsonl_destroy,
+    .prepare_dir = outfile_prepare_dir,
 };

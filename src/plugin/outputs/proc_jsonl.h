@@ -1,6 +1,6 @@
 /* proc_jsonl: settings resolution of the JSONL exporter (docs/design/outputs.md#rotation, #jsonl), split out
  * of proc_jsonl.c so the precedence, clamping and capacity rules are tested alone. The
- * processor itself is proc_jsonl_ops (proc.h). */
+ * processor itself is proc_jsonl_ops (pipeline/output.h). */
 #ifndef MSMON_PLUGIN_PROC_JSONL_H
 #define MSMON_PLUGIN_PROC_JSONL_H
 

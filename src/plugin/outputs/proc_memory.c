@@ -12,7 +12,8 @@
 
 #include "common/log.h"
 #include "contract/kinds.h"
-#include "plugin/outputs/proc.h"
+#include "plugin/pipeline/output.h"
+#include "plugin/pipeline/pipeline.h"
 #include "plugin/outputs/proc_memory.h"
 
 #define NO_STR UINT32_MAX /* the pool was full / out of memory: the field reads NULL */
@@ -84,7 +85,7 @@ static size_t g_nsig_slots;
  * session (docs/design/session.md#standalone-monitor: "call after stop()"). */
 static bool g_collecting;
 
-struct proc {
+struct output {
     int unused;
 };
 
@@ -545,7 +546,7 @@ static void add_record(const struct mon_record *rec)
     }
 }
 
-static void mem_consume(struct proc *p, const struct pl_batch *b)
+static void mem_consume(struct output *p, const struct pl_batch *b)
 {
     size_t j = 0;
     (void)p;
@@ -560,11 +561,11 @@ static void mem_consume(struct proc *p, const struct pl_batch *b)
     pthread_mutex_unlock(&g_mu);
 }
 
-static int mem_create(const struct proc_config *cfg, struct proc **ret)
+static int mem_create(const struct output_config *cfg, struct output **ret)
 {
     if (!cfg || !ret)
         return -EINVAL;
-    struct proc *p = calloc(1, sizeof(*p));
+    struct output *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
     pthread_mutex_lock(&g_mu);
@@ -575,25 +576,25 @@ static int mem_create(const struct proc_config *cfg, struct proc **ret)
     return 0;
 }
 
-static int mem_start(struct proc *p)
+static int mem_start(struct output *p)
 {
     (void)p;
     return 0;
 }
 
-static int mem_tick(struct proc *p)
+static int mem_tick(struct output *p)
 {
     (void)p;
     return 0;
 }
 
-static void mem_set_kinds(struct proc *p, uint32_t mask)
+static void mem_set_kinds(struct output *p, uint32_t mask)
 {
     (void)p;
     (void)mask;
 }
 
-static int mem_stop(struct proc *p, const char *parallel_group_info)
+static int mem_stop(struct output *p, const char *parallel_group_info)
 {
     (void)parallel_group_info;
     (void)p;
@@ -603,7 +604,7 @@ static int mem_stop(struct proc *p, const char *parallel_group_info)
     return 0;
 }
 
-static void mem_destroy(struct proc *p)
+static void mem_destroy(struct output *p)
 {
     if (!p)
         return;
@@ -613,7 +614,7 @@ static void mem_destroy(struct proc *p)
     free(p);
 }
 
-const struct proc_ops proc_memory_ops = {
+const struct output_ops proc_memory_ops = {
     .name = "standalone",
     .create = mem_create,
     .start = mem_start,

@@ -16,7 +16,8 @@
 #include "common/utf8.h"
 #include "contract/datamsg.h"
 #include "plugin/penv.h"
-#include "plugin/outputs/proc.h"
+#include "plugin/pipeline/output.h"
+#include "plugin/pipeline/pipeline.h"
 #include "plugin/outputs/stepsum.h"
 
 #define DGRAM_MAX 4096
@@ -52,8 +53,8 @@ struct mdone {
     const char *name, *domain;
 };
 
-struct proc {
-    proc_send_fn send;
+struct output {
+    output_send_fn send;
     void *send_ctx;
     bool aggregates;
     uint32_t mask_cur, mask_interval;
@@ -166,7 +167,7 @@ static inline void ttab_add_fast(struct ttab *t, int32_t kind, int64_t dev, cons
  * thread, so tables are pooled rather than owned per thread: the pool only grows to the peak
  * number of concurrent consume() calls, however long the session runs. Tables are only ever
  * prepended and are freed at destroy, so walking the list without tabs_mu is safe. */
-static struct ttab *acquire_table(struct proc *p)
+static struct ttab *acquire_table(struct output *p)
 {
     for (struct ttab *t = __atomic_load_n(&p->tabs, __ATOMIC_ACQUIRE); t; t = t->next)
         if (pthread_mutex_trylock(&t->mu) == 0)
@@ -188,7 +189,7 @@ static struct ttab *acquire_table(struct proc *p)
 /* ---------- markers ---------- */
 
 /* mk_mu held. */
-static void marker_complete(struct proc *p, const struct pl_range *r)
+static void marker_complete(struct output *p, const struct pl_range *r)
 {
     if (p->ndone == p->done_cap) {
         if (p->done_cap >= MARKER_DONE_CAP) {
@@ -208,7 +209,7 @@ static void marker_complete(struct proc *p, const struct pl_range *r)
                                           r->dev_start, r->dev_end, r->name, r->domain };
 }
 
-static void metric_ranges(struct proc *p, const struct pl_range *rs, size_t n)
+static void metric_ranges(struct output *p, const struct pl_range *rs, size_t n)
 {
     bool locked = false;
     for (size_t i = 0; i < n; i++) {
@@ -237,7 +238,7 @@ static const char *memory_op_name(int32_t op)
 }
 
 /* Per record: pick (name, bytes) by kind, the record's device and duration, then one inlined table probe. */
-static void metric_consume(struct proc *p, const struct pl_batch *b)
+static void metric_consume(struct output *p, const struct pl_batch *b)
 {
     const struct mon_record *recs = b->recs;
     size_t n = b->nrecs;
@@ -390,7 +391,7 @@ static size_t name_cut(const char *s)
     return utf8_cut(s, strlen(s), NAME_MAX_BYTES);
 }
 
-static int send_json(struct proc *p, const struct jw *w, int *first_err)
+static int send_json(struct output *p, const struct jw *w, int *first_err)
 {
     if (w->err) {
         LOG_WARN("metric: datagram dropped (%s)", errno_name(-w->err));
@@ -487,7 +488,7 @@ static void opstats_msg(struct jw *w, const struct opstats_ctx *c, uint64_t sum,
     (void)datamsg_write(w, &m, extra, sizeof(extra) / sizeof(extra[0]));
 }
 
-static int opstats_send_batch(struct proc *p, struct opstats_ctx *c, const struct agg *g, size_t from,
+static int opstats_send_batch(struct output *p, struct opstats_ctx *c, const struct agg *g, size_t from,
                               size_t to, uint64_t sum, int *first_err)
 {
     char buf[DGRAM_MAX + 1];
@@ -503,7 +504,7 @@ static int opstats_send_batch(struct proc *p, struct opstats_ctx *c, const struc
 }
 
 /* One (kind, device) group, sorted by total desc then name. */
-static int send_opstats(struct proc *p, struct agg *g, size_t n, uint64_t interval_ns, uint64_t now,
+static int send_opstats(struct output *p, struct agg *g, size_t n, uint64_t interval_ns, uint64_t now,
                         int *first_err)
 {
     struct opstats_ctx c = { mon_kind_name(g[0].kind), g[0].dev, interval_ns, now, NULL, NULL, NULL };
@@ -568,7 +569,7 @@ out_free:
     return rc;
 }
 
-static void send_sum_line(struct proc *p, int32_t kind, int64_t dev, uint64_t sum, uint64_t now, int *first_err)
+static void send_sum_line(struct output *p, int32_t kind, int64_t dev, uint64_t sum, uint64_t now, int *first_err)
 {
     char buf[256];
     struct jw w;
@@ -578,7 +579,7 @@ static void send_sum_line(struct proc *p, int32_t kind, int64_t dev, uint64_t su
     send_json(p, &w, first_err);
 }
 
-static void send_marker_line(struct proc *p, bool host, const struct mdone *d, int *first_err)
+static void send_marker_line(struct output *p, bool host, const struct mdone *d, int *first_err)
 {
     char buf[DGRAM_MAX + 1];
     struct jw w;
@@ -630,7 +631,7 @@ static size_t fold_group(struct agg *g, size_t n)
     return NAMES_PER_GROUP + 1;
 }
 
-static int metric_tick(struct proc *p)
+static int metric_tick(struct output *p)
 {
     uint64_t now = clock_real_ns();
     uint64_t mono = clock_mono_ns();
@@ -724,11 +725,11 @@ static int metric_tick(struct proc *p)
 
 /* ---------- lifecycle ---------- */
 
-static int metric_create(const struct proc_config *cfg, struct proc **ret)
+static int metric_create(const struct output_config *cfg, struct output **ret)
 {
     if (!cfg || !ret)
         return -EINVAL;
-    struct proc *p = calloc(1, sizeof(*p));
+    struct output *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
     p->pl = cfg->pl;
@@ -751,25 +752,25 @@ static int metric_create(const struct proc_config *cfg, struct proc **ret)
     return 0;
 }
 
-static int metric_start(struct proc *p)
+static int metric_start(struct output *p)
 {
     p->last_tick_ns = clock_mono_ns();
     return 0;
 }
 
-static void metric_set_kinds(struct proc *p, uint32_t mask)
+static void metric_set_kinds(struct output *p, uint32_t mask)
 {
     __atomic_store_n(&p->mask_cur, mask, __ATOMIC_RELAXED); /* read by consume() for the step summaries */
     p->mask_interval |= mask;
 }
 
-static int metric_stop(struct proc *p, const char *parallel_group_info)
+static int metric_stop(struct output *p, const char *parallel_group_info)
 {
     (void)parallel_group_info;
     return metric_tick(p); /* the final partial interval (D6) */
 }
 
-static void metric_destroy(struct proc *p)
+static void metric_destroy(struct output *p)
 {
     if (!p)
         return;
@@ -788,7 +789,7 @@ static void metric_destroy(struct proc *p)
     free(p);
 }
 
-const struct proc_ops proc_metric_ops = {
+const struct output_ops proc_metric_ops = {
     .name = "metric",
     .create = metric_create,
     .start = metric_start,

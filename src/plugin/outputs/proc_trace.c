@@ -20,6 +20,7 @@
 #include "common/jw.h"
 #include "common/log.h"
 #include "common/strutil.h"
+#include "contract/names.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/outputs/trace_fmt.h"
 #include "plugin/pipeline/pipeline.h"
@@ -41,9 +42,9 @@ struct tr_gchunk {
     struct pl_range g[TR_CHUNK];
 };
 
-struct proc {
-    struct proc_config cfg;
-    struct proc_trace_opts opts;
+struct output {
+    struct output_config cfg;
+    struct output_trace_opts opts;
     char dir[OUTFILE_PATH_MAX];
     char backend[32];
     pthread_mutex_t lock;            /* storage; completion threads append concurrently */
@@ -64,17 +65,14 @@ void proc_trace_test_set_limits(size_t max_events, uint64_t gz_bytes)
 int proc_trace_name(char *buf, size_t cap, const char *dir, int pid, int32_t rank, int32_t start, int32_t stop,
                     bool gz)
 {
-    int n = snprintf(buf, cap, "%s/msmonitor_trace_%d_rank%d_step%d-%d.json%s", dir, pid, (int)(rank < 0 ? 0 : rank),
-                     (int)start, (int)stop, gz ? ".gz" : "");
-
-    return n >= 0 && (size_t)n < cap ? 0 : -ENAMETOOLONG;
+    return names_trace_file(buf, cap, dir, NAMES_TRACE_OURS, pid, rank, start, stop, gz);
 }
 
 /* ---- create / consume ---- */
 
-static int tr_create(const struct proc_config *cfg, struct proc **ret)
+static int tr_create(const struct output_config *cfg, struct output **ret)
 {
-    struct proc *p;
+    struct output *p;
 
     if (!cfg->log_dir || !cfg->trace)
         return -EINVAL;
@@ -99,14 +97,14 @@ static int tr_create(const struct proc_config *cfg, struct proc **ret)
     return 0;
 }
 
-static int tr_start(struct proc *p)
+static int tr_start(struct output *p)
 {
     (void)p;
     return 0;
 }
 
 /* Room for one more event (lock held); counts and logs (once) what does not fit. */
-static bool tr_room(struct proc *p)
+static bool tr_room(struct output *p)
 {
     if (p->nrecs + p->nranges < p->max_events)
         return true;
@@ -119,7 +117,7 @@ static bool tr_room(struct proc *p)
     return false;
 }
 
-static void tr_consume(struct proc *p, const struct pl_batch *b)
+static void tr_consume(struct output *p, const struct pl_batch *b)
 {
     pthread_mutex_lock(&p->lock);
     for (size_t i = 0; i < b->nrecs; i++) {
@@ -167,13 +165,13 @@ static void tr_consume(struct proc *p, const struct pl_batch *b)
     pthread_mutex_unlock(&p->lock);
 }
 
-static int tr_tick(struct proc *p)
+static int tr_tick(struct output *p)
 {
     (void)p;
     return 0;
 }
 
-static void tr_set_kinds(struct proc *p, uint32_t mask)
+static void tr_set_kinds(struct output *p, uint32_t mask)
 {
     (void)p;
     (void)mask;
@@ -316,7 +314,7 @@ static void tr_meta(struct tr_out *o, struct jw *w, bool *first, const struct tr
     }
 }
 
-static uint64_t tr_base(struct proc *p)
+static uint64_t tr_base(struct output *p)
 {
     uint64_t base = UINT64_MAX;
 
@@ -341,7 +339,7 @@ static uint64_t tr_base(struct proc *p)
 }
 
 /* Every event of the window into o. Returns the number of events written. */
-static uint64_t tr_body(struct proc *p, struct tr_out *o, struct jw *w, uint64_t base, struct tr_tracks *ts)
+static uint64_t tr_body(struct output *p, struct tr_out *o, struct jw *w, uint64_t base, struct tr_tracks *ts)
 {
     struct tr_map map = { 0 };
     uint64_t events = 0;
@@ -396,7 +394,7 @@ static uint64_t tr_body(struct proc *p, struct tr_out *o, struct jw *w, uint64_t
     return events;
 }
 
-static int tr_write_file(struct proc *p, const struct window_state *win)
+static int tr_write_file(struct output *p, const struct window_state *win)
 {
     char path[PROC_TRACE_NAME_MAX], tmp[PROC_TRACE_NAME_MAX + 8];
     uint32_t devs[TR_MAX_DEVICES];
@@ -486,7 +484,7 @@ err_unlink:
     return rc;
 }
 
-static int tr_stop(struct proc *p, const char *parallel_group_info)
+static int tr_stop(struct output *p, const char *parallel_group_info)
 {
     struct window_state win = { .step = -1, .start = -1, .stop = -1 };
     int rc = 0;
@@ -501,7 +499,7 @@ static int tr_stop(struct proc *p, const char *parallel_group_info)
     return rc;
 }
 
-static void tr_destroy(struct proc *p)
+static void tr_destroy(struct output *p)
 {
     if (!p)
         return;
@@ -519,7 +517,7 @@ static void tr_destroy(struct proc *p)
     free(p);
 }
 
-const struct proc_ops proc_trace_ops = {
+const struct output_ops proc_trace_ops = {
     .name = "trace",
     .create = tr_create,
     .start = tr_start,
@@ -528,4 +526,5 @@ const struct proc_ops proc_trace_ops = {
     .set_kinds = tr_set_kinds,
     .stop = tr_stop,
     .destroy = tr_destroy,
+    .prepare_dir = outfile_prepare_dir,
 };

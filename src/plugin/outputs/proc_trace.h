@@ -2,7 +2,7 @@
  * The session's window stage hands it the window's kept records and completed marker parts,
  * appended to chunked in-memory storage (capped; overflow counted as dropped_queue); stop()
  * writes the rank's Chrome trace-event file once, to a temporary name renamed into place, so
- * a reader never sees a truncated trace, and names the file to the session (proc_config's
+ * a reader never sees a truncated trace, and names the file to the session (output_config's
  * artifact callback). With --export-type Db the DB output is a second
  * output of the same session (docs/design/session.md#outputs), not part of this one. */
 #ifndef MSMON_PLUGIN_PROC_TRACE_H
@@ -12,20 +12,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "plugin/outputs/proc.h"
+#include "plugin/pipeline/output.h"
 
 #define PROC_TRACE_MAX_EVENTS (4u << 20)     /* records + marker parts kept per window */
 #define PROC_TRACE_GZ_BYTES (64ull << 20)    /* estimated size above which the file is .json.gz */
 #define PROC_TRACE_NAME_MAX 4096
-
-/* The trace output's options (proc_config.trace); strings copied by create(). The steps and
- * the cut come from the session's window (pipeline/window.h). */
-struct proc_trace_opts {
-    int32_t world_size;             /* <= 0: unknown (written as 1) */
-    const char *backend;            /* "mspti" | "cupti" | … */
-};
-
-extern const struct proc_ops proc_trace_ops;
 
 /* "<dir>/msmonitor_trace_<pid>_rank<r>_step<s>-<e>.json" (+ ".gz" when gz). The Python side
  * builds the torch.profiler and analysis names from the same stem. 0 or -ENAMETOOLONG. */

@@ -261,7 +261,7 @@ size_t stepsum_json(const struct datamsg_step *rows, size_t n, int32_t rank, int
 }
 
 static int send_rows(struct stepsum *s, const struct datamsg_step *rows, size_t n, const char *src,
-                     uint64_t dropped, proc_send_fn send, void *ctx, uint64_t now_ns)
+                     uint64_t dropped, output_send_fn send, void *ctx, uint64_t now_ns)
 {
     char buf[DGRAM_MAX + 1];
     int first_err = 0;
@@ -284,7 +284,7 @@ static int send_rows(struct stepsum *s, const struct datamsg_step *rows, size_t 
     return first_err;
 }
 
-int stepsum_tick(struct stepsum *s, proc_send_fn send, void *ctx, uint64_t now_ns, uint64_t interval_ns)
+int stepsum_tick(struct stepsum *s, output_send_fn send, void *ctx, uint64_t now_ns, uint64_t interval_ns)
 {
     struct stepsum_iv *ivs;
     struct sstep *steps;

@@ -9,7 +9,8 @@
 #include <stdint.h>
 
 #include "contract/datamsg.h"
-#include "plugin/outputs/proc.h"
+#include "plugin/pipeline/output.h"
+#include "plugin/pipeline/pipeline.h"
 
 #define STEPSUM_KIND DATAMSG_STEP_SUMMARY
 #define STEPSUM_IV_CAP 262144   /* device activity intervals held between ticks */
@@ -25,7 +26,7 @@ void stepsum_destroy(struct stepsum *s);
 void stepsum_feed(struct stepsum *s, const struct pl_batch *b);
 /* Report interval: summaries of the steps completed so far, as datagrams through send.
  * interval_ns: length of the interval ending now (for the per-interval fallback). */
-int stepsum_tick(struct stepsum *s, proc_send_fn send, void *ctx, uint64_t now_ns, uint64_t interval_ns);
+int stepsum_tick(struct stepsum *s, output_send_fn send, void *ctx, uint64_t now_ns, uint64_t interval_ns);
 
 /* Pure: one summary per step range from intervals ivs (start-sorted) — used by the tick and
  * the unit tests. cls: 0 compute, 1 communication (whole op), 2 memcpy/memset, 3 transfer (the

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "plugin/pipeline/pipeline.h"
+#include "plugin/pipeline/batch.h"
 #include "plugin/pipeline/record.h"
 
 #define MARKPAIR_PENDING_CAP 65536

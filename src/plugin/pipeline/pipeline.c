@@ -16,21 +16,22 @@
 #include "common/jw.h"
 #include "common/log.h"
 #include "common/strutil.h"
-#include "plugin/outputs/proc.h"
+#include "plugin/pipeline/output.h"
 #include "plugin/pipeline/filter.h"
 #include "plugin/pipeline/markpair.h"
 #include "plugin/pipeline/window.h"
 
 #define PL_WINDOW 256                      /* records per output call: bounds the range array */
-#define PL_MAX_OUTPUTS 4                   /* outputs one session fans out to */
+#define PL_MAX_OUTPUTS OUTPUT_MAX          /* outputs one session fans out to: each row once */
 #define PL_FAST_DEVICES 256
 #define PL_SLOW_DEVICES 64
 #define PL_MIN_AGE_NS (300ull * 1000000000ull) /* incomplete ids live at least this long */
 #define PL_EXPIRE_EVERY_NS 1000000000ull
+#define PL_CACHE_LINE 64 /* see struct pipeline */
 
 struct pipeline {
-    const struct proc_ops *ops[PL_MAX_OUTPUTS];
-    struct proc *proc[PL_MAX_OUTPUTS];
+    const struct output_ops *ops[PL_MAX_OUTPUTS];
+    struct output *out[PL_MAX_OUTPUTS];
     size_t nout;
     struct window *win;           /* the trace window stage, NULL when none */
     struct filter_state *fs;
@@ -38,8 +39,11 @@ struct pipeline {
     uint64_t max_age_ns;
     struct markpair *mp;
     _Atomic uint64_t next_expire_ns;
-    struct pl_counters c;
-    proc_send_fn send;            /* PluginStats to the daemon (NULL: not sent) */
+    /* The counters start a cache line of their own: the outputs' writer threads update them
+     * while the completion path reads the fields above on every batch, so those stay on lines
+     * the writers never write, whatever the number of outputs. */
+    _Alignas(PL_CACHE_LINE) struct pl_counters c;
+    output_send_fn send;            /* PluginStats to the daemon (NULL: not sent) */
     void *send_ctx;
     _Atomic uint64_t fast_dev[PL_FAST_DEVICES / 64];
     pthread_mutex_t dev_mu;
@@ -65,7 +69,7 @@ static uint64_t thread_cpu_ns(void)
 static void pl_fanout(struct pipeline *pl, const struct pl_batch *b)
 {
     for (size_t i = 0; i < pl->nout; i++)
-        pl->ops[i]->consume(pl->proc[i], b);
+        pl->ops[i]->consume(pl->out[i], b);
 }
 
 static void pl_fanout_cb(void *ctx, const struct pl_batch *b)
@@ -85,16 +89,16 @@ static void pl_emit(struct pipeline *pl, const struct pl_batch *b)
 /* Drop output i (its create or start failed and others go on). */
 static void pl_drop_output(struct pipeline *pl, size_t i)
 {
-    pl->ops[i]->destroy(pl->proc[i]);
+    pl->ops[i]->destroy(pl->out[i]);
     memmove(&pl->ops[i], &pl->ops[i + 1], (pl->nout - i - 1) * sizeof(pl->ops[0]));
-    memmove(&pl->proc[i], &pl->proc[i + 1], (pl->nout - i - 1) * sizeof(pl->proc[0]));
+    memmove(&pl->out[i], &pl->out[i + 1], (pl->nout - i - 1) * sizeof(pl->out[0]));
     pl->nout--;
 }
 
-int pipeline_create_set(const struct proc_config *cfg, struct filter_state *fs, const struct proc_ops *const *ops,
+int pipeline_create_set(const struct output_config *cfg, struct filter_state *fs, const struct output_ops *const *ops,
                         size_t nops, struct pipeline **ret)
 {
-    struct proc_config own;
+    struct output_config own;
     struct pipeline *pl;
     uint64_t twice;
     int rc;
@@ -104,9 +108,10 @@ int pipeline_create_set(const struct proc_config *cfg, struct filter_state *fs, 
     for (size_t i = 0; i < nops; i++)
         if (!ops[i])
             return -EINVAL;
-    pl = calloc(1, sizeof(*pl));
+    pl = aligned_alloc(_Alignof(struct pipeline), sizeof(*pl)); /* sizeof is a multiple of the alignment */
     if (!pl)
         return -ENOMEM;
+    memset(pl, 0, sizeof(*pl));
     pthread_mutex_init(&pl->dev_mu, NULL);
     pl->fs = fs;
     pl->session_start_ns = cfg->session_start_ns;
@@ -120,7 +125,7 @@ int pipeline_create_set(const struct proc_config *cfg, struct filter_state *fs, 
     own = *cfg;
     own.pl = pl;
     for (size_t i = 0; i < nops; i++) {
-        rc = ops[i]->create(&own, &pl->proc[pl->nout]);
+        rc = ops[i]->create(&own, &pl->out[pl->nout]);
         if (rc < 0 && i == 0)
             goto err_mp; /* the session's own output: no session without it */
         if (rc < 0) {
@@ -144,21 +149,21 @@ err_free:
     return rc;
 }
 
-int pipeline_create(const struct proc_config *cfg, struct filter_state *fs, const struct proc_ops *ops,
+int pipeline_create(const struct output_config *cfg, struct filter_state *fs, const struct output_ops *ops,
                     struct pipeline **ret)
 {
     return ops ? pipeline_create_set(cfg, fs, &ops, 1, ret) : -EINVAL;
 }
 
-struct proc *pipeline_proc(struct pipeline *pl)
+struct output *pipeline_output(struct pipeline *pl)
 {
-    return pl->nout ? pl->proc[0] : NULL;
+    return pl->nout ? pl->out[0] : NULL;
 }
 
 int pipeline_start(struct pipeline *pl)
 {
     for (size_t i = 0; i < pl->nout; i++) {
-        int rc = pl->ops[i]->start(pl->proc[i]);
+        int rc = pl->ops[i]->start(pl->out[i]);
         if (rc == 0)
             continue;
         LOG_ERROR("MsptiMonitor: the %s output did not start: %s%s", pl->ops[i]->name, errno_name(-rc),
@@ -173,7 +178,7 @@ int pipeline_start(struct pipeline *pl)
 void pipeline_set_kinds(struct pipeline *pl, uint32_t enabled_mask)
 {
     for (size_t i = 0; i < pl->nout; i++)
-        pl->ops[i]->set_kinds(pl->proc[i], enabled_mask);
+        pl->ops[i]->set_kinds(pl->out[i], enabled_mask);
 }
 
 int pipeline_set_window(struct pipeline *pl, const struct window_opts *o)
@@ -542,7 +547,7 @@ int pipeline_tick(struct pipeline *pl)
     int rc = 0;
 
     for (size_t i = 0; i < pl->nout; i++) {
-        int r = pl->ops[i]->tick(pl->proc[i]);
+        int r = pl->ops[i]->tick(pl->out[i]);
         rc = rc ? rc : r;
     }
 
@@ -561,7 +566,7 @@ int pipeline_stop(struct pipeline *pl, const char *parallel_group_info)
         window_release(pl->win, PL_WINDOW, pl_fanout_cb, pl);
     rc = 0;
     for (size_t i = 0; i < pl->nout; i++) {
-        int r = pl->ops[i]->stop(pl->proc[i], parallel_group_info);
+        int r = pl->ops[i]->stop(pl->out[i], parallel_group_info);
         rc = rc ? rc : r;
     }
     pipeline_report(pl);
@@ -582,7 +587,7 @@ void pipeline_destroy(struct pipeline *pl)
     if (!pl)
         return;
     for (size_t i = 0; i < pl->nout; i++)
-        pl->ops[i]->destroy(pl->proc[i]);
+        pl->ops[i]->destroy(pl->out[i]);
     pthread_mutex_lock(&g_last_mu);
     if (g_live == pl) {
         pipeline_stats(pl, &g_last);

@@ -14,47 +14,12 @@
 
 #include "contract/datamsg.h"
 #include "contract/stats.h"
+#include "plugin/pipeline/batch.h"
+#include "plugin/pipeline/output.h"
 #include "plugin/pipeline/record.h"
 #include "plugin/pipeline/window.h"
 
 struct filter_state;
-struct proc;
-struct proc_ops;
-struct proc_config;
-
-/* A marker part completed by a batch: the host part (host START + END in either order, or a
- * host instant) or the device part (device START + END, or a device instant). */
-enum pl_part { PL_PART_HOST = 1, PL_PART_DEVICE = 2 };
-
-struct pl_range {
-    uint64_t id;
-    uint32_t done;              /* the part this event completes: PL_PART_HOST or PL_PART_DEVICE */
-    uint32_t parts;             /* parts whose fields are valid (done, plus an earlier one) */
-    bool instant;
-    bool with_device;           /* the host records were *_WITH_DEVICE (a device part belongs) */
-    uint64_t host_start, host_end;
-    uint32_t pid, tid;          /* host START (instant: the record) */
-    uint32_t end_pid, end_tid;  /* host END (instant: the record) */
-    uint64_t dev_start, dev_end;
-    uint32_t device_id, stream_id; /* device END (instant: the record) */
-    const char *name, *domain;  /* host START/instant's, else the device record's; never NULL */
-    size_t at;                  /* index in pl_batch.recs of the record that completed it */
-};
-
-/* What an output receives per delivery. recs: kept records in arrival order (markers
- * included: the DB numbers their strings); ranges: ascending `at`. Borrowed for the call. */
-struct pl_batch {
-    const struct mon_record *recs;
-    size_t nrecs;
-    const struct pl_range *ranges;
-    size_t nranges;
-};
-
-/* The metric rule of docs/design/outputs.md#metric-datagrams: a range is reported once all its parts are in. */
-static inline bool pl_range_complete(const struct pl_range *r)
-{
-    return !r->instant && (r->with_device ? r->parts == (PL_PART_HOST | PL_PART_DEVICE) : r->done == PL_PART_HOST);
-}
 
 /* Session counters, written by the pipeline and by the outputs' writers (relaxed atomics);
  * one field per counter of the contract (contract/stats.h). dropped_declined is set via
@@ -74,16 +39,16 @@ struct pipeline_stats {
 struct pipeline;
 
 /* Create the session's pipeline and its outputs (each ops->create with cfg, cfg->pl set to
- * the new pipeline; at most 4). ops[0] is the session's own output: its failure fails the
+ * the new pipeline; at most OUTPUT_MAX, one per row of the output table). ops[0] is the session's own output: its failure fails the
  * create; a later one that fails is left out with one ERROR line. fs: borrowed, may be NULL
  * (no filter). Caller owns; free with pipeline_destroy(), which destroys the outputs too. */
-int pipeline_create_set(const struct proc_config *cfg, struct filter_state *fs, const struct proc_ops *const *ops,
+int pipeline_create_set(const struct output_config *cfg, struct filter_state *fs, const struct output_ops *const *ops,
                         size_t nops, struct pipeline **ret);
 /* The same with one output. */
-int pipeline_create(const struct proc_config *cfg, struct filter_state *fs, const struct proc_ops *ops,
+int pipeline_create(const struct output_config *cfg, struct filter_state *fs, const struct output_ops *ops,
                     struct pipeline **ret);
 /* The first output (borrowed until pipeline_destroy). */
-struct proc *pipeline_proc(struct pipeline *pl);
+struct output *pipeline_output(struct pipeline *pl);
 /* Start every output (the first one's failure is returned; a later one is dropped). */
 int pipeline_start(struct pipeline *pl);
 /* The enabled kinds to every output. */

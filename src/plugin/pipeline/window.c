@@ -13,7 +13,7 @@
 
 #include "common/log.h"
 #include "contract/names.h"
-#include "plugin/pipeline/pipeline.h"
+#include "plugin/pipeline/batch.h"
 
 struct window {
     pthread_mutex_t lock;

@@ -130,13 +130,14 @@ static void test_npu_monitor_body(void **state)
                         "JSONL_ROTATE_LOG_FILES=\nNPU_MONITOR_FILTER=\n");
     assert_true(req.wait_s == 5.0);
     cmd_req_fini(&req);
-    /* --no-wait: no token, nothing to wait for; --process-limit is sent as given */
+    /* --no-wait: nothing to wait for, but a token, so the daemon names the processes
+     * --process-limit skipped; --process-limit is sent as given */
     const char *nw[] = {"--no-wait", "--process-limit", "2", NULL};
     cmd_req_init(&req);
     assert_int_equal(prepare("npu-monitor", nw, &req, err, sizeof(err)), 0);
-    assert_string_equal(req.client_token, "");
+    assert_int_equal(strlen(req.client_token), 16);
     assert_true(req.wait_s < 0);
-    assert_non_null(strstr(cli_buf_str(&req.body), "\"process_limit\": 2\n}"));
+    assert_non_null(strstr(cli_buf_str(&req.body), "\"process_limit\": 2,\n"));
     cmd_req_fini(&req);
     const char *bad[] = {"--wait-s", "-1", NULL};
     cmd_req_init(&req);
@@ -431,7 +432,8 @@ static void test_validation_rows(void **state)
         tmpdir, "--start-step", "0");
     ROW("error: flag '--npu-monitor-start' takes no value (got 'yes')", "npu-monitor",
         "--npu-monitor-start=yes");
-    ROW("error: unknown subcommand 'stat' (status, version, npu-monitor, nputrace, gputrace)", "stat");
+    /* the list is the command table's: every subcommand, doctor and steps included */
+    ROW("error: unknown subcommand 'stat' (doctor, gputrace, npu-monitor, nputrace, status, steps, version)", "stat");
     ROW("--certs-dir must be a valid directory!", "--certs-dir", "/nonexistent/certs", "status");
     ROW(INV("a,,b", "hostname", "empty host name"), "--hostname", "a,,b", "--port", port, "status");
     ROW(INV("/nonexistent/h", "hostfile", "cannot read: No such file or directory"),

@@ -1,5 +1,6 @@
 /* test_cli_hosts: target-list expansion (docs/design/cli.md#targets): comma split outside brackets,
- * SLURM ranges, padding, cartesian order, unix: targets, dedupe, errors, hostfiles. */
+ * SLURM ranges, padding, cartesian order, unix: targets, dedupe, errors, hostfiles; the
+ * fan-out that serves every host once whatever the parallelism. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,12 +8,14 @@
 
 #include <cmocka.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "cli/cli_fanout.h"
 #include "cli/hosts.h"
 
 /* Expand `text` and compare with the space-separated `want`. */
@@ -138,6 +141,31 @@ static void test_hostfile(void **state)
     hosts_fini(&h);
 }
 
+struct visits {
+    _Atomic int n[64];
+};
+
+static void visit(void *ctx, size_t i)
+{
+    struct visits *v = ctx;
+    atomic_fetch_add(&v->n[i], 1);
+}
+
+static void test_fanout(void **state)
+{
+    (void)state;
+    static const int par[] = { 1, 3, 64, 1000, 0 }; /* 0: still one thread */
+    struct visits v;
+
+    for (size_t k = 0; k < sizeof(par) / sizeof(par[0]); k++) {
+        memset(&v, 0, sizeof(v));
+        assert_int_equal(cli_fanout(50, par[k], visit, &v), 0);
+        for (size_t i = 0; i < 64; i++)
+            assert_int_equal(atomic_load(&v.n[i]), i < 50 ? 1 : 0);
+    }
+    assert_int_equal(cli_fanout(0, 4, visit, &v), 0); /* no host: nothing runs */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -145,6 +173,7 @@ int main(void)
         cmocka_unit_test(test_expand_errors),
         cmocka_unit_test(test_cap_total),
         cmocka_unit_test(test_hostfile),
+        cmocka_unit_test(test_fanout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

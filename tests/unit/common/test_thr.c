@@ -96,6 +96,34 @@ static void test_detached_long_name(void **state)
     seen_fini(&s);
 }
 
+static void *stack_probe(void *arg)
+{
+    pthread_attr_t a;
+    size_t *ret = arg;
+
+    *ret = 0;
+    if (pthread_getattr_np(pthread_self(), &a) == 0) {
+        (void)pthread_attr_getstacksize(&a, ret);
+        pthread_attr_destroy(&a);
+    }
+    return NULL;
+}
+
+/* THR_SMALL_STACK: the CLI's workers get THR_SMALL_STACK_BYTES, others the default. */
+static void test_small_stack(void **state)
+{
+    (void)state;
+    size_t small = 0, dflt = 0;
+    pthread_t t;
+
+    assert_int_equal(thr_start(&t, "small", stack_probe, &small, THR_JOINABLE | THR_SMALL_STACK), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(thr_start(&t, "default", stack_probe, &dflt, THR_JOINABLE), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(small, THR_SMALL_STACK_BYTES);
+    assert_true(dflt > THR_SMALL_STACK_BYTES);
+}
+
 static void test_bad_arguments(void **state)
 {
     (void)state;
@@ -110,6 +138,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_joinable_masked_named),
         cmocka_unit_test(test_detached_long_name),
+        cmocka_unit_test(test_small_stack),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

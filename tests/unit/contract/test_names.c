@@ -37,6 +37,36 @@ static void test_standalone_kinds(void **state)
     assert_false(kinds_standalone(8));
 }
 
+/* The output files' names: built here only, matched by the generated patterns. */
+static void test_file_names(void **state)
+{
+    char b[128];
+    (void)state;
+    assert_int_equal(names_export_file(b, sizeof(b), "/d", 42, "20250614093001", 1123, -1, NAMES_EXT_DB), 0);
+    assert_string_equal(b, "/d/msmonitor_42_20250614093001123_-1.db");
+    assert_int_equal(names_export_file(b, 20, "/d", 42, "20250614093001", 5, 3, NAMES_EXT_JSONL), -ENAMETOOLONG);
+    assert_int_equal(names_trace_file(b, sizeof(b), "/t", NAMES_TRACE_OURS, 7, -1, 5, 7, false), 0);
+    assert_string_equal(b, "/t/msmonitor_trace_7_rank0_step5-7.json");
+    assert_int_equal(names_trace_file(b, sizeof(b), "/t", NAMES_TRACE_TORCH, 7, 3, 5, 7, true), 0);
+    assert_string_equal(b, "/t/msmonitor_torch_7_rank3_step5-7.json.gz");
+    assert_int_equal(names_trace_file(b, 30, "/t", NAMES_TRACE_OURS, 7, 3, 5, 7, true), -ENAMETOOLONG);
+}
+
+/* The getter stems Python calls (get_<stem>_data): the table ID in lower case. */
+static void test_kind_stems(void **state)
+{
+    char b[16];
+    (void)state;
+    assert_int_equal(kinds_stem(10, b, sizeof(b)), 0);
+    assert_string_equal(b, "acl_api");
+    assert_int_equal(kinds_stem(9, b, sizeof(b)), 0);
+    assert_string_equal(b, "communication");
+    assert_int_equal(kinds_stem(9, b, 13), -ENAMETOOLONG); /* 13 letters need 14 bytes */
+    assert_int_equal(kinds_stem(8, b, sizeof(b)), -EINVAL);
+    assert_int_equal(kinds_stem(KINDS_VALUE_LIMIT, b, sizeof(b)), -EINVAL);
+    assert_int_equal(kinds_stem(-1, b, sizeof(b)), -EINVAL);
+}
+
 static void test_step_marker(void **state)
 {
     (void)state;
@@ -212,6 +242,24 @@ static void test_cfgrules(void **state)
     assert_int_equal(cfgrules_int(f, "x", &v), -EINVAL);
     assert_int_equal(cfgrules_int(cfgrules_of(CFGKEY_DURATION), "1", &v), -EINVAL); /* not an INT rule */
     assert_int_equal(cfgrules_int(NULL, "1", &v), -EINVAL);
+    /* the CLI's flags and reasons come from the rules and the tables they name */
+    char why[128];
+    assert_string_equal(cfgrules_of(CFGKEY_NPU_MONITOR_LOG_FILE)->flag, "log-file");
+    assert_string_equal(cfgrules_of(CFGKEY_NPU_MONITOR_START)->command, "npu-monitor");
+    assert_int_equal(cfgrules_reason(l, why, sizeof(why)), strlen("Must be an integer in [100, 500000]"));
+    assert_string_equal(why, "Must be an integer in [100, 500000]");
+    cfgrules_reason(f, why, sizeof(why));
+    assert_string_equal(why, "Must be -1 or an integer greater than or equal to 2");
+    cfgrules_reason(cfgrules_of(CFGKEY_REPORT_INTERVAL_S), why, sizeof(why));
+    assert_string_equal(why, "Must be an integer in [0, 4294967295]");
+    cfgrules_reason(cfgrules_of(CFGKEY_NPU_MONITOR_EXPORT_TYPE), why, sizeof(why));
+    assert_string_equal(why, "possible values: DB, Jsonl"); /* the output table's exportable rows */
+    cfgrules_reason(cfgrules_of(CFGKEY_NPU_MONITOR_STOP), why, sizeof(why));
+    assert_string_equal(why, "Must be true or false");
+    assert_int_equal(cfgrules_reason(cfgrules_of(CFGKEY_NPU_MONITOR_FILTER), why, sizeof(why)), 0);
+    assert_string_equal(why, "");
+    assert_int_equal(cfgrules_reason(l, why, 8), strlen("Must be an integer in [100, 500000]")); /* cut, terminated */
+    assert_string_equal(why, "Must be");
 }
 
 /* Every counter has its own place in the stats line, and the keys are sorted (JSON order). */
@@ -241,6 +289,8 @@ int main(void)
         cmocka_unit_test(test_standalone_kinds),   cmocka_unit_test(test_step_marker),
         cmocka_unit_test(test_record_value_names), cmocka_unit_test(test_datamsg_envelope),
         cmocka_unit_test(test_datamsg_step),       cmocka_unit_test(test_cfgrules),
+        cmocka_unit_test(test_kind_stems),
+        cmocka_unit_test(test_file_names),
         cmocka_unit_test(test_stats_counters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -399,6 +401,31 @@ static void test_pid_matching_unsorted(void **state)
     free(rep);
 }
 
+/* The state of /proc/<pid>/stat is read after the last ')' (a name may hold ") Z "), and a
+ * real zombie (forked, exited, not reaped) reads gone while it still exists for kill(0). */
+static void test_stat_state_and_zombie(void **state)
+{
+    (void)state;
+    const char a[] = "42 (py) thon) S 1 2", b[] = "42 (a) Z 1", c[] = "42 (a)", d[] = "no paren";
+    assert_int_equal(rpc_stat_state(a, strlen(a)), 'S');
+    assert_int_equal(rpc_stat_state(b, strlen(b)), 'Z');
+    assert_int_equal(rpc_stat_state(c, strlen(c)), 0);
+    assert_int_equal(rpc_stat_state(d, strlen(d)), 0);
+    assert_int_equal(rpc_stat_state(b, 7), 0); /* cut before the state: never read past len */
+    assert_false(rpc_pid_gone((int32_t)getpid()));
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0)
+        _exit(0);
+    siginfo_t si;
+    /* wait until it exited, but leave it a zombie (WNOWAIT) */
+    assert_int_equal(waitid(P_PID, (id_t)child, &si, WEXITED | WNOWAIT), 0);
+    assert_int_equal(kill(child, 0), 0);
+    assert_true(rpc_pid_gone((int32_t)child));
+    assert_int_equal(waitpid(child, NULL, 0), child);
+    assert_true(rpc_pid_gone((int32_t)child));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -409,6 +436,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_status_session_stats, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_library, setup, teardown),
         cmocka_unit_test(test_gate_matrix),
+        cmocka_unit_test(test_stat_state_and_zombie),
         cmocka_unit_test_setup_teardown(test_gate_through_handler, setup, teardown),
         cmocka_unit_test_setup_teardown(test_busy_trace_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_origin_rule, setup, teardown),

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <pthread.h>
 
 #include "common/log.h"
 #include "daemon/ipc/data_sink.h"
@@ -284,6 +285,8 @@ static void test_op_cap(void **state)
     struct promfam_store *st;
     (void)state;
     assert_int_equal(promfam_store_create("h", 0, &st), 0);
+    /* the hard cap alone: the per-process bounds (test_process_bound) out of its way */
+    promfam_store_set_limits(st, 200000, 200000);
     for (int i = 0; i < PROMFAM_MAX_OP_SERIES + 5; i++) {
         char name[32];
         int n = snprintf(name, sizeof(name), "op%05d", i);
@@ -332,6 +335,206 @@ static void test_stale(void **state)
     promfam_store_destroy(st);
 }
 
+/* One OpStats entry of a Marker report from pid: count 1, total = min = max = avg = dur. */
+static void op_write(struct promfam_store *st, int32_t pid, uint64_t ts, const char *name, uint64_t dur,
+                     uint64_t now_ms)
+{
+    struct sink_kv kv[] = {
+        { .key = "activity", .type = SINK_STR, .s = "Marker", .slen = 6 },
+        { .key = "avg", .type = SINK_UINT, .u = dur },
+        { .key = "count", .type = SINK_UINT, .u = 1 },
+        { .key = "domain", .type = SINK_STR, .s = "d", .slen = 1 },
+        { .key = "kind", .type = SINK_STR, .s = "OpStats", .slen = 7 },
+        { .key = "max", .type = SINK_UINT, .u = dur },
+        { .key = "min", .type = SINK_UINT, .u = dur },
+        { .key = "name", .type = SINK_STR, .s = name, .slen = strlen(name) },
+        { .key = "timestamp", .type = SINK_UINT, .u = ts },
+        { .key = "total", .type = SINK_UINT, .u = dur },
+    };
+    struct sink_record rec = { 1, "0", kv, sizeof(kv) / sizeof(kv[0]), pid, SINK_NO_RANK, SINK_NO_JOB };
+    assert_int_equal(promfam_store_write(st, &rec, now_ms), 0);
+}
+
+static int count_lines(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+#define OTHER_OP(fam, pid) fam "{device=\"<other>\",domain=\"<other>\",host_name=\"h\",kind=\"<other>\"," \
+                           "name=\"<other>\",pid=\"" pid "\"} "
+
+static void test_process_bound(void **state)
+{
+    struct promfam_store *st;
+    struct promfam_stats s;
+    char name[16];
+    (void)state;
+    assert_int_equal(promfam_store_create("h", 0, &st), 0);
+    promfam_store_set_limits(st, 10, 1000);   /* two ops of 5 families each */
+    /* report 1: ops 0..4 of pid 7, durations 10..14: ops 0, 1 get series, 2..4 are folded */
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof(name), "m%d", i);
+        op_write(st, 7, 1, name, 10 + (uint64_t)i, 1);
+    }
+    /* another process is not held back by pid 7's bound */
+    op_write(st, 8, 1, "mine", 5, 1);
+    char *t = render(st, 1);
+    assert_int_equal(count_lines(t, "pid=\"7\"} "), 10 + 5);   /* own + one <other> per family */
+    assert_non_null(strstr(t, "name=\"m1\",pid=\"7\"} 11\n"));
+    assert_null(strstr(t, "name=\"m2\""));
+    assert_non_null(strstr(t, OTHER_OP("npu_op_count", "7") "3\n"));
+    assert_non_null(strstr(t, OTHER_OP("npu_op_total_ns", "7") "39\n"));   /* 12 + 13 + 14 */
+    assert_non_null(strstr(t, OTHER_OP("npu_op_min_ns", "7") "12\n"));
+    assert_non_null(strstr(t, OTHER_OP("npu_op_max_ns", "7") "14\n"));
+    assert_non_null(strstr(t, OTHER_OP("npu_op_avg_ns", "7") "13\n"));
+    assert_non_null(strstr(t, "npu_op_total_ns{device=\"0\",domain=\"d\",host_name=\"h\",kind=\"Marker\",name=\"mine\",pid=\"8\"} 5\n"));
+    assert_null(strstr(t, "pid=\"8\"} 0"));
+    free(t);
+    promfam_store_stats(st, &s);
+    assert_int_equal(s.folded_process, 3 * 5);
+    assert_int_equal(s.folded_daemon, 0);
+    assert_int_equal(s.processes_folded, 1);
+    assert_int_equal(s.process_series, 10 + 5 + 5);   /* pid 7's own and <other>s, pid 8's */
+    /* report 2 names m3..m6: the previous report's series no longer count, so m3 and m4 have
+     * the places; m5, m6 are folded and <other> starts over for this report */
+    for (int i = 3; i < 7; i++) {
+        snprintf(name, sizeof(name), "m%d", i);
+        op_write(st, 7, 2, name, 20 + (uint64_t)i, 2);
+    }
+    t = render(st, 2);
+    assert_null(strstr(t, "name=\"m0\""));
+    assert_non_null(strstr(t, "npu_op_count{device=\"0\",domain=\"d\",host_name=\"h\",kind=\"Marker\",name=\"m4\",pid=\"7\"} 1\n"));
+    assert_null(strstr(t, "name=\"m5\""));
+    assert_non_null(strstr(t, OTHER_OP("npu_op_count", "7") "2\n"));
+    assert_non_null(strstr(t, OTHER_OP("npu_op_total_ns", "7") "51\n"));   /* 25 + 26 */
+    free(t);
+    promfam_store_stats(st, &s);
+    assert_int_equal(s.folded_process, 5 * 5);
+    assert_int_equal(s.process_series, 10 + 5 + 5);
+    /* report 3 of pid 7 without overflow: its <other> series go with the older report */
+    op_write(st, 7, 3, "m0", 1, 3);
+    t = render(st, 3);
+    assert_null(strstr(t, "<other>"));
+    assert_int_equal(count_lines(t, "pid=\"7\"} "), 5);
+    free(t);
+    promfam_store_publish(st, 3);
+    t = render(st, 3);
+    assert_non_null(strstr(t, "msmonitor_prometheus_folded_samples{cap=\"process\",host_name=\"h\"} 25\n"));
+    assert_non_null(strstr(t, "msmonitor_prometheus_folded_samples{cap=\"daemon\",host_name=\"h\"} 0\n"));
+    free(t);
+    promfam_store_destroy(st);
+}
+
+static void test_daemon_bound(void **state)
+{
+    struct promfam_store *st;
+    struct promfam_stats s;
+    char name[16];
+    (void)state;
+    assert_int_equal(promfam_store_create("h", 0, &st), 0);
+    promfam_store_set_limits(st, 100, 15);
+    for (int pid = 1; pid <= 2; pid++) {
+        for (int i = 0; i < 3; i++) {
+            snprintf(name, sizeof(name), "m%d", i);
+            op_write(st, pid, 1, name, 1, 1);
+        }
+    }
+    /* pid 1 takes 15 series; every op of pid 2 goes to the daemon's <other> */
+    struct sink_kv kv[1] = { { .key = "load_1m", .type = SINK_DOUBLE, .d = 0.5 } };
+    struct sink_record host = { 1, NULL, kv, 1, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
+    assert_int_equal(promfam_store_write(st, &host, 1), 0);   /* host metrics are not bounded */
+    char *t = render(st, 1);
+    assert_int_equal(count_lines(t, "pid=\"1\"} "), 15);
+    assert_int_equal(count_lines(t, "pid=\"2\"} "), 0);
+    assert_non_null(strstr(t, OTHER_OP("npu_op_count", "<other>") "3\n"));
+    assert_non_null(strstr(t, "load_1m{host_name=\"h\"} 0.5\n"));
+    free(t);
+    promfam_store_stats(st, &s);
+    assert_int_equal(s.folded_daemon, 3 * 5);
+    assert_int_equal(s.folded_process, 0);
+    promfam_store_destroy(st);
+}
+
+/* An exited process sends no newer report to remove its op series: they expire after the
+ * store's staleness, or after three of the process's report periods when that is longer. */
+static void test_op_series_stale(void **state)
+{
+    struct promfam_store *st;
+    (void)state;
+    assert_int_equal(promfam_store_create("h", 1000, &st), 0);
+    op_write(st, 7, 1, "a", 1, 1000);
+    op_write(st, 7, 2, "a", 1, 3000);   /* a report every 2 s: kept for 6 s */
+    char *t = render(st, 8999);
+    assert_non_null(strstr(t, "name=\"a\""));
+    free(t);
+    t = render(st, 9001);
+    assert_string_equal(t, "");
+    free(t);
+    struct promfam_stats s;
+    promfam_store_stats(st, &s);
+    assert_int_equal(s.process_series, 0);
+    promfam_store_destroy(st);
+}
+
+/* A render formats outside the store's lock (the render thread of prom_http): series removed
+ * meanwhile by a sweep on the writing thread wait in the grave until the render is done. Run
+ * under TSan and ASan (scripts/test.sh). */
+struct render_loop {
+    struct promfam_store *st;
+    int renders;
+    int bad;
+};
+
+static void *render_thread(void *arg)
+{
+    struct render_loop *r = arg;
+    for (int i = 0; i < 200; i++) {
+        char *t = NULL;
+        size_t n = 0;
+        if (promfam_store_render(r->st, 1, &t, &n) != 0 || strlen(t) != n)
+            r->bad++;
+        free(t);
+        r->renders++;
+    }
+    return NULL;
+}
+
+static void noop_fn(void *arg, const struct promfam_sample *s)
+{
+    (void)arg;
+    (void)s;
+}
+
+static void test_render_concurrent(void **state)
+{
+    struct promfam_store *st;
+    pthread_t th;
+    char name[16];
+    (void)state;
+    assert_int_equal(promfam_store_create("h", 0, &st), 0);
+    promfam_store_set_limits(st, 50, 1000);
+    struct render_loop r = { st, 0, 0 };
+    assert_int_equal(pthread_create(&th, NULL, render_thread, &r), 0);
+    /* reports with shifting names: every sweep removes the previous report's extra ones */
+    for (uint64_t ts = 1; ts <= 300; ts++) {
+        for (int i = 0; i < 20; i++) {
+            snprintf(name, sizeof(name), "m%d", (int)((ts + (uint64_t)i) % 37));
+            op_write(st, 7, ts, name, ts, 1);
+        }
+        (void)promfam_store_each(st, 1, noop_fn, NULL);
+    }
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(r.bad, 0);
+    assert_int_equal(r.renders, 200);
+    struct promfam_stats s;
+    promfam_store_stats(st, &s);
+    assert_true(s.process_series <= 50 + 5);
+    promfam_store_destroy(st);
+}
+
 struct each_ctx {
     int n;
     char first[256];
@@ -376,6 +579,10 @@ int main(void)
         cmocka_unit_test(test_op_cap),
         cmocka_unit_test(test_stale),
         cmocka_unit_test(test_each),
+        cmocka_unit_test(test_process_bound),
+        cmocka_unit_test(test_daemon_bound),
+        cmocka_unit_test(test_op_series_stale),
+        cmocka_unit_test(test_render_concurrent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,14 +25,14 @@
 #include "plugin/backend/backend_fake.h"
 #include "plugin/control/monitor.h"
 #include "plugin/outputs/proc_trace.h"
-#include "plugin/outputs/registry.h"
+#include "plugin/pipeline/output.h"
 #include "plugin/pipeline/pipeline.h"
 
 /* ---- fake backend (backend_fake.c: 'S'tart 'E'nable 'D'isable 'F'lush 'U' detach) ---- */
 static struct backend_fake fk;
 
 /* ---- capture processor ---- */
-struct proc {
+struct output {
     int unused;
 };
 static struct {
@@ -45,17 +45,17 @@ static struct {
     int replace_pgi_at_stop;  /* stop() replaces parallel_group_info while using its argument */
     char pgi_seen[64];        /* the argument's text after that replacement */
 } cap;
-static struct proc the_proc;
+static struct output the_proc;
 
-static int c_create(const struct proc_config *cfg, struct proc **ret)
+static int c_create(const struct output_config *cfg, struct output **ret)
 {
     cap.created++;
     cap.interval = cfg->report_interval_s;
     *ret = &the_proc;
     return 0;
 }
-static int c_start(struct proc *p) { (void)p; cap.started++; return 0; }
-static void c_consume(struct proc *p, const struct pl_batch *b)
+static int c_start(struct output *p) { (void)p; cap.started++; return 0; }
+static void c_consume(struct output *p, const struct pl_batch *b)
 {
     const struct mon_record *r = b->recs;
     size_t n = b->nrecs;
@@ -65,9 +65,9 @@ static void c_consume(struct proc *p, const struct pl_batch *b)
         assert_string_equal(r[i].u.api.name, "aclnnMatMul");
     cap.consumed += n;
 }
-static int c_tick(struct proc *p) { (void)p; cap.consumed_at_tick = cap.consumed; cap.ticks++; return 0; }
-static void c_set_kinds(struct proc *p, uint32_t m) { (void)p; cap.kinds = m; }
-static int c_stop(struct proc *p, const char *pgi)
+static int c_tick(struct output *p) { (void)p; cap.consumed_at_tick = cap.consumed; cap.ticks++; return 0; }
+static void c_set_kinds(struct output *p, uint32_t m) { (void)p; cap.kinds = m; }
+static int c_stop(struct output *p, const char *pgi)
 {
     (void)p;
     if (cap.replace_pgi_at_stop) {
@@ -78,8 +78,8 @@ static int c_stop(struct proc *p, const char *pgi)
     cap.stops++;
     return 0;
 }
-static void c_destroy(struct proc *p) { (void)p; cap.destroyed++; }
-static const struct proc_ops cap_ops = {
+static void c_destroy(struct output *p) { (void)p; cap.destroyed++; }
+static const struct output_ops cap_ops = {
     .name = "capture", .create = c_create, .start = c_start, .consume = c_consume, .tick = c_tick,
     .set_kinds = c_set_kinds, .stop = c_stop, .destroy = c_destroy,
 };
@@ -291,7 +291,7 @@ static void test_trace_exclusion(void **state)
  * monitor_last_artifact names the file once it is in place, without reading proc_trace. */
 static void test_window_artifact(void **state)
 {
-    struct proc_trace_opts to = { .backend = "fake" };
+    struct output_trace_opts to = { .backend = "fake" };
     struct window_opts wo = { .start_step = 3, .stop_step = 5 };
     struct monitor_start_args a = { .output = MSMON_OUTPUT_TRACE, .log_dir = sockdir, .standalone = true,
                                     .kinds_mask = API_BIT, .trace = &to, .window = &wo };
@@ -353,7 +353,7 @@ static void test_config_wait_is_bounded(void **state)
 
 /* A processor calling back into the monitor from the actor gets -EDEADLK, not a hang. */
 static int reentrant_rc;
-static int c_tick_reenter(struct proc *p)
+static int c_tick_reenter(struct output *p)
 {
     (void)p;
     reentrant_rc = monitor_replace_kinds(API_BIT);
@@ -363,18 +363,18 @@ static int c_tick_reenter(struct proc *p)
 
 static void test_reentry_refused(void **state)
 {
-    struct proc_ops ops = cap_ops;
+    struct output_ops ops = cap_ops;
     struct mconfig c = cfg_of(1, 0, 0, 0, API_BIT);
     (void)state;
     reset();
     ops.tick = c_tick_reenter;
-    registry_test_replace(MSMON_OUTPUT_METRIC, &ops);
+    output_test_replace(MSMON_OUTPUT_METRIC, &ops);
     assert_int_equal(monitor_handle_config(&c), 1);
     monitor_set_interval(4000);
     WAIT_FOR(cap.ticks == 1);
     assert_int_equal(reentrant_rc, -EDEADLK);
     assert_int_equal(monitor_stop(), 0);
-    registry_test_replace(MSMON_OUTPUT_METRIC, &cap_ops);
+    output_test_replace(MSMON_OUTPUT_METRIC, &cap_ops);
 }
 
 /* dynolog.sock exists but nobody reads it: each status send retries for ~10 s. Configs (the
@@ -413,7 +413,7 @@ static int setup(void **state)
     monitor_test_set_backend(&fk.base);
     for (int m = 0; m < MSMON_OUTPUT_COUNT; m++)
         if (m != MSMON_OUTPUT_TRACE)
-            registry_test_replace((enum msmon_output)m, &cap_ops);
+            output_test_replace((enum msmon_output)m, &cap_ops);
     monitor_first_use();
     log_set_file(-1, LOG_LVL_ERROR);
     log_close_file();

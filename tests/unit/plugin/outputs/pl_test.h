@@ -7,13 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/outputs/proc.h"
+#include "plugin/pipeline/output.h"
 #include "plugin/pipeline/pipeline.h"
 
 #define PT_MAX 8
-static struct { struct proc *p; struct pipeline *pl; } pt_live[PT_MAX];
+static struct { struct output *p; struct pipeline *pl; } pt_live[PT_MAX];
 
-static inline struct pipeline *pt_pl(struct proc *p)
+static inline struct pipeline *pt_pl(struct output *p)
 {
     for (int i = 0; i < PT_MAX; i++)
         if (pt_live[i].p == p && p)
@@ -21,7 +21,7 @@ static inline struct pipeline *pt_pl(struct proc *p)
     return NULL;
 }
 
-static inline int pt_create(const struct proc_ops *ops, const struct proc_config *cfg, struct proc **ret)
+static inline int pt_create(const struct output_ops *ops, const struct output_config *cfg, struct output **ret)
 {
     struct pipeline *pl = NULL;
     int rc = pipeline_create(cfg, NULL, ops, &pl);
@@ -29,17 +29,17 @@ static inline int pt_create(const struct proc_ops *ops, const struct proc_config
         return rc;
     for (int i = 0; i < PT_MAX; i++) {
         if (!pt_live[i].p) {
-            pt_live[i].p = pipeline_proc(pl);
+            pt_live[i].p = pipeline_output(pl);
             pt_live[i].pl = pl;
             break;
         }
     }
-    *ret = pipeline_proc(pl);
+    *ret = pipeline_output(pl);
     return 0;
 }
 
 /* The pipeline compacts in place: feed a copy so tests may reuse their arrays. */
-static inline void pt_consume(struct proc *p, const struct mon_record *r, size_t n)
+static inline void pt_consume(struct output *p, const struct mon_record *r, size_t n)
 {
     struct mon_record *copy = malloc((n ? n : 1) * sizeof(*copy));
     memcpy(copy, r, n * sizeof(*copy));
@@ -47,12 +47,12 @@ static inline void pt_consume(struct proc *p, const struct mon_record *r, size_t
     free(copy);
 }
 
-static inline int pt_stop(struct proc *p, const char *pgi)
+static inline int pt_stop(struct output *p, const char *pgi)
 {
     return pipeline_stop(pt_pl(p), pgi);
 }
 
-static inline void pt_destroy(struct proc *p)
+static inline void pt_destroy(struct output *p)
 {
     for (int i = 0; i < PT_MAX; i++) {
         if (pt_live[i].p == p && p) {

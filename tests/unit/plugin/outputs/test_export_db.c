@@ -16,14 +16,14 @@
 #include "export_util.h"
 #include "pl_test.h"
 #include "plugin/outputs/outfile.h"
-#include "plugin/outputs/proc.h"
+#include "plugin/pipeline/output.h"
 #include "plugin/pipeline/filter.h"
 
-static struct proc *session(const char *dir, int32_t rank)
+static struct output *session(const char *dir, int32_t rank)
 {
-    struct proc_config cfg = {.log_dir = dir, .rank = rank, .session_start_ns = T0,
+    struct output_config cfg = {.log_dir = dir, .rank = rank, .session_start_ns = T0,
                               .report_interval_s = 1};
-    struct proc *p = NULL;
+    struct output *p = NULL;
     assert_int_equal(pt_create(&proc_db_ops, &cfg, &p), 0);
     assert_int_equal(proc_db_ops.start(p), 0);
     return p;
@@ -67,13 +67,13 @@ static void assert_q(sqlite3 *db, const char *sql, const char *expect)
     free(got);
 }
 
-static void feed(struct proc *p, const struct mon_record *r, size_t n)
+static void feed(struct output *p, const struct mon_record *r, size_t n)
 {
     pt_consume(p, r, n);
 }
 
 /* One record of every kind plus complete host and device marker ranges. */
-static void feed_all_kinds(struct proc *p)
+static void feed_all_kinds(struct output *p)
 {
     struct mon_record r[] = {
         r_api(MON_KIND_API, T0 + 10, T0 + 20, 7, 8, 1, "apiA"),
@@ -148,7 +148,7 @@ static void test_schema_every_table(void **state)
 {
     (void)state;
     char *dir = tmpdir_make();
-    struct proc *p = session(dir, 3);
+    struct output *p = session(dir, 3);
     feed_all_kinds(p);
     assert_int_equal(proc_db_ops.tick(p), 0);
     assert_int_equal(proc_db_ops.stop(p, "{\"g\":1}"), 0);
@@ -206,7 +206,7 @@ static void test_string_ids_and_rows(void **state)
 {
     (void)state;
     char *dir = tmpdir_make();
-    struct proc *p = session(dir, -1);
+    struct output *p = session(dir, -1);
     feed_all_kinds(p);
     assert_int_equal(proc_db_ops.stop(p, NULL), 0);
     pt_destroy(p);
@@ -245,7 +245,7 @@ static void test_multirow_values(void **state)
 {
     (void)state;
     char *dir = tmpdir_make();
-    struct proc *p = session(dir, 0);
+    struct output *p = session(dir, 0);
     const char *names[2] = {"h0", "h1"};
     int counts[2] = {150, 70}, i = 0;
     for (int tick = 0; tick < 2; tick++) {
@@ -292,7 +292,7 @@ static void test_opname_composition(void **state)
 {
     (void)state;
     char *dir = tmpdir_make();
-    struct proc *p = session(dir, 0);
+    struct output *p = session(dir, 0);
     struct mon_record r[] = {
         r_comm(T0 + 1, T0 + 2, 0, 0, 3, 1, "RING", "allReduce", "hccl_world_group", 1),
         r_comm(T0 + 3, T0 + 4, 0, 0, 3, 1, "RING", "allReduce", "hccl_world_group", 2),
@@ -319,7 +319,7 @@ static void test_marker_pairing_and_session_filter(void **state)
 {
     (void)state;
     char *dir = tmpdir_make();
-    struct proc *p = session(dir, 0);
+    struct output *p = session(dir, 0);
     struct mon_record r[] = {
         r_kernel(T0 - 20, T0 - 1, 0, 0, 1, "T", "Old"),         /* ended before the session: ignored */
         r_marker(2, 0, T0 - 5, 1, 1, 1, "early", "d"),           /* START before session: ignored */
@@ -371,7 +371,7 @@ static void test_session_end_rows(void **state)
     char *dir = tmpdir_make();
     struct filter_state *fs = NULL;
     struct pipeline *pl = NULL;
-    struct proc_config cfg = {.log_dir = dir, .rank = 1, .session_start_ns = T0, .report_interval_s = 1};
+    struct output_config cfg = {.log_dir = dir, .rank = 1, .session_start_ns = T0, .report_interval_s = 1};
     assert_int_equal(filter_state_create(&fs), 0);
     assert_int_equal(filter_state_set(fs, "Kernel:Other"), 0);
     assert_int_equal(filter_state_set(fs, "Kernel:MatMul"), 0); /* the one at stop is recorded */
@@ -407,7 +407,7 @@ static void test_lazy_creation_and_mode(void **state)
     (void)state;
     char *dir = tmpdir_make();
     mode_t old = umask(0077);
-    struct proc *p = session(dir, 5);
+    struct output *p = session(dir, 5);
     struct mon_record old_k = r_kernel(1, 2, 0, 0, 1, "T", "Old");
     feed(p, &old_k, 1);
     assert_int_equal(proc_db_ops.tick(p), 0);
@@ -457,7 +457,7 @@ static void test_file_removed_mid_session(void **state)
     char *dir = tmpdir_make();
     char lp[64];
     int fd = log_capture_begin(lp, sizeof(lp));
-    struct proc *p = session(dir, 3);
+    struct output *p = session(dir, 3);
     struct mon_record k1 = r_kernel(T0 + 1, T0 + 2, 0, 0, 1, "AI_CORE", "First");
     feed(p, &k1, 1);
     assert_int_equal(proc_db_ops.tick(p), 0);
@@ -490,7 +490,7 @@ static void test_file_removed_mid_session(void **state)
 
 #define BATCH 200
 
-static void feed_batch(struct proc *p, int b)
+static void feed_batch(struct output *p, int b)
 {
     struct mon_record r[BATCH];
     for (int i = 0; i < BATCH; i++)
@@ -514,7 +514,7 @@ static void test_rollback_on_full_file(void **state)
         signal(SIGXFSZ, SIG_IGN);
         struct rlimit rl = {96 * 1024, 96 * 1024};
         setrlimit(RLIMIT_FSIZE, &rl);
-        struct proc *p = session(dir, 0);
+        struct output *p = session(dir, 0);
         for (int b = 0; b < 60; b++) {
             feed_batch(p, b);
             proc_db_ops.tick(p);
@@ -562,7 +562,7 @@ static void test_sigkill_keeps_committed_batches(void **state)
     assert_true(pid >= 0);
     if (pid == 0) {
         close(pfd[0]);
-        struct proc *p = session(dir, 0);
+        struct output *p = session(dir, 0);
         for (int b = 0;; b++) {
             feed_batch(p, b);
             proc_db_ops.tick(p);

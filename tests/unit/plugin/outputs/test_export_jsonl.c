@@ -17,15 +17,15 @@
 #include "pl_test.h"
 #include "plugin/outputs/outfile.h"
 #include "plugin/penv.h"
-#include "plugin/outputs/proc.h"
+#include "plugin/pipeline/output.h"
 #include "plugin/outputs/proc_jsonl.h"
 #include "plugin/pipeline/filter.h"
 
-static struct proc *session(const char *dir, const char *lines, const char *files, int start)
+static struct output *session(const char *dir, const char *lines, const char *files, int start)
 {
-    struct proc_config cfg = {.log_dir = dir, .rank = 2, .session_start_ns = T0,
+    struct output_config cfg = {.log_dir = dir, .rank = 2, .session_start_ns = T0,
                               .jsonl_rotate_lines = lines, .jsonl_rotate_files = files};
-    struct proc *p = NULL;
+    struct output *p = NULL;
     assert_int_equal(pt_create(&proc_jsonl_ops, &cfg, &p), 0);
     if (start)
         assert_int_equal(proc_jsonl_ops.start(p), 0);
@@ -69,7 +69,7 @@ static void test_line_shapes(void **state)
     (void)state;
     char *dir = tmpdir_make();
     mode_t old = umask(0);
-    struct proc *p = session(dir, NULL, NULL, 1);
+    struct output *p = session(dir, NULL, NULL, 1);
     struct mon_record r[] = {
         r_api(MON_KIND_ACL_API, T0 + 1, T0 + 2, 7, 8, 3, "aclnn\"Add"),
         r_kernel(T0 + 3, T0 + 4, 1, 2, 5, "AI_CORE", "MatMul"),
@@ -118,7 +118,7 @@ static void test_line_shapes(void **state)
     free(dir);
 }
 
-static void feed_n(struct proc *p, int from, int n)
+static void feed_n(struct output *p, int from, int n)
 {
     for (int i = from; i < from + n; i++) {
         struct mon_record r = r_api(MON_KIND_API, T0 + (uint64_t)i, T0 + (uint64_t)i + 1, 1, 1, (uint64_t)i, "a");
@@ -131,7 +131,7 @@ static void test_rotation(void **state)
 {
     (void)state;
     char *dir = tmpdir_make();
-    struct proc *p = session(dir, "100", "3", 1);
+    struct output *p = session(dir, "100", "3", 1);
     feed_n(p, 0, 450);
     assert_int_equal(proc_jsonl_ops.stop(p, NULL), 0);
     pt_destroy(p);
@@ -163,7 +163,7 @@ static void test_rotation_large_batches(void **state)
 {
     (void)state;
     char *dir = tmpdir_make();
-    struct proc *p = session(dir, "1000", NULL, 1);
+    struct output *p = session(dir, "1000", NULL, 1);
     char *big = malloc(70001);
     for (int i = 0; i < 70000; i++)
         big[i] = i % 100 == 99 ? '"' : 'x';
@@ -246,7 +246,7 @@ static void test_flag_env_precedence(void **state)
         else
             unsetenv("MSMONITOR_JSONL_ROTATE_LOG_LINES");
         penv_reload();
-        struct proc *p = session(dir, cases[i].flag, NULL, 1);
+        struct output *p = session(dir, cases[i].flag, NULL, 1);
         feed_n(p, 0, cases[i].feed);
         assert_int_equal(proc_jsonl_ops.stop(p, NULL), 0);
         pt_destroy(p);
@@ -310,7 +310,7 @@ static void test_ring_overflow_count(void **state)
     penv_reload();
     char lp[64];
     int fd = log_capture_begin(lp, sizeof(lp));
-    struct proc *p = session(dir, "500000", NULL, 0);
+    struct output *p = session(dir, "500000", NULL, 0);
     feed_n(p, 0, 10000);
     assert_int_equal(proc_jsonl_ops.stop(p, NULL), 0);
     pt_destroy(p);
@@ -343,7 +343,7 @@ static void test_file_removed_mid_session(void **state)
     char *dir = tmpdir_make();
     char lp[64];
     int fd = log_capture_begin(lp, sizeof(lp));
-    struct proc *p = session(dir, NULL, NULL, 1);
+    struct output *p = session(dir, NULL, NULL, 1);
     feed_n(p, 0, 300); /* > 256 queued: the writer creates the first file */
     char *files[4];
     size_t n = 0;
@@ -382,7 +382,7 @@ static void test_session_end_hostile_filter(void **state)
     char *dir = tmpdir_make();
     struct filter_state *fs = NULL;
     struct pipeline *pl = NULL;
-    struct proc_config cfg = {.log_dir = dir, .rank = 2, .session_start_ns = T0};
+    struct output_config cfg = {.log_dir = dir, .rank = 2, .session_start_ns = T0};
     char text[FILTER_MAX_TEXT + 1];
     memset(text, 0x01, FILTER_MAX_TEXT);
     memcpy(text, "Kernel:", 7);
@@ -417,7 +417,7 @@ static void test_no_directory(void **state)
     rm_rf(dir);
     char lp[64];
     int fd = log_capture_begin(lp, sizeof(lp));
-    struct proc *p = session(dir, NULL, NULL, 0);
+    struct output *p = session(dir, NULL, NULL, 0);
     feed_n(p, 0, 20000);
     assert_int_equal(proc_jsonl_ops.stop(p, NULL), 0);
     pt_destroy(p);
@@ -536,7 +536,7 @@ static void test_full_file_keeps_whole_lines(void **state)
         signal(SIGXFSZ, SIG_IGN);
         struct rlimit rl = {40000 + 37, 40000 + 37};
         setrlimit(RLIMIT_FSIZE, &rl);
-        struct proc *p = session(dir, NULL, NULL, 1);
+        struct output *p = session(dir, NULL, NULL, 1);
         feed_n(p, 0, 3000);
         proc_jsonl_ops.stop(p, NULL);
         pt_destroy(p);

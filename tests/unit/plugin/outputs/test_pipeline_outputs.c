@@ -19,6 +19,7 @@
 
 #include "export_util.h"
 #include "pl_test.h"
+#include "plugin/outputs/proc_db.h"
 #include "plugin/outputs/proc_jsonl.h"
 #include "plugin/outputs/proc_memory.h"
 #include "plugin/penv.h"
@@ -108,7 +109,7 @@ static size_t step_records(const struct step *s, struct mon_record *out)
 }
 
 struct deliver_arg {
-    struct proc *p;
+    struct output *p;
     const struct step *s;
 };
 static void *deliver_thread(void *a)
@@ -120,7 +121,7 @@ static void *deliver_thread(void *a)
 }
 
 /* Each step from a new thread, one after the other: msPTI's completion threads. */
-static void run_steps(struct proc *p, const struct rcase *c)
+static void run_steps(struct output *p, const struct rcase *c)
 {
     for (int i = 0; i < MAX_STEPS && c->steps[i].r[0].kind; i++) {
         pthread_t th;
@@ -197,8 +198,8 @@ static void strip_ids(const struct rcase *c, struct rcase *ret)
 static void case_metric(const struct rcase *c)
 {
     struct got g = {0};
-    struct proc_config cfg = {.session_start_ns = T0, .send = metric_send, .send_ctx = &g};
-    struct proc *p = NULL;
+    struct output_config cfg = {.session_start_ns = T0, .send = metric_send, .send_ctx = &g};
+    struct output *p = NULL;
     struct rcase noid;
     assert_int_equal(pt_create(&proc_metric_ops, &cfg, &p), 0);
     proc_metric_ops.set_kinds(p, 1u << MON_KIND_MARKER);
@@ -215,8 +216,8 @@ static void case_metric(const struct rcase *c)
 static void case_memory(const struct rcase *c)
 {
     struct got g = {0};
-    struct proc_config cfg = {.session_start_ns = T0};
-    struct proc *p = NULL;
+    struct output_config cfg = {.session_start_ns = T0};
+    struct output *p = NULL;
     const struct msmon_result *res;
     size_t n;
     int32_t kinds[] = {MON_KIND_MARKER};
@@ -244,8 +245,8 @@ static void case_jsonl(const struct rcase *c)
 {
     struct got g = {0};
     char *dir = tmpdir_make();
-    struct proc_config cfg = {.log_dir = dir, .session_start_ns = T0};
-    struct proc *p = NULL;
+    struct output_config cfg = {.log_dir = dir, .session_start_ns = T0};
+    struct output *p = NULL;
     char *files[4];
     assert_int_equal(pt_create(&proc_jsonl_ops, &cfg, &p), 0);
     assert_int_equal(proc_jsonl_ops.start(p), 0);
@@ -305,8 +306,8 @@ static void case_db(const struct rcase *c)
     struct rcase noname;
     struct got g = {0};
     char *dir = tmpdir_make();
-    struct proc_config cfg = {.log_dir = dir, .session_start_ns = T0};
-    struct proc *p = NULL;
+    struct output_config cfg = {.log_dir = dir, .session_start_ns = T0};
+    struct output *p = NULL;
     char *files[4];
     sqlite3 *db;
     sqlite3_stmt *st;
@@ -356,7 +357,7 @@ static void test_same_ranges_in_every_output(void **state)
 
 /* ---- bursts: exactly every record on disk ---- */
 
-static void burst(struct proc *p, uint64_t total)
+static void burst(struct output *p, uint64_t total)
 {
     struct mon_record r[256];
     for (uint64_t n = 0; n < total; n += 256) {
@@ -371,9 +372,9 @@ static void test_burst_jsonl_lossless(void **state)
 {
     (void)state;
     char *dir = tmpdir_make();
-    struct proc_config cfg = {.log_dir = dir, .session_start_ns = T0,
+    struct output_config cfg = {.log_dir = dir, .session_start_ns = T0,
                               .jsonl_rotate_lines = "500000"};
-    struct proc *p = NULL;
+    struct output *p = NULL;
     struct pipeline_stats s;
     char cmd[256];
     assert_int_equal(pt_create(&proc_jsonl_ops, &cfg, &p), 0);
@@ -399,8 +400,8 @@ static void test_burst_db_lossless(void **state)
 {
     (void)state;
     char *dir = tmpdir_make();
-    struct proc_config cfg = {.log_dir = dir, .session_start_ns = T0};
-    struct proc *p = NULL;
+    struct output_config cfg = {.log_dir = dir, .session_start_ns = T0};
+    struct output *p = NULL;
     struct pipeline_stats s;
     char *files[2];
     sqlite3 *db;
@@ -430,7 +431,7 @@ static void test_burst_db_lossless(void **state)
 /* Several completion threads into a DB queue of two chunks: producers wait for each other and
  * the writer (back-pressure); not one record may get lost between them. */
 struct burst_arg {
-    struct proc *p;
+    struct output *p;
     uint64_t n, base;
 };
 static void *burst_thread(void *a)
@@ -450,8 +451,8 @@ static void test_db_concurrent_producers_lossless(void **state)
 {
     (void)state;
     char *dir = tmpdir_make();
-    struct proc_config cfg = {.log_dir = dir, .session_start_ns = T0};
-    struct proc *p = NULL;
+    struct output_config cfg = {.log_dir = dir, .session_start_ns = T0};
+    struct output *p = NULL;
     struct pipeline_stats s;
     pthread_t th[4];
     struct burst_arg a[4];
@@ -481,9 +482,9 @@ static void test_forced_drops_in_stop_line(void **state)
     (void)state;
     char *dir = tmpdir_make();
     char lp[64], *log;
-    struct proc *p = NULL;
-    struct proc_config jc = {.log_dir = dir, .session_start_ns = T0};
-    struct proc_config dc = {.log_dir = dir, .session_start_ns = T0};
+    struct output *p = NULL;
+    struct output_config jc = {.log_dir = dir, .session_start_ns = T0};
+    struct output_config dc = {.log_dir = dir, .session_start_ns = T0};
 
     /* JSONL: the smallest queue (8191 lines), no waiting, the writer not started yet */
     setenv("MSMONITOR_JSONL_BUFFER_CAPACITY", "8192", 1);
@@ -536,8 +537,8 @@ static void test_sigkill_db_resolves(void **state)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        struct proc_config cfg = {.log_dir = dir, .session_start_ns = T0};
-        struct proc *p = NULL;
+        struct output_config cfg = {.log_dir = dir, .session_start_ns = T0};
+        struct output *p = NULL;
         if (pt_create(&proc_db_ops, &cfg, &p) != 0 || proc_db_ops.start(p) != 0)
             _exit(1);
         for (uint64_t n = 0;; n += 256) { /* no tick, no stop: rows stream on their own */

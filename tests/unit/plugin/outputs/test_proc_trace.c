@@ -33,7 +33,7 @@ struct topt {
 };
 
 /* The session tracewin starts: the trace output (+ the DB with export_db) behind a window. */
-/* proc_config.artifact: the file the output last put in place, as the session hears it. */
+/* output_config.artifact: the file the output last put in place, as the session hears it. */
 static char pt_artifact[4096];
 static void on_artifact(void *ctx, const char *path)
 {
@@ -41,14 +41,14 @@ static void on_artifact(void *ctx, const char *path)
     snprintf(pt_artifact, sizeof(pt_artifact), "%s", path);
 }
 
-static struct proc *make(const char *dir, const struct topt *o)
+static struct output *make(const char *dir, const struct topt *o)
 {
-    struct proc_trace_opts to = { .world_size = o->world_size, .backend = o->backend };
+    struct output_trace_opts to = { .world_size = o->world_size, .backend = o->backend };
     struct window_opts wo = { .start_step = o->start_step, .stop_step = o->stop_step,
                               .marker_steps = o->marker_steps, .iterations = o->iterations };
-    struct proc_config cfg = { .log_dir = dir, .rank = 1, .session_start_ns = T0, .trace = &to,
+    struct output_config cfg = { .log_dir = dir, .rank = 1, .session_start_ns = T0, .trace = &to,
                                .artifact = on_artifact, .artifact_ctx = pt_artifact };
-    const struct proc_ops *ops[2] = { &proc_trace_ops, &proc_db_ops };
+    const struct output_ops *ops[2] = { &proc_trace_ops, &proc_db_ops };
     struct pipeline *pl = NULL;
     int i;
     assert_int_equal(pipeline_create_set(&cfg, NULL, ops, o->export_db ? 2 : 1, &pl), 0);
@@ -57,17 +57,17 @@ static struct proc *make(const char *dir, const struct topt *o)
     for (i = 0; i < PT_MAX && pt_live[i].p; i++)
         ;
     assert_true(i < PT_MAX);
-    pt_live[i].p = pipeline_proc(pl);
+    pt_live[i].p = pipeline_output(pl);
     pt_live[i].pl = pl;
     return pt_live[i].p;
 }
 
-static void window_of(struct proc *p, struct window_state *m)
+static void window_of(struct output *p, struct window_state *m)
 {
     assert_int_equal(pipeline_window(pt_pl(p), m), 0);
 }
 
-static void feed(struct proc *p)
+static void feed(struct output *p)
 {
     struct mon_record r[5] = {
         r_marker(2, 0, T0 + 1500, 1, 77, 78, "step 5", "default"),
@@ -114,7 +114,7 @@ static void test_window_file(void **state)
     struct topt o = { .start_step = 5, .stop_step = 7, .world_size = 2, .backend = "mspti" };
     (void)state;
     pt_artifact[0] = '\0';
-    struct proc *p = make(dir, &o);
+    struct output *p = make(dir, &o);
     feed(p);
     assert_int_equal(pt_stop(p, NULL), 0);
     pt_destroy(p);
@@ -151,7 +151,7 @@ static void test_gzip_and_cap(void **state)
     struct pipeline_stats st;
     (void)state;
     proc_trace_test_set_limits(0, 1); /* every file counts as large */
-    struct proc *p = make(dir, &o);
+    struct output *p = make(dir, &o);
     feed(p);
     assert_int_equal(pt_stop(p, NULL), 0);
     pt_destroy(p);
@@ -179,7 +179,7 @@ static void test_window_end_cuts(void **state)
     char *dir = tmpdir_make(), path[4096];
     struct topt o = { .start_step = 8, .stop_step = 9, .backend = "mspti" };
     (void)state;
-    struct proc *p = make(dir, &o);
+    struct output *p = make(dir, &o);
     assert_int_equal(pipeline_window_close(pt_pl(p), T0 + 4500), 0); /* the second kernel and the marker END start later */
     feed(p);
     assert_int_equal(pt_stop(p, NULL), 0);
@@ -204,7 +204,7 @@ static void test_window_end_cuts_db_too(void **state)
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
     (void)state;
-    struct proc *p = make(dir, &o);
+    struct output *p = make(dir, &o);
     assert_int_equal(pipeline_window_close(pt_pl(p), T0 + 4500), 0);
     feed(p);
     assert_int_equal(pt_stop(p, NULL), 0);
@@ -225,7 +225,7 @@ static void test_window_end_cuts_db_too(void **state)
 }
 
 struct prod {
-    struct proc *p;
+    struct output *p;
     uint32_t stream;
 };
 
@@ -243,7 +243,7 @@ static void *producer(void *a)
     return NULL;
 }
 
-/* Completion threads deliver concurrently (proc.h): every record of every thread is written. */
+/* Completion threads deliver concurrently (pipeline/output.h): every record of every thread is written. */
 static void test_concurrent_producers(void **state)
 {
     char *dir = tmpdir_make(), path[4096];
@@ -251,7 +251,7 @@ static void test_concurrent_producers(void **state)
     pthread_t th[4];
     struct prod pr[4];
     (void)state;
-    struct proc *p = make(dir, &o);
+    struct output *p = make(dir, &o);
     for (int i = 0; i < 4; i++) {
         pr[i] = (struct prod){ p, (uint32_t)i };
         assert_int_equal(pthread_create(&th[i], NULL, producer, &pr[i]), 0);
@@ -274,7 +274,7 @@ static void test_dir_gone_at_stop(void **state)
     struct topt o = { .start_step = 5, .stop_step = 7, .backend = "mspti" };
     struct pipeline_stats st;
     (void)state;
-    struct proc *p = make(dir, &o);
+    struct output *p = make(dir, &o);
     feed(p);
     rm_rf(dir);
     pipeline_stats(pt_pl(p), &st);
@@ -307,7 +307,7 @@ static void test_marker_window(void **state)
     struct mon_record *r = calloc(n + 1, sizeof(*r));
     (void)state;
     assert_non_null(r);
-    struct proc *p = make(dir, &o);
+    struct output *p = make(dir, &o);
     r[0] = r_marker(2, 0, T0 + 1000, 1, 77, 78, "step 1", "default");
     for (size_t i = 1; i <= n; i++)
         r[i] = r_kernel(T0 + 1000 + i, T0 + 1001 + i, 0, 2, 0, "KERNEL", "pre");
@@ -358,7 +358,7 @@ static void test_marker_window_start_minus_one_and_refusal(void **state)
                                  .marker_steps = true };
     struct window_state m;
     (void)state;
-    struct proc *p = make(dir, &o);
+    struct output *p = make(dir, &o);
     struct mon_record b[3] = {
         r_marker(2, 0, T0 + 1000, 1, 77, 78, "step 7", "default"),
         r_kernel(T0 + 1100, T0 + 1200, 0, 2, 0, "KERNEL", "k"),
@@ -408,7 +408,7 @@ static void test_marker_window_markers_delivered_late(void **state)
     char *dir = tmpdir_make(), path[4096];
     struct topt o = { .start_step = 2, .stop_step = 3, .backend = "cupti", .marker_steps = true };
     (void)state;
-    struct proc *p = make(dir, &o);
+    struct output *p = make(dir, &o);
     struct mon_record k[4] = {
         r_kernel(T0 + 1100, T0 + 1200, 0, 2, 0, "KERNEL", "s1"),
         r_kernel(T0 + 2100, T0 + 2200, 0, 2, 0, "KERNEL", "s2a"),

@@ -15,7 +15,7 @@
 
 #include "pl_test.h"
 #include "plugin/penv.h"
-#include "plugin/outputs/proc.h"
+#include "plugin/pipeline/output.h"
 #include "plugin/outputs/proc_memory.h"
 
 /* ---- capture ---- */
@@ -103,10 +103,10 @@ static struct mon_record mk(int flag, int src, uint64_t id, uint64_t ts, const c
     return r;
 }
 
-static struct proc *metric_new(struct cap *c, uint32_t mask)
+static struct output *metric_new(struct cap *c, uint32_t mask)
 {
-    struct proc_config cfg = { .rank = 0, .send = cap_send, .send_ctx = c };
-    struct proc *p = NULL;
+    struct output_config cfg = { .rank = 0, .send = cap_send, .send_ctx = c };
+    struct output *p = NULL;
     assert_int_equal(pt_create(&proc_metric_ops, &cfg, &p), 0);
     assert_int_equal(proc_metric_ops.start(p), 0);
     proc_metric_ops.set_kinds(p, mask);
@@ -119,7 +119,7 @@ static void test_metric_sums_and_opstats(void **state)
 {
     (void)state;
     static struct cap c;
-    struct proc *p = metric_new(&c, (1u << MON_KIND_KERNEL) | (1u << MON_KIND_API) | (1u << MON_KIND_MEMCPY));
+    struct output *p = metric_new(&c, (1u << MON_KIND_KERNEL) | (1u << MON_KIND_API) | (1u << MON_KIND_MEMCPY));
     struct mon_record recs[] = {
         kern(0, "MatMul", 100, 130), kern(0, "MatMul", 200, 210), kern(0, "Add", 0, 5),
         kern(1, "MatMul", 0, 1000),
@@ -202,7 +202,7 @@ static void test_metric_kind_mask(void **state)
 {
     (void)state;
     static struct cap c;
-    struct proc *p = metric_new(&c, 1u << MON_KIND_KERNEL);
+    struct output *p = metric_new(&c, 1u << MON_KIND_KERNEL);
     struct mon_record r = kern(0, "MatMul", 0, 7);
     pt_consume(p, &r, 1);
     proc_metric_ops.set_kinds(p, 0); /* disabled mid-interval: still reported this tick */
@@ -219,7 +219,7 @@ static void test_metric_markers(void **state)
 {
     (void)state;
     static struct cap c;
-    struct proc *p = metric_new(&c, 1u << MON_KIND_MARKER);
+    struct output *p = metric_new(&c, 1u << MON_KIND_MARKER);
     struct mon_record seq[] = {
         mk(16, 0, 5, 1000, "step 3", "", 1, 1), mk(16, 1, 5, 1100, "", "", 2, 0),
         mk(32, 0, 5, 1500, "", "", 1, 1), mk(32, 1, 5, 1400, "", "", 2, 0),
@@ -278,7 +278,7 @@ static void test_metric_markers_out_of_order(void **state)
 {
     (void)state;
     static struct cap c;
-    struct proc *p = metric_new(&c, 1u << MON_KIND_MARKER);
+    struct output *p = metric_new(&c, 1u << MON_KIND_MARKER);
     struct mon_record ends[] = {
         mk(32, 0, 9, 1500, "", "", 1, 1), mk(32, 1, 9, 1400, "", "", 2, 0), /* device-bound range */
         mk(4, 0, 10, 2600, "", "", 1, 1),                                     /* host-only range */
@@ -329,7 +329,7 @@ static void test_metric_many_long_names(void **state)
 {
     (void)state;
     static struct cap c;
-    struct proc *p = metric_new(&c, 1u << MON_KIND_KERNEL);
+    struct output *p = metric_new(&c, 1u << MON_KIND_KERNEL);
     enum { N = 5000 };
     char **names = calloc(N, sizeof(char *));
     for (int i = 0; i < N; i++) {
@@ -390,7 +390,7 @@ static void test_metric_table_keys(void **state)
 {
     (void)state;
     static struct cap c;
-    struct proc *p = metric_new(&c, (1u << MON_KIND_KERNEL) | (1u << MON_KIND_API));
+    struct output *p = metric_new(&c, (1u << MON_KIND_KERNEL) | (1u << MON_KIND_API));
     enum { N = 300, ROUNDS = 4 };
     static char names[N][16];
     static struct mon_record b[3 * N];
@@ -450,7 +450,7 @@ static void test_metric_aggregates_off(void **state)
     static struct cap c;
     setenv("MSMONITOR_METRIC_AGGREGATES", "0", 1);
     penv_reload();
-    struct proc *p = metric_new(&c, 1u << MON_KIND_KERNEL);
+    struct output *p = metric_new(&c, 1u << MON_KIND_KERNEL);
     struct mon_record r = kern(0, "MatMul", 0, 7);
     pt_consume(p, &r, 1);
     proc_metric_ops.stop(p, NULL);
@@ -482,8 +482,8 @@ static void test_standalone(void **state)
     assert_int_equal(out[2], MON_KIND_COMMUNICATION);
     assert_int_equal(out[3], MON_KIND_ACL_API);
 
-    struct proc_config cfg = { .session_start_ns = 1000 };
-    struct proc *p = NULL;
+    struct output_config cfg = { .session_start_ns = 1000 };
+    struct output *p = NULL;
     assert_int_equal(pt_create(&proc_memory_ops, &cfg, &p), 0);
     char kname[] = "MatMul";
     struct mon_record recs[8];
@@ -563,8 +563,8 @@ static void test_standalone_compact_store(void **state)
     static const char *names[5] = { "MatMul", "Add", "Conv2D", NULL, "Softmax" };
     enum { N = 200000 }; /* > 2 chunks of 2 MiB at 24 bytes a record */
     int32_t kinds[] = { MON_KIND_KERNEL, MON_KIND_API };
-    struct proc_config cfg = { .session_start_ns = 1000 };
-    struct proc *p = NULL;
+    struct output_config cfg = { .session_start_ns = 1000 };
+    struct output *p = NULL;
     struct mon_record r[256];
     const struct msmon_result *arr;
     size_t n;
@@ -624,8 +624,8 @@ static void test_standalone_delta_escapes(void **state)
     (void)state;
     enum { N = 150016 };
     int32_t kinds[] = { MON_KIND_KERNEL };
-    struct proc_config cfg = { .session_start_ns = 1000 };
-    struct proc *p = NULL;
+    struct output_config cfg = { .session_start_ns = 1000 };
+    struct output *p = NULL;
     struct mon_record r[256];
     const struct msmon_result *arr;
     size_t n;

@@ -14,14 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/outputs/proc.h"
+#include "plugin/pipeline/output.h"
 #include "plugin/pipeline/filter.h"
 #include "plugin/pipeline/pipeline.h"
 
 /* ---- the capturing output ---- */
 #define CAP_RECS 256
 #define CAP_RANGES 64
-struct proc {
+struct output {
     int started, ticks, stops;
     uint32_t kinds;
     size_t batches, nrecs, nranges;
@@ -31,17 +31,17 @@ struct proc {
     int32_t range_kind[CAP_RANGES]; /* kind of the record the range points at */
     char pgi[64];
 };
-static struct proc *g_last;
+static struct output *g_last;
 
-static int cap_create(const struct proc_config *cfg, struct proc **ret)
+static int cap_create(const struct output_config *cfg, struct output **ret)
 {
     assert_non_null(cfg->pl); /* the pipeline hands itself to its output */
     *ret = calloc(1, sizeof(**ret));
     g_last = *ret;
     return *ret ? 0 : -ENOMEM;
 }
-static int cap_start(struct proc *p) { p->started++; return 0; }
-static void cap_consume(struct proc *p, const struct pl_batch *b)
+static int cap_start(struct output *p) { p->started++; return 0; }
+static void cap_consume(struct output *p, const struct pl_batch *b)
 {
     p->batches++;
     for (size_t i = 0; i < b->nranges; i++) {
@@ -58,18 +58,18 @@ static void cap_consume(struct proc *p, const struct pl_batch *b)
         p->ends[p->nrecs++] = mon_record_end(&b->recs[i]);
     }
 }
-static int cap_tick(struct proc *p) { p->ticks++; return 0; }
-static void cap_set_kinds(struct proc *p, uint32_t m) { p->kinds = m; }
-static int cap_stop(struct proc *p, const char *pgi)
+static int cap_tick(struct output *p) { p->ticks++; return 0; }
+static void cap_set_kinds(struct output *p, uint32_t m) { p->kinds = m; }
+static int cap_stop(struct output *p, const char *pgi)
 {
     p->stops++;
     snprintf(p->pgi, sizeof(p->pgi), "%s", pgi ? pgi : "(null)");
     return 0;
 }
-static void cap_destroy(struct proc *p) { free(p); }
+static void cap_destroy(struct output *p) { free(p); }
 
-static const struct proc_ops cap_ops = {
-    "capture", cap_create, cap_start, cap_consume, cap_tick, cap_set_kinds, cap_stop, cap_destroy,
+static const struct output_ops cap_ops = {
+    "capture", cap_create, cap_start, cap_consume, cap_tick, cap_set_kinds, cap_stop, cap_destroy, NULL,
 };
 
 /* ---- the daemon side: PluginStats datagrams ---- */
@@ -119,11 +119,11 @@ static struct mon_record mk(int flag, int src, uint64_t id, uint64_t ts, const c
 
 static struct pipeline *new_pipeline(struct filter_state *fs, struct sent *s, uint64_t start_ns)
 {
-    struct proc_config cfg = { .rank = 0, .session_start_ns = start_ns,
+    struct output_config cfg = { .rank = 0, .session_start_ns = start_ns,
                                .report_interval_s = 1, .send = s ? cap_send : NULL, .send_ctx = s };
     struct pipeline *pl = NULL;
     assert_int_equal(pipeline_create(&cfg, fs, &cap_ops, &pl), 0);
-    assert_ptr_equal(pipeline_proc(pl), g_last);
+    assert_ptr_equal(pipeline_output(pl), g_last);
     return pl;
 }
 
@@ -134,7 +134,7 @@ static void test_cutoff_and_counters(void **state)
     (void)state;
     struct pipeline_stats st;
     struct pipeline *pl = new_pipeline(NULL, NULL, 1000);
-    struct proc *p = pipeline_proc(pl);
+    struct output *p = pipeline_output(pl);
     struct mon_record recs[] = {
         kern(0, "old", 100, 999),     /* ended before the start */
         kern(0, "across", 900, 1100), /* ended after: kept */
@@ -166,7 +166,7 @@ static void test_filter_counted(void **state)
     assert_int_equal(filter_state_create(&fs), 0);
     assert_int_equal(filter_state_set(fs, "Kernel:MatMul"), 0);
     struct pipeline *pl = new_pipeline(fs, NULL, 0);
-    struct proc *p = pipeline_proc(pl);
+    struct output *p = pipeline_output(pl);
     struct mon_record recs[] = {
         kern(0, "MatMul", 1, 2), kern(0, "Softmax", 3, 4), kern(0, "BatchMatMul", 5, 6),
     };
@@ -188,7 +188,7 @@ static void test_ranges_and_devices(void **state)
     uint32_t devs[8];
     size_t ndev = 0;
     struct pipeline *pl = new_pipeline(NULL, NULL, 0);
-    struct proc *p = pipeline_proc(pl);
+    struct output *p = pipeline_output(pl);
     struct mon_record a[] = { kern(3, "k", 1, 2), mk(16, 0, 7, 10, "step 1", 1, 1) };
     struct mon_record b[] = { mk(16, 1, 7, 11, "", 5, 0), kern(3, "k", 3, 4), mk(32, 0, 7, 20, "", 1, 1) };
     struct mon_record c[] = { comm(9, "hcom_AllReduce_1", 5, 6), mk(32, 1, 7, 19, "", 5, 2) };
@@ -226,7 +226,7 @@ static void test_tick_stop_report(void **state)
     (void)state;
     struct sent s = { 0 };
     struct pipeline *pl = new_pipeline(NULL, &s, 0);
-    struct proc *p = pipeline_proc(pl);
+    struct output *p = pipeline_output(pl);
     struct mon_record recs[] = { kern(0, "k", 1, 2), mk(16, 1, 4, 5, "", 2, 0), mk(32, 1, 4, 6, "", 2, 1) };
     pipeline_deliver(pl, recs, 3);
     pipeline_set_declined(pl, 5);
@@ -331,7 +331,7 @@ static void test_create_args(void **state)
 {
     (void)state;
     struct pipeline *pl = NULL;
-    struct proc_config cfg = { };
+    struct output_config cfg = { };
     assert_int_equal(pipeline_create(NULL, NULL, &cap_ops, &pl), -EINVAL);
     assert_int_equal(pipeline_create(&cfg, NULL, NULL, &pl), -EINVAL);
     assert_int_equal(pipeline_create(&cfg, NULL, &cap_ops, NULL), -EINVAL);

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/outputs/proc.h"
+#include "plugin/pipeline/output.h"
 #include "plugin/pipeline/pipeline.h"
 #include "plugin/pipeline/window.h"
 
@@ -204,16 +204,16 @@ static void test_marker_window(void **state)
 
 /* ---- fan-out: two outputs of one session see the same batches ---- */
 
-struct proc {
+struct output {
     struct got g;
     int start_rc;
     bool stopped;
 };
 static int g_next_start_rc;
-static struct proc *g_made[4];
+static struct output *g_made[4];
 static size_t g_nmade;
 
-static int cap_create(const struct proc_config *cfg, struct proc **ret)
+static int cap_create(const struct output_config *cfg, struct output **ret)
 {
     (void)cfg;
     *ret = calloc(1, sizeof(**ret));
@@ -221,19 +221,19 @@ static int cap_create(const struct proc_config *cfg, struct proc **ret)
     g_made[g_nmade++] = *ret;
     return 0;
 }
-static int cap_start(struct proc *p) { return p->start_rc; }
-static void cap_consume(struct proc *p, const struct pl_batch *b) { collect(&p->g, b); }
-static int cap_tick(struct proc *p) { (void)p; return 0; }
-static void cap_kinds(struct proc *p, uint32_t m) { (void)p; (void)m; }
-static int cap_stop(struct proc *p, const char *pgi) { (void)pgi; p->stopped = true; return 0; }
-static void cap_destroy(struct proc *p) { free(p); }
-static const struct proc_ops cap_ops = { "cap", cap_create, cap_start, cap_consume, cap_tick, cap_kinds, cap_stop,
-                                         cap_destroy };
+static int cap_start(struct output *p) { return p->start_rc; }
+static void cap_consume(struct output *p, const struct pl_batch *b) { collect(&p->g, b); }
+static int cap_tick(struct output *p) { (void)p; return 0; }
+static void cap_kinds(struct output *p, uint32_t m) { (void)p; (void)m; }
+static int cap_stop(struct output *p, const char *pgi) { (void)pgi; p->stopped = true; return 0; }
+static void cap_destroy(struct output *p) { free(p); }
+static const struct output_ops cap_ops = { "cap", cap_create, cap_start, cap_consume, cap_tick, cap_kinds, cap_stop,
+                                         cap_destroy, NULL };
 
 static void test_fanout_same_cut(void **state)
 {
-    struct proc_config cfg = { .session_start_ns = T0 };
-    const struct proc_ops *ops[3] = { &cap_ops, &cap_ops, &cap_ops };
+    struct output_config cfg = { .session_start_ns = T0 };
+    const struct output_ops *ops[3] = { &cap_ops, &cap_ops, &cap_ops };
     struct window_opts o = { .start_step = 1, .stop_step = 2 };
     struct pipeline *pl = NULL;
     (void)state;
