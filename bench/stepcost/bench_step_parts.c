@@ -99,7 +99,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    rc = dyn_init(0, 0);
+    rc = msmon_dynamic_init_ex(0, 0); /* as a program does: the API loads the msPTI library first */
     if (rc != 0) {
         fprintf(stderr, "bench_step_parts: dyno mode did not start (%s); set MSMONITOR_USE_DAEMON=1\n",
                 strerror(-rc));
@@ -118,11 +118,11 @@ int main(int argc, char **argv)
     rc = control_apply_config(keys, start, 3);
     if (rc != 0 || !monitor_running()) {
         fprintf(stderr, "bench_step_parts: the npu-monitor session did not start (%d)\n", rc);
-        dyn_finalize();
+        msmon_dynamic_finalize();
         return 1;
     }
     report("session (kind Marker)");
     (void)control_apply_config(stopkey, stop, 1);
-    dyn_finalize();
+    msmon_dynamic_finalize();
     return 0;
 }
