@@ -438,12 +438,12 @@ def child_env(args, tmp, daemon, mode, hook, key):
 class Runner:
     """The parent's end of one child."""
 
-    def __init__(self, args, tmp, daemon, mode, hook):
+    def __init__(self, args, tmp, daemon, mode, hook, k):
         self.mode = mode
-        self.err = os.path.join(tmp, f"{mode}-{hook}.err")
+        self.err = os.path.join(tmp, f"{mode}-{hook}-{k}.err")
         argv = [PYTHON, os.path.abspath(__file__), "--child", mode, "--hooks", hook, "--warmup", str(args.warmup)]
         with open(self.err, "wb") as f:
-            self.p = subprocess.Popen(argv, env=child_env(args, tmp, daemon, mode, hook, f"bench-{mode}-{hook}"),
+            self.p = subprocess.Popen(argv, env=child_env(args, tmp, daemon, mode, hook, f"bench-{mode}-{hook}-{k}"),
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=f, text=True,
                                       start_new_session=True)
 
@@ -484,26 +484,35 @@ T0 = time.monotonic()
 
 
 def measure(args, tmp, daemons, hook):
-    """Rounds of one block of steps per mode, the order rotating; returns per mode the blocks'
-    results and the breakdown of the session child."""
-    runners = {}
-    try:
-        for mode in MODES:  # one at a time: each sets up alone
-            runners[mode] = Runner(args, tmp, daemons.get(mode), mode, hook)
-            runners[mode].read()   # ready
-            _t(args, f"{hook}/{mode} ready")
-        res = {m: [] for m in MODES}
-        for r in range(args.rounds):
-            for mode in MODES[r % 3:] + MODES[:r % 3]:
-                res[mode].append(runners[mode].ask(f"run {args.steps}"))
-        parts = runners["session"].ask(f"parts {200 if args.smoke else 20000}") if hook != "loop" else None
-        _t(args, f"{hook}: rounds and breakdown done")
-        for mode in MODES:
-            runners[mode].finish()
-        return res, parts
-    finally:
-        for run in runners.values():
-            run.kill()
+    """Sets of three fresh children (one per mode), each set running its share of the rounds:
+    one block of steps per mode and round, back to back, the order rotating. A process has its
+    own speed (where its memory landed, which core): with several sets that averages out.
+    Returns per mode the blocks' results and the breakdown of the last session child."""
+    res = {m: [] for m in MODES}
+    parts = None
+    per_set = -(-args.rounds // args.sets)
+    done = 0
+    for k in range(args.sets):
+        runners = {}
+        try:
+            for mode in MODES:  # one at a time: each sets up alone
+                runners[mode] = Runner(args, tmp, daemons.get(mode), mode, hook, k)
+                runners[mode].read()   # ready
+                _t(args, f"{hook}/{mode} ready (set {k + 1})")
+            for _ in range(min(per_set, args.rounds - done)):
+                r = done
+                done += 1
+                for mode in MODES[r % 3:] + MODES[:r % 3]:
+                    res[mode].append(runners[mode].ask(f"run {args.steps}"))
+            if k == args.sets - 1 and hook != "loop":
+                parts = runners["session"].ask(f"parts {200 if args.smoke else 20000}")
+            _t(args, f"{hook}: set {k + 1} done")
+            for mode in MODES:
+                runners[mode].finish()
+        finally:
+            for run in runners.values():
+                run.kill()
+    return res, parts
 
 
 def c_parts(args, tmp, daemon):
@@ -520,7 +529,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
     ap.add_argument("--steps", type=int, default=200, help="steps per block (one block per mode and round)")
-    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--sets", type=int, default=4, help="fresh processes for every rounds/sets rounds")
     ap.add_argument("--warmup", type=int, default=300)
     ap.add_argument("--hooks", default="optimizer,forward")
     ap.add_argument("--no-torch", action="store_true", help="the simulator's loop even when torch is importable")
@@ -537,7 +547,7 @@ def main():
         return cg_child(args.child_cg, args.steps)
     args.build = os.path.abspath(args.build)
     if args.smoke:
-        args.steps, args.warmup, args.rounds = 20, 20, 2
+        args.steps, args.warmup, args.rounds, args.sets = 20, 20, 2, 1
     hooks = ["loop"] if args.no_torch or not torch_importable() else [h for h in args.hooks.split(",") if h]
     tmp = tempfile.mkdtemp(prefix="mmstepcost")
     for d in ("log", "shm"):
@@ -548,12 +558,19 @@ def main():
         daemons = {"idle": Daemon(args.build, tmp, "idle"), "session": Daemon(args.build, tmp, "session")}
         loop = "the simulator's training loop (no torch)" if hooks == ["loop"] else \
             "PyTorch MLP 64 wide, batch 32, CPU, 1 thread"
-        print(f"step cost: {loop}; {args.rounds} interleaved rounds of {args.steps} steps per mode; "
+        print(f"step cost: {loop}; {args.rounds} interleaved rounds of {args.steps} steps per mode in "
+              f"{args.sets} sets of processes; "
               f"session = dyno {' '.join(SESSION_ARGS[:4])} (step markers only)", flush=True)
         parts = {}
         for hook in hooks:
             res, parts[hook] = measure(args, tmp, daemons, hook)
             print_table(hook, res)
+            per_set = -(-args.rounds // args.sets)
+            if args.sets > 1:
+                print("  median step diff to plain by set of processes (idle / session): " + ", ".join(
+                    "{:+.1f} / {:+.1f} us".format(*(statistics.median(
+                        a["wall_ns"] - b["wall_ns"] for a, b in zip(res[m][i:i + per_set], res["plain"][i:i + per_set]))
+                        / 1e3 for m in ("idle", "session"))) for i in range(0, args.rounds, per_set)), flush=True)
         for hook, p in parts.items():
             if p is None:
                 continue
