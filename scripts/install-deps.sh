@@ -6,7 +6,7 @@ PKGS=(build-essential cmake pkg-config libevent-dev libcjson-dev libssl-dev libs
       python3-setuptools python3-pip python3-wheel sqlite3 procps iproute2 util-linux
       python3-torch chromium clang libclang-rt-14-dev rpm systemd python3-venv binutils dpkg-dev
       openssl prometheus libprotobuf-c-dev protobuf-c-compiler libsnappy-dev libcurl4-openssl-dev
-      python3-prometheus-client python3-protobuf)
+      python3-prometheus-client python3-protobuf python3-yaml)
 # rpm (rpmbuild), systemd (systemd-analyze verify), python3-venv, binutils (objdump) and
 # dpkg-dev (dpkg-source, for the cjson source that scripts/package.sh links statically) serve
 # scripts/package.sh and tests/e2e/test_package.py.
@@ -15,7 +15,8 @@ PKGS=(build-essential cmake pkg-config libevent-dev libcjson-dev libssl-dev libs
 # skip without it. chromium (headless) renders the HTML report in tests/e2e/test_report_browser.py.
 # clang + libclang-rt-14-dev: the libFuzzer build of the parsers (scripts/fuzz.sh).
 # openssl (CLI): the TLS tests generate their certificates. prometheus, python3-prometheus-client:
-# the real Prometheus server and exposition parser of the telemetry tests. protobuf-c, snappy and
+# the real Prometheus server and exposition parser of the telemetry tests. python3-yaml: the
+# Kubernetes manifests of packaging/kubernetes/ in test_deploy_manifests.py. protobuf-c, snappy and
 # libcurl: the daemon's remote-write logger.
 missing=()
 for p in "${PKGS[@]}"; do

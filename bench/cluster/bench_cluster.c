@@ -136,7 +136,7 @@ static void bench_memory(void)
             n += snprintf(buf + n, sizeof(buf) - (size_t)n, "],\"timestamp\":1}");
             cJSON *msg = NULL;
             if (cjx_parse(buf, (size_t)n, 10, &msg) == 0)
-                steps_take(st, NULL, msg, 1, 1);
+                steps_take(st, NULL, msg, 1, 1, NULL);
             cJSON_Delete(msg);
         }
     }

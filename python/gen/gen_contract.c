@@ -12,6 +12,7 @@
 #include "contract/dbschema.h"
 #include "contract/kinds.h"
 #include "contract/names.h"
+#include "contract/podid.h"
 #include "contract/stats.h"
 #include "msmon/ipc_wire.h"
 #include "msmon/msmonitor.h"
@@ -182,6 +183,33 @@ static void db_schema(void)
            DBSCHEMA_API_TYPE_NODE, DBSCHEMA_API_TYPE_ACL, DBSCHEMA_API_TYPE_RUNTIME);
 }
 
+static void deploy(void)
+{
+    printf("# Deployment (docs/deploy.md): default ports, the environment that ties a job to the daemon,\n"
+           "# the downward-API variables a process reports its pod by, and the netns link.\n");
+    printf("RPC_PORT = %d\nPROMETHEUS_PORT = %d\nENV_SOCKET_DIR = ", NAMES_RPC_PORT, NAMES_PROMETHEUS_PORT);
+    pystr(NAMES_ENV_SOCKET_DIR);
+    printf("\nENV_USE_DAEMON = ");
+    pystr(NAMES_ENV_USE_DAEMON);
+    printf("\nENV_KINETO_SOCKET_DIR = ");
+    pystr(NAMES_ENV_KINETO_SOCKET_DIR);
+    printf("\nNETNS_LINK = ");
+    pystr(NAMES_NETNS_LINK);
+    printf("\nMETA_POD = ");
+    pystr(NAMES_META_POD);
+    printf("\n# (environment variable, PluginHealth key, getStatus \"pod\" key, longest value)\nPOD_FIELDS = (\n");
+    for (int f = 0; f < PODID_NFIELDS; f++) {
+        printf("    (");
+        pystr(podid_env((enum podid_field)f));
+        printf(", ");
+        pystr(podid_key((enum podid_field)f));
+        printf(", ");
+        pystr(podid_status_key((enum podid_field)f));
+        printf(", %zu),\n", podid_cap((enum podid_field)f));
+    }
+    printf(")\nPOD_ENV = tuple(f[0] for f in POD_FIELDS)\n\n");
+}
+
 static void config_rules(void)
 {
     static const char *const types[] = { [CFGRULES_BOOL] = "bool",     [CFGRULES_INT] = "int",
@@ -343,6 +371,7 @@ int main(void)
     config_keys();
     files();
     status_values();
+    deploy();
     step_marker();
     return ferror(stdout) ? 1 : 0;
 }

@@ -21,12 +21,21 @@ TIMELINE_CAP = 4000      # events drawn in the step timeline
 TRACE_MAX_BYTES = 256 * 1024 * 1024   # on disk (a .gz may hold more)
 
 
+def _add_pod(rk, d):
+    """The pod of a META_DATA row / JSONL line ({"name","namespace",...}) as "namespace/name"."""
+    if not isinstance(d, dict) or not isinstance(d.get("name"), str) or not d["name"]:
+        return
+    ns = d.get("namespace")
+    rk.pods.add(f"{ns}/{d['name']}" if isinstance(ns, str) and ns else d["name"])
+
+
 class Rank:
     """Everything aggregated for one rank (all its files merged)."""
 
     def __init__(self, rank):
         self.rank = rank
         self.hosts = set()
+        self.pods = set()         # "namespace/name" the rank reported (docs/deploy.md#attribution)
         self.pids = set()
         self.files = []
         self.steps = {}           # step -> [host_ns, device_ns|None, start, end, dev_start, dev_end]
@@ -232,6 +241,12 @@ class Run:
                 if k == F.META_PARALLEL:
                     self.parallel.add(str(v))
                     continue
+                if k == F.META_POD:
+                    try:
+                        _add_pod(rk, json.loads(v))
+                    except (TypeError, ValueError):
+                        self.note(f"{rel}: META_DATA {F.META_POD} is not JSON; the rank's pod is not shown.")
+                    continue
                 if k in (F.META_FILTER, F.META_STATS):
                     self._session_end(rk, f"DB {F.T_META} ({rel})", k, v)
                     continue
@@ -431,6 +446,8 @@ class Run:
                     host_marker[d.get("id")] = (n, st, en)
         elif kind == F.META_PARALLEL:
             self.parallel.add(str(d.get("value")))
+        elif kind == F.META_POD:
+            _add_pod(rk, d)
         elif kind == F.META_STATS:
             self._session_end(rk, f"JSONL {kind}", F.META_FILTER, d.get(F.META_FILTER))
             self._session_end(rk, f"JSONL {kind}", F.META_STATS, d.get("stats"))

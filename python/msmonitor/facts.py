@@ -44,6 +44,7 @@ T_SESSION = C.DB_SESSION_TIME_INFO
 T_HOST = C.DB_HOST_INFO
 T_META = C.DB_META_DATA
 META_PARALLEL = C.META_PARALLEL
+META_POD = C.META_POD            # where the rank ran (docs/deploy.md#attribution)
 META_SCHEMA_PREFIX = C.DB_META_SCHEMA_PREFIX
 # A device step marker is a TASK row whose taskType is the string MSTX_TASK_TYPE; it pairs with its
 # host range (MSTX_EVENTS row, eventType MSTX_RANGE) by connectionId.
@@ -73,7 +74,7 @@ K_KERNEL, K_COMM, K_HCCL, K_MEMCPY, K_MEMSET, K_MARKER = \
 API_KINDS = tuple(n for n, _ in C.KINDS if n.endswith("API"))
 COMM_KINDS = (K_COMM, K_HCCL)
 SOURCE_DEVICE = "Device"
-JSONL_META_KINDS = (C.META_PARALLEL, C.META_RANK_DEVICE_MAP, C.META_STATS)
+JSONL_META_KINDS = (C.META_PARALLEL, C.META_RANK_DEVICE_MAP, C.META_STATS, C.META_POD)
 
 # Chrome trace categories of device and host work: ours (the contract's) and torch.profiler's
 # (its own names, "Kernel", "Memcpy", ..., which the C code never writes).

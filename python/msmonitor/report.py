@@ -340,10 +340,11 @@ def _section_steps(pg):
             d = detail.get(r)
             verdict = (f"{d['cause']} since step {d['since_step']}, costs the job {d['cost_ms']:.2f} ms/step"
                        if d else "—")
-            rows.append((f"rank {r}" + (" — SLOW" if r in slow else ""), st["n"], _fmt_ns(st["host_median_ns"]),
+            pods = ", ".join(sorted(pg.rep.ranks[r].pods)) or "—"   # docs/deploy.md#attribution
+            rows.append((f"rank {r}" + (" — SLOW" if r in slow else ""), pods, st["n"], _fmt_ns(st["host_median_ns"]),
                          _fmt_ns(dm) if dm is not None else "—", verdict))
-        pg.parts.append(_table(["rank", "steps", "median step (host)", "median step (device)", "slow: cause"],
-                               rows, numeric=(1, 2, 3)))
+        pg.parts.append(_table(["rank", "pod", "steps", "median step (host)", "median step (device)", "slow: cause"],
+                               rows, numeric=(2, 3, 4)))
         basis = ("device span of the <code>step N</code> marker (device start to device end of the range)"
                  if pg.rep.basis == "device" else "host duration of the <code>step N</code> marker range "
                  "(not every step has a device part)")

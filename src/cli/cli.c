@@ -12,6 +12,7 @@
 
 #include "cli/cli_fanout.h"
 #include "cli/cli_outcome.h"
+#include "contract/names.h"
 #include "cli/cli_val.h"
 #include "cli/hosts.h"
 #include "cli/rpc_client.h"
@@ -33,7 +34,7 @@ static const struct cli_flag global_flags[] = {
     {"hostfile", CLI_FLAG_VALUE, false, NULL, "File with more targets, one entry per line ('#' comments)"},
     {"hostname", CLI_FLAG_VALUE, false, "localhost", "Targets: comma list, SLURM ranges node[01-04], unix:[path]"},
     {"parallel", CLI_FLAG_VALUE, false, "32", "Max hosts contacted concurrently"},
-    {"port", CLI_FLAG_VALUE, false, "1778", "Daemon RPC port"},
+    {"port", CLI_FLAG_VALUE, false, NAMES_STR(NAMES_RPC_PORT), "Daemon RPC port"},
     {"timeout-s", CLI_FLAG_VALUE, false, "30", "Per-host limit for connect + request + reply, seconds"},
     {"version", CLI_FLAG_BOOL, false, NULL, "Print dyno's own version"},
 };

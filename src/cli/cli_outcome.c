@@ -157,7 +157,7 @@ static int render_outcomes(const char *target, const cJSON *outs, const cJSON *t
     cJSON_ArrayForEach(t, triggered) {
         long long pid = cJSON_IsNumber(t) ? (long long)t->valuedouble : -1;
         const cJSON *found = NULL;
-        const char *o, *why, *state, *shown;
+        const char *o, *why, *state, *shown, *pod;
         long long rank;
         char txt[96];
 
@@ -165,6 +165,7 @@ static int render_outcomes(const char *target, const cJSON *outs, const cJSON *t
             if (int_of(e, "pid", -2) == pid)
                 found = e; /* the newest delivery of this token to pid */
         o = found ? str_of(found, "outcome") : "";
+        pod = found ? str_of(found, "pod") : "";
         why = found ? str_of(found, "reason") : "";
         state = found ? str_of(found, "state") : "";
         rank = found ? int_of(found, "rank", -1) : -1;
@@ -190,7 +191,13 @@ static int render_outcomes(const char *target, const cJSON *outs, const cJSON *t
                              : "the daemon no longer tracks this process (gone?) after %g s", wait_s);
             why = txt;
         }
-        cli_buf_printf(out, "Outcome: %s pid %lld rank ", target, pid);
+        cli_buf_printf(out, "Outcome: %s pid %lld ", target, pid);
+        if (pod[0]) { /* the pod it reported (docs/deploy.md#attribution) */
+            cli_buf_puts(out, "(pod ");
+            put_clean(out, pod);
+            cli_buf_puts(out, ") ");
+        }
+        cli_buf_puts(out, "rank ");
         if (rank >= 0)
             cli_buf_printf(out, "%lld", rank);
         else
@@ -210,7 +217,13 @@ static int render_outcomes(const char *target, const cJSON *outs, const cJSON *t
         cli_buf_json_str(&js, target, strlen(target));
         cli_buf_printf(&js, "\",\"outcome\":\"");
         cli_buf_json_str(&js, shown, strlen(shown));
-        cli_buf_printf(&js, "\",\"pid\":%lld,\"rank\":%lld,\"reason\":\"", pid, rank);
+        cli_buf_printf(&js, "\",\"pid\":%lld,", pid);
+        if (pod[0]) {
+            cli_buf_puts(&js, "\"pod\":\"");
+            cli_buf_json_str(&js, pod, strlen(pod));
+            cli_buf_puts(&js, "\",");
+        }
+        cli_buf_printf(&js, "\"rank\":%lld,\"reason\":\"", rank);
         cli_buf_json_str(&js, why, strlen(why));
         cli_buf_puts(&js, "\",\"state\":\"");
         cli_buf_json_str(&js, state, strlen(state));
@@ -238,6 +251,9 @@ static void wait_outcomes(const struct cmd_req *req, const char *target, uint16_
     const cJSON *trig = cJSON_GetObjectItemCaseSensitive(reply, "activityProfilersTriggered");
     const cJSON *skipped = cJSON_GetObjectItemCaseSensitive(reply, "processesSkipped");
     uint64_t deadline = clock_mono_ns() + (uint64_t)(req->wait_s * 1e9);
+    /* --timeout-s bounds the whole command, the wait included (docs/cli.md) */
+    if (rpc_overall_deadline() && rpc_overall_deadline() < deadline)
+        deadline = rpc_overall_deadline();
     size_t ntrig = (size_t)cJSON_GetArraySize(trig);
     cJSON *got = NULL;
     char err[512] = "";

@@ -33,6 +33,9 @@ struct cmd_req {
      * not waited for) and the wait in seconds (< 0: --no-wait). */
     char client_token[40];
     double wait_s;
+    /* --pod / --namespace (borrowed from argv; NULL: any): sent as "pod"/"namespace" */
+    const char *pod;
+    const char *pod_namespace;
 };
 
 struct cli_cmd {
@@ -77,6 +80,18 @@ void cmd_req_fini(struct cmd_req *req);
 #define CMD_PROCESS_LIMIT_ALL 4096ull /* the daemon's registry cap */
 void cmd_build_kineto_body(struct cmd_req *req, long long job_id, const char *pids,
                            unsigned long long process_limit);
+/* --pod NAME and --namespace NS (docs/cli.md#selecting-processes-by-pod): the flag rows (tables are
+ * sorted: place each by its name), their validation into req->pod/pod_namespace (a name by the
+ * contract's rules, else a usage error), and the check that the daemon applied them: it echoes
+ * them in its reply; one that does not (an older dynolog) reached every matched process, which
+ * dyno says in a Note and counts as a failure. */
+#define CMD_FLAG_NAMESPACE \
+    {"namespace", CLI_FLAG_VALUE, false, NULL, "Only processes whose pod runs in this namespace (POD_NAMESPACE)"}
+#define CMD_FLAG_POD \
+    {"pod", CLI_FLAG_VALUE, false, NULL, "Only processes of this pod (POD_NAME, else the container's hostname)"}
+int cmd_pod_prepare(const struct cli_args *a, struct cmd_req *req, char *err, size_t errcap);
+void cmd_pod_check(const struct cmd_req *req, const cJSON *json, struct cli_buf *out, bool *ret_failed, char *err,
+                   size_t errcap);
 /* Render helpers shared by the commands. */
 /* `render` of status/version: the reply JSON unchanged on one line (docs/design/cli.md#status, #version). */
 void cmd_render_verbatim(const struct cmd_req *req, const char *reply, size_t len, const cJSON *json,

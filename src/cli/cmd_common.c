@@ -2,7 +2,12 @@
  * kept from upstream, the Note line and the processesMatched block (docs/design/cli.md#request-bodies, #subcommands). */
 #include "cli/cmd.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "cli/cli_val.h"
+#include "contract/podid.h"
 
 void cmd_req_init(struct cmd_req *req)
 {
@@ -29,7 +34,59 @@ void cmd_build_kineto_body(struct cmd_req *req, long long job_id, const char *pi
                    job_id, pids, process_limit ? process_limit : CMD_PROCESS_LIMIT_ALL);
     if (req->client_token[0])
         cli_buf_printf(b, ",\n    \"client_token\": \"%s\"", req->client_token);
+    /* validated names ([A-Za-z0-9._-]): nothing to escape */
+    if (req->pod)
+        cli_buf_printf(b, ",\n    \"pod\": \"%s\"", req->pod);
+    if (req->pod_namespace)
+        cli_buf_printf(b, ",\n    \"namespace\": \"%s\"", req->pod_namespace);
     cli_buf_puts(b, "\n}");
+}
+
+int cmd_pod_prepare(const struct cli_args *a, struct cmd_req *req, char *err, size_t errcap)
+{
+    static const struct {
+        const char *flag;
+        enum podid_field f;
+    } sel[] = { { "pod", PODID_POD }, { "namespace", PODID_NAMESPACE } };
+
+    for (size_t i = 0; i < sizeof(sel) / sizeof(sel[0]); i++) {
+        const char *v = cli_flags_given(a, sel[i].flag) ? cli_flags_get(a, sel[i].flag) : NULL;
+        char why[96];
+        if (!v)
+            continue;
+        if (!podid_valid(sel[i].f, v, strlen(v))) {
+            snprintf(why, sizeof(why), "Must be a name of 1-%zu characters [A-Za-z0-9._-], starting and ending "
+                     "with a letter or digit", podid_cap(sel[i].f));
+            cli_val_err(err, errcap, sel[i].flag, v, why);
+            return -EINVAL;
+        }
+        if (sel[i].f == PODID_POD)
+            req->pod = v;
+        else
+            req->pod_namespace = v;
+    }
+    return 0;
+}
+
+static bool echoed(const cJSON *json, const char *key, const char *want)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(json, key);
+    return !want || (cJSON_IsString(v) && strcmp(v->valuestring, want) == 0);
+}
+
+void cmd_pod_check(const struct cmd_req *req, const cJSON *json, struct cli_buf *out, bool *ret_failed, char *err,
+                   size_t errcap)
+{
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(json, "commandStatus");
+    /* only a reply to the command itself says whether the selection was applied */
+    if ((!req->pod && !req->pod_namespace) || !cJSON_IsObject(json) || !cJSON_IsString(st) ||
+        strcmp(st->valuestring, "refused") == 0 ||
+        (echoed(json, "pod", req->pod) && echoed(json, "namespace", req->pod_namespace)))
+        return;
+    cli_buf_puts(out, "Note: this dynolog does not select processes by pod (an older release?): the command "
+                      "reached every process it matched - upgrade dynolog to this dyno's release\n");
+    *ret_failed = true;
+    snprintf(err, errcap, "the daemon ignored --pod/--namespace");
 }
 
 void cmd_render_verbatim(const struct cmd_req *req, const char *reply, size_t len, const cJSON *json,

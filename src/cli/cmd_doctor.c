@@ -21,6 +21,7 @@
 
 #include "cli/cli_gather.h"
 #include "cli/cli_val.h"
+#include "cli/doctor_ns.h"
 #include "cli/doctor_text.h"
 #include "contract/names.h"
 #include "cli/hosts.h"
@@ -57,6 +58,7 @@ struct report {
 struct opts {
     bool has_job, has_pid;
     long long job_id, pid;
+    long long node_pid; /* --pid as the daemon numbers it (doctor_ns.h; -1 unknown) */
     const char *log_dir;
 };
 
@@ -117,6 +119,12 @@ static int doctor_prepare(const struct cli_args *a, struct cmd_req *req, char *e
     /* The body the fan-out size-checks; run_host sends its own requests. */
     cli_buf_puts(&req->body, "{\"fn\":\"getStatus\"}");
     return req->body.err;
+}
+
+/* doctor_ns's lines, counted and escaped like ours. */
+static void say_ns(void *report, enum doctor_mark m, const char *line)
+{
+    say(report, m == DOCTOR_OK ? M_OK : m == DOCTOR_FAIL ? M_FAIL : M_INFO, "%s", line);
 }
 
 /* Filesystem checks only make sense on the node the target names. */
@@ -191,7 +199,7 @@ static void check_processes(struct report *r, const cJSON *procs, const struct o
         bool poll = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "polling"));
         n++;
         polling += poll;
-        pid_found |= o->has_pid && pid == o->pid;
+        pid_found |= o->has_pid && pid == o->node_pid;
         if (n <= PIDS_SHOWN && used < sizeof(list))
             used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%lld%s", n > 1 ? ", " : "",
                                      pid, poll ? " (polling)" : "");
@@ -784,6 +792,9 @@ static void doctor_run_host(const struct cmd_req *req, const char *target, uint1
                 "this release's dynolog for per-process checks");
             check_state(&r, st);
         } else {
+            struct doctor_ns_in ns = { st, o.has_pid, o.pid, NULL };
+            o.node_pid = o.has_pid ? doctor_ns_node_pid(st, o.pid) : -1;
+            doctor_ns_daemon(&ns, say_ns, &r);
             check_processes(&r, procs, &o);
             check_state(&r, st);
             check_sessions(&r, procs, &o);
@@ -794,6 +805,16 @@ static void doctor_run_host(const struct cmd_req *req, const char *target, uint1
     if (local) {
         const char *shm = getenv("MSMONITOR_SHM_DIR");
         check_sockets(&r, target);
+        if (st) {
+            const char *up = strncmp(target, HOSTS_UNIX_PREFIX, strlen(HOSTS_UNIX_PREFIX)) == 0 &&
+                                     target[strlen(HOSTS_UNIX_PREFIX)] ? target + strlen(HOSTS_UNIX_PREFIX) : NULL;
+            char udir[4096];
+            const char *slash = up ? strrchr(up, '/') : NULL;
+            if (slash)
+                snprintf(udir, sizeof(udir), "%.*s", (int)(slash - up), up);
+            struct doctor_ns_in ns = { st, o.has_pid, o.pid, slash ? udir : NULL };
+            doctor_ns_local(&ns, say_ns, &r);
+        }
         if (o.has_pid)
             check_env(&r, o.pid);
         else

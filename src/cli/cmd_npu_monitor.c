@@ -27,6 +27,8 @@ static const char *const export_types[] = {MSMON_OUTPUT_EXPORT_VALUES NULL};
 static const struct cli_flag npu_monitor_flags[] = {
 #include "contract/cfgrules.def"
     CLI_OUTCOME_FLAG_NO_WAIT,
+    CMD_FLAG_NAMESPACE,
+    CMD_FLAG_POD,
     {"process-limit", CLI_FLAG_VALUE, false, "0", "Most processes to trigger; 0 = every matching process"},
     CLI_OUTCOME_FLAG_WAIT_S,
 };
@@ -114,7 +116,7 @@ static int npu_monitor_prepare(const struct cli_args *a, struct cmd_req *req, ch
     }
     if (cli_val_i64("process-limit", cli_flags_get(a, "process-limit"), 0, CMD_PROCESS_LIMIT_ALL,
                     "Must be an integer in [0, 4096] (0 = every matching process)", &limit, err, errcap) < 0 ||
-        cli_outcome_prepare(a, req, err, errcap) < 0)
+        cli_outcome_prepare(a, req, err, errcap) < 0 || cmd_pod_prepare(a, req, err, errcap) < 0)
         return -EINVAL;
 
     bool start = cli_flags_bool(a, cfgrules_of(CFGKEY_NPU_MONITOR_START)->flag);
@@ -132,11 +134,9 @@ static void npu_monitor_render(const struct cmd_req *req, const char *reply, siz
                                char *err, size_t errcap)
 {
     (void)len;
-    (void)ret_failed;
-    (void)err;
-    (void)errcap;
     cmd_render_reply_line(reply, out);
     cmd_render_note(json, out);
+    cmd_pod_check(req, json, out, ret_failed, err, errcap);
     /* Files on the node are read back with SQL or jq otherwise: point at the report. */
     if (req->log_file && req->log_file[0])
         cli_buf_printf(out, "Hint: once the session has stopped, `python3 -m msmonitor report %s` on "

@@ -41,9 +41,11 @@ static const struct cli_flag nputrace_flags[] = {
     {"msprof-tx", CLI_FLAG_BOOL, false, NULL, "Collect mstx/msprof-tx markers"},
     {"mstx-domain-exclude", CLI_FLAG_VALUE, false, NULL, "mstx domains to exclude"},
     {"mstx-domain-include", CLI_FLAG_VALUE, false, NULL, "mstx domains to include"},
+    CMD_FLAG_NAMESPACE,
     CLI_OUTCOME_FLAG_NO_WAIT,
     {"op-attr", CLI_FLAG_BOOL, false, NULL, "Collect operator attributes"},
-    {"pids", CLI_FLAG_VALUE, false, "0", "Comma list of pids (0 = all)"},
+    {"pids", CLI_FLAG_VALUE, false, "0", "Comma list of node pids (0 = all; a container's own pid when unambiguous)"},
+    CMD_FLAG_POD,
     {"process-limit", CLI_FLAG_VALUE, false, "0", "Most processes to trace; 0 = every matching process"},
     {"profile-memory", CLI_FLAG_BOOL, false, NULL, "Profile memory"},
     {"profile-start-time", CLI_FLAG_VALUE, false, "0", "Duration trigger start (not used)"},
@@ -91,7 +93,7 @@ static int nputrace_prepare(const struct cli_args *a, struct cmd_req *req, char 
                     "Must be non-negative integer or -1", &start_step, err, errcap) < 0 ||
         cli_val_i64("process-limit", cli_flags_get(a, "process-limit"), 0, UINT32_MAX,
                     "Must be an integer in [0, 4294967295] (0 = every matching process)", &v, err, errcap) < 0 ||
-        cli_outcome_prepare(a, req, err, errcap) < 0 ||
+        cli_outcome_prepare(a, req, err, errcap) < 0 || cmd_pod_prepare(a, req, err, errcap) < 0 ||
         cli_val_enum("activities", cli_flags_get(a, "activities"), activities, err, errcap) < 0 ||
         cli_val_enum("profiler-level", cli_flags_get(a, "profiler-level"), levels, err, errcap) < 0 ||
         cli_val_enum("aic-metrics", cli_flags_get(a, "aic-metrics"), aic_metrics, err, errcap) < 0 ||
@@ -167,12 +169,10 @@ static void nputrace_render(const struct cmd_req *req, const char *reply, size_t
                             size_t errcap)
 {
     (void)len;
-    (void)ret_failed;
-    (void)err;
-    (void)errcap;
     cmd_render_reply_line(reply, out);
     cmd_render_matched(json, req->log_file, false, false, out);
     cmd_render_note(json, out);
+    cmd_pod_check(req, json, out, ret_failed, err, errcap);
 }
 
 /* --aligned (docs/cluster.md §5): read every target's current step, pick one start step all

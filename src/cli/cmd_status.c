@@ -3,6 +3,7 @@
  * a table (host, pid, rank, npu-monitor and nputrace state, current step, last poll age) or
  * one JSON object whose `processes` carry `host`. Ranks come from the step windows. Each
  * process's health marks follow it, one line each (docs/cli.md "Status marks"). */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,15 +17,31 @@
 
 static const struct cli_flag status_flags[] = {
     {"json", CLI_FLAG_BOOL, false, NULL, "Print the merged status of all hosts as one JSON object"},
+    CMD_FLAG_NAMESPACE,
+    CMD_FLAG_POD,
 };
 
 static int status_prepare(const struct cli_args *a, struct cmd_req *req, char *err, size_t errcap)
 {
-    (void)a;
-    (void)err;
-    (void)errcap;
+    if (cmd_pod_prepare(a, req, err, errcap) < 0)
+        return -EINVAL;
     cli_buf_puts(&req->body, "{\"fn\":\"getStatus\"}");
     return req->body.err;
+}
+
+/* The "pod" object's name and namespace of a process ("" when not reported). */
+static const char *pod_field(const cJSON *p, const char *key)
+{
+    const cJSON *pod = cJSON_GetObjectItemCaseSensitive(p, "pod");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(pod, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* --pod / --namespace: the process reported that pod (and namespace). */
+static bool pod_selected(const struct cmd_req *req, const cJSON *p)
+{
+    return (!req->pod || strcmp(pod_field(p, "name"), req->pod) == 0) &&
+           (!req->pod_namespace || strcmp(pod_field(p, "namespace"), req->pod_namespace) == 0);
 }
 
 static int num(const cJSON *o, const char *key, int def)
@@ -57,6 +74,7 @@ static int status_marks(const cJSON *p, const char *indent, struct cli_buf *out)
 {
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(p, "health"), *m;
     int n = 0, rank = num(h, "rank", -1), pid = num(p, "pid", 0);
+    const char *pod = pod_field(p, "name");
     char rk[24] = "";
 
     if (rank >= 0)
@@ -65,7 +83,13 @@ static int status_marks(const cJSON *p, const char *indent, struct cli_buf *out)
         const char *code = str(m, "code", NULL), *text = str(m, "text", NULL);
         if (!code || !text)
             continue;
-        cli_buf_printf(out, "%s! pid %d%s: ", indent, pid, rk);
+        cli_buf_printf(out, "%s! pid %d", indent, pid);
+        if (pod[0]) { /* which pod, as it reported it (docs/deploy.md#attribution) */
+            cli_buf_puts(out, " (pod ");
+            put_printable(out, pod);
+            cli_buf_puts(out, ")");
+        }
+        cli_buf_printf(out, "%s: ", rk);
         put_printable(out, code);
         cli_buf_puts(out, ": ");
         put_printable(out, text);
@@ -123,7 +147,7 @@ static int status_run_all(struct cmd_req *req, const struct cli_targets *t, FILE
     static const char steps_body[] = "{\"fn\":\"getSteps\",\"last\":1}";
     int rc = CLI_EXIT_RUNTIME;
 
-    if (n == 1 && !json)
+    if (n == 1 && !json && !req->pod && !req->pod_namespace)
         return CMD_RUN_DEFAULT; /* the upstream output */
     st = calloc(n, sizeof(*st));
     sp = calloc(n, sizeof(*sp));
@@ -137,8 +161,9 @@ static int status_run_all(struct cmd_req *req, const struct cli_targets *t, FILE
         hosts = cJSON_AddArrayToObject(root, "hosts");
         procs = cJSON_AddArrayToObject(root, "processes");
     } else {
-        fprintf(out, "%-24s %8s %5s %-13s %-13s %8s %9s\n", "HOST", "PID", "RANK", "NPUMONITOR", "NPUTRACE",
-                "STEP", "POLL_AGE");
+        /* the container's pid and the pod last, so that the columns before keep their places */
+        fprintf(out, "%-24s %8s %5s %-13s %-13s %8s %9s %8s %s\n", "HOST", "PID", "RANK", "NPUMONITOR", "NPUTRACE",
+                "STEP", "POLL_AGE", "NS_PID", "POD");
     }
     for (size_t i = 0; i < n; i++) {
         const char *host = t->hosts->v[i];
@@ -166,6 +191,8 @@ static int status_run_all(struct cmd_req *req, const struct cli_targets *t, FILE
             cJSON_AddItemToArray(hosts, h);
         }
         cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(r, "processes")) {
+            if (!pod_selected(req, p))
+                continue;
             if (rows++ == CLI_HOST_ROWS_MAX) {
                 /* a hostile host cannot flood the table (docs/security.md) */
                 more = (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "processes")) - CLI_HOST_ROWS_MAX;
@@ -193,10 +220,16 @@ static int status_run_all(struct cmd_req *req, const struct cli_targets *t, FILE
                 snprintf(rk, sizeof(rk), "%d", rank);
             if (step >= 0)
                 snprintf(stp, sizeof(stp), "%d", step);
-            char m[64], t[64];
-            fprintf(out, "%-24s %8d %5s %-13s %-13s %8s %9s\n", host, pid, rk,
+            char m[64], t[64], nsp[16] = "-", podtxt[2 * 256 + 2], pe[sizeof(podtxt) * 4 + 1];
+            int ns_pid = num(p, "ns_pid", 0);
+            const char *pname = pod_field(p, "name"), *pns = pod_field(p, "namespace");
+            if (ns_pid > 0 && ns_pid != pid)
+                snprintf(nsp, sizeof(nsp), "%d", ns_pid);
+            snprintf(podtxt, sizeof(podtxt), "%s%s%s", pns, pns[0] && pname[0] ? "/" : "", pname[0] ? pname : pns[0] ? "" : "-");
+            fprintf(out, "%-24s %8d %5s %-13s %-13s %8s %9s %8s %s\n", host, pid, rk,
                     cli_term_str(str(p, "npumonitor", "-"), m, sizeof(m)),
-                    cli_term_str(str(p, "nputrace", "-"), t, sizeof(t)), stp, age);
+                    cli_term_str(str(p, "nputrace", "-"), t, sizeof(t)), stp, age, nsp,
+                    cli_term_str(podtxt, pe, sizeof(pe)));
             struct cli_buf mb;
             cli_buf_init(&mb, 1u << 20);
             if (status_marks(p, "    ", &mb) > 0 && !mb.err)

@@ -171,6 +171,25 @@ static int collect(const struct cli_reply *r, size_t nh, struct slowrank_in **re
     return 0;
 }
 
+/* The pod a rank reported (getSteps "pod", docs/deploy.md#attribution): "" when none. Looked up
+ * in its host's reply by pid and rank, so the merge input stays the contract's. */
+static const char *rank_pod(const struct cli_reply *r, size_t nh, const struct slowrank_in *x)
+{
+    const cJSON *rk;
+    for (size_t i = 0; i < nh; i++) {
+        if (r[i].host != x->host)
+            continue;
+        cJSON_ArrayForEach(rk, cJSON_GetObjectItemCaseSensitive(r[i].json, "ranks")) {
+            const cJSON *pod = cJSON_GetObjectItemCaseSensitive(rk, "pod");
+            if (cli_json_i64(cJSON_GetObjectItemCaseSensitive(rk, "pid"), INT32_MIN, INT32_MAX, 0) == x->pid &&
+                cli_json_i64(cJSON_GetObjectItemCaseSensitive(rk, "rank"), INT32_MIN, INT32_MAX, -1) == x->rank &&
+                cJSON_IsString(pod))
+                return pod->valuestring;
+        }
+    }
+    return "";
+}
+
 static void print_view(const struct steps_opts *o, const struct cli_targets *t, const struct cli_reply *r,
                        const struct slowrank_in *in, const struct slowrank_result *res, FILE *out)
 {
@@ -210,6 +229,8 @@ static void print_view(const struct steps_opts *o, const struct cli_targets *t, 
             cJSON_AddNumberToObject(e, "job_id", (double)x->job);
             cJSON_AddNumberToObject(e, "last_step", (double)s->last_step);
             cJSON_AddNumberToObject(e, "pid", x->pid);
+            if (rank_pod(r, t->hosts->n, x)[0])
+                cJSON_AddStringToObject(e, "pod", rank_pod(r, t->hosts->n, x));
             cJSON_AddNumberToObject(e, "rank", x->rank);
             cJSON_AddNumberToObject(e, "ratio", round(s->ratio * 1000) / 1000);
             cJSON_AddNumberToObject(e, "since_step", (double)s->since_step);
@@ -253,14 +274,17 @@ static void print_view(const struct steps_opts *o, const struct cli_targets *t, 
     }
     fprintf(out, "slow ranks: %zu\n", res->nslow);
     if (res->nslow)
-        fprintf(out, "%-24s %6s %8s %8s %6s %-13s %9s %s\n", "HOST", "RANK", "PID", "SINCE", "RATIO", "CAUSE",
-                "COST_MS", "EXCESS (compute/transfer/host ms)");
+        fprintf(out, "%-24s %6s %8s %8s %6s %-13s %9s %-33s %s\n", "HOST", "RANK", "PID", "SINCE", "RATIO", "CAUSE",
+                "COST_MS", "EXCESS (compute/transfer/host ms)", "POD");
     for (size_t i = 0; i < res->nslow; i++) {
         const struct slowrank_slow *s = &res->slow[i];
         const struct slowrank_in *x = &in[s->rank_index];
-        fprintf(out, "%-24s %6d %8d %8lld %6.2f %-13s %9.2f %+.2f/%+.2f/%+.2f\n", x->host, x->rank, x->pid,
-                (long long)s->since_step, s->ratio, slowrank_cause_name(s->cause), s->cost_ms, s->excess_ms[0],
-                s->excess_ms[1], s->excess_ms[2]);
+        char excess[96], pe[256 * 4 + 1];
+        const char *pod = rank_pod(r, t->hosts->n, x);
+        snprintf(excess, sizeof(excess), "%+.2f/%+.2f/%+.2f", s->excess_ms[0], s->excess_ms[1], s->excess_ms[2]);
+        fprintf(out, "%-24s %6d %8d %8lld %6.2f %-13s %9.2f %-33s %s\n", x->host, x->rank, x->pid,
+                (long long)s->since_step, s->ratio, slowrank_cause_name(s->cause), s->cost_ms, excess,
+                pod[0] ? cli_term_str(pod, pe, sizeof(pe)) : "-");
     }
     fflush(out);
 }

@@ -432,6 +432,11 @@ void rpc_set_overall_deadline(uint64_t deadline_ns)
     overall_deadline_ns = deadline_ns;
 }
 
+uint64_t rpc_overall_deadline(void)
+{
+    return overall_deadline_ns;
+}
+
 static const struct rpc_transport *transport; /* NULL: the network */
 
 void rpc_set_transport(const struct rpc_transport *t)
@@ -477,6 +482,13 @@ static int call_once(const struct rpc_tls *tls, const char *target, uint16_t por
     int r;
 
     *ret_fail = RPC_OK;
+    /* past the command's deadline: no connection at all, rather than one that is opened and
+     * closed before a byte is sent (the daemon would log each as a bad frame) */
+    if (overall_deadline_ns && clock_mono_ns() >= overall_deadline_ns) {
+        snprintf(err, errcap, "--timeout-s reached before this request was sent");
+        *ret_fail = RPC_FAIL_TIMEOUT;
+        return -ETIMEDOUT;
+    }
     if (body_len == 0 || body_len > RPC_REQ_MAX) {
         snprintf(err, errcap, "request too large (%zu bytes, limit %d)", body_len, RPC_REQ_MAX);
         *ret_fail = RPC_FAIL_SEND;

@@ -27,6 +27,8 @@ enum rpc_fail {
 /* Process-wide deadline (CLOCK_MONOTONIC ns, 0 = none) that no call runs past, whatever
  * its own timeout: dyno's overall --timeout-s. Set it before starting worker threads. */
 void rpc_set_overall_deadline(uint64_t deadline_ns);
+/* The deadline set above (monotonic ns), 0 when none. */
+uint64_t rpc_overall_deadline(void);
 
 struct rpc_tls;
 

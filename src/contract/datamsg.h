@@ -19,7 +19,7 @@
 #define DATAMSG_STEP_SUMMARY "StepSummary"
 #define DATAMSG_CONFIG_ACK "ConfigAck"
 
-#define DATAMSG_EXTRA_MAX 16 /* extra keys per message */
+#define DATAMSG_EXTRA_MAX 24 /* extra keys per message */
 
 /* A StepSummary's per-step durations, in key order: X(field, key, what). "wait" and
  * "transfer" came later; a reader accepts a row without them (all transfer). */

@@ -8,12 +8,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Deployment facts (docs/deploy.md): the daemon's default ports and the environment variables that
+ * tie a job to it. The Kubernetes manifests in packaging/kubernetes/ are checked against these
+ * through the generated _contract.py (tests/e2e/test_deploy_manifests.py). */
+#define NAMES_RPC_PORT 1778
+#define NAMES_PROMETHEUS_PORT 8080
+#define NAMES_ENV_SOCKET_DIR "MSMONITOR_SOCKET_DIR"
+#define NAMES_ENV_USE_DAEMON "MSMONITOR_USE_DAEMON"
+#define NAMES_ENV_KINETO_SOCKET_DIR "KINETO_IPC_SOCKET_DIR"
+#define NAMES_STR_(x) #x
+#define NAMES_STR(x) NAMES_STR_(x) /* a number's text, for string defaults */
+
 /* Sockets in the socket directory: <dir>/<base>.sock (NAMES_SOCK_FILE gives the file name). */
 #define NAMES_SOCK_CTL "dynolog"       /* control datagrams */
 #define NAMES_SOCK_DATA "dynolog_data" /* data datagrams */
 #define NAMES_SOCK_RPC "dyno"          /* local RPC stream socket */
 #define NAMES_SOCK_SUFFIX ".sock"
 #define NAMES_SOCK_FILE(base) base NAMES_SOCK_SUFFIX
+/* Beside the sockets: a symbolic link whose target is the daemon's network namespace as
+ * /proc/self/ns/net reads ("net:[<inode>]"). A client whose own differs binds its socket in the
+ * directory instead of the abstract namespace (docs/design/ipc.md#network-namespaces). */
+#define NAMES_NETNS_LINK "dynolog.netns"
 #define NAMES_SHM_PREFIX "DynamicProfileNpuShm"
 #define NAMES_SHM_SIZE (1u << 20) /* dyno-mode segment: 4-byte time stamp + config text */
 /* The steps side file next to a segment: "msmonitor_steps.<segment name>" (docs/nputrace.md). */
@@ -39,6 +54,9 @@
  * line of the rank's devices (the DB's RANK_DEVICE_MAP table). */
 #define NAMES_META_PARALLEL "parallel_group_info"
 #define NAMES_META_RANK_DEVICE_MAP "rank_device_map"
+/* The pod the process reported (docs/deploy.md#attribution): a META_DATA row whose value is
+ * {"container","name","namespace","node"} (the known keys), a JSONL line of this kind with them. */
+#define NAMES_META_POD "pod"
 
 /* The step marker: mstx range message "step <N>", N decimal digits (no sign) worth at most
  * NAMES_STEP_MAX. */

@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "common/strutil.h"
+#include "contract/names.h"
 
 enum flag_type { FT_BOOL, FT_INT32, FT_INT64, FT_STRING, FT_OCTAL };
 
@@ -43,7 +44,7 @@ static const struct flag_def table[] = {
     { "ipc_allowed_uids", FT_STRING, OFF(ipc_allowed_uids), "", 0, 0,
       "comma list of extra uids whose datagrams the IPC sockets accept (the daemon's uid and root always)" },
     { "ipc_peer_pid_check", FT_BOOL, OFF(ipc_peer_pid_check), "true", 0, 0,
-      "a datagram may speak only for its sender's pid or descendants (off when ranks run in another pid namespace)" },
+      "a datagram may speak only for its sender or descendants, compared in the sender's pid namespace (containers need nothing; off: compatibility only)" },
     { "ipc_socket_dir", FT_STRING, OFF(ipc_socket_dir), "", 0, 0,
       "directory of dynolog.sock, dynolog_data.sock, dyno.sock (default: MSMONITOR_SOCKET_DIR, else passwd home)" },
     { "ipc_socket_mode", FT_OCTAL, OFF(ipc_socket_mode), "0600", 0, 0777,
@@ -53,7 +54,7 @@ static const struct flag_def table[] = {
     { "logtostderr", FT_BOOL, OFF(logtostderr), "true", 0, 0, "accepted; logs always go to stderr" },
     { "metric_log_dir", FT_STRING, OFF(metric_log_dir), "", 0, 0,
       "non-empty enables the TensorBoard logger" },
-    { "port", FT_INT32, OFF(port), "1778", 0, 65535, "RPC port" },
+    { "port", FT_INT32, OFF(port), NAMES_STR(NAMES_RPC_PORT), 0, 65535, "RPC port" },
     { "procfs_root", FT_STRING, OFF(procfs_root), "/", 0, 0,
       "root prefix for /proc and /sys reads (fixture tests only)" },
     { "prometheus_address", FT_STRING, OFF(prometheus_address), "127.0.0.1", 0, 0,
@@ -62,7 +63,7 @@ static const struct flag_def table[] = {
       "Prometheus series of all monitored processes together; beyond, new ones are folded into pid=\"<other>\" series" },
     { "prometheus_max_series_per_process", FT_INT32, OFF(prometheus_max_series_per_process), "2000", 1, 200000,
       "Prometheus series of one monitored process; beyond, its new ones are folded into its \"<other>\" series" },
-    { "prometheus_port", FT_INT32, OFF(prometheus_port), "8080", 1, 65535, "Prometheus port" },
+    { "prometheus_port", FT_INT32, OFF(prometheus_port), NAMES_STR(NAMES_PROMETHEUS_PORT), 1, 65535, "Prometheus port" },
     { "registry_gc_age_ms", FT_INT64, OFF(registry_gc_age_ms), "60000", 1, INT64_MAX / 1000000,
       "test knob: idle time after which a polling process is forgotten" },
     { "registry_gc_interval_ms", FT_INT64, OFF(registry_gc_interval_ms), "60000", 1, INT64_MAX / 1000000,

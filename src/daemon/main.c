@@ -17,6 +17,7 @@
 #include "daemon/ipc/data_sink.h"
 #include "daemon/ipc/gc.h"
 #include "daemon/ipc/ipc_server.h"
+#include "daemon/ipc/peer.h"
 #include "daemon/ipc/registry.h"
 #include "daemon/ipc/sock_file.h"
 #include "daemon/ipc/status.h"
@@ -41,6 +42,20 @@
  * cap, all from flags; start-up fails (exit 1) on a bad list. */
 static struct pathnorm_roots allowed_log_dirs;
 
+/* getStatus's gone: the sender cache's pidfd when it has one (a zombie is gone too), else
+ * kill(pid, 0) and /proc. The one daemon's cache, set before the loop runs. */
+static struct peer_cache *gone_peers;
+
+static bool pid_gone(int32_t pid)
+{
+    return peer_gone(gone_peers, pid);
+}
+
+static void sweep_clients(void *ipc)
+{
+    (void)ipc_server_sweep(ipc);
+}
+
 static int security_setup(const struct daemon_flags *f, int tcp_fd)
 {
     char err[PATHNORM_MAX + 128];
@@ -61,15 +76,23 @@ static int security_setup(const struct daemon_flags *f, int tcp_fd)
     return 0;
 }
 
-static int ipc_peers_setup(const struct daemon_flags *f, struct ipc_server *ipc)
+static int ipc_peers_setup(const struct daemon_flags *f, struct ipc_server *ipc, struct status_table *st)
 {
     uid_t uids[IPC_MAX_ALLOWED_UIDS];
-    size_t n = 0;
+    uint32_t shown[IPC_MAX_ALLOWED_UIDS + 2];
+    size_t n = 0, k = 0;
     char err[256];
     if (ipc_parse_uids(f->ipc_allowed_uids, uids, IPC_MAX_ALLOWED_UIDS, &n, err, sizeof(err)) != 0) {
         LOG_ERROR("%s", err);
         return -EINVAL;
     }
+    /* getStatus "ipc_uids": dyno doctor compares a container's mapped uid with them */
+    shown[k++] = 0;
+    if (geteuid() != 0)
+        shown[k++] = (uint32_t)geteuid();
+    for (size_t i = 0; i < n; i++)
+        shown[k++] = (uint32_t)uids[i];
+    status_set_ipc_uids(st, shown, k);
     return ipc ? ipc_server_set_peers(ipc, uids, n, f->ipc_peer_pid_check) : 0;
 }
 
@@ -142,6 +165,7 @@ int main(int argc, char **argv)
     struct loop_event *sig_term = NULL, *sig_int = NULL, *sig_hup = NULL;
     struct shutdown sd = { 0 };
     struct registry *reg = NULL;
+    struct peer_cache *peers = NULL;
     struct status_table *st = NULL;
     struct steps_store *steps = NULL;
     struct sock_file dyno_sock = { .fd = -1 };
@@ -229,6 +253,15 @@ int main(int argc, char **argv)
         goto out_state;
     }
     registry_set_policy(reg, flags.registry_uid_quota, flags.ipc_peer_pid_check);
+    /* who senders are, across pid namespaces (docs/deploy.md#identity) */
+    if (peer_cache_create("/proc", 0, &peers) != 0) {
+        close(tcp_fd);
+        goto out_state;
+    }
+    {
+        struct stat nsb;
+        status_set_namespaces(st, peer_own_pidns(peers), stat("/proc/self/ns/net", &nsb) == 0 ? (uint64_t)nsb.st_ino : 0);
+    }
     if (ipc_socket_dir(flags.ipc_socket_dir, dir, sizeof(dir)) != 0) {
         LOG_ERROR("cannot resolve the socket directory (passwd home of uid %u)", (unsigned)getuid());
         dir[0] = '\0';
@@ -247,6 +280,7 @@ int main(int argc, char **argv)
     data.st = st;   /* PluginStats counters shown by getStatus */
     data.reg = reg; /* PluginInfo: each process's vendor library */
     data.steps = steps; /* StepSummary: the windows getSteps serves */
+    data.peers = peers; /* PluginHealth's pod fields; the pod labels of every record */
     if (flags.use_JSON)
         data_router_add(&data, json_logger_sink());
     /* Prometheus /metrics and remote write read one store of the latest value per series;
@@ -281,7 +315,7 @@ int main(int argc, char **argv)
     if (flags.enable_ipc_monitor && dir[0]) {
         bool conflict = false;
         const char *kdir = getenv("KINETO_IPC_SOCKET_DIR");
-        struct ipc_server_cfg icfg = { dir, (mode_t)flags.ipc_socket_mode, kdir, reg, st, &data };
+        struct ipc_server_cfg icfg = { dir, (mode_t)flags.ipc_socket_mode, kdir, reg, st, &data, peers };
         (void)ipc_server_create(&icfg, &conflict, &ipc); /* without memory: no IPC, as for a failed endpoint */
         if (conflict) {
             LOG_ERROR("refusing to start: another dynolog serves %s/" NAMES_SOCK_FILE(NAMES_SOCK_CTL), dir);
@@ -289,14 +323,15 @@ int main(int argc, char **argv)
             goto out_ipc;
         }
     }
-    if (ipc_peers_setup(&flags, ipc) != 0) {
+    if (ipc_peers_setup(&flags, ipc, st) != 0) {
         close(tcp_fd);
         goto out_ipc;
     }
 
     /* 7. events on the loop: RPC listeners, IPC sockets, the registry GC timer */
-    struct rpc_ctx ctx = { reg, st, MSMON_VERSION, steps };
-    rpc_set_pid_gone(rpc_pid_gone); /* getStatus: a dead pid reads gone at once */
+    struct rpc_ctx ctx = { reg, st, MSMON_VERSION, steps, peers };
+    gone_peers = peers;
+    rpc_set_pid_gone(pid_gone); /* getStatus: a dead pid (a zombie too) reads gone at once */
     if (rpc_server_create(loop, tcp_fd, &tcp_conn, dyno_sock.fd, flags.rpc_max_clients, &ctx, &rpc) != 0) {
         LOG_ERROR("cannot start the RPC server");
         goto out_ipc;
@@ -312,6 +347,9 @@ int main(int argc, char **argv)
         LOG_ERROR("cannot start the registry GC timer");
         goto out_rpc;
     }
+    gc_set_peers(gc, peers);
+    if (ipc)
+        gc_set_task(gc, sweep_clients, ipc);
     /* Prometheus HTTP: a bind failure is logged and the daemon runs on without it (docs/design/daemon.md#prometheus-endpoint) */
     if (flags.use_prometheus) {
         if (prom_http_create(loop, flags.prometheus_address, flags.prometheus_port, prom, &prom_http, err,
@@ -368,6 +406,7 @@ out_sinks:
     promfam_store_destroy(prom);  /* after the router: the store's sink destroy is a no-op */
     sock_file_close(&dyno_sock);
 out_state:
+    peer_cache_destroy(peers);
     steps_destroy(steps);
     status_destroy(st);
     registry_destroy(reg);

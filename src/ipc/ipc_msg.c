@@ -221,3 +221,15 @@ int ipc_client_name(char *out, size_t cap)
                      r[12], r[13], r[14], r[15]);
     return (n < 0 || (size_t)n >= cap) ? -ENOSPC : 0;
 }
+
+bool ipc_client_name_valid(const char *s, size_t n)
+{
+    static const char prefix[] = "dynoconfigclient";
+    const size_t pl = sizeof(prefix) - 1;
+    if (n != pl + 36 || memcmp(s, prefix, pl) != 0)
+        return false;
+    for (size_t i = pl; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') || s[i] == '-'))
+            return false;
+    return true;
+}

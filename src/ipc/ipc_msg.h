@@ -68,6 +68,10 @@ int ipc_socket_path(const char *dir, const char *name, char *out, size_t cap);
 void ipc_addr_str(const struct sockaddr_un *addr, socklen_t len, char *out, size_t cap);
 /* "dynoconfigclient" + UUIDv4 (52 bytes + NUL). */
 int ipc_client_name(char *out, size_t cap);
+/* A plugin client's name as ipc_client_name makes it: "dynoconfigclient" + 36 characters of
+ * [0-9a-f-] (the daemon accepts a path-bound client only under such a name). */
+bool ipc_client_name_valid(const char *s, size_t n);
+
 
 #define IPC_SOCK_PATH_MAX 106
 

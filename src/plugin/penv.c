@@ -41,6 +41,10 @@ static const char *const penv_names[PENV_COUNT] = {
     [PENV_MASTER_PORT] = "MASTER_PORT",
     [PENV_TORCHELASTIC_RUN_ID] = "TORCHELASTIC_RUN_ID",
     [PENV_XDG_RUNTIME_DIR] = "XDG_RUNTIME_DIR",
+    [PENV_POD_NAME] = "POD_NAME",
+    [PENV_POD_NAMESPACE] = "POD_NAMESPACE",
+    [PENV_NODE_NAME] = "NODE_NAME",
+    [PENV_CONTAINER_NAME] = "CONTAINER_NAME",
 };
 
 static char *penv_values[PENV_COUNT];

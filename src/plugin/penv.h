@@ -40,6 +40,12 @@ enum penv_id {
     PENV_MASTER_PORT,           /*   rendezvous, the default job key */
     PENV_TORCHELASTIC_RUN_ID,
     PENV_XDG_RUNTIME_DIR,       /* XDG_RUNTIME_DIR: fallback home of the segment */
+    /* the downward-API variables, in contract/podid.h's field order (test_penv_pod checks the
+     * names against it): what the process says about its pod (docs/deploy.md#attribution) */
+    PENV_POD_NAME,              /* POD_NAME */
+    PENV_POD_NAMESPACE,         /* POD_NAMESPACE */
+    PENV_NODE_NAME,             /* NODE_NAME */
+    PENV_CONTAINER_NAME,        /* CONTAINER_NAME */
     PENV_COUNT
 };
 

@@ -154,10 +154,19 @@ class KinetoClient:
     iovecs (40-byte metadata, payload) to @dynolog; ctxt {gpu, pid, jobId}; req {type, n,
     jobId, pids[n]} with pids = own pid + ancestors and jobId = SLURM_JOB_ID or 0."""
 
-    def __init__(self, job=None, pids=None, dest=KINETO_DEST):
+    def __init__(self, job=None, pids=None, dest=KINETO_DEST, kdir=None):
+        """kdir: Kineto's KINETO_IPC_SOCKET_DIR mode, where both ends are files in that directory
+        (<kdir>/dynoconfigclient<uuid4> and <kdir>/dynolog): what reaches a daemon in another
+        network namespace (docs/deploy.md#kineto)."""
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.name = "dynoconfigclient" + str(uuid.uuid4())
-        self.sock.bind(b"\0" + self.name.encode() + b"\0")
+        self.path = None
+        if kdir:
+            self.path = os.path.join(kdir, self.name)
+            self.sock.bind(self.path)
+            dest = os.path.join(kdir, "dynolog")
+        else:
+            self.sock.bind(b"\0" + self.name.encode() + b"\0")
         self.dest = dest
         self.pid = os.getpid()
         self.pids = list(pids) if pids is not None else kineto_pids()
@@ -170,6 +179,11 @@ class KinetoClient:
 
     def close(self):
         self.sock.close()
+        if self.path:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
 
     def __enter__(self):
         return self

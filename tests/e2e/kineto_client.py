@@ -28,7 +28,7 @@ def main():
     ap.add_argument("--interval", type=float, default=0.2)
     ap.add_argument("--run-s", type=float, default=60)
     a = ap.parse_args()
-    with KinetoClient() as c:
+    with KinetoClient(kdir=os.environ.get("KINETO_IPC_SOCKET_DIR") or None) as c:
         emit(event="start", pid=c.pid, pids=c.pids, job=c.job, name=c.name)
         if a.gpu is not None:
             emit(event="ctxt", count=c.ctxt(a.gpu))

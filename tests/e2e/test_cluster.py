@@ -46,8 +46,10 @@ class Cluster:
             d = self.daemons[r // RANKS_PER_HOST]
             # MSSIM_CHECK_PRELOAD=0: MemCpy needs LD_PRELOAD under the simulated CANN 26; without it
             # the start is (rightly, issue 22) rejected for that kind
+            # POD_NAME: each rank names its pod (docs/deploy.md#attribution), which dyno steps shows
             env = d.client_env(MSMONITOR_USE_DAEMON=1, MSMONITOR_NATIVE_POLL=1, RANK=r, LOCAL_RANK=r % 2,
-                               MSMONITOR_MSPTI_LIB=binpath("libmspti.so"), MSSIM_CHECK_PRELOAD=0)
+                               MSMONITOR_MSPTI_LIB=binpath("libmspti.so"), MSSIM_CHECK_PRELOAD=0,
+                               POD_NAME=f"trainer-{r}", POD_NAMESPACE="ml")
             argv = [binpath("mssim-train"), "--with-plugin", binpath("libmsmonitor.so"), "--steps", str(steps),
                     "--rate", str(RATE)] + list(args)
             self.ranks.append(Proc(argv, env=env, logname=f"rank{r}", tmpdir=tempfile.mkdtemp(dir=self.tmp)))
@@ -133,7 +135,7 @@ def test_slow_rank_named(cluster, kind, factor):
     assert (s["rank"], s["host"], s["cause"]) == (slow, cluster.host_of(slow), kind), v
     assert ONSET <= s["since_step"] <= ONSET + 3, v
     assert s["last_step"] <= limit, v
-    assert s["ratio"] > 1.1 and s["pid"] > 0, v
+    assert s["ratio"] > 1.1 and s["pid"] > 0 and s["pod"] == f"trainer-{slow}", v
     # every view before it was clean; the ranks all report
     assert all(not x["slow_ranks"] for x in views[:-1])
     assert v["ranks"] == HOSTS * RANKS_PER_HOST
@@ -141,7 +143,8 @@ def test_slow_rank_named(cluster, kind, factor):
     r = cluster.dyno("steps")
     assert r.returncode == 0, r.stderr
     line = [ln for ln in r.stdout.splitlines() if ln.startswith(cluster.host_of(slow))]
-    assert len(line) == 1 and f" {slow} " in line[0] and kind in line[0], r.stdout
+    assert len(line) == 1 and f" {slow} " in line[0] and kind in line[0] and line[0].endswith(f"trainer-{slow}"), \
+        r.stdout
 
 
 def test_clean_run_flags_nothing(cluster):

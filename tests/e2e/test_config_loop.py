@@ -259,6 +259,22 @@ def test_no_process_answer_exit_code(daemon, one):
     assert '"commandStatus":"effective"' in r.stdout   # kept, for scripts that grep it
 
 
+def test_wait_ends_at_the_command_deadline(daemon, one):
+    """--timeout-s bounds the whole command, the outcome wait included: with --wait-s far
+    beyond it, dyno gives up at --timeout-s (no answer, exit 4) and opens no connection past
+    it (each used to reach the daemon as an empty frame: 'Invalid message size = 0')."""
+    os.kill(one.p.pid, 19)
+    try:
+        r = run_dyno(daemon, "--timeout-s", "5", "npu-monitor", "--npu-monitor-start", "--wait-s", "600",
+                     timeout=120)
+    finally:
+        os.kill(one.p.pid, 18)
+    assert r.returncode == 4, r.stdout + r.stderr
+    [o] = outcomes(r.stdout)
+    assert o["outcome"] == "no answer"
+    assert "Invalid message size" not in daemon.log()
+
+
 def test_unacknowledged_client(daemon):
     """A client that never acknowledges (the upstream plugin, Kineto) keeps working: it gets
     the config, and dyno reports delivered (unacknowledged) with exit code 0."""

@@ -145,7 +145,9 @@ def test_get_status_processes(d, client):
     assert len(ages) == 1 and ages[0] < 60000, st
     st = re.sub(r'"last_poll_age_ms":\d+,', '"last_poll_age_ms":N,', st)
     # the daemon-level keys (issue 12) are checked by test_hostmetrics.py
-    st = re.sub(r'"daemon_uptime_s":\d+,"loggers":\[[^]]*\],', '', st)
+    st = re.sub(r'"daemon_uptime_s":\d+,"ipc_drops":\{[^}]*\},"ipc_uids":\[[^]]*\],"loggers":\[[^]]*\],'
+                r'"net_ns":\d+,', '', st)
+    st = re.sub(r'"pid_ns":\d+,', '', st)   # the daemon's and each poller's pid namespace (docs/deploy.md)
     st = re.sub(r',"registered_processes":\d+', '', st)
     # 4250 is a made-up pid: no such process, so it reads gone (issue 22), with its mark
     gone = r'"health":\{"gone":true,"marks":\[\{"code":"gone","text":"pid 4250 has exited \(gone\)[^"]*"\}\]\},'

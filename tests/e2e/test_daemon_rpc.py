@@ -25,10 +25,13 @@ def d():
 def test_get_status_bytes(d):
     out = rpc_raw(d.port, bytes.fromhex("12000000") + b'{"fn":"getStatus"}')
     # the daemon-level keys (issue 12) carry an uptime that moves: checked, then masked
-    body = (b'{"current_step":-1,"daemon_uptime_s":N,"loggers":[],"npumonitor":"Uninitialized",'
-            b'"nputrace":"Uninitialized","processes":[],"registered_processes":0}')
+    # and the namespaces are the machine's (docs/deploy.md): masked too
+    body = (b'{"current_step":-1,"daemon_uptime_s":N,"ipc_drops":{"no_pid":0,"speaks_for":0,"uid":0},'
+            b'"ipc_uids":[0],"loggers":[],"net_ns":N,"npumonitor":"Uninitialized",'
+            b'"nputrace":"Uninitialized","pid_ns":N,"processes":[],"registered_processes":0}')
     assert struct.unpack("<i", out[:4])[0] == len(out) - 4
-    assert re.sub(rb'"daemon_uptime_s":\d+,', b'"daemon_uptime_s":N,', out[4:]) == body
+    got = re.sub(rb'"(daemon_uptime_s|net_ns|pid_ns)":\d+,', rb'"\1":N,', out[4:])
+    assert got == body
     log = d.wait_log('RPC message received = {"fn":"getStatus"}')
     assert "Received connection from ::ffff:127.0.0.1" in log
 

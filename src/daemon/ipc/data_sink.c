@@ -15,6 +15,7 @@
 #include "contract/cjx.h"
 #include "contract/datamsg.h"
 #include "daemon/ipc/health.h"
+#include "daemon/ipc/peer.h"
 #include "daemon/ipc/steps.h"
 
 #define DATA_MAX_DEPTH 10
@@ -128,23 +129,45 @@ struct sink data_router_sink(struct data_router *dr)
 }
 
 /* OpStats: one record per entry of "ops" (docs/design/outputs.md#json-logger), keys in sorted order. */
-/* pid/job labels of a record from a kernel-vouched sender; the daemon never learns a rank */
-static void label_sender(struct data_router *dr, struct sink_record *rec, int32_t sender)
+/* The pod labels of a sender's records: what it reported (or its environment said), kept for
+ * the duration of one message. */
+struct pod_labels {
+    struct podid_self self;
+};
+
+static void label_pod(struct data_router *dr, struct sink_record *rec, int32_t pid, struct pod_labels *pl)
 {
-    if (sender <= 0)
+    if (!dr->peers || pid <= 0 || peer_self(dr->peers, pid, &pl->self, NULL) != 0)
         return;
-    rec->pid = sender;
-    if (!dr->st || status_job_of(dr->st, sender, &rec->job) != 0)
+    if (pl->self.v[PODID_POD][0])
+        rec->pod = pl->self.v[PODID_POD];
+    if (pl->self.v[PODID_NAMESPACE][0])
+        rec->pod_namespace = pl->self.v[PODID_NAMESPACE];
+    if (pl->self.v[PODID_CONTAINER][0])
+        rec->container = pl->self.v[PODID_CONTAINER];
+}
+
+/* pid/job (and pod) labels of a record from a kernel-vouched sender; the daemon never learns a
+ * rank */
+static void label_sender(struct data_router *dr, struct sink_record *rec, const struct data_sender *sender,
+                         struct pod_labels *pl)
+{
+    if (!sender || sender->pid <= 0)
+        return;
+    rec->pid = sender->pid;
+    if (!dr->st || status_job_of(dr->st, sender->pid, &rec->job) != 0)
         rec->job = SINK_NO_JOB;
+    label_pod(dr, rec, sender->pid, pl);
 }
 
 static int emit_opstats(struct data_router *dr, const cJSON *msg, const char *dev,
-                        uint64_t now_ns, int32_t sender)
+                        uint64_t now_ns, const struct data_sender *sender)
 {
     const cJSON *ops = cjx_get(msg, "ops");
     const cJSON *activity = cjx_get(msg, "activity");
     const cJSON *ts = cjx_get(msg, "timestamp");
     int written = 0;
+    struct pod_labels pl;
     if (!cJSON_IsArray(ops))
         return 0;
     for (const cJSON *op = ops->child; op; op = op->next) {
@@ -174,8 +197,8 @@ static int emit_opstats(struct data_router *dr, const cJSON *msg, const char *de
         set_num(&kv[n++], "timestamp", ts);
         if (is_num(f = cjx_get(op, "total")))
             set_num(&kv[n++], "total", f);
-        struct sink_record rec = { now_ns, dev, kv, n, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
-        label_sender(dr, &rec, sender);
+        struct sink_record rec = { now_ns, dev, kv, n, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB, NULL, NULL, NULL };
+        label_sender(dr, &rec, sender, &pl);
         written += data_router_write(dr, &rec);
     }
     return written;
@@ -186,19 +209,28 @@ static int emit_opstats(struct data_router *dr, const cJSON *msg, const char *de
  * for status (the message is still logged like any other). Any local process can write to
  * the data socket, so the counters are shown, never acted on. */
 /* A counter message speaks for the pid it names; with a kernel-vouched sender that must be
- * the sender itself, or any local process could rewrite another rank's counters. */
-static bool from_sender(struct data_router *dr, const char *kind, int64_t pid, int32_t sender)
+ * the sender itself, or any local process could rewrite another rank's counters. The payload
+ * says the pid the process knows itself by (its container's number); what it is known by from
+ * then on is the node's (*ret_pid). */
+static bool from_sender(struct data_router *dr, const char *kind, int64_t pid, const struct data_sender *sender,
+                        int32_t *ret_pid)
 {
-    if (sender <= 0 || pid == sender)
+    if (!sender || sender->pid <= 0) {
+        *ret_pid = (int32_t)pid;
         return true;
+    }
+    if (pid == sender->ns_pid) {
+        *ret_pid = sender->pid;
+        return true;
+    }
     dr->spoofed++;
     LOG_RL(&dr->rl_spoof, 1000, LOG_LVL_WARNING,
-           "data: ignored %s from pid %d naming pid %lld (%llu so far)", kind, (int)sender,
+           "data: ignored %s from pid %d naming pid %lld (%llu so far)", kind, (int)sender->pid,
            (long long)pid, (unsigned long long)dr->spoofed);
     return false;
 }
 
-static bool take_stats(struct data_router *dr, const cJSON *msg, int32_t sender,
+static bool take_stats(struct data_router *dr, const cJSON *msg, const struct data_sender *sender,
                        struct status_stats *ret, int32_t *ret_pid)
 {
     const cJSON *pidv = cjx_get(msg, "pid"), *sv = cjx_get(msg, "stats"), *f;
@@ -208,8 +240,9 @@ static bool take_stats(struct data_router *dr, const cJSON *msg, int32_t sender,
     int64_t i = 0;
     enum cjx_num k;
 
+    int32_t node = 0;
     if (!cJSON_IsObject(sv) || cjx_number(pidv, &pid, NULL, NULL) != CJX_INT || pid <= 0 ||
-        pid > INT32_MAX || !from_sender(dr, DATAMSG_PLUGIN_STATS, pid, sender))
+        pid > INT32_MAX || !from_sender(dr, DATAMSG_PLUGIN_STATS, pid, sender, &node))
         return false;
 #define TAKE(name, ...)                                                   \
     f = cjx_get(sv, #name);                                               \
@@ -225,9 +258,9 @@ static bool take_stats(struct data_router *dr, const cJSON *msg, int32_t sender,
     STATUS_STATS_FIELDS(TAKE)
 #undef TAKE
     if (dr->st)
-        (void)status_set_stats(dr->st, (int32_t)pid, &s);
+        (void)status_set_stats(dr->st, node, &s);
     *ret = s;
-    *ret_pid = (int32_t)pid;
+    *ret_pid = node;
     return true;
 }
 
@@ -246,28 +279,31 @@ static int emit_stats(struct data_router *dr, const char *dev, const cJSON *dur,
 #define EMIT(f, ...) kv[n++] = (struct sink_kv){ .key = #f, .type = SINK_UINT, .u = s->f };
     STATUS_STATS_FIELDS(EMIT)
 #undef EMIT
-    struct sink_record rec = { now_ns, dev, kv, n, pid, SINK_NO_RANK, SINK_NO_JOB };
+    struct sink_record rec = { now_ns, dev, kv, n, pid, SINK_NO_RANK, SINK_NO_JOB, NULL, NULL, NULL };
+    struct pod_labels pl;
     /* the job comes from the pid's status reports; the daemon never learns a rank */
     if (dr->st && status_job_of(dr->st, pid, &rec.job) != 0)
         rec.job = SINK_NO_JOB;
+    label_pod(dr, &rec, pid, &pl);
     return data_router_write(dr, &rec);
 }
 
 /* PluginInfo (ours): {"backend":"mspti"|"cupti","library":"<path>"|"","pid":<int>} beside the
  * usual keys, sent after each registration: which vendor library the process loaded, "" when
  * none was found. Shown by getStatus (`dyno doctor`); like the counters, displayed only. */
-static void take_info(struct data_router *dr, const cJSON *msg, int32_t sender)
+static void take_info(struct data_router *dr, const cJSON *msg, const struct data_sender *sender)
 {
     const cJSON *pidv = cjx_get(msg, "pid"), *bv = cjx_get(msg, "backend"), *lv = cjx_get(msg, "library");
     int64_t pid = 0;
+    int32_t node = 0;
 
     if (!dr->reg || !is_str(bv) || !is_str(lv) || cjx_number(pidv, &pid, NULL, NULL) != CJX_INT || pid <= 0 ||
         pid > INT32_MAX || !bv->valuestring[0] || !str_printable(bv->valuestring, REG_BACKEND_CAP) ||
-        !str_printable(lv->valuestring, REG_LIBRARY_CAP) || !from_sender(dr, DATAMSG_PLUGIN_INFO, pid, sender))
+        !str_printable(lv->valuestring, REG_LIBRARY_CAP) || !from_sender(dr, DATAMSG_PLUGIN_INFO, pid, sender, &node))
         return;
-    (void)registry_set_library(dr->reg, (int32_t)pid, bv->valuestring, lv->valuestring);
+    (void)registry_set_library(dr->reg, node, bv->valuestring, lv->valuestring);
     if (cJSON_IsTrue(cjx_get(msg, "acks")))
-        (void)registry_set_acks(dr->reg, (int32_t)pid, true);
+        (void)registry_set_acks(dr->reg, node, true);
 }
 
 /* ConfigAck (ours): {"id":"<REQUEST_TRACE_ID>","outcome":"applied"|"rejected"|
@@ -282,11 +318,12 @@ static void bad_ack(struct data_router *dr, const char *why)
            (unsigned long long)dr->bad_acks);
 }
 
-static void take_ack(struct data_router *dr, const cJSON *msg, int32_t sender)
+static void take_ack(struct data_router *dr, const cJSON *msg, const struct data_sender *sender)
 {
     const cJSON *idv = cjx_get(msg, "id"), *ov = cjx_get(msg, "outcome"), *rv = cjx_get(msg, "reason");
     const cJSON *sv = cjx_get(msg, "state");
     int64_t pid = 0, rank = -1;
+    int32_t node = 0;
     uint64_t id = 0;
     enum reg_outcome o;
 
@@ -294,7 +331,7 @@ static void take_ack(struct data_router *dr, const cJSON *msg, int32_t sender)
         cjx_number(cjx_get(msg, "pid"), &pid, NULL, NULL) != CJX_INT || pid <= 0 || pid > INT32_MAX ||
         (rv && (!is_str(rv) || !str_printable(rv->valuestring, REG_REASON_CAP))) ||
         (sv && (!is_str(sv) || !str_printable(sv->valuestring, REG_STATE_CAP))) ||
-        !from_sender(dr, DATAMSG_CONFIG_ACK, pid, sender)) {
+        !from_sender(dr, DATAMSG_CONFIG_ACK, pid, sender, &node)) {
         bad_ack(dr, "malformed or not from the process it names");
         return;
     }
@@ -310,7 +347,7 @@ static void take_ack(struct data_router *dr, const cJSON *msg, int32_t sender)
         bad_ack(dr, "unknown outcome");
         return;
     }
-    int rc = registry_ack(dr->reg, (int32_t)pid, id, o, (int32_t)rank, rv ? rv->valuestring : "",
+    int rc = registry_ack(dr->reg, node, id, o, (int32_t)rank, rv ? rv->valuestring : "",
                           sv ? sv->valuestring : "");
     if (rc != 0)
         bad_ack(dr, rc == -EALREADY ? "the config already has its outcome" : "no such delivery to that pid");
@@ -318,10 +355,12 @@ static void take_ack(struct data_router *dr, const cJSON *msg, int32_t sender)
 
 /* PluginHealth (ours, daemon/ipc/health.h): shown by getStatus, never acted on. A report from a
  * kernel-vouched sender about itself lists that process even before it reports a status. */
-static void take_health(struct data_router *dr, const cJSON *msg, int32_t sender, uint64_t now_ns)
+static void take_health(struct data_router *dr, const cJSON *msg, const struct data_sender *sender,
+                        uint64_t now_ns)
 {
     struct status_health h;
-    int32_t pid = 0;
+    struct podid_self pod;
+    int32_t pid = 0, node = 0;
 
     if (!dr->st || health_parse(msg, &h, &pid) != 0) {
         dr->health_rejected++;
@@ -329,19 +368,36 @@ static void take_health(struct data_router *dr, const cJSON *msg, int32_t sender
                (unsigned long long)dr->health_rejected);
         return;
     }
-    if (!from_sender(dr, HEALTH_MSG_KIND, pid, sender))
+    if (!from_sender(dr, HEALTH_MSG_KIND, pid, sender, &node))
         return;
-    (void)status_set_health(dr->st, pid, sender > 0, &h, clock_mono_ns());
+    (void)status_set_health_ns(dr->st, node, pid, sender && sender->pid > 0, &h, clock_mono_ns());
+    /* the pod fields are the process's claim about itself: names only, refused otherwise */
+    int refused = health_parse_pod(msg, &pod);
+    if (refused) {
+        dr->pod_refused += (uint64_t)refused;
+        LOG_RL(&dr->rl_pod, 1000, LOG_LVL_WARNING,
+               "data: pid %d reported %d pod field(s) that are not valid names ([A-Za-z0-9._-], Kubernetes "
+               "lengths); left out (%llu so far)", (int)node, refused, (unsigned long long)dr->pod_refused);
+    }
+    if (dr->peers && sender && sender->pid > 0)
+        (void)peer_set_self(dr->peers, node, &pod);
     (void)now_ns;
 }
 
 int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_t now_ns)
 {
-    return data_handle_from(dr, payload, len, now_ns, 0);
+    return data_handle_sender(dr, payload, len, now_ns, NULL);
 }
 
 int data_handle_from(struct data_router *dr, const char *payload, size_t len, uint64_t now_ns,
-                     int32_t sender)
+                     int32_t sender_pid)
+{
+    struct data_sender s = { sender_pid, sender_pid };
+    return data_handle_sender(dr, payload, len, now_ns, sender_pid > 0 ? &s : NULL);
+}
+
+int data_handle_sender(struct data_router *dr, const char *payload, size_t len, uint64_t now_ns,
+                       const struct data_sender *sender)
 {
     cJSON *msg = NULL;
     const cJSON *kind, *dur, *ts, *devv;
@@ -393,13 +449,19 @@ int data_handle_from(struct data_router *dr, const char *payload, size_t len, ui
     } else if (strcmp(kind->valuestring, STEPS_KIND) == 0) {
         /* per-rank step summaries: the window for getSteps, one sink record per new step */
         int64_t spid = 0;
-        if (sender > 0 && cjx_number(cjx_get(msg, "pid"), &spid, NULL, NULL) == CJX_INT &&
-            !from_sender(dr, STEPS_KIND, spid, sender))
+        int32_t node = 0;
+        if (sender && sender->pid > 0 && cjx_number(cjx_get(msg, "pid"), &spid, NULL, NULL) == CJX_INT &&
+            !from_sender(dr, STEPS_KIND, spid, sender, &node))
             rc = 0; /* another process's window is not ours to write */
         else
             if (dr->steps) {
                 struct sink out = data_router_sink(dr);
-                rc = steps_take(dr->steps, &out, msg, now_ns, clock_mono_ns());
+                struct pod_labels pl;
+                struct sink_record who = { 0 };
+                label_pod(dr, &who, sender ? sender->pid : 0, &pl);
+                struct steps_who sw = { sender && sender->pid > 0 ? sender->pid : 0, who.pod, who.pod_namespace,
+                                        who.container };
+                rc = steps_take(dr->steps, &out, msg, now_ns, clock_mono_ns(), &sw);
             } else {
                 rc = 0;
             }
@@ -423,8 +485,9 @@ int data_handle_from(struct data_router *dr, const char *payload, size_t len, ui
         if (is_str(f = cjx_get(msg, "name")))
             set_str(&kv[n++], "name", f->valuestring, strlen(f->valuestring));
         set_num(&kv[n++], "timestamp", ts);
-        struct sink_record rec = { now_ns, dev, kv, n, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
-        label_sender(dr, &rec, sender);
+        struct sink_record rec = { now_ns, dev, kv, n, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB, NULL, NULL, NULL };
+        struct pod_labels pl;
+        label_sender(dr, &rec, sender, &pl);
         rc = data_router_write(dr, &rec);
     }
     cJSON_Delete(msg);

@@ -12,6 +12,7 @@
 #include "daemon/sinks/sink.h"
 
 struct steps_store;
+struct peer_cache;
 
 #define DATA_MAX_SINKS 8
 
@@ -21,6 +22,7 @@ struct data_router {
     struct status_table *st; /* borrowed, may be NULL: where PluginStats counters go */
     struct registry *reg;    /* borrowed, may be NULL: where PluginInfo (library) goes */
     struct steps_store *steps; /* borrowed, may be NULL: where StepSummary payloads go */
+    struct peer_cache *peers;  /* borrowed, may be NULL: senders' pods (PluginHealth in, labels out) */
     uint64_t accepted;   /* messages that passed validation */
     uint64_t rejected;
     uint64_t spoofed;    /* PluginStats/PluginInfo naming a pid other than their sender's */
@@ -28,6 +30,8 @@ struct data_router {
     struct log_ratelimit rl_spoof;
     uint64_t health_rejected; /* PluginHealth reports that failed validation */
     struct log_ratelimit rl_health;
+    uint64_t pod_refused;     /* pod fields of PluginHealth reports that were not valid names */
+    struct log_ratelimit rl_pod;
 };
 
 /* Storage provided by the caller; no sinks. */
@@ -55,6 +59,16 @@ int data_handle(struct data_router *dr, const char *payload, size_t len, uint64_
  * its job, from its status reports). */
 int data_handle_from(struct data_router *dr, const char *payload, size_t len, uint64_t now_ns,
                      int32_t sender_pid);
+/* A sender the kernel named, across pid namespaces (docs/deploy.md#identity): pid is how the
+ * node numbers it (the key of everything it reports), ns_pid how it numbers itself (what its
+ * payloads say). */
+struct data_sender {
+    int32_t pid;
+    int32_t ns_pid;
+};
+/* data_handle_from for such a sender (NULL: unknown, as sender_pid 0). */
+int data_handle_sender(struct data_router *dr, const char *payload, size_t len, uint64_t now_ns,
+                       const struct data_sender *sender);
 
 /* Normalise a deviceId text: "-1", "4294967295", "18446744073709551615", "host" -> "host". */
 const char *data_norm_device(const char *text);

@@ -12,6 +12,9 @@ struct gc {
     struct status_table *st;
     uint64_t age_ns;
     struct loop_event *timer;
+    struct peer_cache *peers; /* may be NULL */
+    void (*task)(void *arg);
+    void *task_arg;
 };
 
 static void on_tick(struct loop_event *ev, void *arg)
@@ -21,6 +24,21 @@ static void on_tick(struct loop_event *ev, void *arg)
     uint64_t now = clock_mono_ns();
     registry_gc(g->reg, now, g->age_ns);
     status_gc(g->st, now, g->age_ns);
+    if (g->peers)
+        peer_gc(g->peers);
+    if (g->task)
+        g->task(g->task_arg);
+}
+
+void gc_set_task(struct gc *g, void (*fn)(void *arg), void *arg)
+{
+    g->task = fn;
+    g->task_arg = arg;
+}
+
+void gc_set_peers(struct gc *g, struct peer_cache *peers)
+{
+    g->peers = peers;
 }
 
 int gc_create(struct loop *l, struct registry *reg, struct status_table *st,

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "daemon/ipc/peer.h"
 #include "daemon/ipc/registry.h"
 #include "daemon/ipc/status.h"
 #include "daemon/loop.h"
@@ -16,6 +17,10 @@ struct gc;
  * Caller owns *ret; free with gc_destroy(). */
 int gc_create(struct loop *l, struct registry *reg, struct status_table *st,
               uint64_t interval_ms, uint64_t age_ms, struct gc **ret);
+/* Also drop the sender-cache entries of exited processes every interval (peers borrowed). */
+void gc_set_peers(struct gc *g, struct peer_cache *peers);
+/* One more task for every interval (fn(arg); the IPC server's socket sweep). */
+void gc_set_task(struct gc *g, void (*fn)(void *arg), void *arg);
 /* Cancels the timer and frees g. NULL is a no-op. */
 void gc_destroy(struct gc *g);
 

@@ -59,6 +59,30 @@ int health_parse(const cJSON *msg, struct status_health *ret, int32_t *ret_pid)
     return 0;
 }
 
+int health_parse_pod(const cJSON *msg, struct podid_self *ret)
+{
+    int refused = 0;
+
+    memset(ret, 0, sizeof(*ret));
+    for (int f = 0; f < PODID_NFIELDS; f++) {
+        const cJSON *v = cjx_get(msg, podid_key((enum podid_field)f));
+        if (!v)
+            continue;
+        if (!cJSON_IsString(v) ||
+            podid_self_set(ret, (enum podid_field)f, v->valuestring, strlen(v->valuestring)) != 0)
+            refused++;
+    }
+    const cJSON *host = cjx_get(msg, PODID_HOSTNAME_KEY);
+    if (host && !ret->v[PODID_POD][0]) {
+        if (cJSON_IsString(host) &&
+            podid_self_set(ret, PODID_POD, host->valuestring, strlen(host->valuestring)) == 0)
+            ret->pod_from_hostname = true;
+        else
+            refused++;
+    }
+    return refused;
+}
+
 /* A reported age, moved on to now. */
 static int64_t aged(int64_t ms, const struct status_health *h, uint64_t now_ns)
 {

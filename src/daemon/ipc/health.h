@@ -11,6 +11,7 @@
 #include "common/jw.h"
 #include "contract/cjx.h"
 #include "contract/datamsg.h"
+#include "contract/podid.h"
 #include "daemon/ipc/status.h"
 
 #define HEALTH_MSG_KIND DATAMSG_PLUGIN_HEALTH
@@ -32,6 +33,11 @@ struct health_mark {
 /* A PluginHealth message into *ret; its pid into *ret_pid. -EINVAL (nothing written) when a
  * field is missing, of the wrong type or out of range, or a text is not printable. */
 int health_parse(const cJSON *msg, struct status_health *ret, int32_t *ret_pid);
+/* The optional pod fields of a PluginHealth message (podid.h keys "pod_name", "pod_namespace",
+ * "node_name", "container_name": what the process reports about itself; "hostname" stands in for
+ * an absent pod name, with ret->pod_from_hostname set). Absent fields stay "";
+ * a field that is not a valid name is left out and counted: returns how many were refused. */
+int health_parse_pod(const cJSON *msg, struct podid_self *ret);
 /* The marks of one entry at now_ns (monotonic); gone: its pid no longer exists. Returns how
  * many were written (at most cap). Pure. */
 size_t health_marks(const struct status_entry *e, bool gone, uint64_t now_ns, struct health_mark *out, size_t cap);

@@ -4,6 +4,7 @@
  * reason. */
 #include "daemon/ipc/ipc_server.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include "common/logesc.h"
 #include "common/strutil.h"
 #include "contract/names.h"
+#include "daemon/ipc/peer.h"
 #include "daemon/ipc/sock_file.h"
 #include "ipc/ipc_msg.h"
 
@@ -28,6 +30,9 @@ struct ipc_server {
     struct sock_file data;     /* dynolog_data.sock */
     int kineto_fd;
     struct sock_file kineto_file;   /* dir mode only */
+    char netns_link[160];           /* <dir>/dynolog.netns when we made it, else "" */
+    int dir_fd;                     /* the socket directory (O_PATH): path-bound clients' replies */
+    char netns_text[64];
     char kineto_dir[108];
     struct loop_event *ev_ctl, *ev_data, *ev_kineto;   /* NULL until ipc_server_start */
     struct log_ratelimit rl_drop[5];
@@ -37,11 +42,15 @@ struct ipc_server {
     struct log_ratelimit rl_size;
     struct log_ratelimit rl_unnamed;
     struct log_ratelimit rl_uid[3], rl_pid[3], rl_nocred;   /* per endpoint (endpoint_idx) */
+    struct log_ratelimit rl_route;  /* a path-bound client whose socket file is not where it must be */
     uid_t allowed[IPC_MAX_ALLOWED_UIDS];
     size_t nallowed;
     bool pid_check;
-    uint64_t dropped_uid, dropped_pid;   /* shown in the drop lines */
+    uint64_t dropped_uid, dropped_pid, dropped_nopid; /* shown in the drop lines and getStatus */
     uid_t cur_uid;                       /* credential uid of the datagram being handled */
+    struct peer_cache *peers;            /* cfg's, or our own (own_peers) */
+    bool own_peers;
+    bool nopid_said;                     /* the pid-namespace WARNING is written once */
 };
 
 int ipc_server_set_peers(struct ipc_server *s, const uid_t *uids, size_t n, bool pid_check)
@@ -92,43 +101,6 @@ static bool uid_allowed(const struct ipc_server *s, uid_t uid)
     return false;
 }
 
-/* Parent of pid from /proc/<pid>/stat (the field after the ")" of the command name, which
- * may itself contain spaces and parentheses). -1 if unknown. */
-static pid_t parent_of(pid_t pid)
-{
-    char path[32], buf[512];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    char *rp = strrchr(buf, ')');
-    int ppid;
-    char state;
-    if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2)
-        return -1;
-    return (pid_t)ppid;
-}
-
-/* Is sender the claimed pid or one of its ancestors? The walk stops at init, at a loop or
- * after 64 generations (deeper trees do not occur in training jobs). */
-static bool speaks_for(pid_t sender, int32_t claimed)
-{
-    pid_t p = (pid_t)claimed;
-    if (claimed <= 0)
-        return false;
-    for (int depth = 0; depth < 64 && p > 1; depth++) {
-        if (p == sender)
-            return true;
-        p = parent_of(p);
-    }
-    return p == sender;
-}
-
 static int open_kineto(struct ipc_server *s)
 {
     struct sockaddr_un addr;
@@ -177,6 +149,52 @@ static int open_kineto(struct ipc_server *s)
     return fd;
 }
 
+/* <dir>/dynolog.netns -> "net:[<inode>]", our network namespace: a plugin in another one (a pod)
+ * sees that its abstract reply address cannot reach us and binds its socket in the directory
+ * instead (docs/design/ipc.md#network-namespaces). Replaced atomically; an entry of another uid
+ * is left alone. Returns 0 when the link is ours. */
+static int publish_netns(struct ipc_server *s)
+{
+    char ns[64], path[160], tmp[176];
+    struct stat st;
+    ssize_t n = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
+
+    if (n <= 0 || snprintf(path, sizeof(path), "%s/" NAMES_NETNS_LINK, s->cfg.sock_dir) >= (int)sizeof(path) ||
+        snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+        return -ENAMETOOLONG;
+    ns[n] = '\0';
+    if (lstat(path, &st) == 0 && (!S_ISLNK(st.st_mode) || st.st_uid != geteuid())) {
+        LOG_ERROR("%s exists and is not our symbolic link: left alone; plugins in other network namespaces "
+                  "will not receive replies (docs/design/ipc.md#network-namespaces)", path);
+        return -EEXIST;
+    }
+    (void)unlink(tmp);
+    if (symlink(ns, tmp) != 0 || rename(tmp, path) != 0) {
+        int e = errno;
+        (void)unlink(tmp);
+        LOG_ERROR("cannot publish %s: %s", path, errno_name(e));
+        return -e;
+    }
+    snprintf(s->netns_link, sizeof(s->netns_link), "%s", path);
+    snprintf(s->netns_text, sizeof(s->netns_text), "%s", ns);
+    return 0;
+}
+
+/* At exit: unlink the link if it still says what we wrote (a newer daemon may have replaced it). */
+static void unpublish_netns(struct ipc_server *s)
+{
+    char cur[64];
+    ssize_t n;
+    if (!s->netns_link[0])
+        return;
+    n = readlink(s->netns_link, cur, sizeof(cur) - 1);
+    if (n > 0) {
+        cur[n] = '\0';
+        if (strcmp(cur, s->netns_text) == 0)
+            (void)unlink(s->netns_link);
+    }
+}
+
 int ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret_live_conflict, struct ipc_server **ret)
 {
     struct ipc_server *s = calloc(1, sizeof(*s));
@@ -184,7 +202,16 @@ int ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret_live_conflict,
     if (!s)
         return -ENOMEM;
     s->cfg = *cfg;
+    s->peers = cfg->peers;
+    if (!s->peers) {
+        if (peer_cache_create("/proc", 0, &s->peers) != 0) {
+            free(s);
+            return -ENOMEM;
+        }
+        s->own_peers = true;
+    }
     s->ctl.fd = s->data.fd = s->kineto_fd = -1;
+    s->dir_fd = cfg->sock_dir ? open(cfg->sock_dir, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
     s->pid_check = true;
     s->kineto_file.fd = -1;
     if (cfg->kineto_dir && *cfg->kineto_dir)
@@ -196,8 +223,26 @@ int ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret_live_conflict,
     int rc = sock_file_create(&s->ctl, cfg->sock_dir, NAMES_SOCK_FILE(NAMES_SOCK_CTL), SOCK_DGRAM, cfg->mode);
     if (rc == -EADDRINUSE)
         *ret_live_conflict = true;
+    else if (s->ctl.fd >= 0)
+        (void)publish_netns(s);
     *ret = s;
     return 0;
+}
+
+/* The file name of a path-bound plugin client ("dynoconfigclient<uuid>.sock"), NULL for any
+ * other address. */
+static const char *client_base(const struct sockaddr_un *peer, socklen_t len)
+{
+    size_t n = len > sizeof(sa_family_t) ? strnlen(peer->sun_path, (size_t)len - sizeof(sa_family_t)) : 0;
+    const char *slash = n ? memrchr(peer->sun_path, '/', n) : NULL;
+    const char *base = slash ? slash + 1 : NULL;
+    size_t bn = base ? (size_t)(peer->sun_path + n - base) : 0;
+    static const char suffix[] = NAMES_SOCK_SUFFIX;
+
+    if (!base || bn <= sizeof(suffix) - 1 || memcmp(base + bn - (sizeof(suffix) - 1), suffix, sizeof(suffix) - 1) != 0 ||
+        !ipc_client_name_valid(base, bn - (sizeof(suffix) - 1)))
+        return NULL;
+    return base;
 }
 
 static void send_reply(struct ipc_server *s, int fd, const char *type, const void *payload,
@@ -210,6 +255,27 @@ static void send_reply(struct ipc_server *s, int fd, const char *type, const voi
         /* an unbound client polling in a loop would otherwise write one line per datagram */
         LOG_RL(&s->rl_unnamed, 1000, LOG_LVL_WARNING, "unnamed sender: %s reply skipped", type);
         return;
+    }
+    /* a path-bound plugin names its socket as its mount namespace sees the socket directory: the
+     * reply goes to that name in our directory, and only to a socket of the sender's uid there */
+    struct sockaddr_un routed;
+    const char *base = peer->sun_path[0] && !(s->kineto_dir[0] && fd == s->kineto_fd) ? client_base(peer, peer_len) : NULL;
+    if (base) {
+        struct stat st;
+        char path[IPC_SOCK_PATH_MAX + 2];
+        /* a directory too deep for a socket address is reached through its descriptor */
+        int pn = snprintf(path, sizeof(path), "%s/%s", s->cfg.sock_dir, base);
+        if (pn < 0 || (size_t)pn > IPC_SOCK_PATH_MAX)
+            pn = snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", s->dir_fd, base);
+        if (s->dir_fd < 0 || pn < 0 || (size_t)pn >= sizeof(path) || ipc_addr_path(&routed, &peer_len, path) != 0 ||
+            fstatat(s->dir_fd, base, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISSOCK(st.st_mode) ||
+            st.st_uid != s->cur_uid) {
+            LOG_RL(&s->rl_route, 1000, LOG_LVL_WARNING,
+                   "ipc: %s reply skipped: the client socket %s is not a socket of uid %u in %s "
+                   "(docs/design/ipc.md#network-namespaces)", type, base, (unsigned)s->cur_uid, s->cfg.sock_dir);
+            return;
+        }
+        peer = &routed;
     }
     memset(&md, 0, sizeof(md));
     md.size = len;
@@ -253,18 +319,33 @@ static bool peer_ok(const struct ipc_server *s, bool kineto, bool data,
         size_t dl = strlen(s->kineto_dir);
         return strncmp(peer->sun_path, s->kineto_dir, dl) == 0 && peer->sun_path[dl] == '/';
     }
-    return false;
+    /* a plugin in another network namespace: <its view of the socket directory>/<client>.sock */
+    return !kineto && client_base(peer, len) != NULL;
+}
+
+/* Who a control message is from and speaks for: the kernel's identity of the sender (have_who),
+ * and the node's pid of the process it names (node; the payload's pid when unchecked). */
+struct who {
+    bool have;
+    struct peer_id id;
+    int32_t node;
+};
+
+/* The node's numbers of a new process's leaf and ancestors (the registry asks once). */
+static size_t lineage(void *arg, int32_t node, int32_t *ret, size_t cap)
+{
+    return peer_lineage(arg, node, ret, cap);
 }
 
 static void handle_ctxt(struct ipc_server *s, int fd, const struct ipc_view *v,
-                        const struct sockaddr_un *peer, socklen_t plen)
+                        const struct sockaddr_un *peer, socklen_t plen, const struct who *who)
 {
     struct ipc_ctxt c;
     if (ipc_parse_ctxt(v, &c) != 0) {
         LOG_RL(&s->rl_size, 1000, LOG_LVL_ERROR, "ctxt receive message size is invalid: %zu", v->len);
         return;
     }
-    int count = registry_ctxt(s->cfg.reg, c.job_id, c.npu, c.pid);
+    int count = registry_ctxt(s->cfg.reg, c.job_id, c.npu, who->have ? who->node : c.pid);
     if (count < 0)
         return;
     int32_t n = count;
@@ -272,7 +353,7 @@ static void handle_ctxt(struct ipc_server *s, int fd, const struct ipc_view *v,
 }
 
 static void handle_req(struct ipc_server *s, int fd, bool kineto, const struct ipc_view *v,
-                       const struct sockaddr_un *peer, socklen_t plen)
+                       const struct sockaddr_un *peer, socklen_t plen, const struct who *who)
 {
     struct ipc_req hdr;
     int32_t pids[IPC_REQ_MAX_PIDS];
@@ -290,7 +371,10 @@ static void handle_req(struct ipc_server *s, int fd, bool kineto, const struct i
     }
     char *cfg = NULL;
     size_t cfg_len = 0;
-    int rc = registry_poll_uid(s->cfg.reg, s->cur_uid, hdr.job_id, pids, n, hdr.type,
+    /* a sender in our pid namespace numbers its pids as we do; one in a container gets the
+     * node's numbers of its lineage when it registers */
+    struct reg_who rw = { who->node, who->id.pidns, who->id.depth > 0 ? lineage : NULL, s->peers };
+    int rc = registry_poll_who(s->cfg.reg, s->cur_uid, who->have ? &rw : NULL, hdr.job_id, pids, n, hdr.type,
                                kineto ? REG_ORIGIN_KINETO : REG_ORIGIN_MSMON, clock_mono_ns(), &cfg,
                                &cfg_len);
     if (rc && rc != -ENOSPC && rc != -EDQUOT && rc != -ESRCH)
@@ -318,7 +402,8 @@ static bool claimed_pid(const struct ipc_view *v, int32_t *ret)
     return true;
 }
 
-static void handle_status(struct ipc_server *s, const struct ipc_view *v, enum status_dim dim)
+static void handle_status(struct ipc_server *s, const struct ipc_view *v, enum status_dim dim,
+                          const struct who *who)
 {
     struct ipc_status st;
     if (ipc_parse_status(v, &st) != 0) {
@@ -326,7 +411,10 @@ static void handle_status(struct ipc_server *s, const struct ipc_view *v, enum s
                v->type_str, v->len);
         return;
     }
-    status_update(s->cfg.st, dim, &st, clock_mono_ns());
+    int32_t ns_pid = st.pid;
+    if (who->have)
+        st.pid = who->node; /* the node's number: what gone checks, status and --pids use */
+    status_update_ns(s->cfg.st, dim, &st, ns_pid, clock_mono_ns());
     registry_mark_msmon(s->cfg.reg, st.pid);
 }
 
@@ -355,9 +443,12 @@ void ipc_server_dispatch_cred(struct ipc_server *s, int fd, bool kineto, bool da
 {
     struct ipc_view v;
     char tesc[LOGESC_CAP(IPC_TYPE_LEN)];   /* the type tag is outside text */
+    struct who who = { .have = false };
     s->cur_uid = cred ? cred->uid : geteuid();
     if (cred && !uid_allowed(s, cred->uid)) {
         s->dropped_uid++;
+        if (s->cfg.st)
+            status_count_drop(s->cfg.st, STATUS_DROP_UID, cred->uid);
         LOG_RL(&s->rl_uid[endpoint_idx(kineto, data)], 1000, LOG_LVL_WARNING,
                "ipc: dropped datagram on %s from uid %u (pid %d): uid not allowed (%llu so far)",
                endpoint_name(kineto, data), (unsigned)cred->uid, (int)cred->pid,
@@ -376,6 +467,29 @@ void ipc_server_dispatch_cred(struct ipc_server *s, int fd, bool kineto, bool da
         LOG_RL(&s->rl_peer, 1000, LOG_LVL_WARNING, "unexpected peer address %s", name);
         return;
     }
+    if (cred && s->pid_check) {
+        if (cred->pid <= 0) {
+            /* the kernel could not name the sender in our pid namespace: we run in one of our
+             * own (a container without the host's), and no pid any process sends means anything
+             * here */
+            s->dropped_nopid++;
+            if (s->cfg.st)
+                status_count_drop(s->cfg.st, STATUS_DROP_NO_PID, cred->uid);
+            if (!s->nopid_said) {
+                s->nopid_said = true;
+                LOG_WARN("ipc: the kernel reports pid 0 for the sender of a datagram on %s: this daemon runs in "
+                            "a pid namespace of its own and cannot see the processes it monitors, so their "
+                            "datagrams are dropped - fix: run dynolog in the host's pid namespace (Kubernetes: "
+                            "hostPID: true; docker: --pid=host) (docs/deploy.md#the-daemon-must-see-the-jobs-pids)",
+                            endpoint_name(kineto, data));
+            }
+            return;
+        }
+        if (peer_lookup(s->peers, cred->pid, &who.id) != 0)
+            who.id = (struct peer_id){ .pid = cred->pid, .ns_pid = cred->pid }; /* unreadable: as before */
+        who.have = true;
+        who.node = who.id.pid;
+    }
     if (data) {
         if (v.type != IPC_T_DATA) {
             LOG_RL(&s->rl_type, 1000, LOG_LVL_ERROR, "TYPE UNKOWN: %s",
@@ -386,14 +500,17 @@ void ipc_server_dispatch_cred(struct ipc_server *s, int fd, bool kineto, bool da
             LOG_RL(&s->rl_size, 1000, LOG_LVL_ERROR, "data receive message size is invalid: %zu", v.len);
             return;
         }
-        if (s->cfg.data)
-            data_handle_from(s->cfg.data, (const char *)v.payload, v.len, clock_real_ns(),
-                             cred && s->pid_check ? (int32_t)cred->pid : 0);
+        if (s->cfg.data) {
+            struct data_sender ds = { who.id.pid, who.id.ns_pid };
+            data_handle_sender(s->cfg.data, (const char *)v.payload, v.len, clock_real_ns(), who.have ? &ds : NULL);
+        }
         return;
     }
     int32_t claimed = 0;
-    if (cred && s->pid_check && claimed_pid(&v, &claimed) && !speaks_for(cred->pid, claimed)) {
+    if (who.have && claimed_pid(&v, &claimed) && !peer_speaks_for(s->peers, &who.id, claimed, &who.node)) {
         s->dropped_pid++;
+        if (s->cfg.st)
+            status_count_drop(s->cfg.st, STATUS_DROP_SPEAKS_FOR, cred->uid);
         LOG_RL(&s->rl_pid[endpoint_idx(kineto, data)], 1000, LOG_LVL_WARNING,
                "ipc: dropped %s on %s from pid %d (uid %u): it speaks for pid %d, which is neither "
                "the sender nor its descendant (%llu so far)",
@@ -402,10 +519,10 @@ void ipc_server_dispatch_cred(struct ipc_server *s, int fd, bool kineto, bool da
         return;
     }
     switch (v.type) {
-    case IPC_T_CTXT: handle_ctxt(s, fd, &v, peer, peer_len); break;
-    case IPC_T_REQ: handle_req(s, fd, kineto, &v, peer, peer_len); break;
-    case IPC_T_TRACE_STATUS: handle_status(s, &v, STATUS_TRACE); break;
-    case IPC_T_MONITOR_STATUS: handle_status(s, &v, STATUS_MONITOR); break;
+    case IPC_T_CTXT: handle_ctxt(s, fd, &v, peer, peer_len, &who); break;
+    case IPC_T_REQ: handle_req(s, fd, kineto, &v, peer, peer_len, &who); break;
+    case IPC_T_TRACE_STATUS: handle_status(s, &v, STATUS_TRACE, &who); break;
+    case IPC_T_MONITOR_STATUS: handle_status(s, &v, STATUS_MONITOR, &who); break;
     default:
         LOG_RL(&s->rl_type, 1000, LOG_LVL_ERROR, "TYPE UNKOWN: %s",
                    logesc(v.type_str, strlen(v.type_str), tesc, sizeof(tesc)));
@@ -517,6 +634,42 @@ void ipc_server_stop(struct ipc_server *s)
     s->ev_ctl = s->ev_kineto = s->ev_data = NULL;
 }
 
+int ipc_server_sweep(struct ipc_server *s)
+{
+    DIR *d = s && s->cfg.sock_dir ? opendir(s->cfg.sock_dir) : NULL;
+    struct dirent *de;
+    int n = 0;
+    static const char suffix[] = NAMES_SOCK_SUFFIX;
+
+    if (!d)
+        return 0;
+    while ((de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name);
+        struct sockaddr_un addr;
+        socklen_t alen;
+        struct stat st;
+        char path[IPC_SOCK_PATH_MAX + 2];
+        if (s->dir_fd < 0 || len <= sizeof(suffix) - 1 || strcmp(de->d_name + len - (sizeof(suffix) - 1), suffix) != 0 ||
+            !ipc_client_name_valid(de->d_name, len - (sizeof(suffix) - 1)) ||
+            snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", s->dir_fd, de->d_name) >= (int)sizeof(path) ||
+            fstatat(s->dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISSOCK(st.st_mode) ||
+            ipc_addr_path(&addr, &alen, path) != 0)
+            continue;
+        /* nobody bound: the process that made it was killed before it could unlink it */
+        int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            break;
+        if (connect(fd, (struct sockaddr *)&addr, alen) != 0 && errno == ECONNREFUSED &&
+            unlinkat(s->dir_fd, de->d_name, 0) == 0)
+            n++;
+        close(fd);
+    }
+    closedir(d);
+    if (n)
+        LOG_INFO("ipc: removed %d client socket(s) of exited processes from %s", n, s->cfg.sock_dir);
+    return n;
+}
+
 void ipc_server_destroy(struct ipc_server *s)
 {
     if (!s)
@@ -526,6 +679,11 @@ void ipc_server_destroy(struct ipc_server *s)
     sock_file_close(&s->data);
     if (s->kineto_fd >= 0)
         close(s->kineto_fd);
+    unpublish_netns(s);
+    if (s->dir_fd >= 0)
+        close(s->dir_fd);
     sock_file_close(&s->kineto_file);
+    if (s->own_peers)
+        peer_cache_destroy(s->peers);
     free(s);
 }

@@ -12,6 +12,7 @@
 #include <sys/un.h>
 
 #include "daemon/ipc/data_sink.h"
+#include "daemon/ipc/peer.h"
 #include "daemon/ipc/registry.h"
 #include "daemon/ipc/status.h"
 #include "daemon/loop.h"
@@ -23,6 +24,7 @@ struct ipc_server_cfg {
     struct registry *reg;        /* borrowed */
     struct status_table *st;     /* borrowed */
     struct data_router *data;    /* borrowed; fed by the data socket's events */
+    struct peer_cache *peers;    /* borrowed, may be NULL (then the server keeps its own): who senders are */
 };
 
 struct ipc_server;
@@ -35,9 +37,10 @@ int ipc_server_create(const struct ipc_server_cfg *cfg, bool *ret_live_conflict,
 
 /* Local-peer policy, applied to every datagram that arrives through the sockets:
  * its SCM_CREDENTIALS uid must be ours, root or one of uids[]; with pid_check a message speaks
- * only for its sender (ctxt's pid, req's leaf, a status's pid must be the credential pid or a
- * descendant of it). Default before this call: our uid and root, pid_check on. -E2BIG over
- * IPC_MAX_ALLOWED_UIDS. */
+ * only for its sender (ctxt's pid, req's leaf, a status's pid must be the sender itself or a
+ * descendant of it, compared in the sender's own pid namespace: peer.h), and what it reports is
+ * kept under the node's pid of the process. Default before this call: our uid and root,
+ * pid_check on. -E2BIG over IPC_MAX_ALLOWED_UIDS. */
 int ipc_server_set_peers(struct ipc_server *s, const uid_t *uids, size_t n, bool pid_check);
 /* Parse "UID[,UID...]" (decimal) for ipc_server_set_peers; one-line reason in err. */
 int ipc_parse_uids(const char *list, uid_t *ret, size_t cap, size_t *ret_n, char *err, size_t errcap);
@@ -46,6 +49,9 @@ int ipc_parse_uids(const char *list, uid_t *ret, size_t cap, size_t *ret_n, char
 int ipc_server_start(struct ipc_server *s, struct loop *l);
 /* Unregister from the loop (the sockets stay open until destroy). Idempotent. */
 void ipc_server_stop(struct ipc_server *s);
+/* Unlink the sockets that plugins in other network namespaces bound in the socket directory
+ * and nobody serves any more (killed processes); the GC timer's. Returns how many. */
+int ipc_server_sweep(struct ipc_server *s);
 void ipc_server_destroy(struct ipc_server *s);
 
 /* Handle one received datagram as the control or data socket's event would (exposed for tests and

@@ -19,7 +19,11 @@ struct reg_proc {
     int nset;
     int32_t set[REGISTRY_MAX_PIDS];    /* sorted, unique: the key */
     int npids;
-    int32_t pids[REGISTRY_MAX_PIDS];   /* as received, leaf first */
+    int32_t pids[REGISTRY_MAX_PIDS];   /* as received, leaf first (the process's own namespace) */
+    int32_t node;                      /* the leaf as the node numbers it (the key's tie-break) */
+    int nnode;
+    int32_t node_set[REGISTRY_MAX_PIDS]; /* leaf and ancestors as the node numbers them, sorted */
+    uint64_t pidns;                    /* the leaf's pid namespace (0 unknown) */
     enum reg_origin origin;
     char *pending;                     /* wrapped config, NULL = empty mailbox */
     size_t pending_len;
@@ -69,6 +73,20 @@ static bool pid_dead(int32_t pid)
     return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
+/* A sorted pid set contains pid (binary search). */
+static bool set_has(const int32_t *set, int n, int32_t pid)
+{
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (set[mid] < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && set[lo] == pid;
+}
+
 static void proc_free(struct reg_proc *p)
 {
     free(p->pending);
@@ -81,9 +99,9 @@ static size_t purge_dead(struct registry *r)
 {
     size_t w = 0, n0 = r->nprocs;
     for (size_t i = 0; i < r->nprocs; i++) {
-        if (pid_dead(r->procs[i]->pids[0])) {
+        if (pid_dead(r->procs[i]->node)) {
             LOG_INFO("Stopped tracking process (%d) from job %lld: the process is gone",
-                     r->procs[i]->pids[0], (long long)r->procs[i]->job);
+                     r->procs[i]->node, (long long)r->procs[i]->job);
             proc_free(r->procs[i]);
             continue;
         }
@@ -217,28 +235,33 @@ static struct reg_cfg_entry *hist_push(struct reg_proc *p)
 }
 
 /* Key order: job, then the sorted sets lexicographically (a proper prefix first). */
-static int key_cmp(int64_t job, const int32_t *set, int nset, const struct reg_proc *p)
+static int key_cmp(int64_t job, const int32_t *set, int nset, int32_t node, const struct reg_proc *p)
 {
     if (job != p->job)
         return job < p->job ? -1 : 1;
-    for (int i = 0; i < nset && i < p->nset; i++)
+    int m = nset < p->nset ? nset : p->nset;
+    for (int i = 0; i < m; i++)
         if (set[i] != p->set[i])
             return set[i] < p->set[i] ? -1 : 1;
-    return nset < p->nset ? -1 : nset > p->nset;
+    if (nset != p->nset)
+        return nset < p->nset ? -1 : 1;
+    /* equal sets in two containers (both creators are pid 4 in their namespaces) stay two
+     * processes: the node pid tells them apart */
+    return node < p->node ? -1 : node > p->node;
 }
 
 /* Index of the first process not less than the key; *found when equal. */
-static size_t find(const struct registry *r, int64_t job, const int32_t *set, int nset, bool *found)
+static size_t find(const struct registry *r, int64_t job, const int32_t *set, int nset, int32_t node, bool *found)
 {
     size_t lo = 0, hi = r->nprocs;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (key_cmp(job, set, nset, r->procs[mid]) > 0)
+        if (key_cmp(job, set, nset, node, r->procs[mid]) > 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    *found = lo < r->nprocs && key_cmp(job, set, nset, r->procs[lo]) == 0;
+    *found = lo < r->nprocs && key_cmp(job, set, nset, node, r->procs[lo]) == 0;
     return lo;
 }
 
@@ -280,6 +303,13 @@ int registry_poll_uid(struct registry *r, uid_t uid, int64_t job, const int32_t 
                       int32_t type, enum reg_origin origin, uint64_t now_ns, char **ret_cfg,
                       size_t *ret_len)
 {
+    return registry_poll_who(r, uid, NULL, job, pids, n, type, origin, now_ns, ret_cfg, ret_len);
+}
+
+int registry_poll_who(struct registry *r, uid_t uid, const struct reg_who *who, int64_t job,
+                      const int32_t *pids, int n, int32_t type, enum reg_origin origin, uint64_t now_ns,
+                      char **ret_cfg, size_t *ret_len)
+{
     int32_t set[REGISTRY_MAX_PIDS];
     char txt[REGISTRY_MAX_PIDS * 13];
     int rc = 0;
@@ -291,23 +321,26 @@ int registry_poll_uid(struct registry *r, uid_t uid, int64_t job, const int32_t 
     if (n > REGISTRY_MAX_PIDS)
         n = REGISTRY_MAX_PIDS;
     int nset = make_set(pids, n, set);
+    /* the node's numbers: the kernel's word (ipc_server), or the received ones when the
+     * sender shares our namespace or no credentials were checked */
+    int32_t node = who && who->node > 0 ? who->node : pids[0];
     pthread_mutex_lock(&r->mu);
-    size_t at = find(r, job, set, nset, &found);
+    size_t at = find(r, job, set, nset, node, &found);
     struct reg_proc *p;
     if (found) {
         p = r->procs[at];
     } else {
         join_pids(pids, n, txt, sizeof(txt));
-        if (r->check_alive && pid_dead(pids[0])) {
+        if (r->check_alive && pid_dead(node)) {
             LOG_RL(&r->rl_dead, 1000, LOG_LVL_WARNING,
                    "not registering process (%s) for job %lld: pid %d is not running", txt,
-                   (long long)job, pids[0]);
+                   (long long)job, node);
             rc = -ESRCH;
             goto out_unlock;
         }
         bool at_quota = r->uid_quota > 0 && uid_count(r, uid) >= r->uid_quota;
         if (r->check_alive && (r->nprocs >= REGISTRY_MAX_PROCS || at_quota) && purge_dead(r) > 0) {
-            at = find(r, job, set, nset, &found);   /* the array moved */
+            at = find(r, job, set, nset, node, &found);   /* the array moved */
             at_quota = r->uid_quota > 0 && uid_count(r, uid) >= r->uid_quota;
         }
         if (at_quota) {
@@ -335,12 +368,23 @@ int registry_poll_uid(struct registry *r, uid_t uid, int64_t job, const int32_t 
         memcpy(p->set, set, (size_t)nset * sizeof(*set));
         p->npids = n;
         memcpy(p->pids, pids, (size_t)n * sizeof(*pids));
+        p->node = node;
+        int32_t lin[REGISTRY_MAX_PIDS];
+        size_t nl = who && who->node > 0 && who->lineage ? who->lineage(who->arg, node, lin, (size_t)n) : 0;
+        if (nl > 0)
+            p->nnode = make_set(lin, (int)nl, p->node_set);
+        else
+            p->nnode = make_set(set, nset, p->node_set);
+        p->pidns = who ? who->pidns : 0;
         p->origin = origin;
         p->uid = uid;
         memmove(r->procs + at + 1, r->procs + at, (r->nprocs - at) * sizeof(*r->procs));
         r->procs[at] = p;
         r->nprocs++;
-        LOG_INFO("Registered process (%s) for job %lld.", txt, (long long)job);
+        if (node != pids[0])
+            LOG_INFO("Registered process (%s) for job %lld. (pid %d on the node)", txt, (long long)job, node);
+        else
+            LOG_INFO("Registered process (%s) for job %lld.", txt, (long long)job);
     }
     if ((type & 2) && p->pending) {
         /* one-shot mailbox: hand the text over with its trailing newline */
@@ -412,7 +456,7 @@ void registry_mark_msmon(struct registry *r, int32_t pid)
 {
     pthread_mutex_lock(&r->mu);
     for (size_t i = 0; i < r->nprocs; i++)
-        if (r->procs[i]->pids[0] == pid)
+        if (r->procs[i]->node == pid)
             r->procs[i]->origin = REG_ORIGIN_MSMON;
     pthread_mutex_unlock(&r->mu);
 }
@@ -423,7 +467,7 @@ int registry_set_library(struct registry *r, int32_t pid, const char *backend, c
 
     pthread_mutex_lock(&r->mu);
     for (size_t i = 0; i < r->nprocs; i++) {
-        if (r->procs[i]->pids[0] != pid)
+        if (r->procs[i]->node != pid)
             continue;
         snprintf(r->procs[i]->backend, sizeof(r->procs[i]->backend), "%s", backend);
         snprintf(r->procs[i]->library, sizeof(r->procs[i]->library), "%s", library);
@@ -441,19 +485,20 @@ void reg_set_result_fini(struct reg_set_result *res)
 }
 
 /* pids is sorted ascending (registry_set_config's contract): one binary search per pid of
- * the process keeps a request naming thousands of pids O(registry size). */
+ * the process keeps a request naming thousands of pids O(registry size). The pids are the node's
+ * (registry_resolve_pids translated a container's own). */
 static bool requested(const struct reg_proc *p, const int32_t *pids, size_t npids)
 {
-    for (int i = 0; i < p->nset; i++) {
+    for (int i = 0; i < p->nnode; i++) {
         size_t lo = 0, hi = npids;
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
-            if (pids[mid] < p->set[i])
+            if (pids[mid] < p->node_set[i])
                 lo = mid + 1;
             else
                 hi = mid;
         }
-        if (lo < npids && pids[lo] == p->set[i])
+        if (lo < npids && pids[lo] == p->node_set[i])
             return true;
     }
     return false;
@@ -492,18 +537,18 @@ int registry_set_config(struct registry *r, int64_t job, const int32_t *pids, si
         if (!trace_all && !requested(p, pids, npids))
             continue;
         /* a dead process neither matches nor takes a process_limit slot; GC forgets it */
-        if (r->check_alive && pid_dead(p->pids[0]))
+        if (r->check_alive && pid_dead(p->node))
             continue;
-        if (eligible && !eligible(p->origin, arg))
+        if (eligible && !eligible(p->origin, p->node, arg))
             continue;
-        res->matched[res->n_matched++] = p->pids[0];
+        res->matched[res->n_matched++] = p->node;
         /* beyond the limit a process is matched but neither triggered nor replaced; it is
          * counted as skipped so the reply can say so */
         if ((int64_t)res->n_triggered >= limit) {
             res->n_skipped++;
             continue;
         }
-        uint64_t id = registry_config_id(r->hostname, p->pids[0], secs, ++r->seq);
+        uint64_t id = registry_config_id(r->hostname, p->node, secs, ++r->seq);
         char *text = registry_wrap_config(id, config, config_len, &len);
         if (!text) {
             rc = -ENOMEM;
@@ -526,12 +571,13 @@ int registry_set_config(struct registry *r, int64_t job, const int32_t *pids, si
         p->pending_id = id;
         struct reg_cfg_entry *e = hist_push(p);
         e->id = id;
-        e->pid = p->pids[0];
+        e->pid = p->node;
+        e->ns_pid = p->pids[0];
         e->outcome = REG_OUT_PENDING;
         if (token)
             snprintf(e->token, sizeof(e->token), "%s", token);
-        res->triggered[res->n_triggered++] = p->pids[0];
-        LOG_INFO(" PID: %d, Trace Id: %llu", p->pids[0], (unsigned long long)id);
+        res->triggered[res->n_triggered++] = p->node;
+        LOG_INFO(" PID: %d, Trace Id: %llu", p->node, (unsigned long long)id);
     }
     LOG_INFO("On-demand request: %zu matching processes", res->n_matched);
     LOG_INFO("Installed activity profiler config for %zu process(es) (%d replaced a pending one, "
@@ -582,7 +628,7 @@ int registry_gc(struct registry *r, uint64_t now_ns, uint64_t age_ns)
         LOG_INFO("Stopped tracking process (%s) from job %lld", txt, (long long)p->job);
         /* ctxt registrations of this leaf go with it */
         for (int c = 0; c < r->nctxt;) {
-            if (r->ctxt[c].job == p->job && r->ctxt[c].pid == p->pids[0])
+            if (r->ctxt[c].job == p->job && r->ctxt[c].pid == p->node)
                 r->ctxt[c] = r->ctxt[--r->nctxt];
             else
                 c++;
@@ -612,7 +658,8 @@ int registry_leaves(struct registry *r, struct reg_leaf **ret, size_t *ret_n)
     for (size_t i = 0; i < r->nprocs; i++)
         {
         struct reg_leaf *l = &(*ret)[(*ret_n)++];
-        *l = (struct reg_leaf){ r->procs[i]->pids[0], r->procs[i]->job, r->procs[i]->last_ns, "", "" };
+        *l = (struct reg_leaf){ r->procs[i]->node, r->procs[i]->job, r->procs[i]->last_ns, "", "",
+                                r->procs[i]->pids[0], r->procs[i]->pidns };
         memcpy(l->backend, r->procs[i]->backend, sizeof(l->backend));
         memcpy(l->library, r->procs[i]->library, sizeof(l->library));
     }
@@ -642,7 +689,7 @@ static struct reg_proc *leaf_proc(struct registry *r, int32_t pid)
     /* several ancestor sets may share a leaf: the one polled last holds the deliveries */
     struct reg_proc *best = NULL;
     for (size_t i = 0; i < r->nprocs; i++)
-        if (r->procs[i]->pids[0] == pid && (!best || r->procs[i]->last_ns > best->last_ns))
+        if (r->procs[i]->node == pid && (!best || r->procs[i]->last_ns > best->last_ns))
             best = r->procs[i];
     return best;
 }
@@ -657,7 +704,7 @@ int registry_ack(struct registry *r, int32_t pid, uint64_t id, enum reg_outcome 
     for (size_t i = 0; i < r->nprocs; i++) {
         struct reg_proc *p = r->procs[i];
         struct reg_cfg_entry *e;
-        if (p->pids[0] != pid || !(e = hist_find(p, id)))
+        if (p->node != pid || !(e = hist_find(p, id)))
             continue;
         /* an id the process never received (still pending, or replaced) cannot be answered */
         /* an id the process never received (pending, replaced) cannot be answered; an
@@ -681,7 +728,7 @@ int registry_set_acks(struct registry *r, int32_t pid, bool acks)
     int rc = -ENOENT;
     pthread_mutex_lock(&r->mu);
     for (size_t i = 0; i < r->nprocs; i++) {
-        if (r->procs[i]->pids[0] != pid)
+        if (r->procs[i]->node != pid)
             continue;
         r->procs[i]->acks = acks;
         rc = 0;
@@ -743,4 +790,103 @@ int registry_last_outcome(struct registry *r, int32_t pid, struct reg_cfg_entry 
     }
     pthread_mutex_unlock(&r->mu);
     return rc;
+}
+
+static int i32_cmp(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int registry_resolve_pids(struct registry *r, int64_t job, const int32_t *pids, size_t n, int32_t **ret,
+                          size_t *ret_n, int32_t *ret_ambiguous, int32_t **ret_cand, size_t *ret_ncand)
+{
+    int rc = 0;
+    size_t cap = n + 1, k = 0;
+    int32_t *out = NULL;
+
+    *ret = NULL;
+    *ret_n = 0;
+    *ret_cand = NULL;
+    *ret_ncand = 0;
+    *ret_ambiguous = 0;
+    pthread_mutex_lock(&r->mu);
+    cap += r->nprocs;
+    out = malloc(cap * sizeof(*out));
+    if (!out) {
+        rc = -ENOMEM;
+        goto out_unlock;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int32_t pid = pids[i];
+        bool on_node = false;
+        size_t nin = 0;
+        uint64_t ns0 = 0;
+        int32_t node0 = 0;
+        bool several = false;
+        for (size_t j = 0; j < r->nprocs && !on_node; j++) {
+            const struct reg_proc *p = r->procs[j];
+            if (p->job == job && set_has(p->node_set, p->nnode, pid))
+                on_node = true;
+        }
+        if (on_node || pid <= 0) {
+            out[k++] = pid;
+            continue;
+        }
+        /* a pid only some processes' own namespaces know: one namespace's, or ambiguous */
+        for (size_t j = 0; j < r->nprocs; j++) {
+            const struct reg_proc *p = r->procs[j];
+            if (p->job != job || !set_has(p->set, p->nset, pid))
+                continue;
+            /* one namespace: the same known pid namespace, or (unknown) the same process */
+            if (nin++ == 0) {
+                ns0 = p->pidns;
+                node0 = p->node;
+            } else if (ns0 == 0 ? p->node != node0 : p->pidns != ns0) {
+                several = true;
+            }
+        }
+        if (nin == 0) {
+            out[k++] = pid; /* matches nothing, as before */
+            continue;
+        }
+        if (several) {
+            int32_t *cand = malloc(nin * sizeof(*cand));
+            size_t nc = 0;
+            if (!cand) {
+                rc = -ENOMEM;
+                goto out_unlock;
+            }
+            for (size_t j = 0; j < r->nprocs && nc < nin; j++) {
+                const struct reg_proc *p = r->procs[j];
+                if (p->job == job && set_has(p->set, p->nset, pid))
+                    cand[nc++] = p->node;
+            }
+            qsort(cand, nc, sizeof(*cand), i32_cmp);
+            *ret_cand = cand;
+            *ret_ncand = nc;
+            *ret_ambiguous = pid;
+            rc = -EEXIST;
+            goto out_unlock;
+        }
+        for (size_t j = 0; j < r->nprocs && k < cap; j++) {
+            const struct reg_proc *p = r->procs[j];
+            if (p->job == job && set_has(p->set, p->nset, pid))
+                out[k++] = p->node;
+        }
+    }
+out_unlock:
+    pthread_mutex_unlock(&r->mu);
+    if (rc) {
+        free(out);
+        return rc;
+    }
+    qsort(out, k, sizeof(*out), i32_cmp);
+    size_t u = 0;
+    for (size_t i = 0; i < k; i++)
+        if (u == 0 || out[u - 1] != out[i])
+            out[u++] = out[i];
+    *ret = out;
+    *ret_n = u;
+    return 0;
 }

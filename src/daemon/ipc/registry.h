@@ -36,6 +36,24 @@ int registry_poll_uid(struct registry *r, uid_t uid, int64_t job, const int32_t 
                       int32_t type, enum reg_origin origin, uint64_t now_ns, char **ret_cfg,
                       size_t *ret_len);
 
+/* Who a req's sender is on the node (ipc_server, from the kernel's credentials and
+ * /proc/<pid>/status NSpid): the leaf's node pid, the node's numbers of the leaf and its
+ * ancestors (what --pids matches) and the leaf's pid namespace. The received pids are the
+ * process's own namespace's: equal sets in two containers stay two processes. */
+struct reg_who {
+    int32_t node;             /* > 0 */
+    uint64_t pidns;           /* 0 unknown */
+    /* The node's numbers of the leaf and its ancestors (at most cap, leaf first), asked once,
+     * when the process registers; NULL: the received pids are the node's (our namespace). */
+    size_t (*lineage)(void *arg, int32_t node, int32_t *ret, size_t cap);
+    void *arg;
+};
+/* registry_poll_uid for a sender of known node identity (who NULL: the received pids are the
+ * node's, as for a sender in the daemon's own namespace). */
+int registry_poll_who(struct registry *r, uid_t uid, const struct reg_who *who, int64_t job,
+                      const int32_t *pids, int n, int32_t type, enum reg_origin origin, uint64_t now_ns,
+                      char **ret_cfg, size_t *ret_len);
+
 /* `req` (docs/design/ipc.md#polling): registers (job, set(pids)) if new, refreshes its last request time and, when
  * type has the ACTIVITIES bit, moves the pending config (+ "\n") out of the mailbox.
  * *ret_cfg: NULL (nothing pending) or a string the caller owns (free()). Returns 0, or
@@ -43,7 +61,7 @@ int registry_poll_uid(struct registry *r, uid_t uid, int64_t job, const int32_t 
 int registry_poll(struct registry *r, int64_t job, const int32_t *pids, int n, int32_t type,
                   enum reg_origin origin, uint64_t now_ns, char **ret_cfg, size_t *ret_len);
 
-/* `ctxt` (docs/design/ipc.md#registration): returns the registration count of (job, npu) (>= 1) or -ENOSPC at the cap.
+/* `ctxt` (docs/design/ipc.md#registration; pid as the node numbers it): returns the registration count of (job, npu) (>= 1) or -ENOSPC at the cap.
  * Logs "Registered process (<pid>) for job <job>." at INFO the first time (pid, job) registers,
  * at DEBUG on every repeat. */
 int registry_ctxt(struct registry *r, int64_t job, int32_t npu, int32_t pid);
@@ -51,18 +69,20 @@ int registry_ctxt(struct registry *r, int64_t job, int32_t npu, int32_t pid);
 /* An NPU status from `pid`: processes whose leaf is pid become MSMON (docs/design/ipc.md#registry). */
 void registry_mark_msmon(struct registry *r, int32_t pid);
 
-/* Decides per process whether it may receive the config (docs/design/rpc.md#status-gate). */
-typedef bool (*reg_eligible_fn)(enum reg_origin origin, void *arg);
+/* Decides per process (its leaf's node pid) whether it may receive the config
+ * (docs/design/rpc.md#status-gate; the --pod selection). */
+typedef bool (*reg_eligible_fn)(enum reg_origin origin, int32_t pid, void *arg);
 
 struct reg_set_result {
-    int32_t *matched;        /* leaf pids, iteration order; caller owns (reg_set_result_fini) */
+    int32_t *matched;        /* leaf node pids, iteration order; caller owns (reg_set_result_fini) */
     size_t n_matched;
     int32_t *triggered;
     size_t n_triggered;
     int busy;                /* triggered processes whose older pending config was replaced */
     size_t n_skipped;        /* matched but beyond the process limit */
 };
-/* setOnDemandConfig (docs/design/ipc.md#installing-a-config). pids must be sorted ascending (upstream's std::set<int>). The
+/* setOnDemandConfig (docs/design/ipc.md#installing-a-config). pids must be sorted ascending (upstream's std::set<int>)
+ * and the node's numbers (registry_resolve_pids). The
  * stored text is the wrapped config with REQUEST_TRACE_ID, an id unique per delivery
  * (docs/troubleshooting.md). A process whose mailbox still holds an older config gets the
  * new one instead (last wins; the old id's outcome becomes superseded). token (NULL or "":
@@ -93,7 +113,8 @@ bool registry_outcome_final(enum reg_outcome o);
 #define REG_CFG_HISTORY 4     /* deliveries remembered per process */
 struct reg_cfg_entry {
     uint64_t id;              /* REQUEST_TRACE_ID; 0 = none */
-    int32_t pid;              /* leaf */
+    int32_t pid;              /* leaf, as the node numbers it */
+    int32_t ns_pid;           /* leaf, in its own pid namespace */
     int32_t rank;             /* from the acknowledgement; -1 unknown */
     enum reg_outcome outcome;
     char token[REG_TOKEN_CAP];
@@ -126,10 +147,21 @@ struct reg_leaf {
     uint64_t last_ns;   /* the process's latest poll (the clock registry_poll was given) */
     char backend[REG_BACKEND_CAP];   /* as reported by PluginInfo; "" = not reported */
     char library[REG_LIBRARY_CAP];   /* "" with a backend set: no vendor library was found */
+    int32_t ns_pid;     /* the leaf in its own pid namespace (== pid in the daemon's) */
+    uint64_t pidns;     /* its pid namespace (0 unknown) */
 };
 /* PluginInfo (ours): the backend and vendor library the plugin of leaf pid loaded ("" = none
  * found), shown by getStatus; copied, cut to the caps. -ENOENT if pid is not a live leaf. */
 int registry_set_library(struct registry *r, int32_t pid, const char *backend, const char *library);
+/* A --pids list (sorted ascending) as the node numbers it: a pid some process of job has in its
+ * node lineage stays; a pid only known inside containers (their own numbers) becomes the node
+ * pids of the processes that know it, when they share one pid namespace; when they live in
+ * several it is ambiguous: -EEXIST, *ret_ambiguous = that pid and *ret_cand its candidates'
+ * leaf node pids (sorted; caller owns, free()). On 0, *ret (caller owns, free()) is sorted and
+ * unique. Pids nothing knows stay (they match nothing, as before). */
+int registry_resolve_pids(struct registry *r, int64_t job, const int32_t *pids, size_t n, int32_t **ret,
+                          size_t *ret_n, int32_t *ret_ambiguous, int32_t **ret_cand, size_t *ret_ncand);
+
 /* Leaf pids of all live processes (getStatus). Caller owns *ret (free()). */
 int registry_leaves(struct registry *r, struct reg_leaf **ret, size_t *ret_n);
 size_t registry_count(struct registry *r);

@@ -55,6 +55,12 @@ void status_destroy(struct status_table *st)
 void status_update(struct status_table *st, enum status_dim dim, const struct ipc_status *s,
                    uint64_t now_ns)
 {
+    status_update_ns(st, dim, s, s->pid, now_ns);
+}
+
+void status_update_ns(struct status_table *st, enum status_dim dim, const struct ipc_status *s, int32_t ns_pid,
+                      uint64_t now_ns)
+{
     pthread_mutex_lock(&st->mu);
     st->last.any_received = true;
     if (dim == STATUS_TRACE)
@@ -81,12 +87,13 @@ void status_update(struct status_table *st, enum status_dim dim, const struct ip
             st->e[old] = st->e[--st->n];
             i = st->n;
         }
-        st->e[i] = (struct status_entry){ .job = s->job_id, .pid = s->pid, .trace = -1,
+        st->e[i] = (struct status_entry){ .job = s->job_id, .pid = s->pid, .ns_pid = ns_pid, .trace = -1,
                                           .monitor = -1, .current_step = -1, .start_step = -1,
                                           .stop_step = -1 };
         st->n++;
     }
     struct status_entry *e = &st->e[i];
+    e->ns_pid = ns_pid;
     if (dim == STATUS_TRACE) {
         e->trace = s->status;
         e->current_step = s->current_step;
@@ -138,6 +145,12 @@ int status_set_stats(struct status_table *st, int32_t pid, const struct status_s
 int status_set_health(struct status_table *st, int32_t pid, bool vouched, const struct status_health *h,
                       uint64_t now_ns)
 {
+    return status_set_health_ns(st, pid, pid, vouched, h, now_ns);
+}
+
+int status_set_health_ns(struct status_table *st, int32_t pid, int32_t ns_pid, bool vouched,
+                         const struct status_health *h, uint64_t now_ns)
+{
     int rc = -ENOENT;
 
     pthread_mutex_lock(&st->mu);
@@ -145,6 +158,7 @@ int status_set_health(struct status_table *st, int32_t pid, bool vouched, const 
         if (st->e[i].pid != pid)
             continue;
         st->e[i].health = *h;
+        st->e[i].ns_pid = ns_pid;
         st->e[i].health.received_ns = now_ns;
         st->e[i].has_health = true;
         st->e[i].updated_ns = now_ns;
@@ -157,7 +171,7 @@ int status_set_health(struct status_table *st, int32_t pid, bool vouched, const 
         rc = -ENOSPC;
         goto out;
     }
-    st->e[st->n] = (struct status_entry){ .job = 0, .pid = pid, .trace = -1, .monitor = -1, .current_step = -1,
+    st->e[st->n] = (struct status_entry){ .job = 0, .pid = pid, .ns_pid = ns_pid, .trace = -1, .monitor = -1, .current_step = -1,
                                           .start_step = -1, .stop_step = -1, .updated_ns = now_ns,
                                           .has_health = true, .health = *h };
     st->e[st->n].health.received_ns = now_ns;
@@ -244,6 +258,33 @@ void status_set_daemon(struct status_table *st, uint64_t start_mono_ns, const ch
     pthread_mutex_lock(&st->mu);
     st->daemon.start_mono_ns = start_mono_ns;
     snprintf(st->daemon.loggers, sizeof(st->daemon.loggers), "%s", loggers ? loggers : "");
+    pthread_mutex_unlock(&st->mu);
+}
+
+void status_count_drop(struct status_table *st, enum status_drop why, uint32_t uid)
+{
+    if ((int)why < 0 || why >= STATUS_DROP_KINDS)
+        return;
+    pthread_mutex_lock(&st->mu);
+    st->daemon.drops[why]++;
+    if (why == STATUS_DROP_UID)
+        st->daemon.drop_uid = uid;
+    pthread_mutex_unlock(&st->mu);
+}
+
+void status_set_namespaces(struct status_table *st, uint64_t pid_ns, uint64_t net_ns)
+{
+    pthread_mutex_lock(&st->mu);
+    st->daemon.pid_ns = pid_ns;
+    st->daemon.net_ns = net_ns;
+    pthread_mutex_unlock(&st->mu);
+}
+
+void status_set_ipc_uids(struct status_table *st, const uint32_t *uids, size_t n)
+{
+    pthread_mutex_lock(&st->mu);
+    st->daemon.nuids = n < STATUS_UIDS_MAX ? n : STATUS_UIDS_MAX;
+    memcpy(st->daemon.uids, uids, st->daemon.nuids * sizeof(*uids));
     pthread_mutex_unlock(&st->mu);
 }
 

@@ -43,7 +43,8 @@ struct status_health {
 
 struct status_entry {
     int64_t job;
-    int32_t pid;
+    int32_t pid;            /* as the node numbers it (the kernel's word; the key) */
+    int32_t ns_pid;         /* in the process's own pid namespace (== pid in the daemon's) */
     int32_t trace;          /* -1 until reported */
     int32_t monitor;
     int32_t current_step;   /* from the latest trace report */
@@ -71,9 +72,12 @@ struct status_table;
 int status_create(struct status_table **ret);
 void status_destroy(struct status_table *st);
 
-/* Apply one report of the given dimension. */
+/* Apply one report of the given dimension (s->pid the node's number of the process). */
 void status_update(struct status_table *st, enum status_dim dim, const struct ipc_status *s,
                    uint64_t now_ns);
+/* The same for a process whose own pid namespace calls it ns_pid (shown beside the node's). */
+void status_update_ns(struct status_table *st, enum status_dim dim, const struct ipc_status *s, int32_t ns_pid,
+                      uint64_t now_ns);
 /* Record the latest session counters of pid on its entries (every job it reported for).
  * -ENOENT when the pid has no entry: counters alone never create one, so a sender cannot
  * fill the table with pids that never reported a status. */
@@ -83,6 +87,9 @@ int status_set_stats(struct status_table *st, int32_t pid, const struct status_s
  * rank is listed; else -ENOENT, like the counters. */
 int status_set_health(struct status_table *st, int32_t pid, bool vouched, const struct status_health *h,
                       uint64_t now_ns);
+/* The same for a process whose own pid namespace calls it ns_pid. */
+int status_set_health_ns(struct status_table *st, int32_t pid, int32_t ns_pid, bool vouched,
+                         const struct status_health *h, uint64_t now_ns);
 /* Fold a new counter report into an entry: the interval is the difference to the previous
  * report (a report below the previous one starts a new session). Pure; exposed for tests. */
 void status_fold_stats(struct status_entry *e, const struct status_stats *s);
@@ -97,11 +104,25 @@ int status_gc(struct status_table *st, uint64_t now_ns, uint64_t age_ns);
 /* Daemon-level facts for getStatus (ours): when the daemon started and which
  * loggers are enabled ("json,tensorboard", "" for none). */
 #define STATUS_LOGGERS_CAP 256
+/* Datagrams the IPC sockets refused, by reason (getStatus "ipc_drops"; dyno doctor names the fix):
+ * a uid not allowed, a message speaking for a process that is not the sender's own or a
+ * descendant's, a sender the kernel could not name (the daemon's own pid namespace). */
+#define STATUS_UIDS_MAX 40
+enum status_drop { STATUS_DROP_UID = 0, STATUS_DROP_SPEAKS_FOR, STATUS_DROP_NO_PID, STATUS_DROP_KINDS };
 struct status_daemon {
     uint64_t start_mono_ns;      /* 0 until set */
     char loggers[STATUS_LOGGERS_CAP];
+    uint64_t drops[STATUS_DROP_KINDS];
+    uint32_t drop_uid;           /* the uid of the last STATUS_DROP_UID (when drops[UID] > 0) */
+    uint64_t pid_ns, net_ns;     /* the daemon's namespaces (inodes; 0 unknown) */
+    uint32_t uids[STATUS_UIDS_MAX]; /* whose datagrams the IPC sockets take: root, ours, --ipc_allowed_uids */
+    size_t nuids;
 };
 void status_set_daemon(struct status_table *st, uint64_t start_mono_ns, const char *loggers);
+void status_count_drop(struct status_table *st, enum status_drop why, uint32_t uid);
+void status_set_namespaces(struct status_table *st, uint64_t pid_ns, uint64_t net_ns);
+/* The uids the IPC sockets accept (getStatus "ipc_uids"; at most STATUS_UIDS_MAX kept). */
+void status_set_ipc_uids(struct status_table *st, const uint32_t *uids, size_t n);
 void status_get_daemon(struct status_table *st, struct status_daemon *ret);
 
 

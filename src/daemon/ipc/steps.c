@@ -164,12 +164,14 @@ static void emit(const struct sink *out, const struct datamsg_step *r, const str
     U("timestamp", r->start_ns);
 #undef U
     struct sink_record rec = { wall_ns, "host", kv, n, who->pid, who->rank < 0 ? SINK_NO_RANK : who->rank,
-                               who->job };
+                               who->job, who->pod[0] ? who->pod : NULL,
+                               who->pod_namespace[0] ? who->pod_namespace : NULL,
+                               who->container[0] ? who->container : NULL };
     (void)out->ops->write(out->self, &rec);
 }
 
 int steps_take(struct steps_store *s, const struct sink *out, const cJSON *msg, uint64_t wall_ns,
-               uint64_t mono_ns)
+               uint64_t mono_ns, const struct steps_who *who)
 {
     const cJSON *rows = cjx_get(msg, "steps"), *src = cjx_get(msg, "src");
     struct datamsg_step parsed[ROWS_PER_MSG_MAX];
@@ -189,6 +191,8 @@ int steps_take(struct steps_store *s, const struct sink *out, const cJSON *msg, 
             goto bad;
         n++;
     }
+    if (who && who->pid > 0)
+        pid = who->pid; /* the node's number of the sender, not its container's */
     pthread_mutex_lock(&s->mu);
     struct win *w = find(s, job, (int32_t)rank, (int32_t)pid, mono_ns);
     if (!w) {
@@ -201,6 +205,9 @@ int steps_take(struct steps_store *s, const struct sink *out, const cJSON *msg, 
         w->head = 0;
     }
     snprintf(w->r.src, sizeof(w->r.src), "%s", src ? src->valuestring : "step");
+    snprintf(w->r.pod, sizeof(w->r.pod), "%s", who && who->pod ? who->pod : "");
+    snprintf(w->r.pod_namespace, sizeof(w->r.pod_namespace), "%s", who && who->pod_namespace ? who->pod_namespace : "");
+    snprintf(w->r.container, sizeof(w->r.container), "%s", who && who->container ? who->container : "");
     w->r.updated_ns = mono_ns;
     w->r.plugin_dropped = dropped;
     for (size_t i = 0; i < n; i++) {

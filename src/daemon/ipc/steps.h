@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "contract/datamsg.h"
+#include "contract/podid.h"
 #include "daemon/sinks/sink.h"
 
 #define STEPS_KIND DATAMSG_STEP_SUMMARY
@@ -25,6 +26,9 @@ struct steps_rank {
     char src[12];        /* "step" or "interval" */
     uint64_t updated_ns; /* monotonic time of the last summary */
     uint64_t plugin_dropped;
+    char pod[PODID_VALUE_CAP]; /* the rank's pod as it reported it ("" unknown; docs/deploy.md#attribution) */
+    char pod_namespace[PODID_VALUE_CAP];
+    char container[PODID_VALUE_CAP];
     size_t n;            /* rows in use, oldest first */
     struct datamsg_step rows[STEPS_WINDOW];
 };
@@ -35,11 +39,21 @@ struct steps_store;
 int steps_create(struct steps_store **ret);
 void steps_destroy(struct steps_store *s);
 
+/* Who sent a StepSummary, when the kernel said (data_sink): the node's pid of the process, which
+ * replaces the payload's own (a container's number), and its pod labels (borrowed, NULL unknown).
+ * pid 0: the payload's pid as it is. */
+struct steps_who {
+    int32_t pid;
+    const char *pod;
+    const char *pod_namespace;
+    const char *container;
+};
+
 /* One StepSummary message (already validated as a data payload). New rows are written to
  * out (borrowed; NULL: nowhere). Returns the number of rows stored, or -EINVAL when the
  * message is malformed (nothing stored; logged once per second). */
 int steps_take(struct steps_store *s, const struct sink *out, const cJSON *msg, uint64_t wall_ns,
-               uint64_t mono_ns);
+               uint64_t mono_ns, const struct steps_who *who);
 /* Copy of every window, sorted by (job, rank, pid). Caller owns *ret (free()). */
 int steps_snapshot(struct steps_store *s, struct steps_rank **ret, size_t *ret_n);
 /* Counters: windows in use, messages refused, windows evicted. */

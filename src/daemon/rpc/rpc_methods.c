@@ -143,19 +143,72 @@ static bool pid_gone(int32_t pid)
     return pid_gone_fn && pid_gone_fn(pid);
 }
 
-/* One delivery's outcome as a JSON object (keys sorted). `rank`: the rank getStatus shows for
- * the process (its health report), -1 when it reported none: then the acknowledgement's. One
- * rank per process in every reply, so an outcome line and a status line agree. */
-static void write_outcome(struct jw *w, const struct reg_cfg_entry *e, bool with_pid, int32_t rank)
+/* The pod fields and cgroup attribution of the process of node pid (docs/deploy.md#attribution);
+ * -ENOENT when the daemon knows nothing of it. An entry pushed out of the sender cache is made
+ * again (its cgroup and environment are read back; the report returns with the next one). */
+static int pod_of(const struct rpc_ctx *ctx, int32_t pid, struct podid_self *ret, struct podid_cgroup *ret_cg)
+{
+    struct peer_id id;
+    if (!ctx->peers || pid <= 0)
+        return -ENOENT;
+    if (peer_self(ctx->peers, pid, ret, ret_cg) == 0)
+        return 0;
+    if (peer_lookup(ctx->peers, pid, &id) != 0)
+        return -ENOENT;
+    return peer_self(ctx->peers, pid, ret, ret_cg);
+}
+
+/* getStatus "pod": {"container","container_id","name","namespace","node","runtime","uid"}, the
+ * keys that are known (sorted). Nothing when nothing is. */
+static void write_pod(struct jw *w, const struct podid_self *me, const struct podid_cgroup *cg)
+{
+    bool any = cg->container_id[0] || cg->pod_uid[0];
+    for (int f = 0; f < PODID_NFIELDS; f++)
+        any = any || me->v[f][0];
+    if (!any)
+        return;
+    jw_key(w, "pod");
+    jw_obj_begin(w);
+    if (me->v[PODID_CONTAINER][0])
+        jw_kv_str(w, "container", me->v[PODID_CONTAINER]);
+    if (cg->container_id[0])
+        jw_kv_str(w, "container_id", cg->container_id);
+    if (me->v[PODID_POD][0])
+        jw_kv_str(w, "name", me->v[PODID_POD]);
+    if (me->v[PODID_NAMESPACE][0])
+        jw_kv_str(w, "namespace", me->v[PODID_NAMESPACE]);
+    if (me->v[PODID_NODE][0])
+        jw_kv_str(w, "node", me->v[PODID_NODE]);
+    if (cg->runtime && cg->runtime[0])
+        jw_kv_str(w, "runtime", cg->runtime);
+    if (cg->pod_uid[0])
+        jw_kv_str(w, "uid", cg->pod_uid);
+    jw_obj_end(w);
+}
+
+/* One delivery's outcome as a JSON object (keys sorted); with_pid adds who it went to: the
+ * node's pid, the container's and the pod name. `rank`: the rank getStatus shows for the process
+ * (its health report), -1 when it reported none: then the acknowledgement's. One rank per process
+ * in every reply, so an outcome line and a status line agree. */
+static void write_outcome(const struct rpc_ctx *ctx, struct jw *w, const struct reg_cfg_entry *e, bool with_pid,
+                          int32_t rank)
 {
     char id[24];
+    struct podid_self me;
+    bool pod = with_pid && pod_of(ctx, e->pid, &me, NULL) == 0 && me.v[PODID_POD][0];
     snprintf(id, sizeof(id), "%llu", (unsigned long long)e->id);
     jw_obj_begin(w);
     jw_key(w, "id");          /* a string: 64-bit ids do not survive a double */
     jw_str(w, id);
+    if (with_pid && e->ns_pid > 0 && e->ns_pid != e->pid) {
+        jw_kv_int(w, "ns_pid", e->ns_pid);
+    }
     jw_kv_str(w, "outcome", registry_outcome_name(e->outcome));
     if (with_pid) {
         jw_kv_int(w, "pid", e->pid);
+    }
+    if (pod) {
+        jw_kv_str(w, "pod", me.v[PODID_POD]);
     }
     jw_kv_int(w, "rank", rank >= 0 ? rank : e->rank);
     jw_kv_str(w, "reason", e->reason);
@@ -171,7 +224,7 @@ static void write_config_status(const struct rpc_ctx *ctx, struct jw *w, int32_t
     if (registry_last_outcome(ctx->reg, pid, &e) != 0)
         return;
     jw_key(w, "config");
-    write_outcome(w, &e, false, rank);
+    write_outcome(ctx, w, &e, false, rank);
 }
 
 /* The rank a process reported in its health (getStatus's `health.rank`), -1 if none. ents is
@@ -216,6 +269,23 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
     if (dmn.start_mono_ns) { /* ours: daemon-level keys, upstream keys unchanged */
         uint64_t now = clock_mono_ns();
         jw_kv_uint(w, "daemon_uptime_s", now > dmn.start_mono_ns ? (now - dmn.start_mono_ns) / 1000000000u : 0);
+        /* what the IPC sockets refused and why (dyno doctor names the fix) */
+        jw_key(w, "ipc_drops");
+        jw_obj_begin(w);
+        jw_kv_uint(w, "no_pid", dmn.drops[STATUS_DROP_NO_PID]);
+        jw_kv_uint(w, "speaks_for", dmn.drops[STATUS_DROP_SPEAKS_FOR]);
+        jw_kv_uint(w, "uid", dmn.drops[STATUS_DROP_UID]);
+        if (dmn.drops[STATUS_DROP_UID]) {
+            jw_kv_uint(w, "uid_last", dmn.drop_uid);
+        }
+        jw_obj_end(w);
+        if (dmn.nuids) {
+            jw_key(w, "ipc_uids");
+            jw_arr_begin(w);
+            for (size_t i = 0; i < dmn.nuids; i++)
+                jw_uint(w, dmn.uids[i]);
+            jw_arr_end(w);
+        }
         jw_key(w, "loggers");
         jw_arr_begin(w);
         for (const char *p = dmn.loggers; *p;) {
@@ -226,16 +296,23 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
         }
         jw_arr_end(w);
     }
+    if (dmn.net_ns) { /* ours: the daemon's namespaces, for dyno doctor in a container */
+        jw_kv_uint(w, "net_ns", dmn.net_ns);
+    }
     jw_kv_str(w, "npumonitor", names_ipc_status(last.monitor.status));
     jw_kv_str(w, "nputrace", names_ipc_status(last.trace.status));
+    if (dmn.pid_ns) {
+        jw_kv_uint(w, "pid_ns", dmn.pid_ns);
+    }
     jw_key(w, "processes");
     jw_arr_begin(w);
     size_t a = 0, b = 0;
     while (a < ne || b < nl) {
         struct status_entry e = { .trace = -1, .monitor = -1, .current_step = -1 };
-        uint64_t last_poll_ns = 0;
+        uint64_t last_poll_ns = 0, pidns = 0;
         const char *lib_backend = NULL, *lib_path = "";
         bool polling = false;
+        int32_t ns_pid = 0;
         int cmp;
         if (a >= ne)
             cmp = 1;
@@ -245,11 +322,15 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
             cmp = ents[a].pid < leaves[b].pid ? -1 : 1;
         else
             cmp = ents[a].job < leaves[b].job ? -1 : ents[a].job > leaves[b].job;
-        if (cmp <= 0)
+        if (cmp <= 0) {
             e = ents[a++];
+            ns_pid = e.ns_pid;
+        }
         if (cmp >= 0) {
             e.pid = leaves[b].pid;
             e.job = leaves[b].job;
+            ns_pid = leaves[b].ns_pid;
+            pidns = leaves[b].pidns;
             polling = true;
             /* the same leaf may poll with several ancestor sets: list it once, newest poll */
             for (; b < nl && leaves[b].pid == e.pid && leaves[b].job == e.job; b++) {
@@ -262,8 +343,13 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
             }
         }
         bool gone = pid_gone(e.pid);
+        struct peer_id pid_id;
         if (gone)
             polling = false;
+        else if (ctx->peers && (ns_pid <= 0 || !pidns) && peer_lookup(ctx->peers, e.pid, &pid_id) == 0) {
+            ns_pid = ns_pid > 0 ? ns_pid : pid_id.ns_pid;
+            pidns = pidns ? pidns : pid_id.pidns;
+        }
         jw_obj_begin(w);
         if (lib_backend) { /* ours: the vendor library this process loaded */
             jw_kv_str(w, "backend", lib_backend);
@@ -284,7 +370,20 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
         }
         jw_kv_str(w, "npumonitor", names_ipc_status(e.monitor));
         jw_kv_str(w, "nputrace", names_ipc_status(e.trace));
+        /* ours: the pid a process in a container knows itself by, beside the node's */
+        if (ns_pid > 0 && ns_pid != e.pid) {
+            jw_kv_int(w, "ns_pid", ns_pid);
+        }
         jw_kv_int(w, "pid", e.pid);
+        if (pidns) {
+            jw_kv_uint(w, "pid_ns", pidns);
+        }
+        {
+            struct podid_self me;
+            struct podid_cgroup cg;
+            if (pod_of(ctx, e.pid, &me, &cg) == 0)
+                write_pod(w, &me, &cg);
+        }
         jw_kv_bool(w, "polling", polling);
         if (e.has_stats) { /* ours: the session's counters (keys sorted, like every reply) */
             jw_key(w, "session_stats");
@@ -334,12 +433,6 @@ static void write_status_only(struct jw *w, const char *status)
     jw_obj_end(w);
 }
 
-static void write_command_only(struct jw *w, const char *cmd)
-{
-    jw_obj_begin(w);
-    jw_kv_str(w, "commandStatus", cmd);
-    jw_obj_end(w);
-}
 
 /* The last trace reporter says Ready/Running and still exists (EPERM: exists, other uid; a
  * zombie does not count: it traces nothing). */
@@ -350,12 +443,39 @@ static bool trace_busy(const struct ipc_status *t)
     return t->pid > 0 && !rpc_pid_gone(t->pid);
 }
 
-static bool eligible(enum reg_origin origin, void *arg)
+/* Who may receive a config: the status gate (docs/design/rpc.md#status-gate) and, with --pod or
+ * --namespace, the pod the process reported (docs/cli.md#selecting-processes-by-pod). */
+struct selection {
+    const struct rpc_ctx *ctx;
+    enum reg_kind kind;
+    bool effective;
+    const char *pod, *ns; /* NULL: any */
+};
+
+static bool eligible(enum reg_origin origin, int32_t pid, void *arg)
 {
-    const int *a = arg;   /* [0] = kind, [1] = gate is effective */
-    if (origin == REG_ORIGIN_KINETO)
-        return a[0] == REG_KIND_TRACE;
-    return a[1] != 0;
+    const struct selection *a = arg;
+    struct podid_self me;
+    if (origin == REG_ORIGIN_KINETO ? a->kind != REG_KIND_TRACE : !a->effective)
+        return false;
+    if (!a->pod && !a->ns)
+        return true;
+    if (pod_of(a->ctx, pid, &me, NULL) != 0)
+        return false;
+    return (!a->pod || strcmp(me.v[PODID_POD], a->pod) == 0) &&
+           (!a->ns || strcmp(me.v[PODID_NAMESPACE], a->ns) == 0);
+}
+
+/* The selection echoed in the reply (ours, sorted between eventProfilersTriggered and
+ * processesMatched), so that dyno knows this daemon applied --pod/--namespace. */
+static void write_sel(struct jw *w, const struct selection *sel)
+{
+    if (sel && sel->ns) {
+        jw_kv_str(w, "namespace", sel->ns);
+    }
+    if (sel && sel->pod) {
+        jw_kv_str(w, "pod", sel->pod);
+    }
 }
 
 static void write_int_array(struct jw *w, const int32_t *v, size_t n)
@@ -368,7 +488,8 @@ static void write_int_array(struct jw *w, const int32_t *v, size_t n)
 
 /* skipped >= 0 (a client that sent client_token) adds processesSkipped (ours). */
 static void write_full(struct jw *w, int busy, const int32_t *trig, size_t ntrig,
-                       const char *cmd, const int32_t *matched, size_t nmatched, long long skipped)
+                       const char *cmd, const int32_t *matched, size_t nmatched, long long skipped,
+                       const struct selection *sel)
 {
     jw_obj_begin(w);
     jw_kv_int(w, "activityProfilersBusy", busy);
@@ -379,6 +500,7 @@ static void write_full(struct jw *w, int busy, const int32_t *trig, size_t ntrig
     jw_key(w, "eventProfilersTriggered");
     jw_arr_begin(w);
     jw_arr_end(w);
+    write_sel(w, sel);
     jw_key(w, "processesMatched");
     write_int_array(w, matched, nmatched);
     if (skipped >= 0) {
@@ -501,12 +623,77 @@ static int m_get_outcomes(const struct rpc_ctx *ctx, const cJSON *req, struct jw
     jw_key(w, "outcomes");
     jw_arr_begin(w);
     for (size_t i = 0; i < n; i++)
-        write_outcome(w, &v[i], true, health_rank(ents, ne, v[i].pid));
+        write_outcome(ctx, w, &v[i], true, health_rank(ents, ne, v[i].pid));
     jw_arr_end(w);
     jw_obj_end(w);
     free(ents);
     free(v);
     return 0;
+}
+
+/* A requested pid that no process has as its node pid but processes of several pid namespaces
+ * have as their own (two containers each with a pid 5) names more than one process, whether or
+ * not each polls: -EEXIST, *ret_pid and the candidates' node pids (caller frees *ret_cand). The
+ * processes are every one the daemon lists (the status table's and the registry's). */
+static int ambiguous_pid(const struct rpc_ctx *ctx, const int32_t *pids, size_t n, int32_t *ret_pid,
+                         int32_t **ret_cand, size_t *ret_ncand)
+{
+    struct status_entry *ents = NULL;
+    struct reg_leaf *leaves = NULL;
+    size_t ne = 0, nl = 0;
+    int rc = 0;
+
+    *ret_cand = NULL;
+    *ret_ncand = 0;
+    if (!ctx->peers || status_list(ctx->st, &ents, &ne) != 0)
+        return 0;
+    if (registry_leaves(ctx->reg, &leaves, &nl) != 0) {
+        free(ents);
+        return 0;
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        int32_t want = pids[i], *cand = malloc((ne + nl + 1) * sizeof(*cand));
+        uint64_t ns0 = 0;
+        size_t nc = 0;
+        bool node = false, several = false;
+        if (!cand) {
+            rc = -ENOMEM;
+            break;
+        }
+        for (size_t k = 0; k < ne + nl && !node; k++) {
+            int32_t pid = k < ne ? ents[k].pid : leaves[k - ne].pid;
+            int32_t nsp = k < ne ? ents[k].ns_pid : leaves[k - ne].ns_pid;
+            struct peer_id id;
+            if (pid == want) {
+                node = true;
+                break;
+            }
+            if (nsp != want || nsp == pid)
+                continue;
+            bool dup = false;
+            for (size_t j = 0; j < nc; j++)
+                dup |= cand[j] == pid;
+            if (dup)
+                continue;
+            uint64_t ns = peer_lookup(ctx->peers, pid, &id) == 0 ? id.pidns : 0;
+            several |= nc > 0 && (ns == 0 || ns != ns0);
+            if (nc == 0)
+                ns0 = ns;
+            cand[nc++] = pid;
+        }
+        if (!node && several) {
+            qsort(cand, nc, sizeof(*cand), pid_cmp);
+            *ret_pid = want;
+            *ret_cand = cand;
+            *ret_ncand = nc;
+            rc = -EEXIST;
+        } else {
+            free(cand);
+        }
+    }
+    free(ents);
+    free(leaves);
+    return rc;
 }
 
 static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw *w)
@@ -516,8 +703,10 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
     const cJSON *job = cjx_get(req, "job_id");
     const cJSON *limit_v = cjx_get(req, "process_limit");
     const cJSON *token_v = cjx_get(req, "client_token");
+    const cJSON *pod_v = cjx_get(req, "pod"), *ns_v = cjx_get(req, "namespace");
     const char *token = NULL;
-    int32_t *pidv = NULL;
+    int32_t *pidv = NULL, *node_pids = NULL, *cand = NULL;
+    struct selection sel = { .ctx = ctx };
     char *canon = NULL;
     size_t npids = 0, config_len = 0;
     int64_t job_id = 0, limit = 1000;
@@ -545,6 +734,30 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
             return 0;
         }
         token = token_v->valuestring;
+    }
+    /* ours: --pod / --namespace select processes by what they reported about their pod */
+    for (int k = 0; k < 2; k++) {
+        const cJSON *v = k ? ns_v : pod_v;
+        enum podid_field f = k ? PODID_NAMESPACE : PODID_POD;
+        char msg[160], esc[LOGESC_CAP(64)];
+        if (!v)
+            continue;
+        if (!cJSON_IsString(v)) {
+            type_error(w, "string", v);
+            return 0;
+        }
+        if (!podid_valid(f, v->valuestring, strlen(v->valuestring))) {
+            snprintf(msg, sizeof(msg), "failed: %s '%s' is not a valid name", k ? "namespace" : "pod",
+                     logesc(v->valuestring, strlen(v->valuestring) < 64 ? strlen(v->valuestring) : 64, esc,
+                            sizeof(esc)));
+            LOG_RL(&rl_field, 1000, LOG_LVL_ERROR, "setKinetOnDemandRequest: %s", msg + strlen("failed: "));
+            write_status_only(w, msg);
+            return 0;
+        }
+        if (k)
+            sel.ns = v->valuestring;
+        else
+            sel.pod = v->valuestring;
     }
     pidv = malloc(((size_t)cJSON_GetArraySize(pids) + 1) * sizeof(*pidv));
     if (!pidv)
@@ -611,33 +824,81 @@ static int m_set_ondemand(const struct rpc_ctx *ctx, const cJSON *req, struct jw
                  (int)last.trace.start_step, (int)last.trace.stop_step);
         gate = "ineffective";
     }
-    int elig[2] = { kind, strcmp(gate, "effective") == 0 };
+    sel.kind = kind;
+    sel.effective = strcmp(gate, "effective") == 0;
+    /* --pids names node pids (what ps on the node prints); a container's own pid is taken when it
+     * names processes of one container only (docs/cli.md#selecting-processes-by-pod) */
+    size_t nnode = npids;
+    if (!(npids == 0 || (npids == 1 && pidv[0] == 0))) {
+        int32_t amb = 0;
+        size_t ncand = 0;
+        rc = ambiguous_pid(ctx, pidv, npids, &amb, &cand, &ncand);
+        if (rc == 0)
+            rc = registry_resolve_pids(ctx->reg, job_id, pidv, npids, &node_pids, &nnode, &amb, &cand, &ncand);
+        if (rc == -EEXIST) {
+            /* the candidates by node pid and pod, so the user can pick (at most 8 named) */
+            size_t o = (size_t)snprintf(why, sizeof(why), "pid %d is a container's own pid in %zu processes of "
+                                        "different containers; pass the node's pid (dyno status: \"pid\"):",
+                                        (int)amb, ncand);
+            for (size_t i = 0; i < ncand && i < 8 && o < sizeof(why); i++) {
+                struct podid_self me;
+                bool named = pod_of(ctx, cand[i], &me, NULL) == 0 && me.v[PODID_POD][0];
+                int wn = snprintf(why + o, sizeof(why) - o, "%s node pid %d%s%s%s%s%s", i ? "," : "", (int)cand[i],
+                                  named ? " (pod " : "", named ? me.v[PODID_NAMESPACE] : "",
+                                  named && me.v[PODID_NAMESPACE][0] ? "/" : "", named ? me.v[PODID_POD] : "",
+                                  named ? ")" : "");
+                o += wn > 0 ? (size_t)wn : 0;
+            }
+            if (ncand > 8 && o < sizeof(why))
+                snprintf(why + o, sizeof(why) - o, ", ... (%zu in all)", ncand);
+            LOG_RL(&rl_refused, 1000, LOG_LVL_WARNING, "refused config: %s", why);
+            jw_obj_begin(w);
+            jw_kv_str(w, "commandStatus", "refused");
+            jw_kv_str(w, "reason", why);
+            jw_obj_end(w);
+            rc = 0;
+            goto out_pids;
+        }
+        if (rc)
+            goto out_pids;
+    }
     struct reg_set_result res;
-    rc = registry_set_config(ctx->reg, job_id, pidv, npids, canon, config_len, limit,
-                             eligible, elig, token, &res);
+    rc = registry_set_config(ctx->reg, job_id, node_pids ? node_pids : pidv, nnode, canon, config_len, limit,
+                             eligible, &sel, token, &res);
     if (rc)
         goto out_pids;
     if (res.n_matched > 0) {
         /* a replaced pending config is not busy any more: the process gets this one */
         write_full(w, 0, res.triggered, res.n_triggered, "effective", res.matched,
-                   res.n_matched, token ? (long long)res.n_skipped : -1);
+                   res.n_matched, token ? (long long)res.n_skipped : -1, &sel);
     } else {
-        const char *cmd = elig[1] ? "ineffective" : gate;
-        if (kind == REG_KIND_TRACE && !last.any_received) {
-            write_full(w, 0, NULL, 0, cmd, NULL, 0, -1);   /* Kineto's dyno needs the keys */
-        } else if (busy[0]) {
+        const char *cmd = sel.effective ? "ineffective" : gate;
+        char nopod[PODID_VALUE_CAP * 2 + 96] = "";
+        if (sel.effective && (sel.pod || sel.ns))
+            snprintf(nopod, sizeof(nopod), "no registered process of %s%s%s%s%s reported it", sel.pod ? "pod " : "",
+                     sel.pod ? sel.pod : "", sel.pod && sel.ns ? " in " : "", sel.ns ? "namespace " : "",
+                     sel.ns ? sel.ns : "");
+        if (kind == REG_KIND_TRACE && !last.any_received && !nopod[0]) {
+            write_full(w, 0, NULL, 0, cmd, NULL, 0, -1, &sel);   /* Kineto's dyno needs the keys */
+        } else if (busy[0] || nopod[0]) {
             jw_obj_begin(w);
             jw_kv_str(w, "commandStatus", cmd);
-            jw_kv_str(w, "reason", busy);
+            write_sel(w, &sel);
+            jw_kv_str(w, "reason", busy[0] ? busy : nopod);
             jw_obj_end(w);
         } else {
-            write_command_only(w, cmd);
+            jw_obj_begin(w);
+            jw_kv_str(w, "commandStatus", cmd);
+            write_sel(w, &sel);
+            jw_obj_end(w);
         }
     }
     reg_set_result_fini(&res);
 out_pids:
     free(canon);
     free(pidv);
+    free(node_pids);
+    free(cand);
     return rc;
 }
 

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "common/pathnorm.h"
+#include "daemon/ipc/peer.h"
 #include "daemon/ipc/registry.h"
 #include "daemon/ipc/status.h"
 
@@ -27,6 +28,7 @@ struct rpc_ctx {
     struct status_table *st;  /* borrowed */
     const char *version;      /* getVersion answer */
     struct steps_store *steps; /* borrowed, may be NULL: getSteps (rpc_steps.c) */
+    struct peer_cache *peers;  /* borrowed, may be NULL: pods, namespaces (docs/deploy.md#attribution) */
 };
 
 /* --allowed_log_dirs for every rpc_handle() of the process (a setter rather than an rpc_ctx

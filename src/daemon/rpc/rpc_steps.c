@@ -77,6 +77,9 @@ int rpc_steps_get(struct steps_store *steps, const cJSON *req, struct jw *w)
         jw_kv_int(w, "job_id", r->job);
         jw_kv_int(w, "pid", r->pid);
         jw_kv_uint(w, "plugin_dropped", r->plugin_dropped);
+        if (r->pod[0]) { /* ours: the pod the rank reported (docs/deploy.md#attribution) */
+            jw_kv_str(w, "pod", r->pod);
+        }
         jw_kv_int(w, "rank", r->rank);
         jw_kv_str(w, "src", r->src);
         jw_key(w, "steps");

@@ -275,7 +275,7 @@ static void lab_add(struct labels *ls, const char *name, const char *value)
     ls->n++;
 }
 
-/* host_name, device, job/pid/rank where known */
+/* host_name, device, job/pid/rank and pod/namespace/container where known */
 static void lab_common(struct labels *ls, struct scratch *sc, const struct sink_record *rec,
                        const char *host)
 {
@@ -295,6 +295,14 @@ static void lab_common(struct labels *ls, struct scratch *sc, const struct sink_
         snprintf(num, sizeof(num), "%" PRId32, rec->rank);
         lab_add(ls, "rank", sc_text(sc, num, strlen(num)));
     }
+    /* where the sender runs, as it reported it (docs/prometheus.md#labels): validated names,
+     * capped like every label value */
+    if (rec->pod)
+        lab_add(ls, "pod", sc_text(sc, rec->pod, strlen(rec->pod)));
+    if (rec->pod_namespace)
+        lab_add(ls, "namespace", sc_text(sc, rec->pod_namespace, strlen(rec->pod_namespace)));
+    if (rec->container)
+        lab_add(ls, "container", sc_text(sc, rec->container, strlen(rec->container)));
 }
 
 static int emit(promfam_emit_fn fn, void *arg, const char *family, const struct labels *ls, double v)
@@ -781,8 +789,10 @@ static bool fold_keeps(int level, const char *label)
 {
     if (strcmp(label, "host_name") == 0)
         return true;
+    /* the pod labels say who the process is too (docs/prometheus.md#labels) */
     return level == FOLD_PROCESS &&
-           (strcmp(label, "job") == 0 || strcmp(label, "pid") == 0 || strcmp(label, "rank") == 0);
+           (strcmp(label, "job") == 0 || strcmp(label, "pid") == 0 || strcmp(label, "rank") == 0 ||
+            strcmp(label, "pod") == 0 || strcmp(label, "namespace") == 0 || strcmp(label, "container") == 0);
 }
 
 enum combine { COMB_LAST, COMB_SUM, COMB_MIN, COMB_MAX, COMB_AVG };

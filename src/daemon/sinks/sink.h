@@ -30,6 +30,11 @@ struct sink_record {
     int32_t pid;
     int32_t rank;
     int64_t job;
+    /* The sender's pod, namespace and container as it reported them (validated names, at most
+     * 253 bytes; docs/deploy.md#attribution), NULL when unknown: labels of the same loggers. */
+    const char *pod;
+    const char *pod_namespace;
+    const char *container;
 };
 #define SINK_NO_PID 0
 #define SINK_NO_RANK (-1)

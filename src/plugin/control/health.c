@@ -17,6 +17,7 @@
 #include "plugin/backend/backend.h"
 #include "plugin/control/dyno.h"
 #include "plugin/control/monitor.h"
+#include "plugin/penv.h"
 
 static struct {
     _Atomic int32_t step;
@@ -82,6 +83,25 @@ static int64_t age_ms(uint64_t then, uint64_t now)
     return now > then ? (int64_t)((now - then) / 1000000u) : 0;
 }
 
+void health_pod(struct podid_self *ret)
+{
+    static atomic_bool warned;
+    char host[256];
+    const char *v[PODID_NFIELDS] = { [PODID_POD] = penv_get(PENV_POD_NAME),
+                                     [PODID_NAMESPACE] = penv_get(PENV_POD_NAMESPACE),
+                                     [PODID_NODE] = penv_get(PENV_NODE_NAME),
+                                     [PODID_CONTAINER] = penv_get(PENV_CONTAINER_NAME) };
+
+    if (gethostname(host, sizeof(host) - 1) != 0)
+        host[0] = '\0';
+    host[sizeof(host) - 1] = '\0';
+    /* a typo in a manifest shows in the job's log once, not as a silently unnamed pod */
+    if (podid_self_from_values(ret, v, host) > 0 && !atomic_exchange(&warned, true))
+        LOG_WARN("a downward-API variable (POD_NAME, POD_NAMESPACE, NODE_NAME, CONTAINER_NAME) is not a valid name "
+                 "([A-Za-z0-9._-], Kubernetes lengths): left out of what this process reports "
+                 "(docs/deploy.md#attribution)");
+}
+
 void health_snapshot(struct health_snapshot *ret, uint64_t now, char *note, size_t notecap)
 {
     const char *mode = atomic_load_explicit(&hl.mode, memory_order_relaxed);
@@ -105,6 +125,7 @@ void health_snapshot(struct health_snapshot *ret, uint64_t now, char *note, size
     }
     backend_fallback_note(note, notecap);
     ret->fallback = note;
+    health_pod(&ret->pod);
 }
 
 size_t health_json(const struct health_snapshot *s, uint64_t now_real_ns, char *buf, size_t cap)
@@ -112,7 +133,7 @@ size_t health_json(const struct health_snapshot *s, uint64_t now_real_ns, char *
     struct jw w;
     const struct datamsg m = { .kind = HEALTH_KIND, .device_id = -1, .timestamp = now_real_ns, .name = "health",
                                .name_len = SIZE_MAX };
-    const struct datamsg_field extra[] = {
+    struct datamsg_field extra[DATAMSG_EXTRA_MAX] = {
         { .key = "backend", .type = DATAMSG_STR, .s = s->backend, .slen = SIZE_MAX },
         { .key = "config_age_ms", .type = DATAMSG_INT, .i = s->config_age_ms },
         { .key = "fallback", .type = DATAMSG_STR, .s = s->fallback, .slen = SIZE_MAX },
@@ -126,9 +147,24 @@ size_t health_json(const struct health_snapshot *s, uint64_t now_real_ns, char *
         { .key = "steps", .type = DATAMSG_UINT, .u = s->steps },
         { .key = "steps_since_config", .type = DATAMSG_UINT, .u = s->steps_since_config },
     };
+    size_t n = 0;
 
+    while (n < DATAMSG_EXTRA_MAX && extra[n].key)
+        n++;
+
+    /* the pod this process says it runs in (docs/design/ipc.md#pod-fields): optional keys that a
+     * daemon without them ignores */
+    for (int f = 0; f < PODID_NFIELDS && n < DATAMSG_EXTRA_MAX; f++) {
+        /* a hostname is not a pod name by itself: the daemon, which sees whether the process
+         * runs in a container, decides */
+        if (s->pod.v[f][0])
+            extra[n++] = (struct datamsg_field){ .key = f == PODID_POD && s->pod.pod_from_hostname
+                                                            ? PODID_HOSTNAME_KEY
+                                                            : podid_key((enum podid_field)f),
+                                                 .type = DATAMSG_STR, .s = s->pod.v[f], .slen = SIZE_MAX };
+    }
     jw_init(&w, buf, cap);
-    return datamsg_write(&w, &m, extra, sizeof(extra) / sizeof(extra[0])) == 0 ? w.len : 0;
+    return datamsg_write(&w, &m, extra, n) == 0 ? w.len : 0;
 }
 
 int health_send(void)

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "contract/datamsg.h"
+#include "contract/podid.h"
 
 #define HEALTH_KIND DATAMSG_PLUGIN_HEALTH
 
@@ -24,6 +25,7 @@ struct health_snapshot {
     const char *backend;          /* "mspti", "cupti", "" when none could be loaded */
     const char *library;          /* "" when none */
     const char *fallback;         /* why the backend is not msPTI ("" when it is, or was pinned) */
+    struct podid_self pod;        /* what it says about its pod (docs/deploy.md#attribution); zero: nothing */
 };
 
 /* The process's mode and rank, once (dyn_init / the native poller). */
@@ -37,6 +39,9 @@ void health_note_config(void);
 /* Dyno mode: the segment's publish time (wall seconds, 0 = empty). A new value counts as a
  * config reaching this rank at that time, so a rank that never steps still shows its age. */
 void health_note_segment(uint32_t published_s);
+/* What this process says about its pod: the downward-API variables (read once, penv) and its
+ * hostname, by the contract's rules (contract/podid.h). */
+void health_pod(struct podid_self *ret);
 /* Current values; backend strings borrowed for the process's life, the fallback note copied
  * into note (HEALTH_NOTE_CAP bytes suffice). */
 #define HEALTH_NOTE_CAP 1024

@@ -5,10 +5,12 @@
 #include "plugin/control/ipc_client.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -28,6 +30,7 @@ struct ipc_client {
     struct log_ratelimit rl_refused;
     char dir[PATH_MAX];
     char ctrl_path[IPC_SOCK_PATH_MAX + 2];
+    char bound_path[PATH_MAX + 64]; /* "" unless bound in the socket directory */
     ipc_client_sleep_fn sleep_fn;
     void *sleep_ctx;
     uint8_t rbuf[IPC_CLIENT_RECV_CAP];
@@ -76,6 +79,8 @@ void ipc_client_destroy(struct ipc_client *c)
         return;
     if (c->fd >= 0)
         close(c->fd);
+    if (c->bound_path[0])
+        (void)unlink(c->bound_path);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -86,21 +91,72 @@ void ipc_client_set_sleep(struct ipc_client *c, ipc_client_sleep_fn fn, void *ct
     c->sleep_ctx = ctx;
 }
 
-/* Create and bind the abstract socket once; returns the fd or -errno. */
+/* Whether the daemon shares our network namespace, by the link it publishes beside its sockets
+ * (docs/design/ipc.md#network-namespaces). Without the link (an older or upstream daemon, or one
+ * of another user) the abstract socket upstream expects. */
+static bool ipc_client_same_netns(const struct ipc_client *c)
+{
+    char path[PATH_MAX + 32], theirs[64], ours[64];
+    struct stat st;
+    ssize_t n, m;
+
+    if (snprintf(path, sizeof(path), "%s/" NAMES_NETNS_LINK, c->dir) >= (int)sizeof(path) || lstat(path, &st) != 0 ||
+        !S_ISLNK(st.st_mode) || (st.st_uid != geteuid() && st.st_uid != 0))
+        return true;
+    n = readlink(path, theirs, sizeof(theirs) - 1);
+    m = readlink("/proc/self/ns/net", ours, sizeof(ours) - 1);
+    if (n <= 0 || m <= 0)
+        return true;
+    return n == m && memcmp(theirs, ours, (size_t)n) == 0;
+}
+
+/* Create and bind the socket once: abstract, or in the socket directory when the daemon is in
+ * another network namespace; returns the fd or -errno. */
 static int ipc_client_fd(struct ipc_client *c)
 {
     struct sockaddr_un addr;
     socklen_t alen;
     char name[64];
-    int fd, rc;
+    int fd, rc, via_fd = -1;
+    char via_path[IPC_SOCK_PATH_MAX + 2];
+    bool in_dir = false;
 
     pthread_mutex_lock(&c->lock);
     fd = c->fd;
     if (fd >= 0)
         goto out;
     rc = ipc_client_name(name, sizeof(name));
-    if (rc == 0)
+    if (rc == 0 && !ipc_client_same_netns(c)) {
+        /* an abstract name is one per network namespace: the daemon's reply would look for it in
+         * its own. A file in the shared directory reaches it from any. */
+        rc = ipc_socket_path(c->dir, name, c->bound_path, sizeof(c->bound_path));
+        if (rc == 0)
+            rc = ipc_addr_path(&addr, &alen, c->bound_path);
+        if (rc == -ENAMETOOLONG) {
+            /* a socket address holds 108 bytes; a deep directory is reached through a
+             * descriptor of it instead (the daemon goes by the file name alone) */
+            int dfd = open(c->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+            char via[64];
+            if (dfd >= 0 && snprintf(via, sizeof(via), "/proc/self/fd/%d", dfd) < (int)sizeof(via) &&
+                ipc_socket_path(via, name, via_path, sizeof(via_path)) == 0 && ipc_addr_path(&addr, &alen, via_path) == 0 &&
+                snprintf(c->bound_path, sizeof(c->bound_path), "%s/%s.sock", c->dir, name) < (int)sizeof(c->bound_path)) {
+                via_fd = dfd;
+                rc = 0;
+            } else if (dfd >= 0) {
+                close(dfd);
+            }
+        }
+        if (rc != 0) {
+            LOG_WARN("ipc: the daemon is in another network namespace, but %s/%s.sock is too long a path "
+                     "for a socket: replies cannot reach this process (docs/deploy.md)", c->dir, name);
+            c->bound_path[0] = '\0';
+            rc = ipc_addr_abstract(&addr, &alen, name, true);
+        } else {
+            in_dir = true;
+        }
+    } else if (rc == 0) {
         rc = ipc_addr_abstract(&addr, &alen, name, true);
+    }
     if (rc != 0) {
         fd = rc;
         goto out;
@@ -124,15 +180,22 @@ static int ipc_client_fd(struct ipc_client *c)
             goto out;
         }
     }
-    if (bind(fd, (struct sockaddr *)&addr, alen) != 0) {
-        rc = -errno;
-        LOG_ERROR("ipc: bind of @%s failed: %s", name, errno_name(-rc));
+    rc = bind(fd, (struct sockaddr *)&addr, alen) != 0 ? -errno : 0;
+    if (rc != 0) {
+        LOG_ERROR("ipc: bind of %s%s failed: %s", in_dir ? "" : "@", in_dir ? c->bound_path : name, errno_name(-rc));
         close(fd);
+        c->bound_path[0] = '\0';
         fd = rc;
         goto out;
     }
+    if (in_dir) {
+        (void)chmod(c->bound_path, 0600); /* the daemon runs as root or as us */
+        LOG_INFO("ipc: the daemon is in another network namespace: its replies come to %s", c->bound_path);
+    }
     c->fd = fd;
 out:
+    if (via_fd >= 0)
+        close(via_fd);
     pthread_mutex_unlock(&c->lock);
     return fd;
 }
@@ -256,6 +319,23 @@ uint64_t ipc_client_refused(struct ipc_client *c)
     return __atomic_load_n(&c->refused, __ATOMIC_RELAXED);
 }
 
+/* The source is <our dir>/dynolog.sock, or a path ending in /dynolog.sock (the same socket as the
+ * daemon's mount namespace names it). */
+static bool ipc_client_from_ctrl(const struct sockaddr_un *from, socklen_t flen, const char *ctrl_path,
+                                 size_t pathlen)
+{
+    static const char base[] = "/" NAMES_SOCK_FILE(NAMES_SOCK_CTL);
+    const size_t off = offsetof(struct sockaddr_un, sun_path);
+    size_t n;
+
+    if (flen <= off || from->sun_path[0] == '\0')
+        return false;
+    n = strnlen(from->sun_path, (size_t)flen - off);
+    if (n == pathlen && memcmp(from->sun_path, ctrl_path, pathlen) == 0)
+        return true;
+    return n >= sizeof(base) - 1 && memcmp(from->sun_path + n - (sizeof(base) - 1), base, sizeof(base) - 1) == 0;
+}
+
 int ipc_client_recv(struct ipc_client *c, int timeout_ms, struct ipc_client_msg *ret)
 {
     uint64_t deadline = clock_mono_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
@@ -306,11 +386,10 @@ int ipc_client_recv(struct ipc_client *c, int timeout_ms, struct ipc_client_msg 
             ipc_client_refuse(c, "sender is neither root nor this process's user", &cred);
             continue;
         }
-        /* Source check: exactly the path of the daemon's control socket. */
-        if (flen < offsetof(struct sockaddr_un, sun_path) + pathlen ||
-            memcmp(from.sun_path, c->ctrl_path, pathlen) != 0 ||
-            (flen > offsetof(struct sockaddr_un, sun_path) + pathlen &&
-             from.sun_path[pathlen] != '\0')) {
+        /* Source check: the daemon's control socket, by its path or, when the socket directory is
+         * mounted elsewhere in this container (docs/deploy.md), by its name in the daemon's own
+         * directory: the credentials above are what make it the daemon. */
+        if (!ipc_client_from_ctrl(&from, flen, c->ctrl_path, pathlen)) {
             ipc_addr_str(&from, flen, fromstr, sizeof(fromstr));
             ipc_client_refuse(c, "unexpected source address", &cred);
             LOG_DEBUG("ipc: dropped datagram from unexpected source %s", fromstr);

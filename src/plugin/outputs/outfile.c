@@ -21,6 +21,8 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "contract/names.h"
+#include "contract/podid.h"
+#include "plugin/penv.h"
 #include "plugin/pipeline/output.h"
 #include "plugin/pipeline/pipeline.h"
 
@@ -262,4 +264,37 @@ void outfile_sess_fini(struct outfile_sess *s)
 {
     free(s->log_dir);
     s->log_dir = NULL;
+}
+
+static void pod_fields(struct podid_self *ret)
+{
+    const char *v[PODID_NFIELDS] = { [PODID_POD] = penv_get(PENV_POD_NAME),
+                                     [PODID_NAMESPACE] = penv_get(PENV_POD_NAMESPACE),
+                                     [PODID_NODE] = penv_get(PENV_NODE_NAME),
+                                     [PODID_CONTAINER] = penv_get(PENV_CONTAINER_NAME) };
+    (void)podid_self_from_values(ret, v, NULL); /* no hostname: HOST_INFO has it */
+}
+
+size_t outfile_pod_json(char *buf, size_t cap)
+{
+    struct podid_self me;
+    pod_fields(&me);
+    return podid_json(&me, buf, cap);
+}
+
+size_t outfile_pod_line(char *buf, size_t cap)
+{
+    /* the object with "kind" spliced in after "container" (keys sorted, like every line) */
+    char obj[PODID_JSON_CAP];
+    size_t n = outfile_pod_json(obj, sizeof(obj));
+    static const char kind[] = "\"kind\":\"" NAMES_META_POD "\"";
+    const char *after = n ? strstr(obj, ",\"name\":") : NULL;
+    int w;
+    if (n == 0)
+        return 0;
+    if (strncmp(obj, "{\"container\":", 13) == 0 && after)
+        w = snprintf(buf, cap, "%.*s,%s%s", (int)(after - obj), obj, kind, after);
+    else
+        w = snprintf(buf, cap, "{%s,%s", kind, obj + 1);
+    return w > 0 && (size_t)w < cap ? (size_t)w : 0;
 }

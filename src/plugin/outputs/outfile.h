@@ -51,6 +51,13 @@ struct outfile_sess {
 int outfile_sess_init(struct outfile_sess *s, const struct output_config *cfg);
 void outfile_sess_fini(struct outfile_sess *s);
 
+/* The rank's pod by its downward-API variables (penv; docs/deploy.md#attribution) as the JSON
+ * object of contract/podid.h's podid_json into buf (PODID_JSON_CAP): its length, 0 without
+ * POD_NAME (the host name is in HOST_INFO already). */
+size_t outfile_pod_json(char *buf, size_t cap);
+/* The same fields for the JSONL line of kind NAMES_META_POD: the line into buf; 0 without. */
+size_t outfile_pod_line(char *buf, size_t cap);
+
 /* Host uid of docs/design/outputs.md#tables as decimal text ("" when there is no interface). 0 or -errno. */
 int outfile_host_uid(char *buf, size_t cap);
 

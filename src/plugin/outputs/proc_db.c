@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "contract/dbschema.h"
 #include "contract/names.h"
+#include "contract/podid.h"
 #include "plugin/outputs/asyncw.h"
 #include "plugin/outputs/db_rows.h"
 #include "plugin/outputs/outfile.h"
@@ -462,6 +463,14 @@ static int insert_consts(struct output *p)
         rc = insert_enum(p, "ENUM_API_TYPE", enum_api_type, NELEM(enum_api_type));
     if (rc == SQLITE_OK)
         rc = insert_small(p, DBSCHEMA_META_DATA, DBSCHEMA_META_DATA_COLS, 2, bind_text_pair, meta, 4);
+    if (rc == SQLITE_OK) {
+        /* where the rank ran: its pod, namespace, node and container (docs/outputs.md#session-end) */
+        char pod[PODID_JSON_CAP];
+        if (outfile_pod_json(pod, sizeof(pod)) > 0) {
+            struct text_pair row = {NAMES_META_POD, pod};
+            rc = insert_small(p, DBSCHEMA_META_DATA, DBSCHEMA_META_DATA_COLS, 2, bind_text_pair, &row, 1);
+        }
+    }
     if (rc == SQLITE_OK) {
         outfile_host_uid(host_uid, sizeof(host_uid));
         if (gethostname(host_name, sizeof(host_name) - 1) != 0)

@@ -23,6 +23,7 @@
 #include "contract/cfgkeys.h"
 #include "contract/cfgrules.h"
 #include "contract/names.h"
+#include "contract/podid.h"
 #include "plugin/outputs/asyncw.h"
 #include "plugin/outputs/jsonl_fmt.h"
 #include "plugin/outputs/outfile.h"
@@ -711,6 +712,12 @@ static void write_session_end(struct output *p, const char *parallel_group_info)
         if (!w.err)
             write_text_line(p, w.buf, w.len);
         jw_fini(&w);
+    }
+    { /* the pod the rank ran in (docs/outputs.md#session-end) */
+        char line[PODID_JSON_CAP + 32];
+        size_t n = outfile_pod_line(line, sizeof(line));
+        if (n > 0)
+            write_text_line(p, line, n);
     }
     uint32_t devs[256];
     size_t ndev = 0;

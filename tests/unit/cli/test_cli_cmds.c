@@ -391,6 +391,13 @@ static void test_validation_rows(void **state)
     ROW(INV("-2", "json-rotate-log-files", "Must be -1 or an integer greater than or equal to 2"),
         "npu-monitor", "--json-rotate-log-files", "-2");
     ROW(INV("Json", "export-type", "possible values: DB, Jsonl"), "npu-monitor", "--export-type", "Json");
+    /* --pod / --namespace: names by the contract's rule (docs/cli.md#selecting-processes-by-pod) */
+    ROW(INV("a/b", "pod", "Must be a name of 1-253 characters [A-Za-z0-9._-], starting and ending with a letter "
+            "or digit"), "npu-monitor", "--pod", "a/b");
+    ROW(INV("-ml", "namespace", "Must be a name of 1-63 characters [A-Za-z0-9._-], starting and ending with a "
+            "letter or digit"), NT, "--namespace", "-ml");
+    ROW(INV("x y", "pod", "Must be a name of 1-253 characters [A-Za-z0-9._-], starting and ending with a letter "
+            "or digit"), "status", "--pod", "x y");
     ROW(INV("4294967296", "report-interval-s", "Must be an integer in [0, 4294967295]"),
         "npu-monitor", "--report-interval-s", "4294967296");
     snprintf(msg, sizeof(msg), "error: invalid value '%s' for '--log-file': --log-file must be a "

@@ -173,7 +173,7 @@ static void test_refused_config(void **state)
     assert_int_equal(registry_create("n", &reg), 0);
     struct status_table *st = NULL;
     assert_int_equal(status_create(&st), 0);
-    struct rpc_ctx ctx = { reg, st, "0", NULL };
+    struct rpc_ctx ctx = { reg, st, "0", NULL, NULL };
     int32_t me = (int32_t)getpid();
     char *got = NULL, body[1024];
     size_t len;
@@ -279,7 +279,7 @@ static void test_ipc_peers(void **state)
     assert_int_equal(registry_create("n", &reg), 0);
     struct status_table *st = NULL;
     assert_int_equal(status_create(&st), 0);
-    struct ipc_server_cfg cfg = { tmp, 0600, kdir, reg, st, NULL };
+    struct ipc_server_cfg cfg = { tmp, 0600, kdir, reg, st, NULL, NULL };
     bool conflict;
     struct ipc_server *s = NULL;
     assert_int_equal(ipc_server_create(&cfg, &conflict, &s), 0);

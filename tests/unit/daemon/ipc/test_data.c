@@ -122,7 +122,7 @@ static void test_logger_line(void **state)
     struct tm tm = { .tm_year = 125, .tm_mon = 5, .tm_mday = 14, .tm_hour = 8, .tm_min = 31,
                      .tm_isdst = -1 };
     uint64_t ns = (uint64_t)mktime(&tm) * 1000000000ull + 2000000ull;
-    struct sink_record rec = { ns, NULL, kv, 4, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
+    struct sink_record rec = { ns, NULL, kv, 4, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB, NULL, NULL, NULL };
     char line[512];
     long n = json_logger_format(&rec, line, sizeof(line));
     assert_string_equal(line, "time = 2025-06-14T08:31:00.002Z data = {\"cpu_i\":\"71.342\","
@@ -144,7 +144,7 @@ static void test_logger_large_record(void **state)
         snprintf(keys[i], sizeof(keys[i]), "rx_bytes.if%04d", N - 1 - i);
         kv[i] = (struct sink_kv){ .key = keys[i], .type = SINK_UINT, .u = (uint64_t)i };
     }
-    struct sink_record rec = { 0, NULL, kv, N, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
+    struct sink_record rec = { 0, NULL, kv, N, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB, NULL, NULL, NULL };
     long n = json_logger_format(&rec, line, sizeof(line));
     assert_true(n > 0);
     const char *first = strstr(line, "{\"rx_bytes.if0000\":2999,\"rx_bytes.if0001\":2998,");

@@ -66,7 +66,7 @@ static void test_repeat_registrations(void **state)
     assert_int_equal(registry_create("node", &reg), 0);
     struct status_table *st = NULL;
     assert_int_equal(status_create(&st), 0);
-    struct ipc_server_cfg cfg = { dir, 0600, dir, reg, st, NULL };
+    struct ipc_server_cfg cfg = { dir, 0600, dir, reg, st, NULL, NULL };
     struct ipc_server *s = NULL;
     assert_int_equal(ipc_server_create(&cfg, &conflict, &s), 0);
     assert_non_null(s);

@@ -18,7 +18,7 @@ static int take(struct steps_store *s, const char *text)
 {
     cJSON *m = NULL;
     assert_int_equal(cjx_parse(text, strlen(text), 10, &m), 0);
-    int rc = steps_take(s, NULL, m, 1, 1);
+    int rc = steps_take(s, NULL, m, 1, 1, NULL);
     cJSON_Delete(m);
     return rc;
 }
@@ -104,7 +104,7 @@ static void test_rpc_get_steps(void **state)
     (void)state;
     struct steps_store *s = NULL;
     assert_int_equal(steps_create(&s), 0);
-    struct rpc_ctx ctx = { NULL, NULL, "x", s };
+    struct rpc_ctx ctx = { NULL, NULL, "x", s, NULL };
     char buf[8192], *reply = NULL;
     size_t len = 0;
     for (int r = 0; r < 1000; r++)
@@ -169,11 +169,11 @@ static void test_series_through_router(void **state)
     assert_string_equal(view.ops->name, "router");
     msg(buf, sizeof(buf), 77, 2, 5, 3);
     assert_int_equal(cjx_parse(buf, strlen(buf), 10, &m), 0);
-    assert_int_equal(steps_take(s, &view, m, 1, 1), 3);
+    assert_int_equal(steps_take(s, &view, m, 1, 1, NULL), 3);
     assert_int_equal(c.records, 3);
     assert_int_equal(c.last_step, 7);
     assert_int_equal(c.last_pid, 77);
-    assert_int_equal(steps_take(s, &view, m, 2, 2), 0); /* repeats: nothing new to write */
+    assert_int_equal(steps_take(s, &view, m, 2, 2, NULL), 0); /* repeats: nothing new to write */
     assert_int_equal(c.records, 3);
     cJSON_Delete(m);
     data_router_fini(&dr);

@@ -61,7 +61,7 @@ static void test_host_record(void **state)
         { .key = "disk_util.sda", .type = SINK_DOUBLE, .d = 0.5 },
         { .key = "uptime", .type = SINK_UINT, .u = 12345 },
     };
-    struct sink_record rec = { 5, NULL, kv, 5, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
+    struct sink_record rec = { 5, NULL, kv, 5, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB, NULL, NULL, NULL };
     struct sink s = promfam_store_sink(st, "prometheus");
     assert_int_equal(s.ops->write(s.self, &rec), 0);
     char *t = render(st, 10);
@@ -212,7 +212,7 @@ static void test_escaping_and_names(void **state)
 
     struct sink_kv kv[2] = { { .key = "x.y", .type = SINK_STR, .s = "s", .slen = 1 },
                              { .key = "weird\xff", .type = SINK_INT, .i = -3 } };
-    struct sink_record rec = { 5, "7", kv, 2, 12, 3, 44 };
+    struct sink_record rec = { 5, "7", kv, 2, 12, 3, 44, NULL, NULL, NULL };
     assert_int_equal(promfam_store_create("h", 0, &st), 0);
     assert_int_equal(promfam_store_write(st, &rec, 1), 0);
     t = render(st, 1);
@@ -239,7 +239,7 @@ static void test_long_label_cut(void **state)
         { .key = "timestamp", .type = SINK_UINT, .u = 1 },
         { .key = "total", .type = SINK_UINT, .u = 7 },
     };
-    struct sink_record rec = { 1, "0", kv, 5, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
+    struct sink_record rec = { 1, "0", kv, 5, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB, NULL, NULL, NULL };
     assert_int_equal(promfam_store_create("h", 0, &st), 0);
     assert_int_equal(promfam_store_write(st, &rec, 1), 0);
     char *t = render(st, 1);
@@ -299,7 +299,7 @@ static void test_op_cap(void **state)
         };
         struct sink_kv all[6] = { kv[0], kv[1], kv[2], { .key = "kind", .type = SINK_STR, .s = "OpStats", .slen = 7 },
                                   kv[3], kv[4] };
-        struct sink_record rec = { 1, "0", all, 6, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
+        struct sink_record rec = { 1, "0", all, 6, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB, NULL, NULL, NULL };
         assert_int_equal(promfam_store_write(st, &rec, 1), 0);
     }
     struct promfam_stats s;
@@ -324,7 +324,7 @@ static void test_stale(void **state)
     (void)state;
     assert_int_equal(promfam_store_create("h", 1000, &st), 0);
     struct sink_kv kv[1] = { { .key = "load_1m", .type = SINK_DOUBLE, .d = 0.25 } };
-    struct sink_record rec = { 1, NULL, kv, 1, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
+    struct sink_record rec = { 1, NULL, kv, 1, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB, NULL, NULL, NULL };
     assert_int_equal(promfam_store_write(st, &rec, 100), 0);
     char *t = render(st, 1100);
     assert_non_null(strstr(t, "load_1m{host_name=\"h\"} 0.25\n"));
@@ -351,7 +351,7 @@ static void op_write(struct promfam_store *st, int32_t pid, uint64_t ts, const c
         { .key = "timestamp", .type = SINK_UINT, .u = ts },
         { .key = "total", .type = SINK_UINT, .u = dur },
     };
-    struct sink_record rec = { 1, "0", kv, sizeof(kv) / sizeof(kv[0]), pid, SINK_NO_RANK, SINK_NO_JOB };
+    struct sink_record rec = { 1, "0", kv, sizeof(kv) / sizeof(kv[0]), pid, SINK_NO_RANK, SINK_NO_JOB, NULL, NULL, NULL };
     assert_int_equal(promfam_store_write(st, &rec, now_ms), 0);
 }
 
@@ -444,7 +444,7 @@ static void test_daemon_bound(void **state)
     }
     /* pid 1 takes 15 series; every op of pid 2 goes to the daemon's <other> */
     struct sink_kv kv[1] = { { .key = "load_1m", .type = SINK_DOUBLE, .d = 0.5 } };
-    struct sink_record host = { 1, NULL, kv, 1, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
+    struct sink_record host = { 1, NULL, kv, 1, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB, NULL, NULL, NULL };
     assert_int_equal(promfam_store_write(st, &host, 1), 0);   /* host metrics are not bounded */
     char *t = render(st, 1);
     assert_int_equal(count_lines(t, "pid=\"1\"} "), 15);
@@ -558,7 +558,7 @@ static void test_each(void **state)
     (void)state;
     assert_int_equal(promfam_store_create("h", 0, &st), 0);
     struct sink_kv kv[1] = { { .key = "tx_bytes.eth1", .type = SINK_UINT, .u = 9 } };
-    struct sink_record rec = { 1, NULL, kv, 1, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
+    struct sink_record rec = { 1, NULL, kv, 1, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB, NULL, NULL, NULL };
     assert_int_equal(promfam_store_write(st, &rec, 1), 0);
     assert_int_equal(promfam_store_each(st, 1, each_fn, &c), 1);
     assert_string_equal(c.first, "tx_bytes host_name=h net=eth1 9");

@@ -197,7 +197,7 @@ static void test_logger_files(void **state)
     /* host metrics (device NULL): one tag per key */
     struct sink_kv kv[2] = { { .key = "uptime", .type = SINK_UINT, .u = 42 },
                              { .key = "cpu_util", .type = SINK_DOUBLE, .d = 12.5 } };
-    struct sink_record hr = { 5000000000ull, NULL, kv, 2, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
+    struct sink_record hr = { 5000000000ull, NULL, kv, 2, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB, NULL, NULL, NULL };
     data_router_write(&dr, &hr);
     data_router_fini(&dr);
 
@@ -402,7 +402,7 @@ static void test_json_long_line(void **state)
         snprintf(keys[i], sizeof(keys[i]), "cpu_core_util.cpu%04d", i);
         kv[i] = (struct sink_kv){ .key = keys[i], .type = SINK_DOUBLE, .d = 12.5 };
     }
-    struct sink_record rec = { 0, NULL, kv, N, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB };
+    struct sink_record rec = { 0, NULL, kv, N, SINK_NO_PID, SINK_NO_RANK, SINK_NO_JOB, NULL, NULL, NULL };
     struct sink js = json_logger_sink();
     assert_int_equal(logcap_open(), 0);
     assert_int_equal(js.ops->write(js.self, &rec), 0);

@@ -13,7 +13,10 @@
 #include <cmocka.h>
 
 #include "common/log.h"
+#include "contract/podid.h"
 #include "plugin/control/health.h"
+#include "plugin/outputs/outfile.h"
+#include "plugin/penv.h"
 
 static void test_json(void **state)
 {
@@ -101,11 +104,53 @@ static void test_reporter(void **state)
     health_reporter_stop();
 }
 
+/* The pod a process reports (docs/deploy.md#attribution): penv reads the contract's variables, the
+ * report carries them (or the hostname), the outputs' meta line the downward-API ones only. */
+static void test_pod(void **state)
+{
+    (void)state;
+    struct health_snapshot s = { .pid = 7, .rank = 0, .mode = "dyno", .step = -1, .step_age_ms = -1,
+                                 .step_period_ms = -1, .config_age_ms = -1, .backend = "", .library = "",
+                                 .fallback = "" };
+    char buf[2048], line[PODID_JSON_CAP + 32];
+
+    for (int f = 0; f < PODID_NFIELDS; f++)
+        assert_string_equal(penv_name((enum penv_id)(PENV_POD_NAME + f)), podid_env((enum podid_field)f));
+    setenv("POD_NAME", "trainer-a-0", 1);
+    setenv("POD_NAMESPACE", "ml", 1);
+    setenv("CONTAINER_NAME", "trainer", 1);
+    setenv("NODE_NAME", "bad name", 1);
+    penv_reload();
+    health_pod(&s.pod);
+    assert_true(health_json(&s, 1, buf, sizeof(buf)) > 0);
+    assert_non_null(strstr(buf, "\"container_name\":\"trainer\""));
+    assert_non_null(strstr(buf, "\"pod_name\":\"trainer-a-0\",\"pod_namespace\":\"ml\""));
+    assert_null(strstr(buf, "node_name"));          /* not a name: left out */
+    assert_null(strstr(buf, "hostname"));
+    assert_true(outfile_pod_line(line, sizeof(line)) > 0);
+    assert_string_equal(line, "{\"container\":\"trainer\",\"kind\":\"pod\",\"name\":\"trainer-a-0\","
+                              "\"namespace\":\"ml\"}");
+    /* without POD_NAME: nothing of the pod but the hostname, for the daemon to judge */
+    unsetenv("POD_NAME");
+    penv_reload();
+    health_pod(&s.pod);
+    assert_true(health_json(&s, 1, buf, sizeof(buf)) > 0);
+    assert_null(strstr(buf, "pod_name"));
+    assert_null(strstr(buf, "container_name"));
+    assert_true(strstr(buf, "\"hostname\":") != NULL || !s.pod.pod_from_hostname);
+    assert_int_equal(outfile_pod_line(line, sizeof(line)), 0);
+    unsetenv("POD_NAMESPACE");
+    unsetenv("CONTAINER_NAME");
+    unsetenv("NODE_NAME");
+    penv_reload();
+}
+
 int main(void)
 {
     char dir[] = "/tmp/mmhealthXXXXXX";
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json), cmocka_unit_test(test_bookkeeping), cmocka_unit_test(test_reporter),
+        cmocka_unit_test(test_pod),
     };
 
     /* no daemon: the reports fail quietly into an empty socket directory */
