@@ -62,6 +62,13 @@ MSMON_API int msmon_monitor_results(int32_t kind, const struct msmon_result **re
  * iteration; 0 (a no-op when inactive). */
 MSMON_API int msmon_dynamic_init(void);
 MSMON_API int msmon_dynamic_step(void);
+/* The same step if it can be done without waiting (no config to apply, the nputrace window
+ * does not open or close at it, no poller to take over from a rank that left, no other thread
+ * in the dyno-mode state): 1 done (or dyno mode inactive), 0 nothing done — then call
+ * msmon_dynamic_step(), which may wait (a config is applied on the session actor, the stop
+ * hook runs). The Python module keeps the GIL for the first and releases it only for the
+ * second. */
+MSMON_API int msmon_dynamic_step_nowait(void);
 /* init with an explicit rank (< 0: RANK, else RANK_ID, else 0) and options.
  * MSMON_DYNAMIC_ECHO: the lifecycle lines also go to stderr (the Python module's form). */
 #define MSMON_DYNAMIC_ECHO 1u
@@ -117,6 +124,11 @@ struct msmon_trace_info {
     char last_trace[4096];
 };
 MSMON_API int msmon_dynamic_trace_info(struct msmon_trace_info *ret);
+/* Changes whenever what msmon_dynamic_trace_info() reports changes, except `step` and
+ * `last_trace` (a window armed, opened, closed or refused, new options, a new window): a
+ * reader that saw the same value since its last read has nothing new to read. Lock-free;
+ * cheap enough for every step. */
+MSMON_API uint32_t msmon_dynamic_trace_epoch(void);
 
 /* CUDA injection entry point (docs/design/session.md#cupti-backend): returns 1. */
 MSMON_API int InitializeInjection(void);

@@ -1,6 +1,6 @@
 /* ext_dynamic: `IPCMonitor_C.dynamic` (ext_dynamic.h). Every call that may block (segment
  * attach, poller join, a config applied inside step) runs with the GIL released; the stop
- * hook takes it back to call into Python. */
+ * hook takes it back to call into Python. A step that cannot wait keeps the GIL. */
 #include "ext_dynamic.h"
 
 #include <errno.h>
@@ -37,14 +37,31 @@ static PyObject *d_init(PyObject *mod, PyObject *args)
     return PyLong_FromLong(rc);
 }
 
+/* The window's epoch the previous step() returned with (msmon_dynamic_trace_epoch); the GIL
+ * guards it. */
+static uint32_t seen_epoch;
+
+/* True when the nputrace window moved since the previous step() (msmonitor.nputrace then
+ * reads it through trace_info()); the steps in between cost it nothing. */
 static PyObject *d_step(PyObject *mod, PyObject *unused)
 {
+    uint32_t epoch;
+
     (void)mod;
     (void)unused;
-    Py_BEGIN_ALLOW_THREADS
-    (void)msmon_dynamic_step();
-    Py_END_ALLOW_THREADS
-    Py_RETURN_NONE;
+    /* The GIL is released only for a step that may wait (a config to apply, the window
+     * opening or closing): every other step keeps it, so another Python thread never takes
+     * over the training thread in the middle of a step. */
+    if (!msmon_dynamic_step_nowait()) {
+        Py_BEGIN_ALLOW_THREADS
+        (void)msmon_dynamic_step();
+        Py_END_ALLOW_THREADS
+    }
+    epoch = msmon_dynamic_trace_epoch();
+    if (epoch == seen_epoch)
+        Py_RETURN_FALSE;
+    seen_epoch = epoch;
+    Py_RETURN_TRUE;
 }
 
 static PyObject *d_finalize(PyObject *mod, PyObject *unused)
@@ -181,7 +198,7 @@ static PyObject *d_use_daemon(PyObject *mod, PyObject *args)
 
 static PyMethodDef dynamic_methods[] = {
     {"init", d_init, METH_VARARGS, "init(rank, echo=False) -> int: join dyno mode (0 active, else -errno)."},
-    {"step", d_step, METH_NOARGS, "step(): once per iteration."},
+    {"step", d_step, METH_NOARGS, "step() -> bool: once per iteration; True when the nputrace window moved."},
     {"finalize", d_finalize, METH_NOARGS, "finalize(): stop the session and the poller, remove our segment."},
     {"set_stop_hook", d_set_stop_hook, METH_O, "set_stop_hook(fn): called before an NPU_MONITOR_STOP config."},
     {"info", d_info, METH_NOARGS, "info() -> dict: enabled, creator, polling, registered, ..."},

@@ -12,6 +12,7 @@
 
 #include "common/strutil.h"
 #include "ext_dynamic.h"
+#include "ext_fwdhook.h"
 #include "ext_monitor.h"
 #include "ext_slowrank.h"
 #include "msmon/msmonitor.h"
@@ -284,6 +285,13 @@ PyMODINIT_FUNC PyInit_IPCMonitor_C(void)
         goto fail;
     }
     if (PyDict_SetItemString(mods, "IPCMonitor_C.dynamic", dyn) < 0)
+        goto fail;
+    PyObject *fwd = ext_fwdhook_create();
+    if (!fwd || PyModule_AddObject(m, "fwdhook", fwd) < 0) {
+        Py_XDECREF(fwd);
+        goto fail;
+    }
+    if (PyDict_SetItemString(mods, "IPCMonitor_C.fwdhook", fwd) < 0)
         goto fail;
     if (PyModule_AddStringConstant(m, "__version__", MSMON_PLUGIN_VERSION) < 0)
         goto fail;

@@ -134,6 +134,7 @@ class _DynamicProfile:
         self.creator = False
         self.rank = 0
         self.window = None        # nputrace.Window: torch.profiler and analysis of the window
+        self.c_step = None        # IPCMonitor_C.dynamic.step, looked up once
 
     # -- set-up / tear-down --
     def init(self):
@@ -156,6 +157,7 @@ class _DynamicProfile:
         dyn.set_stop_hook(_before_stop)
         if hasattr(dyn, "trace_info"):
             self.window = nputrace.Window(dyn)
+        self.c_step = dyn.step
         self.enabled = True
         atexit.register(self.finalize)
         _install_optimizer_hook()
@@ -172,12 +174,8 @@ class _DynamicProfile:
             dyn.finalize()
             dyn.set_stop_hook(None)
 
-    # -- per step --
     def step(self):
-        if self.enabled:
-            _dynamic().step()
-            if self.window is not None:
-                self.window.after_step()
+        step()
 
     def info(self):
         """libmsmonitor's view: enabled, creator, polling, registered, reachable, ..."""
@@ -209,12 +207,21 @@ def init():
 
 
 def step():
-    """Call once per iteration (after the optimizer step)."""
+    """Call once per iteration (after the optimizer step). One C call when nothing changed:
+    everything here is looked up once at init()
+    (docs/benchmarks.md#the-always-on-cost-of-a-step)."""
+    state = _STATE
+    if not state.enabled:
+        return
     try:
-        _STATE.step()
+        moved = state.c_step()
+        window = state.window
+        # the window is read only when it moved, or while an analysis waits for its file
+        if window is not None and (moved or window.busy):
+            window.after_step()
     except Exception as err:  # noqa: BLE001
         _log("ERROR", f"dynamic_profile.step failed, disabling: {err}")
-        _STATE.enabled = False
+        state.enabled = False
 
 
 def finalize():

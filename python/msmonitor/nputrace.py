@@ -1,8 +1,8 @@
 """msmonitor.nputrace: the Python side of `dyno nputrace` (docs/nputrace.md).
 
 libmsmonitor decides the step window (aligned over the ranks by the shm creator) and writes
-its own activity trace; after each `dynamic_profile.step()` this module reads the window
-(IPCMonitor_C.dynamic.trace_info) and
+its own activity trace; after a `dynamic_profile.step()` at which the window moved this
+module reads it (IPCMonitor_C.dynamic.trace_info) and
 - with `--activities CPU` and an importable torch, runs `torch.profiler` over the same steps
   and exports its Chrome trace next to ours (`msmonitor_torch_<pid>_rank<r>_step<s>-<e>.json`),
   with `--record-shapes/--profile-memory/--with-stack/--with-flops/--with-modules` mapped to
@@ -251,7 +251,8 @@ class _Job:
 
 
 class Window:
-    """Follows the C window after every step: torch.profiler over it, analysis at its end.
+    """Follows the C window at every step where it moved: torch.profiler over it, analysis at
+    its end.
 
     --async-mode: the window's end costs the step only torch.profiler's own stop (it must run
     on the thread that started the profiler, and it builds the events: torch's cost, not ours);
@@ -269,6 +270,10 @@ class Window:
         self.jobs = queue.SimpleQueue()
         self.worker = None        # --async-mode worker thread (started once)
         self.pending = None       # (start, stop, torch path or _Job, flags): analysis waiting for our file
+        # Something to follow at every step whatever the window does (an analysis waiting for
+        # its files, children to reap); otherwise after_step() runs only when the window moved.
+        # Set under the lock, as the worker appends children.
+        self.busy = False
 
     def _start_torch(self, info):
         try:
@@ -351,6 +356,7 @@ class Window:
             return None
         with self.lock:
             self.children.append(child)
+            self.busy = True      # reaped by the steps from now on
         _log("INFO", f"analysis of {len(paths)} trace(s) running in child process {child.pid}")
         return None
 
@@ -373,6 +379,8 @@ class Window:
             if info["flags"] & F.TRACE_ANALYSE:
                 self.pending = (window[1], window[2], torch_path, info["flags"])
         self._analyse_when_written(info)
+        with self.lock:
+            self.busy = self.pending is not None or bool(self.children)
 
     def _analyse_when_written(self, info, force=False):
         """libmsmonitor writes its trace on its session thread after the window closed, and
@@ -412,6 +420,7 @@ class Window:
             self.worker = None
         with self.lock:
             children, self.children = self.children, []
+            self.busy = False
         for c in children:
             try:
                 c.wait(timeout)

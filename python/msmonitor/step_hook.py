@@ -124,14 +124,15 @@ def _claim(opt):
 
 
 def _fire(opt):
-    ref = _state["primary"]
+    state = _state
+    ref = state["primary"]
     primary = ref() if ref is not None else None
     if primary is None:
         _claim(opt)
         primary = opt
     if primary is not opt:
         return
-    callback = _state["callback"]
+    callback = state["callback"]
     if callback is None:
         return
     try:
@@ -204,9 +205,29 @@ def _counted(opt, call, args, kwargs):
 
 
 def _wrap_step(fn):
+    # _counted() written out: this runs at every training step, so no argument tuple is
+    # rebuilt and no helper is called unless a super().step() nests
+    # (docs/benchmarks.md#the-always-on-cost-of-a-step)
     @functools.wraps(fn)
     def step(self, *args, **kwargs):
-        return _counted(self, fn, (self,) + args, kwargs)
+        try:
+            depths = _tls.depth
+        except AttributeError:
+            depths = _tls.depth = {}
+        key = id(self)
+        if key in depths:               # a subclass's super().step(): counted by the outer one
+            depths[key] += 1
+            try:
+                return fn(self, *args, **kwargs)
+            finally:
+                depths[key] -= 1
+        depths[key] = 1
+        try:
+            out = fn(self, *args, **kwargs)
+        finally:
+            del depths[key]
+        _fire(self)
+        return out
 
     setattr(step, _MARK, True)
     return step
@@ -415,6 +436,131 @@ def _fwd_post(module, _inputs, _output):
         _fwd_fire()
 
 
+# -- module-wide: torch's global pre hook only while no forward runs --
+#
+# With a module-wide hook in torch's global table every module call leaves torch's hook-free
+# fast path and runs the hooks: a step would cost a few hook calls per module of the model
+# (hundreds for a real one). So the global pre hook (_glob_pre) sits in torch's table only
+# while no outermost forward runs anywhere in the process: it sees a module forward begin
+# (the outermost one, the root), takes itself out of the table, and puts a pre and a post
+# hook on the root module for as long as forwards of that root run. Modules nested in the
+# forward take the fast path; the root's post hook sees its end, fires the step and puts the
+# global hook back. A step costs two hook calls and a few dict operations, whatever the
+# model's size, and the root's hook tables are as they were between steps (nothing of ours
+# is pickled with the model). The root's own pre hook sees another thread's outermost call
+# of the same root, and a call after a forward of this thread raised (as the recovery rule
+# of _fwd_pre). A module first called at the top of one thread while another thread's
+# forward runs is not seen until it is called while none runs.
+
+# Set once by _glob_install (module globals: read at every step, a dict lookup fewer each).
+# Every count in _glob_active is a thread whose _tls.groot holds that root, so its id is not
+# reused while counted.
+_G_TABLE = None          # torch's _global_forward_pre_hooks
+_G_ID = None             # our key in it
+_R_ID = None             # our key in a root module's _forward_pre_hooks / _forward_hooks
+_glob_active = {}        # id(root) -> outermost forwards of it running
+_glob_lock = threading.Lock()
+
+
+def _glob_pre(module, _inputs):
+    # In torch's table only while no forward runs: `module` is the outermost one. Also the
+    # entry of _glob_root_pre.
+    _glob_lock.acquire()
+    try:
+        _tls.groot = module
+        key = id(module)
+        n = _glob_active.get(key, 0)
+        _glob_active[key] = n + 1
+        if n == 0:
+            module._forward_pre_hooks[_R_ID] = _glob_root_pre    # pylint: disable=protected-access
+            module._forward_hooks[_R_ID] = _glob_root_post       # pylint: disable=protected-access
+        _G_TABLE.pop(_G_ID, None)
+    finally:
+        _glob_lock.release()
+
+
+def _glob_root_pre(module, inputs):
+    # On a root while its forwards run: this thread's outermost call of it (another thread's
+    # is running), or a call of it again after this thread's forward of it raised.
+    if getattr(_tls, "groot", None) is None:
+        _glob_pre(module, inputs)
+
+
+def _glob_root_post(module, _inputs, _output):
+    if getattr(_tls, "groot", None) is not module:
+        return                  # nested in another root of this thread
+    _tls.groot = None
+    _glob_lock.acquire()
+    try:
+        key = id(module)
+        n = _glob_active.get(key, 1) - 1
+        if n > 0:
+            _glob_active[key] = n
+        else:
+            _glob_active.pop(key, None)
+            # the global hook back first: a call of this root from another thread right now
+            # meets one of ours either way (entering takes ours off in the other order)
+            if not _glob_active:
+                _G_TABLE[_G_ID] = _glob_pre
+            module._forward_pre_hooks.pop(_R_ID, None)   # pylint: disable=protected-access
+            module._forward_hooks.pop(_R_ID, None)       # pylint: disable=protected-access
+    finally:
+        _glob_lock.release()
+    callback = _fwd["callback"]             # _fwd_fire(), written out
+    if callback is not None:
+        try:
+            callback()
+        except Exception as err:  # noqa: BLE001 (never break forward())
+            if not _fwd["warned"]:
+                _fwd["warned"] = True
+                _log("WARNING", f"forward hook callback failed: {err}")
+
+
+# The same three hooks in C (IPCMonitor_C.fwdhook) when the extension is loaded: a call each
+# and no Python frame. False makes the Python ones serve (tests of both).
+_USE_C = True
+
+
+def _fwdhook_c():
+    ext = sys.modules.get("IPCMonitor_C") if _USE_C else None
+    return getattr(ext, "fwdhook", None)
+
+
+def _fwd_warn(msg):
+    _log("WARNING", f"forward hook callback failed: {msg}")
+
+
+def _glob_install(mod):
+    """Register the module-wide hook through torch's API (for its key), and reserve a key for
+    the roots' tables. Raises what torch raises."""
+    global _G_TABLE, _G_ID, _R_ID  # pylint: disable=global-statement
+    c = _fwdhook_c()
+    handle = mod.register_module_forward_pre_hook(c.glob_pre if c else _glob_pre)
+    spare = mod.register_module_forward_hook(_glob_root_post)
+    spare.remove()              # only its id: ids are never reused
+    table = mod._global_forward_pre_hooks  # pylint: disable=protected-access
+    if c:
+        # the step callback itself, no Python frame around it (install_forward() replaces it)
+        c.setup(table, handle.id, spare.id, _fwd["callback"] or (lambda: None), _fwd_warn)
+        _fwd["c"] = c
+    else:
+        _G_TABLE, _G_ID, _R_ID = table, handle.id, spare.id
+
+
+def _forward_uninstall():
+    """Take the module-wide hook out of torch's table again (tests: each loads its own copy of
+    this module into one process)."""
+    global _G_TABLE  # pylint: disable=global-statement
+    with _lock, _glob_lock:
+        if _G_TABLE is not None:
+            _G_TABLE.pop(_G_ID, None)
+            _G_TABLE = None
+        _glob_active.clear()
+        if _fwd.get("c") is not None:
+            _fwd.pop("c").clear()
+        _fwd["global"] = False
+
+
 def forward_installed():
     """True when a forward hook (per module or module-wide) is in place."""
     return bool(_fwd["global"] or _fwd["handles"])
@@ -430,6 +576,8 @@ def install_forward(module=None, step_fn=None, torch_module=None):
             from . import dynamic_profile  # pylint: disable=import-outside-toplevel
             step_fn = dynamic_profile.step
         _fwd["callback"] = step_fn
+        if _fwd.get("c") is not None:
+            _fwd["c"].set_callback(step_fn)
         try:
             if module is not None:
                 if getattr(module, _MARK, False):
@@ -447,8 +595,7 @@ def install_forward(module=None, step_fn=None, torch_module=None):
             mod = sys.modules.get(f"{getattr(torch, '__name__', 'torch')}.nn.modules.module")
             if mod is None:
                 mod = torch.nn.modules.module
-            mod.register_module_forward_pre_hook(_fwd_pre)
-            mod.register_module_forward_hook(_fwd_post)
+            _glob_install(mod)
             _fwd["global"] = True
             _log("DEBUG", "forward step hook on every module (outermost forward = one step)")
             return True

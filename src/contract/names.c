@@ -52,14 +52,25 @@ int names_step_parse(const char *name, int64_t *ret_n)
     return 0;
 }
 
+/* Written by hand, not by snprintf: dyno mode names a marker at every training step. */
 int names_step_format(char *buf, size_t cap, int64_t n)
 {
-    int len;
+    char digits[20];
+    size_t k = 0, len = sizeof(NAMES_STEP_PREFIX) - 1;
 
     if (n < 0 || n > NAMES_STEP_MAX)
         return -EINVAL;
-    len = snprintf(buf, cap, NAMES_STEP_PREFIX "%lld", (long long)n);
-    return len >= 0 && (size_t)len < cap ? 0 : -ENOSPC;
+    do {
+        digits[k++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n > 0);
+    if (len + k >= cap)
+        return -ENOSPC;
+    memcpy(buf, NAMES_STEP_PREFIX, len);
+    while (k > 0)
+        buf[len++] = digits[--k];
+    buf[len] = '\0';
+    return 0;
 }
 
 static const char *by_value(const char *const *tbl, size_t n, int32_t v, const char *other)

@@ -130,6 +130,11 @@ MSMON_API int msmon_dynamic_step(void)
     return shm_mode_step();
 }
 
+MSMON_API int msmon_dynamic_step_nowait(void)
+{
+    return shm_mode_step_nowait();
+}
+
 MSMON_API void msmon_dynamic_finalize(void)
 {
     shm_mode_finalize();
@@ -291,6 +296,11 @@ MSMON_API int msmon_dynamic_trace_info(struct msmon_trace_info *ret)
     snprintf(ret->log_dir, sizeof(ret->log_dir), "%s", v.log_dir);
     monitor_last_artifact(ret->last_trace, sizeof(ret->last_trace));
     return 0;
+}
+
+MSMON_API uint32_t msmon_dynamic_trace_epoch(void)
+{
+    return monitor_window_epoch();
 }
 
 MSMON_API int InitializeInjection(void)

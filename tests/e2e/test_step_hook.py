@@ -443,3 +443,135 @@ def test_forward_hook_counts_outermost_forward_once():
     fails.fail = False
     model(x)
     assert len(calls) == 6
+
+
+def _load_ext():
+    """IPCMonitor_C from the build tree (its fwdhook submodule serves the module-wide hook)."""
+    from conftest import BUILD
+    lib64 = os.path.join(BUILD, "python", "pkg", "msmonitor", "lib64")
+    if not os.path.exists(os.path.join(lib64, "IPCMonitor_C.so")):
+        pytest.skip("IPCMonitor_C not built")
+    import sys
+    if lib64 not in sys.path:
+        sys.path.append(lib64)
+    import IPCMonitor_C  # noqa: F401
+
+
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_module_wide_forward_hook_costs_two_hook_calls_per_step(impl):
+    """On the real torch, the module-wide hook (install_forward(None), what init() installs for
+    MSMONITOR_STEP_HOOK=forward): one step per outermost forward of any module; torch's global
+    table holds our hook only between forwards, so nested modules run hook-free; the root's
+    own hook tables are as they were between steps (a pickled model names nothing of ours);
+    a forward that raised is recovered by the next call of the same module, while another
+    top-level module does not count meanwhile (the rule of the per-thread depth before); an
+    outermost call from a second thread while one runs counts too."""
+    torch = pytest.importorskip("torch")
+    import pickle
+    import threading
+    import torch.nn.modules.module as mm
+
+    if impl == "c":
+        _load_ext()
+    sh = load_step_hook()
+    sh._USE_C = impl == "c"
+    calls = []
+    seen = {}
+
+    def ours_in_table():
+        glob = sh._fwdhook_c().glob_pre if impl == "c" else sh._glob_pre
+        return any(h is glob for h in mm._global_forward_pre_hooks.values())
+
+    class Probe(torch.nn.Module):
+        """Records, inside the forward, whether torch's global table and the root's tables
+        hold anything of ours; raises or waits when asked."""
+
+        def __init__(self):
+            super().__init__()
+            self.fail = False
+            self.barrier = None
+
+        def forward(self, x):
+            seen["global"] = ours_in_table()
+            if self.fail:
+                raise RuntimeError("forward failed")
+            if self.barrier is not None:
+                self.barrier.wait(timeout=30)
+            return x
+
+    probe = Probe()
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), probe)
+    other = torch.nn.Linear(4, 4)
+    x = torch.randn(2, 4)
+    try:
+        assert sh.install_forward(None, lambda: calls.append(1))
+        assert sh.forward_installed()
+        assert (sh._fwd.get("c") is not None) == (impl == "c")
+        assert ours_in_table()
+        for _ in range(4):
+            model(x)
+        assert len(calls) == 4                                     # nested modules count once
+        assert seen["global"] is False                             # not in the table inside a forward
+        assert ours_in_table()
+        assert not model._forward_hooks and not model._forward_pre_hooks
+        other(x)                                                    # another root counts too
+        assert len(calls) == 5
+        assert b"step_hook" not in pickle.dumps(other)              # nothing of ours in a root's tables
+        probe.fail = True
+        with pytest.raises(RuntimeError):
+            model(x)                                                # raised: not a step
+        assert len(calls) == 5
+        other(x)                                                    # inside the stuck forward: no step
+        assert len(calls) == 5
+        probe.fail = False
+        model(x)                                                    # the same root again: recovered
+        assert len(calls) == 6
+        other(x)
+        assert len(calls) == 7
+        assert not model._forward_hooks and not model._forward_pre_hooks and not other._forward_hooks
+        # two threads inside the same root at once: two steps
+        probe.barrier = threading.Barrier(2)
+        t = threading.Thread(target=model, args=(x,))
+        t.start()
+        model(x)
+        t.join(30)
+        probe.barrier = None
+        assert len(calls) == 9
+        assert not model._forward_hooks and not model._forward_pre_hooks
+        assert ours_in_table()
+    finally:
+        sh._forward_uninstall()
+    assert not ours_in_table()
+    model(x)
+    assert len(calls) == 9
+
+
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_module_wide_forward_hook_failing_callback(impl, capsys):
+    """A step callback that raises never breaks forward(): one WARNING, later steps still call
+    it (and a new install_forward() callback takes over)."""
+    torch = pytest.importorskip("torch")
+    if impl == "c":
+        _load_ext()
+    sh = load_step_hook()
+    sh._USE_C = impl == "c"
+    tries, calls = [], []
+
+    def boom():
+        tries.append(1)
+        raise ValueError("no daemon today")
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
+    x = torch.randn(2, 3)
+    try:
+        assert sh.install_forward(None, boom)
+        for _ in range(3):
+            assert model(x).shape == (2, 3)
+        assert len(tries) == 3
+        err = capsys.readouterr().err
+        assert err.count("forward hook callback failed: no daemon today") == 1, err
+        assert sh.install_forward(None, lambda: calls.append(1))     # replaces the callback
+        model(x)
+        assert len(tries) == 3 and len(calls) == 1
+    finally:
+        sh._forward_uninstall()

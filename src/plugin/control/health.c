@@ -1,5 +1,6 @@
 /* health: the PluginHealth report (health.h). Step and config times are relaxed atomics so
- * the training step pays two stores; the report is built on the poller or reporter thread. */
+ * the training step pays one clock read and a few stores; the report is built on the poller
+ * or reporter thread. */
 #include "plugin/control/health.h"
 
 #include <errno.h>
@@ -56,7 +57,7 @@ int32_t health_rank(void)
     return atomic_load_explicit(&hl.rank, memory_order_relaxed);
 }
 
-void health_note_step(int32_t step)
+uint64_t health_note_step(int32_t step)
 {
     uint64_t now = clock_mono_ns(), prev = atomic_load_explicit(&hl.step_ns, memory_order_relaxed);
 
@@ -64,7 +65,11 @@ void health_note_step(int32_t step)
         atomic_store_explicit(&hl.period_ns, now - prev, memory_order_relaxed);
     atomic_store_explicit(&hl.step, step, memory_order_relaxed);
     atomic_store_explicit(&hl.step_ns, now, memory_order_relaxed);
-    atomic_fetch_add_explicit(&hl.steps, 1, memory_order_relaxed);
+    /* one writer (the stepping thread, under dyno mode's lock): a plain increment, no locked
+     * read-modify-write */
+    atomic_store_explicit(&hl.steps, atomic_load_explicit(&hl.steps, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    return now;
 }
 
 void health_note_config(void)

@@ -38,8 +38,10 @@ void health_set_job(const char *key);
 /* The rank health_set_identity gave (-1 before): what `dyno status` shows and every
  * acknowledgement carries. */
 int32_t health_rank(void);
-/* A step() of the training loop. Cheap (two relaxed atomics). */
-void health_note_step(int32_t step);
+/* A step() of the training loop, from one thread at a time (dyno mode's lock). Cheap: one
+ * clock read and relaxed stores. Returns that clock reading (CLOCK_MONOTONIC ns), for the
+ * caller's own timing of the same step. */
+uint64_t health_note_step(int32_t step);
 /* A config reached this process (received by its poller). */
 void health_note_config(void);
 /* Dyno mode: the segment's publish time (wall seconds, 0 = empty). A new value counts as a

@@ -72,6 +72,9 @@ int monitor_window_arm(const struct monitor_arm *a, const char *id, const char *
  * for the start) and ends it at its stop step (does not wait for the file). Costs two atomic
  * loads unless the window moves. True when its status changed. */
 bool monitor_window_step(int32_t step);
+/* monitor_window_step(step) would move the window (and may wait): its start or stop step is
+ * reached and that transition is not posted yet. Atomic loads only; any thread. */
+bool monitor_window_due(int32_t step);
 /* The job leaves at `step`: an open step-bounded window writes its partial trace (one
  * WARNING) and waits for the file; the window goes Idle. */
 void monitor_window_leave(int32_t step);
@@ -84,6 +87,10 @@ struct monitor_window_view {
     char log_dir[PATH_MAX];
 };
 void monitor_window_view(struct monitor_window_view *ret);
+/* Changes whenever the view changes in anything but its step (a window armed, opened,
+ * closed, refused or left; new options): a reader that saw the same value since its last
+ * monitor_window_view() has nothing new to read. One atomic load; any thread. */
+uint32_t monitor_window_epoch(void);
 /* The native poller's tick: a marker-bounded window's session reports where its window
  * stage stands (asked of the actor); once closed, the session stops (its file is written on
  * the actor, not waited for). Fills *ret like monitor_window_view. */

@@ -531,26 +531,46 @@ static uint64_t mon_step_key(int phase, int32_t start, int32_t stop)
     return ((uint64_t)(uint32_t)phase << 62) ^ ((uint64_t)(uint32_t)start << 31) ^ (uint32_t)stop;
 }
 
-bool monitor_window_step(int32_t step)
+/* The transition monitor_window_step(step) posts (its key, *ret_phase the window's phase), 0
+ * when the window does not move at step or that transition is posted already. */
+static uint64_t mon_step_due(int32_t step, int *ret_phase)
 {
     int phase = atomic_load(&mon.pub_win_phase);
     int32_t start, stop;
-    struct mon_cmd *c;
     uint64_t key;
-    bool wait;
 
     if (phase != WINDOW_ARMED && phase != WINDOW_OPEN)
-        return false;
+        return 0;
     start = atomic_load(&mon.pub_win_start);
     stop = atomic_load(&mon.pub_win_stop);
     if (atomic_load(&mon.pub_win_marker))
-        return false;
+        return 0;
     if (phase == WINDOW_ARMED && step < start)
-        return false;
+        return 0;
     if (phase == WINDOW_OPEN && step < stop)
-        return false;
+        return 0;
     key = mon_step_key(phase, start, stop) + 1;
     if (atomic_load(&mon_step_posted) == key)
+        return 0;
+    *ret_phase = phase;
+    return key;
+}
+
+bool monitor_window_due(int32_t step)
+{
+    int phase;
+
+    return mon_step_due(step, &phase) != 0;
+}
+
+bool monitor_window_step(int32_t step)
+{
+    int phase = MON_WIN_NONE;
+    uint64_t key = mon_step_due(step, &phase);
+    struct mon_cmd *c;
+    bool wait;
+
+    if (key == 0)
         return false;
     /* opening: wait for the session, so the step's own range is collected; closing: the
      * file is written on the actor while training goes on */
@@ -585,6 +605,11 @@ void monitor_window_view(struct monitor_window_view *ret)
     pthread_mutex_lock(&mon.win_lock);
     *ret = mon.pub_win;
     pthread_mutex_unlock(&mon.win_lock);
+}
+
+uint32_t monitor_window_epoch(void)
+{
+    return atomic_load(&mon.pub_win_epoch);
 }
 
 void monitor_window_tick(struct monitor_window_view *ret)

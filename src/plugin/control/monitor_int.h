@@ -143,6 +143,7 @@ struct mon_state {
     atomic_bool pub_win_marker;
     pthread_mutex_t win_lock;
     struct monitor_window_view pub_win;
+    atomic_uint pub_win_epoch;    /* bumped after pub_win changed but for its step */
 
     /* backend and test seam */
     pthread_mutex_t be_lock;

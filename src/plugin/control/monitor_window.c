@@ -36,21 +36,30 @@ static int32_t mon_win_status(const struct window_state *w)
 }
 
 /* The window as the actor leaves it: bounds first, the phase last, so a stepping thread that
- * sees the phase sees its bounds. */
+ * sees the phase sees its bounds. The epoch moves after the view when anything but its step
+ * changed, so a reader that sees the new epoch reads the new view (the Python side reads the
+ * view only then: docs/benchmarks.md#the-always-on-cost-of-a-step). */
 static void mon_win_publish(void)
 {
     const struct mon_window *mw = &mon.win;
+    struct monitor_window_view *v = &mon.pub_win;
+    int32_t state = mw->win.phase == MON_WIN_NONE ? -1 : mon_win_status(&mw->win);
+    bool moved;
 
     pthread_mutex_lock(&mon.win_lock);
-    mon.pub_win.state = mw->win.phase == MON_WIN_NONE ? -1 : mon_win_status(&mw->win);
-    mon.pub_win.step = mw->win.step;
-    mon.pub_win.start = mw->win.start;
-    mon.pub_win.stop = mw->win.stop;
-    mon.pub_win.rank = mw->rank;
-    mon.pub_win.flags = mw->opts.flags;
-    mon.pub_win.windows = mw->windows;
-    snprintf(mon.pub_win.log_dir, sizeof(mon.pub_win.log_dir), "%s", mw->log_dir);
+    moved = v->state != state || v->start != mw->win.start || v->stop != mw->win.stop || v->rank != mw->rank ||
+            v->flags != mw->opts.flags || v->windows != mw->windows || strcmp(v->log_dir, mw->log_dir) != 0;
+    v->state = state;
+    v->step = mw->win.step;
+    v->start = mw->win.start;
+    v->stop = mw->win.stop;
+    v->rank = mw->rank;
+    v->flags = mw->opts.flags;
+    v->windows = mw->windows;
+    snprintf(v->log_dir, sizeof(v->log_dir), "%s", mw->log_dir);
     pthread_mutex_unlock(&mon.win_lock);
+    if (moved)
+        atomic_fetch_add(&mon.pub_win_epoch, 1);
     atomic_store(&mon.pub_win_start, mw->win.start);
     atomic_store(&mon.pub_win_stop, mw->win.stop);
     atomic_store(&mon.pub_win_marker, mw->win.marker_steps);

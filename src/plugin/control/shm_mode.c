@@ -102,6 +102,8 @@ static struct {
     pthread_mutex_t lock;
     bool enabled, creator, atexit_done;
     pid_t pid; /* the process that joined: a fork()ed child inherits nothing of it */
+    bool forked;      /* set in a fork()ed child (atfork): its steps are no-ops, without a getpid() each */
+    bool atfork_done;
     char path[PATH_MAX];
     int fd;
     uint8_t *shm;
@@ -118,6 +120,19 @@ static struct {
     bool creator_gone;            /* health thread: it took the creator lock of a gone creator */
     bool echo;                    /* SHM_MODE_ECHO: lifecycle lines on stderr too */
 } dyn = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+
+/* Runs in the child of a fork(), single-threaded: whatever the parent joined is not the child's. */
+static void sm_atfork_child(void)
+{
+    dyn.forked = true;
+}
+
+/* The stepping process is the one that joined. dyn.forked is never written in that process; a
+ * child of a process whose atfork registration failed still falls back to comparing pids. */
+static bool sm_ours(void)
+{
+    return !dyn.forked && (dyn.atfork_done || dyn.pid == getpid());
+}
 
 /* RANK, else RANK_ID; unknown counts as rank 0 here (init_dyno id, rank-list match). */
 static int32_t sm_env_rank(void)
@@ -382,6 +397,8 @@ int shm_mode_init(int32_t rank, unsigned flags)
     __atomic_store_n(&dyn.enabled, true, __ATOMIC_RELAXED);
     if (!dyn.atexit_done && atexit(shm_mode_finalize) == 0)
         dyn.atexit_done = true;
+    if (!dyn.atfork_done && pthread_atfork(NULL, NULL, sm_atfork_child) == 0)
+        dyn.atfork_done = true;
     sm_term_install();
     shmseg_note(LOG_LVL_INFO, "rank %d attached to %s%s (job key from %s)%s", (int)dyn.rank, dyn.path,
              dyn.creator ? " as creator" : "", dyn.key_source,
@@ -431,49 +448,74 @@ out:
     free(text);
 }
 
-int shm_mode_step(void)
+/* One step, dyn.lock held (docs/benchmarks.md#the-always-on-cost-of-a-step). may_wait false:
+ * a step that has something to wait for (a config to apply on the session actor, with the stop
+ * hook; the nputrace window opening or closing; the poller of a gone creator to take over)
+ * returns -EAGAIN before doing anything; every other step is atomics, the step markers and no
+ * system call. */
+static int sm_step_locked(bool may_wait)
 {
-    uint32_t ts;
+    int32_t next = dyn.step < INT32_MAX ? dyn.step + 1 : dyn.step;
+    uint32_t ts = shmseg_time(dyn.shm);
+    bool gone = __atomic_load_n(&dyn.creator_gone, __ATOMIC_ACQUIRE);
+    uint64_t now;
 
-    if (!__atomic_load_n(&dyn.enabled, __ATOMIC_RELAXED))
-        return 0;
-    pthread_mutex_lock(&dyn.lock);
-    if (!dyn.enabled || dyn.pid != getpid())
-        goto out;
-    if (__atomic_load_n(&dyn.creator_gone, __ATOMIC_ACQUIRE))
+    if (!may_wait && (gone || ts > dyn.last_ts || monitor_window_due(next)))
+        return -EAGAIN;
+    if (gone)
         sm_take_over();
     step_marks_end(dyn.range_id);
-    if (dyn.step < INT32_MAX)
-        __atomic_store_n(&dyn.step, dyn.step + 1, __ATOMIC_RELAXED); /* the creator's poller reads it */
-    health_note_step(dyn.step);
+    __atomic_store_n(&dyn.step, next, __ATOMIC_RELAXED); /* the creator's poller reads it */
+    now = health_note_step(dyn.step);
     step_slots_note(&dyn.slots, dyn.rank, dyn.step);
-    ts = shmseg_time(dyn.shm);
-    if (ts > dyn.last_ts) {
-        dyn.last_ts = ts;
-        sm_apply(dyn.step);
-    }
-    /* The window opens and closes between steps, before this step's range starts, so the
-     * trace holds exactly the records (and `step <N>` ranges) of [start, stop). */
-    if (monitor_window_step(dyn.step))
-        dyn.status_due = true;
-    dyn.range_id = step_marks_begin(dyn.step);
-    if (dyn.poller) {
-        uint64_t now = clock_mono_ns();
-        if (dyn.status_due || now - dyn.last_status_ns >= SM_STATUS_PERIOD_NS) {
-            struct monitor_window_view v;
-            bool busy;
-            monitor_window_view(&v);
-            busy = v.state == IPC_STATUS_READY || v.state == IPC_STATUS_RUNNING;
-            dyn.status_due = false;
-            dyn.last_status_ns = now;
-            /* Handed to the poller thread: the step never waits on the daemon. */
-            poller_post_status(dyn.poller, v.state < 0 ? IPC_STATUS_IDLE : v.state, dyn.step,
-                                       busy ? v.start : -1, busy ? v.stop : -1);
+    if (may_wait) {
+        if (ts > dyn.last_ts) {
+            dyn.last_ts = ts;
+            sm_apply(dyn.step);
         }
+        /* The window opens and closes between steps, before this step's range starts, so the
+         * trace holds exactly the records (and `step <N>` ranges) of [start, stop). */
+        if (monitor_window_step(dyn.step))
+            dyn.status_due = true;
     }
-out:
+    dyn.range_id = step_marks_begin(dyn.step);
+    if (dyn.poller && (dyn.status_due || now - dyn.last_status_ns >= SM_STATUS_PERIOD_NS)) {
+        struct monitor_window_view v;
+        bool busy;
+        monitor_window_view(&v);
+        busy = v.state == IPC_STATUS_READY || v.state == IPC_STATUS_RUNNING;
+        dyn.status_due = false;
+        dyn.last_status_ns = now;
+        /* Handed to the poller thread: the step never waits on the daemon. */
+        poller_post_status(dyn.poller, v.state < 0 ? IPC_STATUS_IDLE : v.state, dyn.step, busy ? v.start : -1,
+                           busy ? v.stop : -1);
+    }
+    return 0;
+}
+
+int shm_mode_step(void)
+{
+    if (!__atomic_load_n(&dyn.enabled, __ATOMIC_RELAXED) || dyn.forked)
+        return 0;
+    pthread_mutex_lock(&dyn.lock);
+    if (dyn.enabled && sm_ours())
+        (void)sm_step_locked(true);
     pthread_mutex_unlock(&dyn.lock);
     return 0;
+}
+
+int shm_mode_step_nowait(void)
+{
+    int rc = 0;
+
+    if (!__atomic_load_n(&dyn.enabled, __ATOMIC_RELAXED) || dyn.forked)
+        return 1;
+    if (pthread_mutex_trylock(&dyn.lock) != 0)
+        return 0; /* finalize or an info() holds it: the caller waits for it in shm_mode_step */
+    if (dyn.enabled && sm_ours())
+        rc = sm_step_locked(false);
+    pthread_mutex_unlock(&dyn.lock);
+    return rc == 0 ? 1 : 0;
 }
 
 void shm_mode_set_stop_hook(void (*fn)(void *ctx), void *ctx)

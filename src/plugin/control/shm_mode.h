@@ -35,6 +35,10 @@ long shm_mode_stale_seconds(const char *raw);
 int shm_mode_init(int32_t rank, unsigned flags);
 /* msmon_dynamic_step(): 0 (a no-op when inactive). */
 int shm_mode_step(void);
+/* msmon_dynamic_step_nowait(): the same step when it can be done without waiting (no config
+ * to apply, the nputrace window does not move, no poller to take over, nobody else holds the
+ * state): 1 done (or inactive), 0 nothing done — call shm_mode_step(), which may wait. */
+int shm_mode_step_nowait(void);
 /* Called on the stepping thread just before a config with NPU_MONITOR_STOP true is applied
  * (the Python module sets the cluster layout there). NULL clears it. */
 void shm_mode_set_stop_hook(void (*fn)(void *ctx), void *ctx);

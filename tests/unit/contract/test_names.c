@@ -94,6 +94,19 @@ static void test_step_marker(void **state)
     assert_int_equal(names_step_format(buf, sizeof(buf), -1), -EINVAL);
     assert_int_equal(names_step_format(buf, sizeof(buf), (int64_t)INT32_MAX + 1), -EINVAL);
     assert_int_equal(names_step_format(buf, 6, 7), -ENOSPC); /* "step 7" needs 7 bytes */
+    assert_int_equal(names_step_format(buf, 7, 7), 0);
+    assert_string_equal(buf, "step 7");
+    for (int64_t v = 0; v <= NAMES_STEP_MAX; v = v * 10 + 9) { /* every length, the same text as printf */
+        char want[32];
+        snprintf(want, sizeof(want), "step %lld", (long long)v);
+        assert_int_equal(names_step_format(buf, sizeof(buf), v), 0);
+        assert_string_equal(buf, want);
+        assert_int_equal(names_step_format(buf, sizeof(buf), v + 1), 0);
+        snprintf(want, sizeof(want), "step %lld", (long long)(v + 1));
+        assert_string_equal(buf, want);
+    }
+    assert_int_equal(names_step_format(buf, sizeof(buf), NAMES_STEP_MAX), 0);
+    assert_string_equal(buf, "step 2147483647");
 }
 
 static void test_record_value_names(void **state)

@@ -14,8 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../logcap.h"
@@ -624,6 +626,7 @@ static void test_lifecycle_and_fork(void **state)
     penv_reload();
     assert_int_equal(shm_mode_init(-1, 0), -ENOTSUP);
     assert_int_equal(shm_mode_step(), 0);
+    assert_int_equal(shm_mode_step_nowait(), 1);
     setenv("MSMONITOR_USE_DAEMON", "1", 1);
     penv_reload();
     {
@@ -647,12 +650,42 @@ static void test_lifecycle_and_fork(void **state)
     assert_int_equal(sst.st_size, 0); /* never truncated nor sized by the rank */
     for (int i = 0; i < 3; i++)
         assert_int_equal(shm_mode_step(), 0);
+    /* a step that needs no wait goes without one; a new config in the segment needs one:
+     * nothing is done until shm_mode_step applies it, so steps stay exact */
+    {
+        struct shm_mode_info di;
+        int fd = open(path, O_RDWR);
+        const char *stop = "NPU_MONITOR_START=false\nNPU_MONITOR_STOP=true";
+        uint8_t *shm;
+        assert_true(fd >= 0);
+        shm = mmap(NULL, SHMSEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        assert_true(shm != MAP_FAILED);
+        close(fd);
+        shm_mode_get_info(&di);
+        assert_int_equal(di.step, 4);
+        assert_int_equal(shm_mode_step_nowait(), 1);
+        shm_mode_get_info(&di);
+        assert_int_equal(di.step, 5);
+        assert_int_equal(shmseg_write(shm, stop, strlen(stop), -1, (uint32_t)time(NULL)), 0);
+        assert_int_equal(shm_mode_step_nowait(), 0);
+        shm_mode_get_info(&di);
+        assert_int_equal(di.step, 5);
+        assert_int_equal(shm_mode_step(), 0);
+        shm_mode_get_info(&di);
+        assert_int_equal(di.step, 6);
+        assert_int_equal(shm_mode_step_nowait(), 1); /* applied: the next step goes without waiting */
+        shm_mode_get_info(&di);
+        assert_int_equal(di.step, 7);
+        munmap(shm, SHMSEG_SIZE);
+    }
     pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         in_forked_child = 1;
         int rc = shm_mode_init(-1, 0);
         shm_mode_step();
+        if (shm_mode_step_nowait() != 1) /* a no-op here */
+            exit(2);
         exit(rc == -ECHILD ? 0 : 1); /* runs shm_mode_finalize via atexit: must be a no-op */
     }
     assert_int_equal(waitpid(pid, &status, 0), pid);

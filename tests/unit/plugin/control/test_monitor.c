@@ -391,7 +391,7 @@ static void test_window_commands(void **state)
     char dir[256];
     struct pconfig_trace t;
     struct monitor_window_view v;
-    uint32_t windows;
+    uint32_t windows, epoch;
 
     (void)state;
     reset();
@@ -400,7 +400,9 @@ static void test_window_commands(void **state)
     windows = v.windows;
     /* arm at step 5 for [7, 9): Ready; the options are the window's */
     t = trace_of(dir, PCONFIG_TRACE_CPU, 7, 2);
+    epoch = monitor_window_epoch();
     assert_int_equal(arm(&t, 0, 5, -1), 0);
+    assert_true(monitor_window_epoch() != epoch);
     assert_int_equal(ans.r.outcome, MONITOR_APPLIED);
     assert_string_equal(ans.r.state, "Ready");
     assert_true(log_has("dynamic_profile: nputrace ready: steps [7, 9)"));
@@ -408,30 +410,46 @@ static void test_window_commands(void **state)
     monitor_window_view(&v);
     assert_int_equal(v.flags, PCONFIG_TRACE_CPU);
     assert_string_equal(v.log_dir, dir); /* created */
-    /* a second config while armed is refused, and the armed window stays */
+    /* a second config while armed is refused, and the armed window stays (the epoch too) */
+    epoch = monitor_window_epoch();
     assert_int_equal(arm(&t, 0, 5, -1), 0);
     assert_int_equal(ans.r.outcome, MONITOR_REJECTED);
     assert_string_equal(ans.r.reason, "nputrace config ignored on rank 0: a window [7, 9) is already armed");
     expect_window(IPC_STATUS_READY, 7, 9);
-    /* the step boundaries: open at 7 (no NPU: no session, said once), close at 9 */
+    assert_int_equal(monitor_window_epoch(), epoch);
+    /* the step boundaries: open at 7 (no NPU: no session, said once), close at 9; only the
+     * boundaries are due (the steps between them post nothing) and move the epoch */
+    assert_false(monitor_window_due(6));
     assert_false(monitor_window_step(6));
     expect_window(IPC_STATUS_READY, 7, 9);
+    assert_true(monitor_window_due(7));
+    assert_int_equal(monitor_window_epoch(), epoch);
     logcap_clear();
     assert_true(monitor_window_step(7));
     expect_window(IPC_STATUS_RUNNING, 7, 9);
+    assert_true(monitor_window_epoch() != epoch);
+    epoch = monitor_window_epoch();
     assert_true(log_has("nputrace: steps [7, 9): PROFILE_ACTIVITIES has no NPU"));
+    assert_false(monitor_window_due(8));
     assert_false(monitor_window_step(8));
+    assert_true(monitor_window_due(9));
+    assert_int_equal(monitor_window_epoch(), epoch);
     assert_true(monitor_window_step(9));
+    assert_false(monitor_window_due(9)); /* posted: not posted again */
     WAIT_FOR((monitor_window_view(&v), v.state == IPC_STATUS_IDLE)); /* the close is not waited for */
+    assert_true(monitor_window_epoch() != epoch);
+    assert_false(monitor_window_due(10)); /* closed: nothing moves any more */
     assert_int_equal(v.start, 7);
     assert_int_equal(v.stop, 9);
     assert_int_equal(v.windows, windows + 1);
-    /* a start step that has passed is refused; the window stays Idle */
+    /* a start step that has passed is refused; the window stays Idle, its epoch too */
+    epoch = monitor_window_epoch();
     assert_int_equal(arm(&t, 0, 9, -1), 0);
     assert_int_equal(ans.r.outcome, MONITOR_REJECTED);
     assert_string_equal(ans.r.reason,
                         "dynamic_profile: nputrace config ignored on rank 0: start step 7 already passed (now at step 9)");
     expect_window(IPC_STATUS_IDLE, 7, 9);
+    assert_int_equal(monitor_window_epoch(), epoch);
     /* not for this rank: taken, and nothing armed */
     t = trace_of(dir, PCONFIG_TRACE_CPU, -1, 1);
     t.rank_select = true;
@@ -448,8 +466,10 @@ static void test_window_commands(void **state)
     /* the job leaves inside a window: Idle at once */
     assert_true(monitor_window_step(41));
     expect_window(IPC_STATUS_RUNNING, 40, 43);
+    epoch = monitor_window_epoch();
     monitor_window_leave(42);
     expect_window(IPC_STATUS_IDLE, 40, 43);
+    assert_true(monitor_window_epoch() != epoch);
     assert_false(monitor_window_step(43)); /* a left window stays closed */
     t = trace_of(dir, PCONFIG_TRACE_CPU, -1, 1);
     assert_int_equal(arm(&t, 0, 50, -1), 0);
