@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -597,6 +598,19 @@ static void test_creator_election(void **state)
  * exit() on purpose (to run the atexit finalizer); its copy of the parent's heap, with the
  * parent's threads gone, only yields false leak reports. */
 static volatile int in_forked_child;
+#define RACE_STEPS 2000
+
+/* A training thread's steps as the Python module takes them: the wait-free step, else the one
+ * that may wait. */
+static void *race_stepper(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < RACE_STEPS; i++)
+        if (!shm_mode_step_nowait())
+            assert_int_equal(shm_mode_step(), 0);
+    return NULL;
+}
+
 int __lsan_is_turned_off(void);
 int __lsan_is_turned_off(void) { return in_forked_child; }
 
@@ -677,6 +691,21 @@ static void test_lifecycle_and_fork(void **state)
         shm_mode_get_info(&di);
         assert_int_equal(di.step, 7);
         munmap(shm, SHMSEG_SIZE);
+    }
+    /* another thread in the state (info() holds its lock) makes the wait-free step fall back
+     * to the one that waits: every step counts once, whichever took it */
+    {
+        struct shm_mode_info di;
+        int32_t before;
+        pthread_t t;
+        shm_mode_get_info(&di);
+        before = di.step;
+        assert_int_equal(pthread_create(&t, NULL, race_stepper, NULL), 0);
+        for (int i = 0; i < RACE_STEPS; i++)
+            shm_mode_get_info(&di);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        shm_mode_get_info(&di);
+        assert_int_equal(di.step, before + RACE_STEPS);
     }
     pid = fork();
     assert_true(pid >= 0);
