@@ -506,14 +506,7 @@ def _glob_root_post(module, _inputs, _output):
             module._forward_hooks.pop(_R_ID, None)       # pylint: disable=protected-access
     finally:
         _glob_lock.release()
-    callback = _fwd["callback"]             # _fwd_fire(), written out
-    if callback is not None:
-        try:
-            callback()
-        except Exception as err:  # noqa: BLE001 (never break forward())
-            if not _fwd["warned"]:
-                _fwd["warned"] = True
-                _log("WARNING", f"forward hook callback failed: {err}")
+    _fwd_fire()
 
 
 # The same three hooks in C (IPCMonitor_C.fwdhook) when the extension is loaded: a call each
