@@ -261,6 +261,17 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
     if (dmn.net_ns) { /* ours: the daemon's namespaces, for dyno doctor in a container */
         jw_kv_uint(w, "net_ns", dmn.net_ns);
     }
+    if (ctx->prom_stats) { /* ours: what the series bounds folded, so status shows the overflow */
+        struct rpc_prom_stats ps = { 0 };
+        ctx->prom_stats(ctx->prom_arg, &ps);
+        jw_key(w, "prometheus");
+        jw_obj_begin(w);
+        jw_kv_uint(w, "series", ps.series);
+        jw_kv_uint(w, "folded_process", ps.folded_process);
+        jw_kv_uint(w, "folded_daemon", ps.folded_daemon);
+        jw_kv_uint(w, "processes_folded", ps.processes_folded);
+        jw_obj_end(w);
+    }
     jw_kv_str(w, "npumonitor", names_ipc_status(last.monitor.status));
     jw_kv_str(w, "nputrace", names_ipc_status(last.trace.status));
     if (dmn.pid_ns) {
