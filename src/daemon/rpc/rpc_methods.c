@@ -191,19 +191,23 @@ static void write_config_status(const struct rpc_ctx *ctx, struct jw *w, int32_t
 
 /* The rank a process reported in its health (getStatus's `health.rank`), -1 if none. ents is
  * sorted by (pid, job). */
+static int ent_pid_cmp(const void *key, const void *elem)
+{
+    int32_t pid = *(const int32_t *)key, other = ((const struct status_entry *)elem)->pid;
+    return pid < other ? -1 : pid > other;
+}
+
 static int32_t health_rank(const struct status_entry *ents, size_t n, int32_t pid)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ents[mid].pid < pid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (; lo < n && ents[lo].pid == pid; lo++)
-        if (ents[lo].has_health && ents[lo].health.rank >= 0)
-            return ents[lo].health.rank;
+    const struct status_entry *hit = n ? bsearch(&pid, ents, n, sizeof(*ents), ent_pid_cmp) : NULL;
+
+    if (!hit)
+        return -1;
+    while (hit > ents && hit[-1].pid == pid) /* the jobs of one pid are adjacent: from the first */
+        hit--;
+    for (; hit < ents + n && hit->pid == pid; hit++)
+        if (hit->has_health && hit->health.rank >= 0)
+            return hit->health.rank;
     return -1;
 }
 
