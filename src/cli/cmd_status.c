@@ -59,6 +59,43 @@ static const char *str(const cJSON *o, const char *key, const char *def)
     return cJSON_IsString(v) ? v->valuestring : def;
 }
 
+/* A count from a possibly hostile host: a whole number in [0, 2^53], else 0. */
+static uint64_t count(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 9007199254740992.0))
+        return 0;
+    return (uint64_t)v->valuedouble;
+}
+
+/* What the host's Prometheus bounds folded into <other> series (docs/prometheus.md#bounds):
+ * a line under the host's rows when anything was (host NULL: the one-host form, no column),
+ * the counts in the host's JSON object. */
+static void prom_folded(const char *host, const cJSON *r, cJSON *h, FILE *out)
+{
+    static const char *const keys[] = { "series", "folded_process", "folded_daemon", "processes_folded" };
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(r, "prometheus");
+    uint64_t v[4];
+
+    if (!cJSON_IsObject(p))
+        return;
+    for (size_t i = 0; i < 4; i++)
+        v[i] = count(p, keys[i]);
+    if (h) {
+        cJSON *o = cJSON_AddObjectToObject(h, "prometheus");
+        for (size_t i = 0; o && i < 4; i++)
+            cJSON_AddNumberToObject(o, keys[i], (double)v[i]);
+        return;
+    }
+    if (v[1] == 0 && v[2] == 0)
+        return;
+    fprintf(out, "%-*s%s! prometheus: %llu samples folded into <other> series: %llu at "
+            "--prometheus_max_series_per_process (%llu processes at it), %llu at --prometheus_max_series "
+            "(docs/prometheus.md#bounds)\n", host ? 24 : 0, host ? host : "", host ? " " : "",
+            (unsigned long long)(v[1] + v[2]), (unsigned long long)v[1], (unsigned long long)v[3],
+            (unsigned long long)v[2]);
+}
+
 /* Text from the daemon to a terminal: control bytes (escape sequences, newlines) as '?'. */
 static void put_printable(struct cli_buf *out, const char *s)
 {
@@ -100,7 +137,8 @@ static int status_marks(const cJSON *p, const char *indent, struct cli_buf *out)
 }
 
 /* One host, no --json: upstream's line unchanged on stdout (scripts parse all of it as JSON),
- * the marks on stderr, where a person at the terminal sees them below it. */
+ * the marks and the Prometheus overflow on stderr, where a person at the terminal sees them
+ * below it. */
 static void status_render(const struct cmd_req *req, const char *reply, size_t len, const cJSON *json,
                           struct cli_buf *out, bool *ret_failed, char *err, size_t errcap)
 {
@@ -115,6 +153,7 @@ static void status_render(const struct cmd_req *req, const char *reply, size_t l
     if (n > 0 && !marks.err)
         fputs(cli_buf_str(&marks), stderr);
     cli_buf_fini(&marks);
+    prom_folded(NULL, json, NULL, stderr);
 }
 
 /* From a getSteps reply: rank and newest step of pid (-1 when unknown). */
@@ -236,6 +275,7 @@ static int status_run_all(struct cmd_req *req, const struct cli_targets *t, FILE
                 fputs(cli_buf_str(&mb), out);
             cli_buf_fini(&mb);
         }
+        prom_folded(host, r, json ? cJSON_GetArrayItem(hosts, cJSON_GetArraySize(hosts) - 1) : NULL, out);
         if (more && json) {
             cJSON *h = cJSON_GetArrayItem(hosts, cJSON_GetArraySize(hosts) - 1);
             cJSON_AddNumberToObject(h, "processes_not_shown", (double)more);

@@ -51,6 +51,17 @@ static bool pid_gone(int32_t pid)
     return peer_gone(gone_peers, pid);
 }
 
+static void prom_stats(void *store, struct rpc_prom_stats *ret)
+{
+    struct promfam_stats ps;
+
+    promfam_store_stats(store, &ps);
+    ret->series = ps.series;
+    ret->folded_process = ps.folded_process;
+    ret->folded_daemon = ps.folded_daemon;
+    ret->processes_folded = ps.processes_folded;
+}
+
 static void sweep_clients(void *ipc)
 {
     (void)ipc_server_sweep(ipc);
@@ -329,7 +340,8 @@ int main(int argc, char **argv)
     }
 
     /* 7. events on the loop: RPC listeners, IPC sockets, the registry GC timer */
-    struct rpc_ctx ctx = { reg, st, MSMON_VERSION, steps, peers };
+    struct rpc_ctx ctx = { .reg = reg, .st = st, .version = MSMON_VERSION, .steps = steps, .peers = peers,
+                           .prom_stats = prom ? prom_stats : NULL, .prom_arg = prom };
     gone_peers = peers;
     rpc_set_pid_gone(pid_gone); /* getStatus: a dead pid (a zombie too) reads gone at once */
     if (rpc_server_create(loop, tcp_fd, &tcp_conn, dyno_sock.fd, flags.rpc_max_clients, &ctx, &rpc) != 0) {

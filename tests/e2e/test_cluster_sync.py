@@ -30,7 +30,7 @@ from conftest import BUILD, SANITIZED, Daemon, Proc, binpath, free_port
 from daemon_util import rpc_json
 from dyn_util import plugin_log
 from python_util import PYTHON, py_env, require_packages
-from waits import next_second, wait_until
+from waits import wait_until
 
 HOSTS = 4
 RANKS_PER_HOST = 2
@@ -154,11 +154,8 @@ class Job:
         wait_until(lambda: len(self.h.polling_pids() - self.old) >= self.pollers, 120,
                    f"{self.pollers} new pollers", alive=self.procs)
         if self.pollers == HOSTS:
-            # dyno mode: the segment's config stamp has one-second resolution, so a config
-            # written in the second the segment was created would not look new to the ranks
-            # (and the ranks must be stepping: they apply it at their next step)
+            # dyno mode: the ranks must be stepping (they apply a config at their next step)
             wait_until(lambda: self.status_step() >= 3, 60, "the ranks stepping", alive=self.procs)
-            next_second(int(time.time()))
         r = self.h.dyno("npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", kinds,
                         "--report-interval-s", str(INTERVAL_S), *extra)
         assert r.returncode == 0, r.stdout + r.stderr

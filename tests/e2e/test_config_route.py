@@ -16,14 +16,13 @@ import json
 import os
 import re
 import signal
-import time
 
 import pytest
 
 from conftest import Proc, run_dyno
 from daemon_util import rpc_json
 from python_util import PYTHON, children_of, py_env, require_packages
-from waits import next_second, wait_until
+from waits import wait_until
 
 WAIT = ("--wait-s", "60")
 
@@ -112,7 +111,6 @@ def one_rank_ready(daemon, tmp_path):
     [pid] = wait_until(lambda: children_of(job.p.pid) or None, 30, "the rank process")
     wait_ranks(daemon, [pid])
     wait_polled(daemon)
-    ready_for_config()
     return job, pid
 
 
@@ -121,11 +119,6 @@ def wait_polled(daemon):
         return any(p.get("polling") for p in status(daemon).get("processes", []))
     wait_until(ok, 60, "a polling process", diag=lambda: json.dumps(status(daemon))[-3000:])
 
-
-def ready_for_config():
-    """A rank acts on a segment time strictly greater than the second it started in
-    (docs/design/ipc.md#ranks): let that second pass."""
-    next_second(int(time.time()))
 
 
 def test_every_rank_of_a_job_answers(make_daemon, tmp_path):
@@ -139,7 +132,6 @@ def test_every_rank_of_a_job_answers(make_daemon, tmp_path):
                           "two rank processes")
         listed = wait_ranks(daemon, pids)
         wait_polled(daemon)
-        ready_for_config()
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--report-interval-s", "1", *WAIT, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
         got = outcomes(r.stdout)
@@ -183,7 +175,6 @@ def test_armed_trace_refuses_npu_monitor(make_daemon, tmp_path):
         assert r.returncode == 0, r.stdout + r.stderr
         [o] = outcomes(r.stdout)
         assert (o["pid"], o["outcome"], o["state"]) == (pid, "applied", "Ready"), r.stdout
-        next_second(int(time.time()))
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", *WAIT, timeout=120)
         assert r.returncode == 3, r.stdout + r.stderr
         [o] = outcomes(r.stdout)
@@ -219,14 +210,12 @@ def test_two_jobs_from_one_shell_are_two_jobs(make_daemon, tmp_path):
         wait_ranks(daemon, pids)
         wait_until(lambda: sum(1 for p in status(daemon).get("processes", []) if p.get("polling")) == 2, 60,
                    "both jobs polling")
-        ready_for_config()
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", *WAIT, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
         assert sorted((o["pid"], o["outcome"]) for o in outcomes(r.stdout)) == sorted((p, "applied") for p in pids)
         # the first job ends; the second goes on, monitored
         os.kill(pids[0], signal.SIGTERM)
         wait_until(lambda: exited(pids[0]), 60, "the first job's exit")
-        next_second(int(time.time()))
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-stop", *WAIT, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
         assert '"commandStatus":"effective"' in r.stdout
@@ -253,7 +242,6 @@ def test_job_goes_on_after_its_poller_rank_ends(make_daemon, tmp_path):
         wait_until(lambda: runs_poller(other), 30, "the other rank's poller thread")
         wait_until(lambda: exited(poller), 60, "the poller rank's exit")
         wait_until(lambda: (proc_of(daemon, other) or {}).get("polling"), 60, "the other rank polling")
-        ready_for_config()
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", *WAIT, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
         assert [(o["pid"], o["outcome"], o["state"]) for o in outcomes(r.stdout)] == [(other, "applied", "Running")]

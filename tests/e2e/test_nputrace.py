@@ -16,7 +16,7 @@ from conftest import Proc, run_dyno
 from dyn_util import dyn_rank, plugin_log, rank_env
 from python_util import read_dump
 from trace_util import check_schema, event_keys, in_window, load_trace, step_ranges, trace_files, truth_keys
-from waits import next_second, wait_polling, wait_until
+from waits import wait_polling, wait_until
 
 
 def status(daemon):
@@ -129,7 +129,6 @@ def test_refusals_and_partial_window(make_daemon, tmp_path):
         wait_until(lambda: "is a symbolic link" in plugin_log(d), 15, "the symlink refusal", diag(ranks))
         # A start step already passed.
         step = max(2, [q for q in status(daemon)["processes"] if q["pid"] == p.p.pid][0]["current_step"])
-        next_second(int(time.time()))  # the segment keeps whole-second times: a second config in one second is unseen
         r = run_dyno(daemon, "nputrace", "--start-step", "1", "--iterations", "2", "--log-file", str(out),
                      "--wait-s", "60", timeout=120)
         assert r.returncode == 3, r.stdout + r.stderr
@@ -139,7 +138,6 @@ def test_refusals_and_partial_window(make_daemon, tmp_path):
         assert step >= 2
         # A long window: npu-monitor is refused by the gate while it runs, a second nputrace
         # by the daemon (it names the tracing pid); then the job leaves mid-window.
-        next_second(int(time.time()))
         r = run_dyno(daemon, "nputrace", "--start-step", "-1", "--iterations", "100000", "--log-file", str(out))
         assert '"commandStatus":"effective"' in r.stdout, r.stdout
         wait_until(lambda: "nputrace: tracing steps" in plugin_log(d), 30, "the window to start", diag(ranks))
@@ -148,7 +146,6 @@ def test_refusals_and_partial_window(make_daemon, tmp_path):
         r = run_dyno(daemon, "npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Kernel")
         assert '"commandStatus":"ineffective"' in r.stdout and "Note:" in r.stdout, r.stdout
         assert r.returncode == 5, r.stdout
-        next_second(int(time.time()))
         r = run_dyno(daemon, "nputrace", "--start-step", "-1", "--iterations", "2", "--log-file", str(out))
         # refused by the daemon, with the reason: no rank receives the second config
         assert '"commandStatus":"ineffective"' in r.stdout, r.stdout

@@ -12,7 +12,9 @@ import sys
 import threading
 import time
 
-from conftest import SANITIZED, Daemon, free_port
+import json
+
+from conftest import SANITIZED, Daemon, free_port, run_dyno
 from daemon_util import rpc_json
 from ipcclient import IpcClient
 from prom_util import samples, scrape
@@ -197,6 +199,24 @@ def test_marker_name_flood_is_bounded_per_process():
         assert len(theirs) == 250 and not set(theirs) - set(_own(theirs)), len(theirs)
         d.wait_log("prometheus: process %d reached 2000 series (--prometheus_max_series_per_process); "
                    "its new series are folded into its <other> series" % attacker)
+        # the overflow is shown where an operator looks first: dyno status, text and JSON
+        r = run_dyno(d, "status", "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        [host] = json.loads(r.stdout.strip().splitlines()[-1])["hosts"]
+        prom = host["prometheus"]
+        assert (prom["folded_process"], prom["folded_daemon"], prom["processes_folded"]) == \
+            (state["want"], 0, 1), prom
+        line = ("! prometheus: %d samples folded into <other> series: %d at --prometheus_max_series_per_process "
+                "(1 processes at it), 0 at --prometheus_max_series (docs/prometheus.md#bounds)"
+                % (state["want"], state["want"]))
+        r = run_dyno(d, "status")     # one host: upstream's JSON line on stdout, ours on stderr
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert json.loads(r.stdout.strip().splitlines()[-1])["prometheus"]["folded_process"] == state["want"]
+        assert line in r.stderr.splitlines(), r.stderr
+        r = run_dyno(d, "status", hostname="localhost,127.0.0.1")    # two hosts: the table form
+        assert r.returncode == 0, r.stdout + r.stderr
+        for h in ("localhost", "127.0.0.1"):
+            assert re.search("^" + re.escape(h) + " +" + re.escape(line) + "$", r.stdout, re.M), r.stdout
 
         # pages are rendered on a thread of their own, not on the loop that answers RPC
         comms = set()

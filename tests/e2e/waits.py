@@ -91,12 +91,6 @@ def wait_log(read, text, timeout, what=None, count=1, alive=None, tail=4000):
     return wait_until(ok, timeout, what or repr(text), diag=lambda: out["s"][-tail:], alive=alive)
 
 
-def next_second(t, timeout=5.0):
-    """Wall clock past the whole second `t`: the shm config handoff stamps whole seconds, so a
-    second config in the same second would be unseen (docs/plugin.md)."""
-    return wait_until(lambda: int(time.time()) > t, timeout, f"the second after {t}")
-
-
 def wait_equal(get, want, timeout, what):
     """`get()` reaches `want`, and return it. For what the daemon received against what a
     process that already exited sent: its last datagrams may still be queued in the daemon's

@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *text = (const char *)data + 1;
     size_t len = size - 1;
     if (data[0] == 'R') {
-        struct rpc_ctx ctx = { reg, st, "0.3.2", NULL, NULL };
+        struct rpc_ctx ctx = { .reg = reg, .st = st, .version = "0.3.2" };
         char *reply = NULL;
         size_t rlen = 0;
         rpc_handle(&ctx, text, len, &reply, &rlen);

@@ -191,19 +191,23 @@ static void write_config_status(const struct rpc_ctx *ctx, struct jw *w, int32_t
 
 /* The rank a process reported in its health (getStatus's `health.rank`), -1 if none. ents is
  * sorted by (pid, job). */
+static int ent_pid_cmp(const void *key, const void *elem)
+{
+    int32_t pid = *(const int32_t *)key, other = ((const struct status_entry *)elem)->pid;
+    return pid < other ? -1 : pid > other;
+}
+
 static int32_t health_rank(const struct status_entry *ents, size_t n, int32_t pid)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ents[mid].pid < pid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (; lo < n && ents[lo].pid == pid; lo++)
-        if (ents[lo].has_health && ents[lo].health.rank >= 0)
-            return ents[lo].health.rank;
+    const struct status_entry *hit = n ? bsearch(&pid, ents, n, sizeof(*ents), ent_pid_cmp) : NULL;
+
+    if (!hit)
+        return -1;
+    while (hit > ents && hit[-1].pid == pid) /* the jobs of one pid are adjacent: from the first */
+        hit--;
+    for (; hit < ents + n && hit->pid == pid; hit++)
+        if (hit->has_health && hit->health.rank >= 0)
+            return hit->health.rank;
     return -1;
 }
 
@@ -260,6 +264,17 @@ static int m_get_status(const struct rpc_ctx *ctx, const cJSON *req, struct jw *
     }
     if (dmn.net_ns) { /* ours: the daemon's namespaces, for dyno doctor in a container */
         jw_kv_uint(w, "net_ns", dmn.net_ns);
+    }
+    if (ctx->prom_stats) { /* ours: what the series bounds folded, so status shows the overflow */
+        struct rpc_prom_stats ps = { 0 };
+        ctx->prom_stats(ctx->prom_arg, &ps);
+        jw_key(w, "prometheus");
+        jw_obj_begin(w);
+        jw_kv_uint(w, "series", ps.series);
+        jw_kv_uint(w, "folded_process", ps.folded_process);
+        jw_kv_uint(w, "folded_daemon", ps.folded_daemon);
+        jw_kv_uint(w, "processes_folded", ps.processes_folded);
+        jw_obj_end(w);
     }
     jw_kv_str(w, "npumonitor", names_ipc_status(last.monitor.status));
     jw_kv_str(w, "nputrace", names_ipc_status(last.trace.status));

@@ -23,16 +23,28 @@ struct steps_store;
 #define RPC_LOG_PER_SEC 20
 #define RPC_LOG_BURST 100
 
+/* What the Prometheus store folded at its bounds (docs/prometheus.md#bounds), for getStatus. */
+struct rpc_prom_stats {
+    uint64_t series;           /* live series */
+    uint64_t folded_process;   /* samples folded at --prometheus_max_series_per_process */
+    uint64_t folded_daemon;    /* samples folded at --prometheus_max_series */
+    uint64_t processes_folded; /* processes that reached their bound */
+};
+
 struct rpc_ctx {
     struct registry *reg;     /* borrowed */
     struct status_table *st;  /* borrowed */
     const char *version;      /* getVersion answer */
     struct steps_store *steps; /* borrowed, may be NULL: getSteps (rpc_steps.c) */
     struct peer_cache *peers;  /* borrowed, may be NULL: pods, namespaces (docs/deploy.md#attribution) */
+    /* NULL without --use_prometheus/--remote_write_url; a callback because the store lives in
+     * the sinks layer, which RPC does not include */
+    void (*prom_stats)(void *arg, struct rpc_prom_stats *ret);
+    void *prom_arg;
 };
 
 /* --allowed_log_dirs for every rpc_handle() of the process (a setter rather than an rpc_ctx
- * field so that existing positional rpc_ctx initialisers stay valid). Borrowed until the next
+ * field: it holds for every rpc_handle() of the process). Borrowed until the next
  * call; NULL or empty: any --log-file is passed on as before. */
 void rpc_set_allowed_log_dirs(const struct pathnorm_roots *roots);
 

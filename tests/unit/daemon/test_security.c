@@ -173,7 +173,7 @@ static void test_refused_config(void **state)
     assert_int_equal(registry_create("n", &reg), 0);
     struct status_table *st = NULL;
     assert_int_equal(status_create(&st), 0);
-    struct rpc_ctx ctx = { reg, st, "0", NULL, NULL };
+    struct rpc_ctx ctx = { .reg = reg, .st = st, .version = "0" };
     int32_t me = (int32_t)getpid();
     char *got = NULL, body[1024];
     size_t len;

@@ -126,7 +126,7 @@ static void test_rpc_get_steps(void **state)
     (void)state;
     struct steps_store *s = NULL;
     assert_int_equal(steps_create(&s), 0);
-    struct rpc_ctx ctx = { NULL, NULL, "x", s, NULL };
+    struct rpc_ctx ctx = { .version = "x", .steps = s };
     char buf[8192], *reply = NULL;
     size_t len = 0;
     for (int r = 0; r < 1000; r++)

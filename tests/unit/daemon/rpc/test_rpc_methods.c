@@ -29,7 +29,7 @@ static int setup(void **state)
     struct fx *f = calloc(1, sizeof(*f));
     assert_int_equal(registry_create("host", &f->reg), 0);
     assert_int_equal(status_create(&f->st), 0);
-    f->ctx = (struct rpc_ctx){ f->reg, f->st, "0.3.2", NULL, NULL };
+    f->ctx = (struct rpc_ctx){ .reg = f->reg, .st = f->st, .version = "0.3.2" };
     log_set_level(LOG_LVL_ERROR);
     *state = f;
     return 0;

@@ -84,7 +84,7 @@ static struct fixture *fixture_new(int max_clients)
     assert_int_equal(loop_create(&f->loop), 0);
     assert_int_equal(registry_create("node", &f->reg), 0);
     assert_int_equal(status_create(&f->st), 0);
-    f->ctx = (struct rpc_ctx){ f->reg, f->st, "9.9.9", NULL, NULL };
+    f->ctx = (struct rpc_ctx){ .reg = f->reg, .st = f->st, .version = "9.9.9" };
     f->local.fd = -1;
     assert_int_equal(sock_file_create(&f->local, f->dir, "dyno.sock", SOCK_STREAM, 0600), 0);
     f->port = pick_port();
