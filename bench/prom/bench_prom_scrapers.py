@@ -18,7 +18,6 @@ thresholds; each attack next to a baseline measured in the same run.
 """
 import argparse
 import os
-import socket
 import sys
 import threading
 import time
@@ -31,38 +30,7 @@ import benchlib  # noqa: E402
 BIG_PAGE_FLAGS = ["--prometheus_max_series_per_process", "20000"]
 
 
-class Hoarders(threading.Thread):
-    def __init__(self, port, n, get):
-        super().__init__(daemon=True)
-        self.port, self.n, self.get = port, n, get
-        self.stop = threading.Event()
-        self.opened = 0
-
-    def _open(self):
-        self.opened += 1
-        try:
-            s = self.get(self.port, rcvbuf=4096)
-            s.setblocking(False)
-            return s
-        except OSError:
-            return None
-
-    def run(self):
-        # each connection is replaced after 1.6 s (past the daemon's stall cut), unread
-        socks = [(self._open(), time.monotonic()) for _ in range(self.n)]
-        while not self.stop.wait(0.1):
-            now = time.monotonic()
-            for i, (s, t) in enumerate(socks):
-                if now - t >= 1.6:
-                    if s is not None:
-                        s.close()
-                    socks[i] = (self._open(), now)
-        for s, _ in socks:
-            if s is not None:
-                s.close()
-
-
-def case(Daemon, free_port, big_page, get, read_all, n_scrapers, n, flags):
+def case(Daemon, free_port, big_page, get, read_all, n_scrapers, n, flags, Hoarders):
     port = free_port()
     d = Daemon(extra=["--use_prometheus", "--prometheus_port", str(port), *flags])
     h = None
@@ -77,7 +45,7 @@ def case(Daemon, free_port, big_page, get, read_all, n_scrapers, n, flags):
             time.sleep(0.2)
         base = benchlib.rss_kb(d.p.pid)
         if n_scrapers:
-            h = Hoarders(port, n_scrapers, get)
+            h = Hoarders(port, n_scrapers)
             h.start()
             time.sleep(2.0)
         peak = [base]
@@ -177,14 +145,14 @@ def main():
     benchlib.setup(a.build)
     from conftest import Daemon, binpath, free_port
     from test_security_limits import _big_page, _get, _read_all
-    from test_security_series import Hammer, Hoarders as Hoard2, run_sender
+    from test_security_series import Hammer, Hoarders, run_sender
     helptext = _known_flags(binpath("dynolog"))
     bounded = "--prometheus_max_series_per_process" in helptext
     big = BIG_PAGE_FLAGS if bounded else []
     if a.only != "names":
         print("bench_prom_scrapers: getStatus over TCP, %d requests 20 ms apart, per case" % a.n)
         for k in (0, 100, 200):
-            case(Daemon, free_port, _big_page, _get, _read_all, k, a.n, big)
+            case(Daemon, free_port, _big_page, _get, _read_all, k, a.n, big, Hoarders)
     if a.only != "hoarders":
         print("bench_prom_scrapers: 30,000 marker names (%d bytes) from one process, 200 scrapers that "
               "never read, %d hammer threads; getStatus over dyno.sock, %d requests 20 ms apart"
@@ -198,7 +166,7 @@ def main():
         for name, flags, attack in cases:
             port = free_port()
             d = Daemon(extra=["--use_prometheus", "--prometheus_port", str(port), *flags])
-            flood_case(name, port, d, attack, a.n, a.name_len, a.hammers, run_sender, Hoard2, Hammer,
+            flood_case(name, port, d, attack, a.n, a.name_len, a.hammers, run_sender, Hoarders, Hammer,
                        _read_all, _get)
 
 
