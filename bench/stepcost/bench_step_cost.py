@@ -769,15 +769,22 @@ WHAT = {"optimizer": "optimizer hook (torch.optim step)", "forward": "forward ho
 
 
 def markers_records(c_out):
-    """ns per step of the step markers' records: bench_step_parts' markers part with the
-    session less the same part idle (the same calls, the simulator recording nothing)."""
+    """ns per step of the step markers' own records, from bench_step_parts: its markers part
+    with the session less the same part idle (the same calls, the simulator recording
+    nothing). Two figures: spaced as a loop's steps (what a loop pays: each step's device
+    record wakes the simulator's device thread, asleep since the last step) and in a tight
+    loop (that thread never sleeps)."""
     got, which = {}, None
     for line in c_out.splitlines():
         if line.startswith("C step parts, "):
             which = "session" if "session" in line else "idle"
-        elif line.strip().startswith("markers ") and which:
-            got[which] = float(line.split()[-1])
-    return got["session"] - got["idle"] if len(got) == 2 else None
+        elif which and line.strip().startswith("markers "):
+            got[(which, "tight")] = float(line.split()[-1])
+        elif which and line.strip().startswith("spaced as steps: markers"):
+            got[(which, "spaced")] = float(line.split()[-1])
+    if len(got) != 4:
+        return None
+    return {k: got[("session", k)] - got[("idle", k)] for k in ("spaced", "tight")}
 
 
 def print_paired_intro(args, hooks):
@@ -791,7 +798,8 @@ def print_paired_intro(args, hooks):
   the same run), the median over the pairs of ON - OFF (of the blocks' median steps, then of their 10th
   percentiles) and of the CPU time per step. plain: both halves bare (the method's own noise).
   session: its background threads (the record path, timed by bench_plugin_e2e) run in ON and OFF
-  blocks alike; ON includes the step markers' records (their own cost from bench_step_parts below).""",
+  blocks alike; ON includes the step markers' records (their own cost from bench_step_parts below:
+  spaced as steps, each step's record wakes the simulator's device thread).""",
           flush=True)
 
 
@@ -817,9 +825,11 @@ def print_paired(hook, pairs, markers_ns):
             " / ".join(f"{statistics.median(on['wall_ns'] - off['wall_ns'] for on, off in pairs[m][i]) / 1e3:+.2f}"
                        for m in MODES) + " us" for i in range(len(pairs["idle"]))))
     if markers_ns is not None:
-        print(f"  session beyond the step markers' own records ({markers_ns / 1e3:.2f} us per step, bench_step_parts: "
-              f"markers with the session less idle): {diffs[('session', 'wall_ns')] - markers_ns / 1e3:+.2f} us "
-              f"[p10 {diffs[('session', 'p10_ns')] - markers_ns / 1e3:+.2f} us]", flush=True)
+        rec = markers_ns["spaced"] / 1e3
+        print(f"  session beyond the step markers' own records ({rec:.2f} us per step spaced as steps, "
+              f"{markers_ns['tight'] / 1e3:.2f} us in a tight loop; bench_step_parts, markers with the session "
+              f"less idle): {diffs[('session', 'wall_ns')] - rec:+.2f} us [p10 {diffs[('session', 'p10_ns')] - rec:+.2f} us]",
+              flush=True)
 
 
 def print_table(hook, res):
