@@ -47,6 +47,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 MODES = ("plain", "idle", "session")
+NOREC = "session, markers recording nothing"   # the session child's second paired sequence
 SESSION_ARGS = ("npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Marker", "--report-interval-s", "1")
 
 
@@ -111,6 +112,7 @@ class Child:
         self.blocks = None        # the on/off sequence of an `ab` command
         self.set_work = None      # set_work(on): msmonitor's per-step work in place or taken out
         self.step_fn = None       # what the simulator's loop calls at each step
+        self.norec = None         # (simulator, its suppressed count) while markers record nothing
         self.deadline = time.monotonic() + 120
 
     def reply(self, obj):
@@ -135,7 +137,10 @@ class Child:
                 self._start_block(self.blocks[len(self.block_res)])
                 return True
             self.set_work(True)                # between commands the loop is as init() left it
-            self.reply({"blocks": self.block_res})
+            out = {"blocks": self.block_res}
+            if self.norec is not None:
+                out["suppressed"] = self._norec(False)
+            self.reply(out)
             return self.command()
         self.done += 1
         if time.monotonic() > self.deadline:
@@ -157,6 +162,24 @@ class Child:
             if self.dp is not None:   # libmsmonitor's steps during the block: n when on, 0 when off
                 res["lib_steps"] = self._lib_step() - self.lib0
         return res
+
+    def _norec(self, start):
+        """The simulator records no marker (its default domain disabled, as msPTI's
+        msptiActivityDisableMarkerDomain does): the step's marker calls still run, ours and the
+        simulator's entry points, but no record is made, no device thread woken. Returns, at
+        the end, how many marker calls the simulator suppressed meanwhile."""
+        if start:
+            import mssim  # pylint: disable=import-outside-toplevel
+            sim = mssim.load()   # the copy the plugin loaded (the same path: dlopen's handle)
+            self.norec = (sim, sim.stats()["records_suppressed_domain"])
+            if sim.lib.msptiActivityDisableMarkerDomain(b"default") != 0:
+                raise SystemExit(f"{self.mode}: the simulator's default marker domain could not be disabled")
+            return 0
+        sim, before = self.norec
+        self.norec = None
+        if sim.lib.msptiActivityEnableMarkerDomain(b"default") != 0:
+            raise SystemExit(f"{self.mode}: the simulator's default marker domain could not be enabled again")
+        return sim.stats()["records_suppressed_domain"] - before
 
     def _lib_step(self):
         return self.dp._STATE.info()["step"]  # pylint: disable=protected-access
@@ -191,6 +214,8 @@ class Child:
                 # pairs of blocks with the per-step work on and off, ABBA: on off, off on, ...
                 if self.set_work is None:
                     self.set_work = _work_switch(self)
+                if line[3:] == ["norec"]:
+                    self._norec(True)
                 self.blocks = [on for i in range(int(line[2]) // 2) for on in ((True, False) if i % 2 == 0
                                                                                else (False, True))]
                 self.block_res = []
@@ -607,10 +632,18 @@ class Runner:
                              f"taken out (expected {want})")
         return res
 
-    def ab(self, steps, blocks):
+    def ab(self, steps, blocks, norec=False):
         """The paired blocks; each with the work on must have stepped libmsmonitor exactly once
-        per loop step (our code ran), each with it off not at all (none of it ran)."""
-        res = self.ask(f"ab {steps} {blocks}")["blocks"]
+        per loop step (our code ran), each with it off not at all (none of it ran). norec: the
+        simulator records no marker meanwhile; it must have suppressed both marker calls (the
+        range end and start) of every step with the work on."""
+        got = self.ask(f"ab {steps} {blocks}" + (" norec" if norec else ""))
+        res = got["blocks"]
+        if norec:
+            want = 2 * sum(b["steps"] for b in res if b["on"])
+            if got.get("suppressed") != want:
+                raise SystemExit(f"{self.mode}: the simulator suppressed {got.get('suppressed')} marker calls while "
+                                 f"its markers were off (expected {want}: two per step with the work on)")
         for i, b in enumerate(res):
             if self.mode == "plain":
                 continue
@@ -643,7 +676,7 @@ def measure(args, tmp, daemons, hook):
     Returns per mode the blocks' results, per mode a list per set of the (on, off) pairs, and
     the breakdown of the last session child."""
     res = {m: [] for m in MODES}
-    pairs = {m: [] for m in MODES}
+    pairs = {m: [] for m in MODES + (NOREC,)}
     parts = None
     per_set = -(-args.rounds // args.sets)
     done = 0
@@ -659,8 +692,10 @@ def measure(args, tmp, daemons, hook):
                 done += 1
                 for mode in MODES[r % 3:] + MODES[:r % 3]:
                     res[mode].append(runners[mode].ask(f"run {args.steps}"))
-            for mode in MODES[k % 3:] + MODES[:k % 3]:
-                pairs[mode].append(runners[mode].ab(args.ab_steps, args.ab_blocks))
+            seq = [(m, False) for m in MODES[k % 3:] + MODES[:k % 3]]
+            seq.insert(seq.index(("session", False)) + k % 2, ("session", True))
+            for mode, norec in seq:
+                pairs[NOREC if norec else mode].append(runners[mode].ab(args.ab_steps, args.ab_blocks, norec))
             if k == args.sets - 1 and hook != "loop":
                 parts = runners["session"].ask(f"parts {200 if args.smoke else 20000}")
             _t(args, f"{hook}: set {k + 1} done")
@@ -798,20 +833,22 @@ def print_paired_intro(args, hooks):
   the same run), the median over the pairs of ON - OFF (of the blocks' median steps, then of their 10th
   percentiles) and of the CPU time per step. plain: both halves bare (the method's own noise).
   session: its background threads (the record path, timed by bench_plugin_e2e) run in ON and OFF
-  blocks alike; ON includes the step markers' records (their own cost from bench_step_parts below:
-  spaced as steps, each step's record wakes the simulator's device thread).""",
+  blocks alike; ON includes the step markers' records (each step's device record wakes the
+  simulator's device thread). Its second sequence has the simulator record no marker (its default
+  domain disabled; it must have suppressed both marker calls of every ON step): our step markers'
+  calls still run, and ON - OFF (session-norec) is the session's step beyond the markers' own records.""",
           flush=True)
 
 
 def print_paired(hook, pairs, markers_ns):
     """pairs[mode]: a list per set of (on, off) block results."""
     print(f"{WHAT[hook]}, paired in one process:")
-    print(f"  {'process':<8} {'bare step':>10} {'ON-OFF':>9} {'% step':>8}   {'p10 bare':>9} {'ON-OFF':>9} "
+    print(f"  {'process':<13} {'bare step':>10} {'ON-OFF':>9} {'% step':>8}   {'p10 bare':>9} {'ON-OFF':>9} "
           f"{'% step':>8}   {'CPU ON-OFF':>10}  pairs")
     diffs = {}
-    for mode in MODES:
+    for mode in MODES + (NOREC,):
         allp = [p for per_set in pairs[mode] for p in per_set]
-        line = f"  {mode:<8}"
+        line = f"  {'session-norec' if mode == NOREC else mode:<13}"
         for key, width in (("wall_ns", 8), ("p10_ns", 7)):
             bare = statistics.median(off[key] for _, off in allp)
             d = statistics.median(on[key] - off[key] for on, off in allp) / 1e3
@@ -819,17 +856,19 @@ def print_paired(hook, pairs, markers_ns):
             line += f" {bare / 1e3:{width}.1f}us {d:+7.2f}us {d * 1e5 / bare if bare else 0:+7.2f}%  "
         cpu = statistics.median(on["cpu_ns"] - off["cpu_ns"] for on, off in allp) / 1e3
         line += f" {cpu:+8.2f}us  {len(allp)}"
-        print(line + ("  (A/A: both halves bare)" if mode == "plain" else ""))
+        print(line + {"plain": "  (A/A: both halves bare)", "session": "  (ON: the step markers record)",
+                      NOREC: "  (ON: the markers record nothing)"}.get(mode, ""))
     if len(pairs["idle"]) > 1:
-        print("  median ON - OFF by set of processes (plain / idle / session): " + ", ".join(
+        print("  median ON - OFF by set of processes (plain / idle / session / session, no records): " + ", ".join(
             " / ".join(f"{statistics.median(on['wall_ns'] - off['wall_ns'] for on, off in pairs[m][i]) / 1e3:+.2f}"
-                       for m in MODES) + " us" for i in range(len(pairs["idle"]))))
+                       for m in MODES + (NOREC,)) + " us" for i in range(len(pairs["idle"]))))
+    rec = diffs[("session", "wall_ns")] - diffs[(NOREC, "wall_ns")]
+    rec10 = diffs[("session", "p10_ns")] - diffs[(NOREC, "p10_ns")]
+    line = f"  the step markers' own records (session less session with no records): {rec:+.2f} us [p10 {rec10:+.2f} us]"
     if markers_ns is not None:
-        rec = markers_ns["spaced"] / 1e3
-        print(f"  session beyond the step markers' own records ({rec:.2f} us per step spaced as steps, "
-              f"{markers_ns['tight'] / 1e3:.2f} us in a tight loop; bench_step_parts, markers with the session "
-              f"less idle): {diffs[('session', 'wall_ns')] - rec:+.2f} us [p10 {diffs[('session', 'p10_ns')] - rec:+.2f} us]",
-              flush=True)
+        line += (f"; bench_step_parts' markers, session less idle: {markers_ns['spaced'] / 1e3:.2f} us spaced as steps, "
+                 f"{markers_ns['tight'] / 1e3:.2f} us in a tight loop")
+    print(line, flush=True)
 
 
 def print_table(hook, res):
