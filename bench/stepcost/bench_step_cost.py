@@ -864,10 +864,11 @@ def print_paired(hook, pairs, markers_ns):
                        for m in MODES + (NOREC,)) + " us" for i in range(len(pairs["idle"]))))
     rec = diffs[("session", "wall_ns")] - diffs[(NOREC, "wall_ns")]
     rec10 = diffs[("session", "p10_ns")] - diffs[(NOREC, "p10_ns")]
-    line = f"  the step markers' own records (session less session with no records): {rec:+.2f} us [p10 {rec10:+.2f} us]"
+    line = (f"  the step markers' own records (session less session-norec): {rec:+.2f} us "
+            f"[p10 {rec10:+.2f} us]")
     if markers_ns is not None:
-        line += (f"; bench_step_parts' markers, session less idle: {markers_ns['spaced'] / 1e3:.2f} us spaced as steps, "
-                 f"{markers_ns['tight'] / 1e3:.2f} us in a tight loop")
+        line += (f"; bench_step_parts' markers, session less idle: {markers_ns['spaced'] / 1e3:.2f} us "
+                 f"spaced as steps, {markers_ns['tight'] / 1e3:.2f} us in a tight loop")
     print(line, flush=True)
 
 
