@@ -11,16 +11,27 @@ Three child processes run the same loop side by side, one per mode:
   no config;
 - session: the same with an npu-monitor session started through its own dynolog by `dyno
   npu-monitor` (kind Marker, report interval 1 s): its only records are the step markers.
-Rounds run one block of steps per mode, back to back, the order rotating, so the three see the
-same load; each block reports its median step (wall) and the training thread's CPU time per
-step. Printed per mode: the median over the rounds, and the median of the same-round
-differences to plain in µs and in % of the plain step. libmsmonitor's step count must equal
-the loop's (steps stay exact). Then where one step's time goes in our code: the Python layers
-timed alone in the session child (hook, step(), C step, window) and the C step's parts timed
-alone by bench_step_parts (markers, segment, window, health).
+The headline figure is paired inside one process, since two processes of the same loop differ
+in speed by more than the target on a shared VM: each child alternates blocks of steps with
+msmonitor's per-step work ON (the hook init() installed, calling dynamic_profile.step()) and
+OFF (the hook taken out: the bare loop), ABBA, and the parent prints per child the OFF blocks'
+median step (the bare loop of the same run) and the median over the pairs of ON - OFF, in µs
+and in % of the step. An ON block must step libmsmonitor once per loop step and an OFF block
+not at all. In the plain child both halves are bare (the method's noise); in the session child
+the session's threads run in both halves, and ON includes the step markers' records.
+
+The second figure compares the processes: rounds run one block of steps per mode, back to
+back, the order rotating, so the three see the same load; each block reports its median step
+(wall) and the training thread's CPU time per step. Printed per mode: the median over the
+rounds, and the median of the same-round differences to plain in µs and in % of the plain
+step. libmsmonitor's step count must equal the loop's ON steps (steps stay exact). Then where
+one step's time goes in our code: the Python layers timed alone in the session child (hook,
+step(), C step, window) and the C step's parts timed alone by bench_step_parts (markers,
+segment, window, health).
 
 Usage: /usr/bin/python3 bench/stepcost/bench_step_cost.py [--build DIR] [--steps N per block]
-       [--rounds R] [--warmup N] [--hooks optimizer,forward] [--no-torch] [--smoke]"""
+       [--rounds R] [--sets S] [--warmup N] [--ab-steps N] [--ab-blocks B]
+       [--hooks optimizer,forward] [--no-torch] [--smoke] [--instructions]"""
 import argparse
 import json
 import os
@@ -36,6 +47,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 MODES = ("plain", "idle", "session")
+NOREC = "session, markers recording nothing"   # the session child's second paired sequence
 SESSION_ARGS = ("npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Marker", "--report-interval-s", "1")
 
 
@@ -83,8 +95,10 @@ def _log_says(text):
 class Child:
     """One loop in one mode. After its set-up (the session started through the daemon, the
     warm-up steps) it prints "ready" and then takes commands on stdin: `run N` times the next N
-    steps and answers their median wall time and CPU time per step; `parts` answers the
-    breakdown; `quit` ends the loop. Everything else it says goes to stderr."""
+    steps and answers their median wall time and CPU time per step; `ab N B` runs B blocks of
+    N steps with msmonitor's per-step work on and off in turn (ABBA) and answers each block's
+    figures and libmsmonitor's steps during it; `parts` answers the breakdown; `quit` ends the
+    loop. Everything else it says goes to stderr."""
 
     def __init__(self, mode, hook, warmup):
         self.mode, self.hook, self.warmup = mode, hook, warmup
@@ -94,6 +108,11 @@ class Child:
         self.dp = None
         self.objs = {}
         self.extra_steps = 0      # step() calls of the breakdown, not of the loop
+        self.off_steps = 0        # loop steps run with msmonitor's per-step work taken out
+        self.blocks = None        # the on/off sequence of an `ab` command
+        self.set_work = None      # set_work(on): msmonitor's per-step work in place or taken out
+        self.step_fn = None       # what the simulator's loop calls at each step
+        self.norec = None         # (simulator, its suppressed count) while markers record nothing
         self.deadline = time.monotonic() + 120
 
     def reply(self, obj):
@@ -109,10 +128,19 @@ class Child:
             if self.done < self.n:
                 self.last = time.perf_counter_ns()
                 return True
-            cpu = (time.thread_time_ns() - self.cpu0) / self.n
-            self.wall.sort()
-            self.reply({"wall_ns": statistics.median(self.wall), "p10_ns": self.wall[len(self.wall) // 10],
-                        "cpu_ns": cpu})
+            res = self._block_result()
+            if self.blocks is None:            # `run N`
+                self.reply(res)
+                return self.command()
+            self.block_res.append(res)
+            if len(self.block_res) < len(self.blocks):
+                self._start_block(self.blocks[len(self.block_res)])
+                return True
+            self.set_work(True)                # between commands the loop is as init() left it
+            out = {"blocks": self.block_res}
+            if self.norec is not None:
+                out["suppressed"] = self._norec(False)
+            self.reply(out)
             return self.command()
         self.done += 1
         if time.monotonic() > self.deadline:
@@ -124,6 +152,50 @@ class Child:
             return self.command()
         return True
 
+    def _block_result(self):
+        cpu = (time.thread_time_ns() - self.cpu0) / self.n
+        self.wall.sort()
+        res = {"wall_ns": statistics.median(self.wall), "p10_ns": self.wall[len(self.wall) // 10], "cpu_ns": cpu}
+        if self.blocks is not None:
+            res["on"] = self.on
+            res["steps"] = self.n
+            if self.dp is not None:   # libmsmonitor's steps during the block: n when on, 0 when off
+                res["lib_steps"] = self._lib_step() - self.lib0
+        return res
+
+    def _norec(self, start):
+        """The simulator records no marker (its default domain disabled, as msPTI's
+        msptiActivityDisableMarkerDomain does): the step's marker calls still run, ours and the
+        simulator's entry points, but no record is made, no device thread woken. Returns, at
+        the end, how many marker calls the simulator suppressed meanwhile."""
+        if start:
+            import mssim  # pylint: disable=import-outside-toplevel
+            sim = mssim.load()   # the copy the plugin loaded (the same path: dlopen's handle)
+            self.norec = (sim, sim.stats()["records_suppressed_domain"])
+            if sim.lib.msptiActivityDisableMarkerDomain(b"default") != 0:
+                raise SystemExit(f"{self.mode}: the simulator's default marker domain could not be disabled")
+            return 0
+        sim, before = self.norec
+        self.norec = None
+        if sim.lib.msptiActivityEnableMarkerDomain(b"default") != 0:
+            raise SystemExit(f"{self.mode}: the simulator's default marker domain could not be enabled again")
+        return sim.stats()["records_suppressed_domain"] - before
+
+    def _lib_step(self):
+        return self.dp._STATE.info()["step"]  # pylint: disable=protected-access
+
+    def _start_block(self, on):
+        self.set_work(on)
+        self.on = on
+        if not on:
+            self.off_steps += self.n
+        if self.dp is not None:
+            self.lib0 = self._lib_step()
+        self.done, self.wall = 0, []
+        self.phase = "timed"
+        self.cpu0 = time.thread_time_ns()
+        self.last = time.perf_counter_ns()
+
     def command(self):
         """Wait for the parent's next command (between blocks: the step is not running)."""
         while True:
@@ -132,12 +204,24 @@ class Child:
                 self.phase = "done"
                 return False
             if line[0] == "parts":
-                before = self.dp._STATE.info()["step"]  # pylint: disable=protected-access
+                before = self._lib_step()
                 parts = _parts(self.dp, self.hook, self.objs, int(line[1]))
-                self.extra_steps += self.dp._STATE.info()["step"] - before  # pylint: disable=protected-access
+                self.extra_steps += self._lib_step() - before
                 self.reply(parts)
                 continue
-            self.n, self.done, self.wall = int(line[1]), 0, []
+            self.n, self.blocks = int(line[1]), None
+            if line[0] == "ab":
+                # pairs of blocks with the per-step work on and off, ABBA: on off, off on, ...
+                if self.set_work is None:
+                    self.set_work = _work_switch(self)
+                if line[3:] == ["norec"]:
+                    self._norec(True)
+                self.blocks = [on for i in range(int(line[2]) // 2) for on in ((True, False) if i % 2 == 0
+                                                                               else (False, True))]
+                self.block_res = []
+                self._start_block(self.blocks[0])
+                return True
+            self.done, self.wall = 0, []
             self.phase = "timed"
             self.cpu0 = time.thread_time_ns()
             self.last = time.perf_counter_ns()
@@ -173,7 +257,8 @@ class Child:
     def summary(self, loop_steps):
         res = {"mode": self.mode, "loop_steps": loop_steps}
         if self.dp is not None:
-            res["lib_step"] = self.dp._STATE.info().get("step") - self.extra_steps  # pylint: disable=protected-access
+            res["lib_step"] = self._lib_step() - self.extra_steps
+            res["off_steps"] = self.off_steps
         return res
 
 
@@ -203,17 +288,83 @@ def _sim_child(c):
     sim = mssim.load()
     if c.dp is not None and not c.dp.init():
         raise SystemExit("dynamic_profile.init() did not join dyno mode")
-    step = c.dp.step if c.dp is not None else (lambda: None)
+    c.step_fn = c.dp.step if c.dp is not None else (lambda: None)
     total = [0]
 
     def on_step(_n):
-        step()
+        c.step_fn()
         total[0] += 1
         if not c.after():
             sim.stop_workload()
     sim.run_workload(on_step_end=on_step, steps=0, steps_per_s=0, step_markers=0, kernel_scale=0.02)
     c.reply(c.summary(total[0]))
     return 0
+
+
+def _ours(fn):
+    """True when fn, or a function it wraps, is step_hook's optimizer step wrapper."""
+    from msmonitor import step_hook  # pylint: disable=import-outside-toplevel
+    code = step_hook._wrap_step(lambda self: None).__code__  # pylint: disable=protected-access
+    seen = 0
+    while fn is not None and seen < 20:
+        if getattr(fn, "__code__", None) is code:
+            return True
+        fn, seen = getattr(fn, "__wrapped__", None), seen + 1
+    return False
+
+
+def _work_switch(c):
+    """set_work(on) for the paired measurement: on puts msmonitor's per-step work in place as
+    init() installed it (the hook, which calls dynamic_profile.step()); off takes it out, so the
+    loop runs none of our code: the bare loop in the same process. The plain process has no
+    work: both halves are the bare loop (the method's null)."""
+    if c.dp is None:
+        return lambda on: None
+    if c.hook == "loop":
+        step, noop = c.dp.step, (lambda: None)
+
+        def set_loop(on):
+            c.step_fn = step if on else noop
+        return set_loop
+    from msmonitor import step_hook  # pylint: disable=import-outside-toplevel
+    if c.hook == "forward":
+        # between steps torch's global tables hold only our module-wide pre hook (the
+        # outermost module's own hooks come and go within a forward)
+        import torch.nn.modules.module as mm  # pylint: disable=import-outside-toplevel
+        pre, post = mm._global_forward_pre_hooks, mm._global_forward_hooks  # pylint: disable=protected-access
+        model = c.objs["model"]
+        saved = dict(pre)
+        if not step_hook.forward_installed() or not saved or post:
+            raise SystemExit(f"{c.mode}: the forward hook is not the only global module hook ({saved}, {dict(post)})")
+
+        def set_fwd(on):
+            if model._forward_pre_hooks or model._forward_hooks:  # pylint: disable=protected-access
+                raise SystemExit(f"{c.mode}: a root module hook outlived its forward")
+            pre.clear()
+            if on:
+                pre.update(saved)
+        return set_fwd
+    cls = type(c.objs["opt"])
+    if step_hook.mode() == "wrap":
+        on_fn = cls.__dict__.get("step")
+        off_fn = getattr(on_fn, "__wrapped__", None)
+        if not _ours(on_fn) or off_fn is None or _ours(off_fn):
+            raise SystemExit(f"{c.mode}: {cls.__name__}.step is not msmonitor's wrapper around the bare step")
+
+        def set_wrap(on):
+            cls.step = on_fn if on else off_fn
+        return set_wrap
+    import torch.optim.optimizer as oo  # pylint: disable=import-outside-toplevel
+    table = oo._global_optimizer_post_hooks  # pylint: disable=protected-access
+    saved = dict(table)
+    if list(saved.values()) != [step_hook._post_hook]:  # pylint: disable=protected-access
+        raise SystemExit(f"{c.mode}: the optimizer post hooks are not msmonitor's alone ({saved})")
+
+    def set_post(on):
+        table.clear()
+        if on:
+            table.update(saved)
+    return set_post
 
 
 def _per_call(fn, n, reps=7):
@@ -474,10 +625,33 @@ class Runner:
         """quit; libmsmonitor must have counted every step of the loop (steps stay exact)."""
         res = self.ask("quit")
         self.p.wait(60)
-        if self.mode != "plain" and res.get("lib_step") != res["loop_steps"] + 1:
+        want = res["loop_steps"] - res.get("off_steps", 0) + 1
+        if self.mode != "plain" and res.get("lib_step") != want:
             raise SystemExit(f"{self.mode}: libmsmonitor is at step {res.get('lib_step')} after "
-                             f"{res['loop_steps']} loop steps (expected {res['loop_steps'] + 1})")
+                             f"{res['loop_steps']} loop steps, {res.get('off_steps', 0)} of them with the hook "
+                             f"taken out (expected {want})")
         return res
+
+    def ab(self, steps, blocks, norec=False):
+        """The paired blocks; each with the work on must have stepped libmsmonitor exactly once
+        per loop step (our code ran), each with it off not at all (none of it ran). norec: the
+        simulator records no marker meanwhile; it must have suppressed both marker calls (the
+        range end and start) of every step with the work on."""
+        got = self.ask(f"ab {steps} {blocks}" + (" norec" if norec else ""))
+        res = got["blocks"]
+        if norec:
+            want = 2 * sum(b["steps"] for b in res if b["on"])
+            if got.get("suppressed") != want:
+                raise SystemExit(f"{self.mode}: the simulator suppressed {got.get('suppressed')} marker calls while "
+                                 f"its markers were off (expected {want}: two per step with the work on)")
+        for i, b in enumerate(res):
+            if self.mode == "plain":
+                continue
+            want = b["steps"] if b["on"] else 0
+            if b.get("lib_steps") != want:
+                raise SystemExit(f"{self.mode}: block {i} ({'on' if b['on'] else 'off'}, {b['steps']} steps) "
+                                 f"stepped libmsmonitor {b.get('lib_steps')} times (expected {want})")
+        return [(res[i], res[i + 1]) if res[i]["on"] else (res[i + 1], res[i]) for i in range(0, len(res) - 1, 2)]
 
     def kill(self):
         if self.p.poll() is None:
@@ -497,8 +671,12 @@ def measure(args, tmp, daemons, hook):
     """Sets of three fresh children (one per mode), each set running its share of the rounds:
     one block of steps per mode and round, back to back, the order rotating. A process has its
     own speed (where its memory landed, which core): with several sets that averages out.
-    Returns per mode the blocks' results and the breakdown of the last session child."""
+    After its rounds each child of a set runs the paired blocks (msmonitor's per-step work on
+    and off in the same process), the order of the children rotating from set to set.
+    Returns per mode the blocks' results, per mode a list per set of the (on, off) pairs, and
+    the breakdown of the last session child."""
     res = {m: [] for m in MODES}
+    pairs = {m: [] for m in MODES + (NOREC,)}
     parts = None
     per_set = -(-args.rounds // args.sets)
     done = 0
@@ -514,6 +692,10 @@ def measure(args, tmp, daemons, hook):
                 done += 1
                 for mode in MODES[r % 3:] + MODES[:r % 3]:
                     res[mode].append(runners[mode].ask(f"run {args.steps}"))
+            seq = [(m, False) for m in MODES[k % 3:] + MODES[:k % 3]]
+            seq.insert(seq.index(("session", False)) + k % 2, ("session", True))
+            for mode, norec in seq:
+                pairs[NOREC if norec else mode].append(runners[mode].ab(args.ab_steps, args.ab_blocks, norec))
             if k == args.sets - 1 and hook != "loop":
                 parts = runners["session"].ask(f"parts {200 if args.smoke else 20000}")
             _t(args, f"{hook}: set {k + 1} done")
@@ -522,7 +704,7 @@ def measure(args, tmp, daemons, hook):
         finally:
             for run in runners.values():
                 run.kill()
-    return res, parts
+    return res, pairs, parts
 
 
 def c_parts(args, tmp, daemon):
@@ -542,6 +724,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--sets", type=int, default=4, help="fresh processes for every rounds/sets rounds")
     ap.add_argument("--warmup", type=int, default=300)
+    ap.add_argument("--ab-steps", type=int, default=100, help="steps per block of the paired measurement")
+    ap.add_argument("--ab-blocks", type=int, default=40,
+                    help="blocks (on, off alternating ABBA; an even number) per process and set")
     ap.add_argument("--hooks", default="optimizer,forward")
     ap.add_argument("--no-torch", action="store_true", help="the simulator's loop even when torch is importable")
     ap.add_argument("--smoke", action="store_true", help="a short run (2 rounds of 20 steps): the suite's check")
@@ -558,6 +743,10 @@ def main():
     args.build = os.path.abspath(args.build)
     if args.smoke:
         args.steps, args.warmup, args.rounds, args.sets = 20, 20, 2, 1
+        args.ab_steps, args.ab_blocks = 10, 4
+    if args.ab_steps < 1 or args.ab_blocks < 2 or args.ab_blocks % 2:
+        ap.error(f"--ab-steps {args.ab_steps} --ab-blocks {args.ab_blocks}: need at least 1 step and an even "
+                 "number of blocks, at least 2")
     hooks = ["loop"] if args.no_torch or not torch_importable() else [h for h in args.hooks.split(",") if h]
     tmp = tempfile.mkdtemp(prefix="mmstepcost")
     for d in ("log", "shm"):
@@ -568,12 +757,23 @@ def main():
         daemons = {"idle": Daemon(args.build, tmp, "idle"), "session": Daemon(args.build, tmp, "session")}
         loop = "the simulator's training loop (no torch)" if hooks == ["loop"] else \
             "PyTorch MLP 64 wide, batch 32, CPU, 1 thread"
-        print(f"step cost: {loop}; {args.rounds} interleaved rounds of {args.steps} steps per mode in "
-              f"{args.sets} sets of processes; "
-              f"session = dyno {' '.join(SESSION_ARGS[:4])} (step markers only)", flush=True)
-        parts = {}
+        print(f"step cost: {loop}; session = dyno {' '.join(SESSION_ARGS[:4])} (step markers only)", flush=True)
+        parts, results = {}, {}
         for hook in hooks:
-            res, parts[hook] = measure(args, tmp, daemons, hook)
+            res, pairs, parts[hook] = measure(args, tmp, daemons, hook)
+            results[hook] = (res, pairs)
+            _t(args, f"{hook}: measured")
+        c_out = c_parts(args, tmp, daemons["session"])
+        markers = markers_records(c_out)
+        print_paired_intro(args, hooks)
+        for hook in hooks:
+            print_paired(hook, results[hook][1], markers)
+        print(f"second figure, across processes: the same loop in three processes side by side "
+              f"(plain / idle / session), {args.rounds} interleaved rounds of {args.steps} steps per mode in "
+              f"{args.sets} sets; a process has a speed of its own (on this kind of shared VM tens of us per "
+              "step), which the paired figure above does not see", flush=True)
+        for hook in hooks:
+            res = results[hook][0]
             print_table(hook, res)
             per_set = -(-args.rounds // args.sets)
             if args.sets > 1:
@@ -588,7 +788,7 @@ def main():
                   "alone, the empty call's cost taken out):")
             for k, v in p.items():
                 print(f"  {k:<52} {v:8.0f}")
-        print(c_parts(args, tmp, daemons["session"]), end="")
+        print(c_out, end="")
         if args.instructions and hooks != ["loop"]:
             for hook in hooks:
                 print_cg(hook, cg_measure(args, tmp, daemons["idle"], hook))
@@ -599,14 +799,85 @@ def main():
     return 0
 
 
+WHAT = {"optimizer": "optimizer hook (torch.optim step)", "forward": "forward hook (inference forward)",
+        "loop": "step() called by the loop"}
+
+
+def markers_records(c_out):
+    """ns per step of the step markers' own records, from bench_step_parts: its markers part
+    with the session less the same part idle (the same calls, the simulator recording
+    nothing). Two figures: spaced as a loop's steps (what a loop pays: each step's device
+    record wakes the simulator's device thread, asleep since the last step) and in a tight
+    loop (that thread never sleeps)."""
+    got, which = {}, None
+    for line in c_out.splitlines():
+        if line.startswith("C step parts, "):
+            which = "session" if "session" in line else "idle"
+        elif which and line.strip().startswith("markers "):
+            got[(which, "tight")] = float(line.split()[-1])
+        elif which and line.strip().startswith("spaced as steps: markers"):
+            got[(which, "spaced")] = float(line.split()[-1])
+    if len(got) != 4:
+        return None
+    return {k: got[("session", k)] - got[("idle", k)] for k in ("spaced", "tight")}
+
+
+def print_paired_intro(args, hooks):
+    on = ("dynamic_profile.step() called by the loop" if hooks == ["loop"] else
+          "the hook init() installed, which calls dynamic_profile.step()")
+    off = "not called" if hooks == ["loop"] else "the hook taken out"
+    print(f"""headline: msmonitor's per-step work ON - OFF in the same process
+  blocks of {args.ab_steps} steps ON ({on}) and OFF ({off}: the bare loop, none of our code),
+  in pairs ABBA, {args.ab_blocks // 2} pairs per process in each of {args.sets} sets; libmsmonitor stepped exactly once
+  per ON step and never in an OFF block. Per process: the OFF blocks' median step (the bare loop in
+  the same run), the median over the pairs of ON - OFF (of the blocks' median steps, then of their 10th
+  percentiles) and of the CPU time per step. plain: both halves bare (the method's own noise).
+  session: its background threads (the record path, timed by bench_plugin_e2e) run in ON and OFF
+  blocks alike; ON includes the step markers' records (each step's device record wakes the
+  simulator's device thread). Its second sequence has the simulator record no marker (its default
+  domain disabled; it must have suppressed both marker calls of every ON step): our step markers'
+  calls still run, and ON - OFF (session-norec) is the session's step beyond the markers' own records.""",
+          flush=True)
+
+
+def print_paired(hook, pairs, markers_ns):
+    """pairs[mode]: a list per set of (on, off) block results."""
+    print(f"{WHAT[hook]}, paired in one process:")
+    print(f"  {'process':<13} {'bare step':>10} {'ON-OFF':>9} {'% step':>8}   {'p10 bare':>9} {'ON-OFF':>9} "
+          f"{'% step':>8}   {'CPU ON-OFF':>10}  pairs")
+    diffs = {}
+    for mode in MODES + (NOREC,):
+        allp = [p for per_set in pairs[mode] for p in per_set]
+        line = f"  {'session-norec' if mode == NOREC else mode:<13}"
+        for key, width in (("wall_ns", 8), ("p10_ns", 7)):
+            bare = statistics.median(off[key] for _, off in allp)
+            d = statistics.median(on[key] - off[key] for on, off in allp) / 1e3
+            diffs[(mode, key)] = d
+            line += f" {bare / 1e3:{width}.1f}us {d:+7.2f}us {d * 1e5 / bare if bare else 0:+7.2f}%  "
+        cpu = statistics.median(on["cpu_ns"] - off["cpu_ns"] for on, off in allp) / 1e3
+        line += f" {cpu:+8.2f}us  {len(allp)}"
+        print(line + {"plain": "  (A/A: both halves bare)", "session": "  (ON: the step markers record)",
+                      NOREC: "  (ON: the markers record nothing)"}.get(mode, ""))
+    if len(pairs["idle"]) > 1:
+        print("  median ON - OFF by set of processes (plain / idle / session / session, no records): " + ", ".join(
+            " / ".join(f"{statistics.median(on['wall_ns'] - off['wall_ns'] for on, off in pairs[m][i]) / 1e3:+.2f}"
+                       for m in MODES + (NOREC,)) + " us" for i in range(len(pairs["idle"]))))
+    rec = diffs[("session", "wall_ns")] - diffs[(NOREC, "wall_ns")]
+    rec10 = diffs[("session", "p10_ns")] - diffs[(NOREC, "p10_ns")]
+    line = (f"  the step markers' own records (session less session-norec): {rec:+.2f} us "
+            f"[p10 {rec10:+.2f} us]")
+    if markers_ns is not None:
+        line += (f"; bench_step_parts' markers, session less idle: {markers_ns['spaced'] / 1e3:.2f} us "
+                 f"spaced as steps, {markers_ns['tight'] / 1e3:.2f} us in a tight loop")
+    print(line, flush=True)
+
+
 def print_table(hook, res):
     """Medians over the rounds; the differences are the medians of the same-round differences
     to plain (paired: a round's blocks ran back to back under the same load). Besides the
     median step: the 10th percentile (the steps nothing else interrupted: steadier on a loaded
     machine) and the training thread's CPU time per step."""
-    what = {"optimizer": "optimizer hook (torch.optim step)", "forward": "forward hook (inference forward)",
-            "loop": "step() called by the loop"}[hook]
-    print(f"{what}:")
+    print(f"{WHAT[hook]}, across processes:")
     print(f"  {'mode':<8} {'median step':>11} {'diff':>9} {'diff %':>8}   {'p10 step':>9} {'diff':>9} "
           f"{'diff %':>8}   {'CPU/step':>9} {'diff':>9} {'diff %':>8}")
     for mode in MODES:

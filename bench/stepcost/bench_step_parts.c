@@ -4,7 +4,10 @@
  * daemon), times the step whole (the wait-free one the Python module calls, and the one that
  * may wait), then each part of it alone with the same calls, idle and with an npu-monitor session of kind
  * Marker (the step markers' own records). The status post (once a second) and the fork
- * check (a flag) are left out: they cost nothing per step.
+ * check (a flag) are left out: they cost nothing per step. The whole step and the markers are
+ * also timed one call at a time with a step's worth of other work before each ("spaced as
+ * steps"): what a loop's step pays, the wake-ups of threads that slept since the last one
+ * included.
  * Usage: bench_step_parts [calls per part] */
 #include <dlfcn.h>
 #include <errno.h>
@@ -71,6 +74,46 @@ static double per_call(void (*fn)(void))
     return best;
 }
 
+static void part_empty(void) {}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ns per call when the calls come as a loop's steps do: SPACE_NS of busy work before each, so
+ * the threads a call wakes (the simulator's device thread, the consumers) have gone to sleep
+ * again, as between two steps; a tight loop keeps them awake and hides that wake-up. The
+ * median of single calls, less that of an empty call (the two clock reads). */
+#define SPACE_NS 200000u
+static double spaced_median(void (*fn)(void), long n, uint64_t *v)
+{
+    for (long i = 0; i < n; i++) {
+        uint64_t until = clock_mono_ns() + SPACE_NS;
+        while (clock_mono_ns() < until)
+            ;
+        uint64_t t0 = clock_mono_ns();
+        fn();
+        v[i] = clock_mono_ns() - t0;
+    }
+    qsort(v, (size_t)n, sizeof(*v), cmp_u64);
+    return (double)v[n / 2];
+}
+
+static double per_call_spaced(void (*fn)(void))
+{
+    long n = n_calls / 100 < 200 ? 200 : n_calls / 100;
+    uint64_t *v = malloc((size_t)n * sizeof(*v));
+    double r = -1;
+
+    if (!v)
+        return r;
+    r = spaced_median(fn, n, v) - spaced_median(part_empty, n, v);
+    free(v);
+    return r;
+}
+
 static void report(const char *what)
 {
     printf("C step parts, %s (ns per call, each part timed alone):\n", what);
@@ -82,6 +125,8 @@ static void report(const char *what)
     printf("  %-52s %8.0f\n", "window (monitor_window_due, none armed)", per_call(part_window));
     printf("  %-52s %8.0f\n", "health (health_note_step: clock read, stores)", per_call(part_health));
     printf("  %-52s %8.0f\n", "window epoch read (msmon_dynamic_trace_epoch)", per_call(part_epoch));
+    printf("  %-52s %8.0f\n", "spaced as steps: msmon_dynamic_step_nowait() whole", per_call_spaced(part_step_nowait));
+    printf("  %-52s %8.0f\n", "spaced as steps: markers", per_call_spaced(part_markers));
 }
 
 int main(int argc, char **argv)
