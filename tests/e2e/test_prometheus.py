@@ -24,11 +24,11 @@ def _daemon(make_daemon, *extra):
     return d
 
 
-def _run_job(d):
+def _run_job(d, extra_env=None):
     """A simulator job monitored with one report (a long interval: the final report at exit
     carries every kernel), run to its end; returns the workload (ground truth)."""
     tmp = tempfile.mkdtemp(prefix="mmw")
-    w = Workload(d, tmp, args=("--steps", "40", "--rate", "10"))
+    w = Workload(d, tmp, extra_env=extra_env, args=("--steps", "40", "--rate", "10"))
     try:
         wait_registered(d, w.p.pid)
         r = run_dyno(d, "npu-monitor", "--npu-monitor-start", "--report-interval-s", "60",

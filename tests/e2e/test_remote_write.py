@@ -64,18 +64,21 @@ def test_values_arrive_through_remote_write(make_daemon):
     p = PromServer(tempfile.mkdtemp(prefix="mmp"))
     try:
         d = _daemon(make_daemon, p.write_url, prom=False)
-        w = _run_job(d)
+        # the job names its pod as the Kubernetes downward API would (docs/deploy.md#attribution)
+        w = _run_job(d, {"POD_NAME": "trainer-rw-0", "POD_NAMESPACE": "ml", "CONTAINER_NAME": "trainer"})
         tot, _ = kernel_truth(w.ground_truth())
         name = max(tot, key=tot.get)
         res = p.wait_query(f'npu_op_total_ns{{kind="Kernel",name="{name}"}}')
         assert len(res) == 1
         # pushed series carry exactly our labels (no instance: nothing scraped them), with the
-        # sender's kernel-reported pid and, where its status reports gave one, its job
+        # sender's kernel-reported pid and, where its status reports gave one, its job; and
+        # the pod, namespace and container the process reported
         got = dict(res[0]["metric"])
         assert got.pop("pid") == str(w.p.pid), res[0]["metric"]
         got.pop("job", None)
         assert got == {"__name__": "npu_op_total_ns", "host_name": HOST, "device": "0",
-                       "kind": "Kernel", "name": name}
+                       "kind": "Kernel", "name": name, "pod": "trainer-rw-0", "namespace": "ml",
+                       "container": "trainer"}
         assert float(res[0]["value"][1]) == tot[name]
         res = p.wait_query('count(npu_op_total_ns{kind="Kernel"})', lambda r: r and int(r[0]["value"][1]) == len(tot))
         for n, v in tot.items():
