@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """check_refs: the repository stands alone. Code and the texts it prints cite docs/ pages and
-their heading anchors, never tags that exist nowhere in the repository ("(R3)", "(A2)",
-"issue 24"). This checks, for every file under the given directories:
+their heading anchors, never tags that exist nowhere in the repository (a requirement or
+answer number in brackets, or an issue number). This checks, for every file under the given directories:
 
   1. no such tag appears;
   2. every cited `docs/<page>.md#<anchor>` names an existing page and a heading of it
@@ -91,8 +91,9 @@ def self_test():
             print('self-test: a clean tree was reported', file=sys.stderr)
             return 1
         with open(os.path.join(t, 'src', 'bad.c'), 'w') as f:
-            f.write('/* fix (R3, R10) */\n/* since issue 22 */\n/* docs/page.md#not-a-heading */\n'
-                    '/* docs/missing.md */\n')
+            # the planted tags are assembled so that this file holds none itself
+            f.write('/* fix (%s3, %s10) */\n/* since %s 22 */\n/* docs/page.md#not-a-heading */\n'
+                    '/* docs/missing.md */\n' % ('R', 'R', 'issue'))
         got = run(t, ['src'])
         if len(got) != 4:
             print('self-test: expected 4 findings, got:\n' + '\n'.join(got), file=sys.stderr)
