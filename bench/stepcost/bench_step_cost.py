@@ -304,10 +304,9 @@ def _sim_child(c):
 def _ours(fn):
     """True when fn, or a function it wraps, is step_hook's optimizer step wrapper."""
     from msmonitor import step_hook  # pylint: disable=import-outside-toplevel
-    code = step_hook._wrap_step(lambda self: None).__code__  # pylint: disable=protected-access
     seen = 0
     while fn is not None and seen < 20:
-        if getattr(fn, "__code__", None) is code:
+        if step_hook._is_wrapper(fn):  # pylint: disable=protected-access
             return True
         fn, seen = getattr(fn, "__wrapped__", None), seen + 1
     return False
@@ -394,14 +393,16 @@ def _parts(dp, hook, objs, n):
     # records wake the consumer threads): warmed up first, then whole and C step alternate, so
     # neither gets that start or a later burst of load alone.
     _per_call(dp.step, n)
-    whole, c_step = [], []
+    whole, tick, c_step = [], [], []
     for _ in range(5):
         whole.append(_per_call(dp.step, max(1, n // 5)))
+        tick.append(_per_call(state.tick, max(1, n // 5)))
         c_step.append(_per_call(dyn.step, max(1, n // 5)))
-    whole, c_step = min(whole) - base, min(c_step) - base
-    out["step() whole (dynamic_profile.step)"] = whole
+    whole, tick, c_step = min(whole) - base, min(tick) - base, min(c_step) - base
+    out["step() by hand (dynamic_profile.step)"] = whole
+    out["the hooks' callback (IPCMonitor_C.dynamic.tick)"] = tick
     out["  C step (IPCMonitor_C.dynamic.step)"] = c_step
-    out["  Python around it"] = whole - c_step
+    out["  window check (tick less the C step)"] = tick - c_step
     if state.window is not None:
         # dynamic_profile reads the window only at a step where it moved: not per step
         out["window read (nputrace after_step; only when it moved)"] = _per_call(state.window.after_step, n) - base
@@ -409,7 +410,7 @@ def _parts(dp, hook, objs, n):
     if hook == "optimizer":
         opt = objs["opt"]
         saved = step_hook._state["callback"]         # pylint: disable=protected-access
-        step_hook._state["callback"] = noop          # pylint: disable=protected-access
+        step_hook._set_callback(noop)                # pylint: disable=protected-access
         try:
             if step_hook.mode() == "wrap":
                 raw = lambda self: None              # noqa: E731
@@ -420,7 +421,7 @@ def _parts(dp, hook, objs, n):
                 out["hook (optimizer post hook, no-op callback)"] = \
                     _per_call(lambda: step_hook._post_hook(opt, (), {}), n) - base  # pylint: disable=protected-access
         finally:
-            step_hook._state["callback"] = saved     # pylint: disable=protected-access
+            step_hook._set_callback(saved)           # pylint: disable=protected-access
     else:
         import torch.nn.modules.module as mm  # pylint: disable=import-outside-toplevel
         model, x = objs["model"], objs["x"]
@@ -438,7 +439,7 @@ def _parts(dp, hook, objs, n):
         finally:
             mm._global_forward_pre_hooks.update(pre)  # pylint: disable=protected-access
             mm._global_forward_hooks.update(post)     # pylint: disable=protected-access
-            step_hook.install_forward(None, dp.step)
+            step_hook.install_forward(None, dp._STATE.tick)  # pylint: disable=protected-access
         # each pair of batches ran back to back: the median of their differences
         hooked, bare = statistics.median(h - b for h, b in zip(hooked, bare)), 0.0
         out["hook (module forward hooks, no-op callback)"] = hooked - bare
@@ -478,13 +479,13 @@ def cg_child(hook, n):
     region("C step", dyn.step)
     if hook == "optimizer":
         saved = step_hook._state["callback"]  # pylint: disable=protected-access
-        step_hook._state["callback"] = noop   # pylint: disable=protected-access
+        step_hook._set_callback(noop)         # pylint: disable=protected-access
         region("hook", one)
-        step_hook._state["callback"] = saved  # pylint: disable=protected-access
+        step_hook._set_callback(saved)        # pylint: disable=protected-access
     else:
         step_hook.install_forward(None, noop)
         region("hook", one)
-        step_hook.install_forward(None, dp.step)
+        step_hook.install_forward(None, dp._STATE.tick)  # pylint: disable=protected-access
     # the session: a config in the segment as the creator's poller writes it
     fd = os.open(dp._STATE.path, os.O_RDWR)  # pylint: disable=protected-access
     mm = mmap.mmap(fd, dp.SHM_SIZE)

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "msmon/msmonitor.h"
@@ -41,14 +42,13 @@ static PyObject *d_init(PyObject *mod, PyObject *args)
  * guards it. */
 static uint32_t seen_epoch;
 
-/* True when the nputrace window moved since the previous step() (msmonitor.nputrace then
- * reads it through trace_info()); the steps in between cost it nothing. */
-static PyObject *d_step(PyObject *mod, PyObject *unused)
+/* One step of libmsmonitor; true when the nputrace window moved since the previous one
+ * (msmonitor.nputrace then reads it through trace_info()); the steps in between cost it
+ * nothing. */
+static bool step_once(void)
 {
     uint32_t epoch;
 
-    (void)mod;
-    (void)unused;
     /* The GIL is released only for a step that may wait (a config to apply, the window
      * opening or closing): every other step keeps it, so another Python thread never takes
      * over the training thread in the middle of a step. */
@@ -59,9 +59,90 @@ static PyObject *d_step(PyObject *mod, PyObject *unused)
     }
     epoch = msmon_dynamic_trace_epoch();
     if (epoch == seen_epoch)
-        Py_RETURN_FALSE;
+        return false;
     seen_epoch = epoch;
-    Py_RETURN_TRUE;
+    return true;
+}
+
+static PyObject *d_step(PyObject *mod, PyObject *unused)
+{
+    (void)mod;
+    (void)unused;
+    return PyBool_FromLong(step_once());
+}
+
+/* What tick() needs besides the step, set by set_step_window(); the GIL guards it. */
+static PyObject *tick_window;   /* msmonitor.nputrace.Window or NULL */
+static PyObject *tick_on_error; /* on_error(exception): once, then tick() does nothing */
+static PyObject *str_busy, *str_after_step;
+static bool tick_failed;
+
+/* dynamic_profile.step() whole, the callback of the step hooks: no Python frame on the steps
+ * where the window did not move and no analysis waits (docs/benchmarks.md#the-always-on-cost-of-a-step). */
+static PyObject *d_tick(PyObject *mod, PyObject *unused)
+{
+    PyObject *window = tick_window, *busy = NULL, *res = NULL;
+    int run_window;
+
+    (void)mod;
+    (void)unused;
+    if (tick_failed)
+        Py_RETURN_NONE;
+    run_window = step_once();
+    if (!window)
+        Py_RETURN_NONE;
+    Py_INCREF(window);
+    if (!run_window) { /* the window is read only when it moved, or while an analysis waits */
+        busy = PyObject_GetAttr(window, str_busy);
+        run_window = busy ? PyObject_IsTrue(busy) : -1;
+        Py_XDECREF(busy);
+    }
+    if (run_window > 0)
+        res = PyObject_CallMethodNoArgs(window, str_after_step);
+    Py_DECREF(window);
+    if (run_window == 0 || res) {
+        Py_XDECREF(res);
+        Py_RETURN_NONE;
+    }
+    /* never breaks the training step: said once through on_error, then the steps stop */
+    tick_failed = true;
+    if (tick_on_error) {
+        PyObject *type, *value, *tb, *r;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        r = PyObject_CallOneArg(tick_on_error, value ? value : Py_None);
+        if (!r)
+            PyErr_WriteUnraisable(tick_on_error);
+        Py_XDECREF(r);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+    }
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
+static PyObject *d_set_step_window(PyObject *mod, PyObject *args)
+{
+    PyObject *window, *on_error;
+
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "OO:set_step_window", &window, &on_error))
+        return NULL;
+    if (!PyCallable_Check(on_error)) {
+        PyErr_SetString(PyExc_TypeError, "set_step_window(window, on_error): on_error must be callable");
+        return NULL;
+    }
+    if (!str_busy) {
+        str_busy = PyUnicode_InternFromString("busy");
+        str_after_step = PyUnicode_InternFromString("after_step");
+        if (!str_busy || !str_after_step)
+            return NULL;
+    }
+    Py_XSETREF(tick_window, window == Py_None ? NULL : Py_NewRef(window));
+    Py_XSETREF(tick_on_error, Py_NewRef(on_error));
+    tick_failed = false;
+    Py_RETURN_NONE;
 }
 
 static PyObject *d_finalize(PyObject *mod, PyObject *unused)
@@ -199,6 +280,11 @@ static PyObject *d_use_daemon(PyObject *mod, PyObject *args)
 static PyMethodDef dynamic_methods[] = {
     {"init", d_init, METH_VARARGS, "init(rank, echo=False) -> int: join dyno mode (0 active, else -errno)."},
     {"step", d_step, METH_NOARGS, "step() -> bool: once per iteration; True when the nputrace window moved."},
+    {"tick", d_tick, METH_NOARGS,
+     "tick(): step() and, when the window moved or its analysis waits, window.after_step() "
+     "(set_step_window); an exception goes to on_error once and stops the ticks."},
+    {"set_step_window", d_set_step_window, METH_VARARGS,
+     "set_step_window(window, on_error): what tick() runs after the step (window None: none); re-arms tick()."},
     {"finalize", d_finalize, METH_NOARGS, "finalize(): stop the session and the poller, remove our segment."},
     {"set_stop_hook", d_set_stop_hook, METH_O, "set_stop_hook(fn): called before an NPU_MONITOR_STOP config."},
     {"info", d_info, METH_NOARGS, "info() -> dict: enabled, creator, polling, registered, ..."},

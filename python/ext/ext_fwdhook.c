@@ -4,6 +4,8 @@
  * nor run Python code but the step callback, they need no lock of their own. */
 #include "ext_fwdhook.h"
 
+#include "ext_callback.h"
+
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -121,31 +123,7 @@ static PyObject *fh_root_post(PyObject *self, PyObject *const *args, Py_ssize_t 
         Py_DECREF(held);
     }
     Py_DECREF(module);
-    if (callback) {
-        PyObject *res = PyObject_CallNoArgs(callback);
-        if (res) {
-            Py_DECREF(res);
-        } else if (!warned && warn) {
-            /* never breaks forward(): said once through the Python side's logger */
-            PyObject *type, *value, *tb, *msg;
-            PyErr_Fetch(&type, &value, &tb);
-            PyErr_NormalizeException(&type, &value, &tb);
-            msg = value ? PyObject_Str(value) : NULL;
-            PyErr_Clear();
-            warned = true;
-            if (msg) {
-                PyObject *w = PyObject_CallOneArg(warn, msg);
-                Py_XDECREF(w);
-                Py_DECREF(msg);
-            }
-            Py_XDECREF(type);
-            Py_XDECREF(value);
-            Py_XDECREF(tb);
-            PyErr_Clear();
-        } else {
-            PyErr_Clear();
-        }
-    }
+    ext_callback_run(callback, warn, &warned);
     Py_RETURN_NONE;
 }
 

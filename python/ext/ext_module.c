@@ -14,6 +14,7 @@
 #include "ext_dynamic.h"
 #include "ext_fwdhook.h"
 #include "ext_monitor.h"
+#include "ext_optstep.h"
 #include "ext_slowrank.h"
 #include "msmon/msmonitor.h"
 
@@ -292,6 +293,13 @@ PyMODINIT_FUNC PyInit_IPCMonitor_C(void)
         goto fail;
     }
     if (PyDict_SetItemString(mods, "IPCMonitor_C.fwdhook", fwd) < 0)
+        goto fail;
+    PyObject *opt = ext_optstep_create();
+    if (!opt || PyModule_AddObject(m, "optstep", opt) < 0) {
+        Py_XDECREF(opt);
+        goto fail;
+    }
+    if (PyDict_SetItemString(mods, "IPCMonitor_C.optstep", opt) < 0)
         goto fail;
     if (PyModule_AddStringConstant(m, "__version__", MSMON_PLUGIN_VERSION) < 0)
         goto fail;

@@ -134,7 +134,7 @@ class _DynamicProfile:
         self.creator = False
         self.rank = 0
         self.window = None        # nputrace.Window: torch.profiler and analysis of the window
-        self.c_step = None        # IPCMonitor_C.dynamic.step, looked up once
+        self.tick = None          # IPCMonitor_C.dynamic.tick: step() whole, the hooks' callback
 
     # -- set-up / tear-down --
     def init(self):
@@ -157,7 +157,8 @@ class _DynamicProfile:
         dyn.set_stop_hook(_before_stop)
         if hasattr(dyn, "trace_info"):
             self.window = nputrace.Window(dyn)
-        self.c_step = dyn.step
+        dyn.set_step_window(self.window, _step_failed)
+        self.tick = dyn.tick
         self.enabled = True
         atexit.register(self.finalize)
         _install_optimizer_hook()
@@ -171,6 +172,7 @@ class _DynamicProfile:
             dyn = _dynamic()
             if self.window is not None:
                 self.window.finish()
+            dyn.set_step_window(None, _step_failed)
             dyn.finalize()
             dyn.set_stop_hook(None)
 
@@ -191,10 +193,11 @@ def _install_optimizer_hook():
     """The step source (step_hook.step_source()): step() after each optimizer step, on every
     PyTorch we support, or after each outermost module forward (inference, vLLM >= 0.11)."""
     source = step_hook.step_source()
+    # the hooks call step()'s C whole directly: no Python frame per step
     if source == "forward":
-        step_hook.install_forward(None, step)
+        step_hook.install_forward(None, _STATE.tick)
     elif source == "optimizer":
-        step_hook.install(step)
+        step_hook.install(_STATE.tick)
 
 
 def init():
@@ -207,21 +210,18 @@ def init():
 
 
 def step():
-    """Call once per iteration (after the optimizer step). One C call when nothing changed:
-    everything here is looked up once at init()
-    (docs/benchmarks.md#the-always-on-cost-of-a-step)."""
+    """Call once per iteration (after the optimizer step). One C call (IPCMonitor_C.dynamic.tick:
+    libmsmonitor's step, then the nputrace window only when it moved or its analysis waits);
+    a failure is logged once and disables dyno mode (docs/benchmarks.md#the-always-on-cost-of-a-step)."""
     state = _STATE
-    if not state.enabled:
-        return
-    try:
-        moved = state.c_step()
-        window = state.window
-        # the window is read only when it moved, or while an analysis waits for its file
-        if window is not None and (moved or window.busy):
-            window.after_step()
-    except Exception as err:  # noqa: BLE001
-        _log("ERROR", f"dynamic_profile.step failed, disabling: {err}")
-        state.enabled = False
+    if state.enabled:
+        state.tick()
+
+
+def _step_failed(err):
+    """tick()'s on_error: after it, the steps do nothing."""
+    _log("ERROR", f"dynamic_profile.step failed, disabling: {err}")
+    _STATE.enabled = False
 
 
 def finalize():

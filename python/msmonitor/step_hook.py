@@ -34,6 +34,7 @@ _state = {
     "primary": None,     # weakref.ref to the optimizer that counts
     "cb_warned": False,
     "opt_cls": None,     # torch.optim.Optimizer on the wrap path
+    "c": None,           # IPCMonitor_C.optstep.Hook when the extension is loaded at install()
 }
 
 
@@ -56,7 +57,7 @@ def install(step_fn, torch_module=None):
     `torch_module` replaces `import torch` (tests)."""
     with _lock:
         if _state["mode"] is not None:
-            _state["callback"] = step_fn
+            _set_callback(step_fn)
             return True
         if _state["failed"]:
             return False
@@ -73,11 +74,13 @@ def install(step_fn, torch_module=None):
             except Exception as err:  # noqa: BLE001 (a broken torch install)
                 return _fail(f"import torch failed: {err}")
         try:
+            c = _optstep_c()
+            _state["c"] = c.Hook(_cb_warn) if c is not None else None
             ok = _install(torch)
         except Exception as err:  # noqa: BLE001
             ok = _fail(f"{type(err).__name__}: {err}")
         # After a failure half-way, wrappers already in place stay inert: no callback.
-        _state["callback"] = step_fn if ok else None
+        _set_callback(step_fn if ok else None)
         return ok
 
 
@@ -114,9 +117,40 @@ def _install(torch):
     return True
 
 
+# The optimizer step wrapper, the primary optimizer and the callback live in C
+# (IPCMonitor_C.optstep) when the extension is loaded: the wrapper is one call and no Python
+# frame (docs/benchmarks.md#the-always-on-cost-of-a-step). The Python code below serves when it
+# is not (tests of both). _USE_C (below, shared with the forward hook) chooses at install().
+
+def _optstep_c():
+    ext = sys.modules.get("IPCMonitor_C") if _USE_C else None
+    return getattr(ext, "optstep", None)
+
+
+def _cb_warn(msg):
+    _log("WARNING", f"step hook callback failed: {msg}")
+
+
+def _set_callback(step_fn):
+    _state["callback"] = step_fn
+    if _state["c"] is not None:
+        _state["c"].set_callback(step_fn)
+
+
+def _is_wrapper(fn):
+    """True when fn is one of our optimizer step wrappers (C or Python)."""
+    c = _optstep_c()
+    if c is not None and isinstance(fn, c.Wrap):
+        return True
+    return getattr(fn, "__code__", None) is _PY_WRAPPER_CODE
+
+
 # -- which optimizer counts --
 
 def _claim(opt):
+    if _state["c"] is not None:
+        _state["c"].claim(opt)
+        return
     try:
         _state["primary"] = weakref.ref(opt)
     except TypeError:          # no weakref support: hold it (an optimizer lives for the run)
@@ -125,6 +159,9 @@ def _claim(opt):
 
 def _fire(opt):
     state = _state
+    if state["c"] is not None:
+        state["c"].fire(opt)
+        return
     ref = state["primary"]
     primary = ref() if ref is not None else None
     if primary is None:
@@ -140,7 +177,7 @@ def _fire(opt):
     except Exception as err:  # noqa: BLE001 (never break optimizer.step())
         if not _state["cb_warned"]:
             _state["cb_warned"] = True
-            _log("WARNING", f"step hook callback failed: {err}")
+            _cb_warn(err)
 
 
 def _wrap_init(opt_cls, patch_class):
@@ -188,6 +225,8 @@ def _depths():
 
 def _counted(opt, call, args, kwargs):
     """Run one step of `opt`; fire after the outermost one of this thread returns."""
+    if _state["c"] is not None:
+        return _state["c"].run(opt, call, *args, **kwargs)
     depths = _depths()
     key = id(opt)
     outer = key not in depths
@@ -205,6 +244,14 @@ def _counted(opt, call, args, kwargs):
 
 
 def _wrap_step(fn):
+    if _state["c"] is not None:
+        wrapper = functools.update_wrapper(_state["c"].wrap(fn), fn)
+        setattr(wrapper, _MARK, True)
+        return wrapper
+    return _py_wrap_step(fn)
+
+
+def _py_wrap_step(fn):
     # _counted() written out: this runs at every training step, so no argument tuple is
     # rebuilt and no helper is called unless a super().step() nests
     # (docs/benchmarks.md#the-always-on-cost-of-a-step)
@@ -231,6 +278,9 @@ def _wrap_step(fn):
 
     setattr(step, _MARK, True)
     return step
+
+
+_PY_WRAPPER_CODE = _py_wrap_step(lambda self: None).__code__
 
 
 def _wrap_instance_step(opt, inst):

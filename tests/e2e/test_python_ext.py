@@ -143,7 +143,8 @@ print(json.dumps({"paths": sorted({l.split()[-1] for l in maps}),
     assert r.returncode == 0, r.stderr
     out = last_json(r.stdout)
     assert len(out["paths"]) == 1
-    assert sorted(out["mods"]) == ["IPCMonitor_C", "IPCMonitor_C.dynamic", "IPCMonitor_C.fwdhook", "IPCMonitor_C.monitor"]
+    assert sorted(out["mods"]) == ["IPCMonitor_C", "IPCMonitor_C.dynamic", "IPCMonitor_C.fwdhook", "IPCMonitor_C.monitor",
+                                 "IPCMonitor_C.optstep"]
 
 
 def test_ipcmonitor_and_msmonitor_packages_identical():

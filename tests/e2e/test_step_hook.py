@@ -6,6 +6,7 @@ import functools
 import importlib.util
 import itertools
 import os
+import sys
 import types
 
 import pytest
@@ -15,12 +16,24 @@ from conftest import SOURCE
 _seq = itertools.count()
 
 
-def load_step_hook():
+def load_step_hook(impl=None):
+    """A fresh copy; impl "c": its optimizer and forward hooks are IPCMonitor_C's (the build
+    tree's extension loaded), "python": the Python ones."""
     path = os.path.join(SOURCE, "python", "msmonitor", "step_hook.py")
     spec = importlib.util.spec_from_file_location(f"step_hook_under_test_{next(_seq)}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    if impl == "c":
+        _load_ext()
+    if impl is not None:
+        mod._USE_C = impl == "c"
     return mod
+
+
+@pytest.fixture(params=["c", "python"])
+def impl(request):
+    """The optimizer hook's implementation under test: C (what init() installs) or Python."""
+    return request.param
 
 
 def fake_torch(v2):
@@ -111,19 +124,24 @@ def _env(monkeypatch):
 
 
 @pytest.mark.parametrize("v2,expect", [(True, "post_hook"), (False, "wrap")])
-def test_counts_every_step_of_one_optimizer(v2, expect):
-    sh, torch, c = load_step_hook(), fake_torch(v2), Counter()
+def test_counts_every_step_of_one_optimizer(v2, expect, impl):
+    sh, torch, c = load_step_hook(impl), fake_torch(v2), Counter()
     assert sh.install(c, torch_module=torch) is True
     assert sh.mode() == expect
     opt = torch.optim.SGD()
     for _ in range(7):
         opt.step()
     assert opt.steps == 7 and c.n == 7
+    if not v2:                                       # the class's step is our wrapper, C or Python
+        ours = torch.optim.SGD.__dict__["step"].__wrapped__
+        assert sh._is_wrapper(ours)
+        assert (type(ours).__name__ == "Wrap") == (impl == "c")
+        assert ours.__name__ == "step" and ours.__wrapped__.__qualname__.endswith("SGD.step")
 
 
 @pytest.mark.parametrize("v2", [True, False])
-def test_optimizer_constructed_before_install(v2):
-    sh, torch, c = load_step_hook(), fake_torch(v2), Counter()
+def test_optimizer_constructed_before_install(v2, impl):
+    sh, torch, c = load_step_hook(impl), fake_torch(v2), Counter()
     early = torch.optim.Adam()
     early.step()                                     # torch already patched its class
     sh.install(c, torch_module=torch)
@@ -132,8 +150,8 @@ def test_optimizer_constructed_before_install(v2):
     assert c.n == 4
 
 
-def test_wrap_covers_classes_defined_after_install_and_late_step():
-    sh, torch, c = load_step_hook(), fake_torch(False), Counter()
+def test_wrap_covers_classes_defined_after_install_and_late_step(impl):
+    sh, torch, c = load_step_hook(impl), fake_torch(False), Counter()
     sh.install(c, torch_module=torch)
 
     class Lion(torch.optim.Optimizer):               # __init_subclass__
@@ -153,8 +171,8 @@ def test_wrap_covers_classes_defined_after_install_and_late_step():
 
 
 @pytest.mark.parametrize("v2", [True, False])
-def test_subclass_calling_super_step_counts_once(v2):
-    sh, torch, c = load_step_hook(), fake_torch(v2), Counter()
+def test_subclass_calling_super_step_counts_once(v2, impl):
+    sh, torch, c = load_step_hook(impl), fake_torch(v2), Counter()
     sh.install(c, torch_module=torch)
 
     class Clipped(torch.optim.SGD):
@@ -169,8 +187,8 @@ def test_subclass_calling_super_step_counts_once(v2):
 
 
 @pytest.mark.parametrize("v2", [True, False])
-def test_two_optimizers_count_once_per_iteration(v2):
-    sh, torch, c = load_step_hook(), fake_torch(v2), Counter()
+def test_two_optimizers_count_once_per_iteration(v2, impl):
+    sh, torch, c = load_step_hook(impl), fake_torch(v2), Counter()
     sh.install(c, torch_module=torch)
     gen, disc = torch.optim.Adam(), torch.optim.SGD()
     for _ in range(3):
@@ -179,9 +197,9 @@ def test_two_optimizers_count_once_per_iteration(v2):
     assert c.n == 3
 
 
-def test_nested_optimizer_inner_primary_counted():
+def test_nested_optimizer_inner_primary_counted(impl):
     """A wrapper optimizer that builds its inner one last and steps it from its own step."""
-    sh, torch, c = load_step_hook(), fake_torch(False), Counter()
+    sh, torch, c = load_step_hook(impl), fake_torch(False), Counter()
     sh.install(c, torch_module=torch)
 
     class Lookahead(torch.optim.Optimizer):
@@ -198,8 +216,8 @@ def test_nested_optimizer_inner_primary_counted():
     assert c.n == 3
 
 
-def test_scheduler_built_before_install_counts_from_its_first_step():
-    sh, torch, c = load_step_hook(), fake_torch(False), Counter()
+def test_scheduler_built_before_install_counts_from_its_first_step(impl):
+    sh, torch, c = load_step_hook(impl), fake_torch(False), Counter()
     o = torch.optim.SGD()
     sched = torch.optim.lr_scheduler.StepLR(o)
     sh.install(c, torch_module=torch)
@@ -212,8 +230,8 @@ def test_scheduler_built_before_install_counts_from_its_first_step():
     assert o.step._with_counter is True              # torch's mark kept
 
 
-def test_scheduler_built_after_install_not_wrapped_twice():
-    sh, torch, c = load_step_hook(), fake_torch(False), Counter()
+def test_scheduler_built_after_install_not_wrapped_twice(impl):
+    sh, torch, c = load_step_hook(impl), fake_torch(False), Counter()
     sh.install(c, torch_module=torch)
     o = torch.optim.SGD()
     sched = torch.optim.lr_scheduler.StepLR(o)
@@ -223,8 +241,8 @@ def test_scheduler_built_after_install_not_wrapped_twice():
     assert c.n == 3 and o.counted == 3
 
 
-def test_raising_step_not_counted_and_does_not_stick():
-    sh, torch, c = load_step_hook(), fake_torch(False), Counter()
+def test_raising_step_not_counted_and_does_not_stick(impl):
+    sh, torch, c = load_step_hook(impl), fake_torch(False), Counter()
     sh.install(c, torch_module=torch)
     o = torch.optim.SGD()
     with pytest.raises(RuntimeError):
@@ -234,8 +252,8 @@ def test_raising_step_not_counted_and_does_not_stick():
 
 
 @pytest.mark.parametrize("v2", [True, False])
-def test_install_is_idempotent(v2):
-    sh, torch, c1, c2 = load_step_hook(), fake_torch(v2), Counter(), Counter()
+def test_install_is_idempotent(v2, impl):
+    sh, torch, c1, c2 = load_step_hook(impl), fake_torch(v2), Counter(), Counter()
     assert sh.install(c1, torch_module=torch)
     o = torch.optim.SGD()
     assert sh.install(c2, torch_module=torch)        # replaces the callback, hooks nothing twice
@@ -245,8 +263,8 @@ def test_install_is_idempotent(v2):
     assert (c1.n, c2.n) == (0, 2)
 
 
-def test_failing_callback_never_breaks_step(capsys):
-    sh, torch = load_step_hook(), fake_torch(False)
+def test_failing_callback_never_breaks_step(capsys, impl):
+    sh, torch = load_step_hook(impl), fake_torch(False)
 
     def bad():
         raise ValueError("nope")
@@ -259,8 +277,8 @@ def test_failing_callback_never_breaks_step(capsys):
     assert capsys.readouterr().err.count("step hook callback failed: nope") == 1
 
 
-def test_one_warning_when_no_hook_possible(capsys):
-    sh, c = load_step_hook(), Counter()
+def test_one_warning_when_no_hook_possible(capsys, impl):
+    sh, c = load_step_hook(impl), Counter()
     broken = types.ModuleType("brokentorch")         # torch importable, no torch.optim.Optimizer
     assert sh.install(c, torch_module=broken) is False
     assert sh.install(c, torch_module=broken) is False
@@ -271,8 +289,8 @@ def test_one_warning_when_no_hook_possible(capsys):
     assert sh.mode() is None
 
 
-def test_one_warning_when_patching_fails(capsys):
-    sh, torch, c = load_step_hook(), fake_torch(False), Counter()
+def test_one_warning_when_patching_fails(capsys, impl):
+    sh, torch, c = load_step_hook(impl), fake_torch(False), Counter()
 
     class Frozen(type):
         def __setattr__(cls, name, value):
@@ -284,10 +302,9 @@ def test_one_warning_when_patching_fails(capsys):
     assert err.count("[WARNING]") == 1 and "cannot set" in err, err
 
 
-def test_torch_missing_is_debug_only(monkeypatch, capsys):
-    import sys
+def test_torch_missing_is_debug_only(monkeypatch, capsys, impl):
     monkeypatch.setitem(sys.modules, "torch", None)  # find_spec("torch") -> None
-    sh = load_step_hook()
+    sh = load_step_hook(impl)
     assert sh.install(Counter()) is False
     assert capsys.readouterr().err == ""
     monkeypatch.setenv("MSMONITOR_LOG_LEVEL", "DEBUG")
@@ -295,20 +312,28 @@ def test_torch_missing_is_debug_only(monkeypatch, capsys):
     assert "[DEBUG]" in capsys.readouterr().err
 
 
-def test_env_turns_it_off(monkeypatch):
+def test_env_turns_it_off(monkeypatch, impl):
     monkeypatch.setenv("MSMONITOR_NO_OPTIMIZER_HOOK", "1")
-    sh, torch, c = load_step_hook(), fake_torch(True), Counter()
+    sh, torch, c = load_step_hook(impl), fake_torch(True), Counter()
     assert sh.install(c, torch_module=torch) is False
     torch.optim.SGD().step()
     assert c.n == 0
 
 
-def test_real_torch():
+def test_real_torch(impl):
     """Whatever torch is installed (Debian 12: 1.13.1, the wrap path): an optimizer and its LR
     scheduler built before install(), one built after with a scheduler, a super().step()
-    subclass."""
-    torch = pytest.importorskip("torch", reason="torch not importable (Debian: python3-torch)")
-    sh, c = load_step_hook(), Counter()
+    subclass. In a fresh interpreter each: the hook patches torch's classes for the process."""
+    pytest.importorskip("torch", reason="torch not importable (Debian: python3-torch)")
+    import subprocess
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "real_torch", impl], capture_output=True,
+                       text=True, timeout=300, check=False)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+def _real_torch(impl):
+    import torch
+    sh, c = load_step_hook(impl), Counter()
     model = torch.nn.Linear(4, 1)
 
     def train(opt, n, sched=None):
@@ -346,6 +371,9 @@ def test_real_torch():
     del clipped                                      # ... until the primary is gone
     train(adam, 2)
     assert c.n == 17
+    if impl == "c":
+        assert type(sh._state["c"]).__name__ == "Hook" and sh._state["c"].primary() is adam
+    print("ok")
 
 
 def test_shipped_in_both_build_tree_packages():
@@ -355,10 +383,10 @@ def test_shipped_in_both_build_tree_packages():
         assert os.path.exists(os.path.join(PKG, pkg, "step_hook.py")), pkg
 
 
-def test_half_installed_hook_stays_inert(capsys):
+def test_half_installed_hook_stays_inert(capsys, impl):
     """A class that refuses patching after others were patched: the WARNING says to call
     step() by hand, so the wrappers already in place must not count as well."""
-    sh, torch, c = load_step_hook(), fake_torch(False), Counter()
+    sh, torch, c = load_step_hook(impl), fake_torch(False), Counter()
 
     class Frozen(type):
         def __setattr__(cls, name, value):
@@ -385,7 +413,6 @@ def _fake_vllm(tmp_path, version):
 def test_step_source_env_and_vllm(monkeypatch, tmp_path, capsys):
     """MSMONITOR_STEP_HOOK chooses; unset, an importable vLLM >= 0.11 means the forward hook,
     an older one (or none) the optimizer hook; an invalid value warns and is ignored."""
-    import sys
     monkeypatch.delitem(sys.modules, "vllm", raising=False)
     monkeypatch.delenv("MSMONITOR_STEP_HOOK", raising=False)
     sh = load_step_hook()
@@ -451,7 +478,6 @@ def _load_ext():
     lib64 = os.path.join(BUILD, "python", "pkg", "msmonitor", "lib64")
     if not os.path.exists(os.path.join(lib64, "IPCMonitor_C.so")):
         pytest.skip("IPCMonitor_C not built")
-    import sys
     if lib64 not in sys.path:
         sys.path.append(lib64)
     import IPCMonitor_C  # noqa: F401
@@ -575,3 +601,52 @@ def test_module_wide_forward_hook_failing_callback(impl, capsys):
         assert len(tries) == 3 and len(calls) == 1
     finally:
         sh._forward_uninstall()
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["real_torch"]:
+    _real_torch(sys.argv[2])
+
+
+def test_tick_runs_the_window_only_when_needed_and_stops_after_a_failure():
+    """IPCMonitor_C.dynamic.tick, the hooks' callback in dyno mode: libmsmonitor's step (a no-op
+    outside dyno mode, as here), then window.after_step() only while the window says busy; an
+    exception from the window goes to on_error once and the ticks stop until the next
+    set_step_window()."""
+    _load_ext()
+    import IPCMonitor_C
+    dyn = IPCMonitor_C.dynamic
+
+    class Window:
+        def __init__(self):
+            self.busy, self.calls, self.fail = False, 0, None
+
+        def after_step(self):
+            self.calls += 1
+            if self.fail:
+                raise self.fail
+
+    errors = []
+    w = Window()
+    try:
+        dyn.set_step_window(w, errors.append)
+        for _ in range(3):
+            assert dyn.tick() is None
+        assert w.calls == 0                                        # not busy, not moved: untouched
+        w.busy = True
+        dyn.tick()
+        dyn.tick()
+        assert w.calls == 2
+        w.fail = ValueError("analysis broke")
+        dyn.tick()
+        dyn.tick()
+        assert w.calls == 3 and [str(e) for e in errors] == ["analysis broke"]
+        dyn.set_step_window(w, errors.append)                     # re-armed
+        w.fail = None
+        dyn.tick()
+        assert w.calls == 4 and len(errors) == 1
+        with pytest.raises(TypeError):
+            dyn.set_step_window(w, "not callable")
+    finally:
+        dyn.set_step_window(None, errors.append)
+    dyn.tick()
+    assert w.calls == 4
