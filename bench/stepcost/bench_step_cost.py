@@ -12,13 +12,15 @@ Three child processes run the same loop side by side, one per mode:
 - session: the same with an npu-monitor session started through its own dynolog by `dyno
   npu-monitor` (kind Marker, report interval 1 s): its only records are the step markers.
 The headline figure is paired inside one process, since two processes of the same loop differ
-in speed by more than the target on a shared VM: each child alternates blocks of steps with
-msmonitor's per-step work ON (the hook init() installed, calling dynamic_profile.step()) and
-OFF (the hook taken out: the bare loop), ABBA, and the parent prints per child the OFF blocks'
-median step (the bare loop of the same run) and the median over the pairs of ON - OFF, in µs
-and in % of the step. An ON block must step libmsmonitor once per loop step and an OFF block
-not at all. In the plain child both halves are bare (the method's noise); in the session child
-the session's threads run in both halves, and ON includes the step markers' records.
+in speed by more than the target on a shared VM: each child runs pairs of consecutive steps,
+one with msmonitor's per-step work ON (the hook init() installed, calling dynamic_profile.step()'s
+C whole) and one OFF (the hook taken out: the bare loop), the order alternating from pair to
+pair (ABBA), and the parent prints per child the OFF steps' median (the bare loop of the same
+run) and the median over the pairs of ON - OFF, in µs and in % of the step. Two steps in a row
+see the same load, so the pairs' differences do not carry the drift that blocks of steps did.
+libmsmonitor must have stepped once per ON step and never in an OFF one. In the plain child both
+halves are bare (the method's noise); in the session child the session's threads run in both
+halves, and ON includes the step markers' records.
 
 The second figure compares the processes: rounds run one block of steps per mode, back to
 back, the order rotating, so the three see the same load; each block reports its median step
@@ -30,7 +32,7 @@ step(), C step, window) and the C step's parts timed alone by bench_step_parts (
 segment, window, health).
 
 Usage: /usr/bin/python3 bench/stepcost/bench_step_cost.py [--build DIR] [--steps N per block]
-       [--rounds R] [--sets S] [--warmup N] [--ab-steps N] [--ab-blocks B]
+       [--rounds R] [--sets S] [--warmup N] [--pairs P]
        [--hooks optimizer,forward] [--no-torch] [--smoke] [--instructions]"""
 import argparse
 import json
@@ -48,6 +50,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 MODES = ("plain", "idle", "session")
 NOREC = "session, markers recording nothing"   # the session child's second paired sequence
+PYHOOKS = "idle-py"   # an idle child on the previous version's per-step path, the paired figure's
+#                       baseline: the Python step() as the callback and, optimizer, the Python wrapper
 SESSION_ARGS = ("npu-monitor", "--npu-monitor-start", "--mspti-activity-kind", "Marker", "--report-interval-s", "1")
 
 
@@ -95,10 +99,10 @@ def _log_says(text):
 class Child:
     """One loop in one mode. After its set-up (the session started through the daemon, the
     warm-up steps) it prints "ready" and then takes commands on stdin: `run N` times the next N
-    steps and answers their median wall time and CPU time per step; `ab N B` runs B blocks of
-    N steps with msmonitor's per-step work on and off in turn (ABBA) and answers each block's
-    figures and libmsmonitor's steps during it; `parts` answers the breakdown; `quit` ends the
-    loop. Everything else it says goes to stderr."""
+    steps and answers their median wall time and CPU time per step; `pairs P [norec]` runs P
+    pairs of steps, msmonitor's per-step work on in one and off in the other (ABBA), and answers
+    the pairs' figures and libmsmonitor's steps meanwhile; `parts` answers the breakdown; `quit`
+    ends the loop. Everything else it says goes to stderr."""
 
     def __init__(self, mode, hook, warmup):
         self.mode, self.hook, self.warmup = mode, hook, warmup
@@ -109,7 +113,7 @@ class Child:
         self.objs = {}
         self.extra_steps = 0      # step() calls of the breakdown, not of the loop
         self.off_steps = 0        # loop steps run with msmonitor's per-step work taken out
-        self.blocks = None        # the on/off sequence of an `ab` command
+        self.seq = None           # the on/off sequence of a `pairs` command, one per step
         self.set_work = None      # set_work(on): msmonitor's per-step work in place or taken out
         self.step_fn = None       # what the simulator's loop calls at each step
         self.norec = None         # (simulator, its suppressed count) while markers record nothing
@@ -122,25 +126,28 @@ class Child:
     # called after every step of the loop; returns False to stop
     def after(self):
         now = time.perf_counter_ns()
+        if self.phase == "pairs":
+            cpu = time.thread_time_ns()
+            self.wall.append(now - self.last)
+            self.cpu.append(cpu - self.cpu_last)
+            k = len(self.wall)
+            if k < len(self.seq):
+                # switched between the steps, outside the timed span; nothing else of ours runs
+                # between them (a libmsmonitor call here would warm our own data for ON)
+                self.set_work(self.seq[k])
+                self.cpu_last = time.thread_time_ns()
+                self.last = time.perf_counter_ns()
+                return True
+            self.set_work(True)                # between commands the loop is as init() left it
+            self.reply(self._pairs_result())
+            return self.command()
         if self.phase == "timed":
             self.wall.append(now - self.last)
             self.done += 1
             if self.done < self.n:
                 self.last = time.perf_counter_ns()
                 return True
-            res = self._block_result()
-            if self.blocks is None:            # `run N`
-                self.reply(res)
-                return self.command()
-            self.block_res.append(res)
-            if len(self.block_res) < len(self.blocks):
-                self._start_block(self.blocks[len(self.block_res)])
-                return True
-            self.set_work(True)                # between commands the loop is as init() left it
-            out = {"blocks": self.block_res}
-            if self.norec is not None:
-                out["suppressed"] = self._norec(False)
-            self.reply(out)
+            self.reply(self._block_result())
             return self.command()
         self.done += 1
         if time.monotonic() > self.deadline:
@@ -155,12 +162,29 @@ class Child:
     def _block_result(self):
         cpu = (time.thread_time_ns() - self.cpu0) / self.n
         self.wall.sort()
-        res = {"wall_ns": statistics.median(self.wall), "p10_ns": self.wall[len(self.wall) // 10], "cpu_ns": cpu}
-        if self.blocks is not None:
-            res["on"] = self.on
-            res["steps"] = self.n
-            if self.dp is not None:   # libmsmonitor's steps during the block: n when on, 0 when off
-                res["lib_steps"] = self._lib_step() - self.lib0
+        return {"wall_ns": statistics.median(self.wall), "p10_ns": self.wall[len(self.wall) // 10], "cpu_ns": cpu}
+
+    def _pairs_result(self):
+        """Per pair ON - OFF of wall and CPU time; the OFF steps' median and 10th percentile;
+        libmsmonitor's steps meanwhile (one per ON step)."""
+        n = len(self.seq) // 2
+        d, dcpu, off = [], [], []
+        for i in range(n):
+            a, b = 2 * i, 2 * i + 1
+            on, of = (a, b) if self.seq[a] else (b, a)
+            d.append(self.wall[on] - self.wall[of])
+            dcpu.append(self.cpu[on] - self.cpu[of])
+            off.append(self.wall[of])
+        d.sort()
+        off.sort()
+        cut = n // 10
+        res = {"pairs": n, "off_ns": statistics.median(off), "off_p10_ns": off[cut], "d_ns": statistics.median(d),
+               "d_tmean_ns": statistics.mean(d[cut:n - cut] or d), "dcpu_ns": statistics.median(dcpu)}
+        self.off_steps += n
+        if self.dp is not None:
+            res["lib_steps"] = self._lib_step() - self.lib0
+        if self.norec is not None:
+            res["suppressed"] = self._norec(False)
         return res
 
     def _norec(self, start):
@@ -184,18 +208,6 @@ class Child:
     def _lib_step(self):
         return self.dp._STATE.info()["step"]  # pylint: disable=protected-access
 
-    def _start_block(self, on):
-        self.set_work(on)
-        self.on = on
-        if not on:
-            self.off_steps += self.n
-        if self.dp is not None:
-            self.lib0 = self._lib_step()
-        self.done, self.wall = 0, []
-        self.phase = "timed"
-        self.cpu0 = time.thread_time_ns()
-        self.last = time.perf_counter_ns()
-
     def command(self):
         """Wait for the parent's next command (between blocks: the step is not running)."""
         while True:
@@ -209,17 +221,21 @@ class Child:
                 self.extra_steps += self._lib_step() - before
                 self.reply(parts)
                 continue
-            self.n, self.blocks = int(line[1]), None
-            if line[0] == "ab":
-                # pairs of blocks with the per-step work on and off, ABBA: on off, off on, ...
+            self.n = int(line[1])
+            if line[0] == "pairs":
+                # pairs of steps with the per-step work on and off, ABBA: on off, off on, ...
                 if self.set_work is None:
                     self.set_work = _work_switch(self)
-                if line[3:] == ["norec"]:
+                if line[2:] == ["norec"]:
                     self._norec(True)
-                self.blocks = [on for i in range(int(line[2]) // 2) for on in ((True, False) if i % 2 == 0
-                                                                               else (False, True))]
-                self.block_res = []
-                self._start_block(self.blocks[0])
+                self.seq = [on for i in range(self.n) for on in ((True, False) if i % 2 == 0 else (False, True))]
+                if self.dp is not None:
+                    self.lib0 = self._lib_step()
+                self.wall, self.cpu = [], []
+                self.phase = "pairs"
+                self.set_work(self.seq[0])
+                self.cpu_last = time.thread_time_ns()
+                self.last = time.perf_counter_ns()
                 return True
             self.done, self.wall = 0, []
             self.phase = "timed"
@@ -263,7 +279,8 @@ class Child:
 
 
 def child_main(mode, hook, warmup):
-    c = Child(mode, hook, warmup)
+    py = mode == PYHOOKS
+    c = Child("idle" if py else mode, hook, warmup)
     if mode != "plain":
         from msmonitor import dynamic_profile  # pylint: disable=import-outside-toplevel
         c.dp = dynamic_profile
@@ -271,8 +288,16 @@ def child_main(mode, hook, warmup):
         return _sim_child(c)
     import torch  # pylint: disable=import-outside-toplevel
     one, c.objs = _torch_step(torch, hook)
+    if py:
+        from msmonitor import step_hook  # pylint: disable=import-outside-toplevel
+        step_hook._USE_C = hook != "optimizer"  # pylint: disable=protected-access
     if c.dp is not None and not c.dp.init():
         raise SystemExit("dynamic_profile.init() did not join dyno mode")
+    if py:   # the Python step() as the callback, as before dynamic.tick
+        if hook == "forward":
+            step_hook.install_forward(None, c.dp.step)
+        else:
+            step_hook._set_callback(c.dp.step)  # pylint: disable=protected-access
     total = 0
     while True:
         one()
@@ -604,8 +629,9 @@ class Runner:
         self.mode = mode
         self.err = os.path.join(tmp, f"{mode}-{hook}-{k}.err")
         argv = [PYTHON, os.path.abspath(__file__), "--child", mode, "--hooks", hook, "--warmup", str(args.warmup)]
+        env = child_env(args, tmp, daemon, "idle" if mode == PYHOOKS else mode, hook, f"bench-{mode}-{hook}-{k}")
         with open(self.err, "wb") as f:
-            self.p = subprocess.Popen(argv, env=child_env(args, tmp, daemon, mode, hook, f"bench-{mode}-{hook}-{k}"),
+            self.p = subprocess.Popen(argv, env=env,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=f, text=True,
                                       start_new_session=True)
 
@@ -633,26 +659,19 @@ class Runner:
                              f"taken out (expected {want})")
         return res
 
-    def ab(self, steps, blocks, norec=False):
-        """The paired blocks; each with the work on must have stepped libmsmonitor exactly once
-        per loop step (our code ran), each with it off not at all (none of it ran). norec: the
-        simulator records no marker meanwhile; it must have suppressed both marker calls (the
-        range end and start) of every step with the work on."""
-        got = self.ask(f"ab {steps} {blocks}" + (" norec" if norec else ""))
-        res = got["blocks"]
-        if norec:
-            want = 2 * sum(b["steps"] for b in res if b["on"])
-            if got.get("suppressed") != want:
-                raise SystemExit(f"{self.mode}: the simulator suppressed {got.get('suppressed')} marker calls while "
-                                 f"its markers were off (expected {want}: two per step with the work on)")
-        for i, b in enumerate(res):
-            if self.mode == "plain":
-                continue
-            want = b["steps"] if b["on"] else 0
-            if b.get("lib_steps") != want:
-                raise SystemExit(f"{self.mode}: block {i} ({'on' if b['on'] else 'off'}, {b['steps']} steps) "
-                                 f"stepped libmsmonitor {b.get('lib_steps')} times (expected {want})")
-        return [(res[i], res[i + 1]) if res[i]["on"] else (res[i + 1], res[i]) for i in range(0, len(res) - 1, 2)]
+    def pairs(self, n, norec=False):
+        """The paired steps; libmsmonitor must have stepped exactly once per ON step (our code
+        ran each time) and so never in an OFF one. norec: the simulator records no marker
+        meanwhile; it must have suppressed both marker calls (the range end and start) of every
+        ON step."""
+        got = self.ask(f"pairs {n}" + (" norec" if norec else ""))
+        if norec and got.get("suppressed") != 2 * n:
+            raise SystemExit(f"{self.mode}: the simulator suppressed {got.get('suppressed')} marker calls while "
+                             f"its markers were off (expected {2 * n}: two per step with the work on)")
+        if self.mode != "plain" and got.get("lib_steps") != n:
+            raise SystemExit(f"{self.mode}: {n} pairs of steps stepped libmsmonitor {got.get('lib_steps')} times "
+                             f"(expected {n}: once per ON step, never in an OFF one)")
+        return got
 
     def kill(self):
         if self.p.poll() is None:
@@ -672,20 +691,24 @@ def measure(args, tmp, daemons, hook):
     """Sets of three fresh children (one per mode), each set running its share of the rounds:
     one block of steps per mode and round, back to back, the order rotating. A process has its
     own speed (where its memory landed, which core): with several sets that averages out.
-    After its rounds each child of a set runs the paired blocks (msmonitor's per-step work on
+    After its rounds each child of a set runs the paired steps (msmonitor's per-step work on
     and off in the same process), the order of the children rotating from set to set.
-    Returns per mode the blocks' results, per mode a list per set of the (on, off) pairs, and
-    the breakdown of the last session child."""
+    With torch, a fourth child per set (PYHOOKS: idle on the previous version's per-step path:
+    the Python step() as the hook's callback, and the Python optimizer wrapper) runs only the
+    paired steps.
+    Returns per mode the blocks' results, per mode a list of the processes' paired results,
+    and the breakdown of the last session child."""
     res = {m: [] for m in MODES}
-    pairs = {m: [] for m in MODES + (NOREC,)}
+    pairs = {m: [] for m in MODES + (NOREC, PYHOOKS)}
+    paired = MODES + ((PYHOOKS,) if hook != "loop" else ())
     parts = None
     per_set = -(-args.rounds // args.sets)
     done = 0
     for k in range(args.sets):
         runners = {}
         try:
-            for mode in MODES:  # one at a time: each sets up alone
-                runners[mode] = Runner(args, tmp, daemons.get(mode), mode, hook, k)
+            for mode in paired:  # one at a time: each sets up alone
+                runners[mode] = Runner(args, tmp, daemons.get("idle" if mode == PYHOOKS else mode), mode, hook, k)
                 runners[mode].read()   # ready
                 _t(args, f"{hook}/{mode} ready (set {k + 1})")
             for _ in range(min(per_set, args.rounds - done)):
@@ -693,14 +716,15 @@ def measure(args, tmp, daemons, hook):
                 done += 1
                 for mode in MODES[r % 3:] + MODES[:r % 3]:
                     res[mode].append(runners[mode].ask(f"run {args.steps}"))
-            seq = [(m, False) for m in MODES[k % 3:] + MODES[:k % 3]]
+            r = k % len(paired)
+            seq = [(m, False) for m in paired[r:] + paired[:r]]
             seq.insert(seq.index(("session", False)) + k % 2, ("session", True))
             for mode, norec in seq:
-                pairs[NOREC if norec else mode].append(runners[mode].ab(args.ab_steps, args.ab_blocks, norec))
+                pairs[NOREC if norec else mode].append(runners[mode].pairs(args.pairs, norec))
             if k == args.sets - 1 and hook != "loop":
                 parts = runners["session"].ask(f"parts {200 if args.smoke else 20000}")
             _t(args, f"{hook}: set {k + 1} done")
-            for mode in MODES:
+            for mode in paired:
                 runners[mode].finish()
         finally:
             for run in runners.values():
@@ -725,16 +749,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--sets", type=int, default=4, help="fresh processes for every rounds/sets rounds")
     ap.add_argument("--warmup", type=int, default=300)
-    ap.add_argument("--ab-steps", type=int, default=100, help="steps per block of the paired measurement")
-    ap.add_argument("--ab-blocks", type=int, default=40,
-                    help="blocks (on, off alternating ABBA; an even number) per process and set")
+    ap.add_argument("--pairs", type=int, default=2000,
+                    help="pairs of steps (one on, one off, the order alternating) per process of the paired measurement")
     ap.add_argument("--hooks", default="optimizer,forward")
     ap.add_argument("--no-torch", action="store_true", help="the simulator's loop even when torch is importable")
     ap.add_argument("--smoke", action="store_true", help="a short run (2 rounds of 20 steps): the suite's check")
     ap.add_argument("--instructions", action="store_true",
                     help="also count instructions per step under callgrind (slow: minutes per hook)")
     ap.add_argument("--cg-steps", type=int, default=100, help="steps per region under callgrind")
-    ap.add_argument("--child", choices=MODES)
+    ap.add_argument("--child", choices=MODES + (PYHOOKS,))
     ap.add_argument("--child-cg")
     args = ap.parse_args()
     if args.child:
@@ -744,10 +767,9 @@ def main():
     args.build = os.path.abspath(args.build)
     if args.smoke:
         args.steps, args.warmup, args.rounds, args.sets = 20, 20, 2, 1
-        args.ab_steps, args.ab_blocks = 10, 4
-    if args.ab_steps < 1 or args.ab_blocks < 2 or args.ab_blocks % 2:
-        ap.error(f"--ab-steps {args.ab_steps} --ab-blocks {args.ab_blocks}: need at least 1 step and an even "
-                 "number of blocks, at least 2")
+        args.pairs = 20
+    if args.pairs < 2:
+        ap.error(f"--pairs {args.pairs}: need at least 2")
     hooks = ["loop"] if args.no_torch or not torch_importable() else [h for h in args.hooks.split(",") if h]
     tmp = tempfile.mkdtemp(prefix="mmstepcost")
     for d in ("log", "shm"):
@@ -825,48 +847,48 @@ def markers_records(c_out):
 
 def print_paired_intro(args, hooks):
     on = ("dynamic_profile.step() called by the loop" if hooks == ["loop"] else
-          "the hook init() installed, which calls dynamic_profile.step()")
+          "the hook init() installed, which calls dynamic_profile.step()'s C whole")
     off = "not called" if hooks == ["loop"] else "the hook taken out"
     print(f"""headline: msmonitor's per-step work ON - OFF in the same process
-  blocks of {args.ab_steps} steps ON ({on}) and OFF ({off}: the bare loop, none of our code),
-  in pairs ABBA, {args.ab_blocks // 2} pairs per process in each of {args.sets} sets; libmsmonitor stepped exactly once
-  per ON step and never in an OFF block. Per process: the OFF blocks' median step (the bare loop in
-  the same run), the median over the pairs of ON - OFF (of the blocks' median steps, then of their 10th
-  percentiles) and of the CPU time per step. plain: both halves bare (the method's own noise).
-  session: its background threads (the record path, timed by bench_plugin_e2e) run in ON and OFF
-  blocks alike; ON includes the step markers' records (each step's device record wakes the
-  simulator's device thread). Its second sequence has the simulator record no marker (its default
-  domain disabled; it must have suppressed both marker calls of every ON step): our step markers'
-  calls still run, and ON - OFF (session-norec) is the session's step beyond the markers' own records.""",
-          flush=True)
+  {args.pairs} pairs of consecutive steps per process, one ON ({on}) and one OFF ({off}: the bare loop,
+  none of our code), the order alternating (ABBA), in each of {args.sets} sets; libmsmonitor stepped exactly
+  once per ON step and never in an OFF one. Per process: the OFF steps' median (the bare loop in the same
+  run) and 10th percentile, the median over the pairs of ON - OFF, their mean without the 10 % at
+  either end, and the median ON - OFF of the thread's CPU time; the columns are medians over the
+  processes. plain: both halves bare (the method's own noise). session: its background threads (the
+  record path, timed by bench_plugin_e2e) run in ON and OFF steps alike; ON includes the step
+  markers' records (each step's device record wakes the simulator's device thread). Its second
+  sequence has the simulator record no marker (its default domain disabled; it must have suppressed
+  both marker calls of every ON step): our step markers' calls still run, and ON - OFF
+  (session-norec) is the session's step beyond the markers' own records.""", flush=True)
 
 
 def print_paired(hook, pairs, markers_ns):
-    """pairs[mode]: a list per set of (on, off) block results."""
+    """pairs[mode]: one paired result per process."""
     print(f"{WHAT[hook]}, paired in one process:")
-    print(f"  {'process':<13} {'bare step':>10} {'ON-OFF':>9} {'% step':>8}   {'p10 bare':>9} {'ON-OFF':>9} "
-          f"{'% step':>8}   {'CPU ON-OFF':>10}  pairs")
+    print(f"  {'process':<13} {'bare step':>10} {'ON-OFF':>9} {'% step':>8}   {'p10 bare':>9} {'trimmed':>9}   "
+          f"{'CPU ON-OFF':>10}  pairs")
     diffs = {}
-    for mode in MODES + (NOREC,):
-        allp = [p for per_set in pairs[mode] for p in per_set]
-        line = f"  {'session-norec' if mode == NOREC else mode:<13}"
-        for key, width in (("wall_ns", 8), ("p10_ns", 7)):
-            bare = statistics.median(off[key] for _, off in allp)
-            d = statistics.median(on[key] - off[key] for on, off in allp) / 1e3
-            diffs[(mode, key)] = d
-            line += f" {bare / 1e3:{width}.1f}us {d:+7.2f}us {d * 1e5 / bare if bare else 0:+7.2f}%  "
-        cpu = statistics.median(on["cpu_ns"] - off["cpu_ns"] for on, off in allp) / 1e3
-        line += f" {cpu:+8.2f}us  {len(allp)}"
+    for mode in MODES + (NOREC, PYHOOKS):
+        got = pairs[mode]
+        if not got:
+            continue
+        bare = statistics.median(r["off_ns"] for r in got)
+        d = statistics.median(r["d_ns"] for r in got) / 1e3
+        diffs[mode] = d
+        line = (f"  {'session-norec' if mode == NOREC else mode:<13} {bare / 1e3:8.1f}us {d:+7.2f}us "
+                f"{d * 1e5 / bare if bare else 0:+7.2f}%   {statistics.median(r['off_p10_ns'] for r in got) / 1e3:7.1f}us "
+                f"{statistics.median(r['d_tmean_ns'] for r in got) / 1e3:+7.2f}us   "
+                f"{statistics.median(r['dcpu_ns'] for r in got) / 1e3:+8.2f}us  {sum(r['pairs'] for r in got)}")
         print(line + {"plain": "  (A/A: both halves bare)", "session": "  (ON: the step markers record)",
-                      NOREC: "  (ON: the markers record nothing)"}.get(mode, ""))
+                      NOREC: "  (ON: the markers record nothing)",
+                      PYHOOKS: "  (idle, the previous version: Python step(); optimizer: Python wrapper)"}.get(mode, ""))
     if len(pairs["idle"]) > 1:
-        print("  median ON - OFF by set of processes (plain / idle / session / session, no records): " + ", ".join(
-            " / ".join(f"{statistics.median(on['wall_ns'] - off['wall_ns'] for on, off in pairs[m][i]) / 1e3:+.2f}"
-                       for m in MODES + (NOREC,)) + " us" for i in range(len(pairs["idle"]))))
-    rec = diffs[("session", "wall_ns")] - diffs[(NOREC, "wall_ns")]
-    rec10 = diffs[("session", "p10_ns")] - diffs[(NOREC, "p10_ns")]
-    line = (f"  the step markers' own records (session less session-norec): {rec:+.2f} us "
-            f"[p10 {rec10:+.2f} us]")
+        shown = [m for m in MODES + (NOREC, PYHOOKS) if pairs[m]]
+        print("  median ON - OFF by process (" + " / ".join("session-norec" if m == NOREC else m for m in shown) +
+              "): " + ", ".join(" / ".join(f"{pairs[m][i]['d_ns'] / 1e3:+.2f}" for m in shown) + " us"
+                                for i in range(len(pairs["idle"]))))
+    line = f"  the step markers' own records (session less session-norec): {diffs['session'] - diffs[NOREC]:+.2f} us"
     if markers_ns is not None:
         line += (f"; bench_step_parts' markers, session less idle: {markers_ns['spaced'] / 1e3:.2f} us "
                  f"spaced as steps, {markers_ns['tight'] / 1e3:.2f} us in a tight loop")
