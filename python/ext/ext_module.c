@@ -266,45 +266,34 @@ static struct PyModuleDef module_def = {
     module_methods, NULL, NULL, NULL, NULL,
 };
 
+/* m.<name> = create(), importable as `IPCMonitor_C.<name>` too (`from IPCMonitor_C.monitor
+ * import X`). 0, or -1 with an exception set. */
+static int add_submodule(PyObject *m, const char *name, PyObject *(*create)(void))
+{
+    char full[64];
+    PyObject *sub = create();
+
+    if (!sub)
+        return -1;
+    snprintf(full, sizeof(full), "IPCMonitor_C.%s", name);
+    if (PyDict_SetItemString(PyImport_GetModuleDict(), full, sub) < 0 || PyModule_AddObject(m, name, sub) < 0) {
+        Py_DECREF(sub);
+        return -1;
+    }
+    return 0;
+}
+
 PyMODINIT_FUNC PyInit_IPCMonitor_C(void)
 {
     PyObject *m = PyModule_Create(&module_def);
+
     if (!m)
         return NULL;
-    PyObject *sub = ext_monitor_create();
-    if (!sub || PyModule_AddObject(m, "monitor", sub) < 0) {
-        Py_XDECREF(sub);
-        goto fail;
+    if (add_submodule(m, "monitor", ext_monitor_create) < 0 || add_submodule(m, "dynamic", ext_dynamic_create) < 0 ||
+        add_submodule(m, "fwdhook", ext_fwdhook_create) < 0 || add_submodule(m, "optstep", ext_optstep_create) < 0 ||
+        PyModule_AddStringConstant(m, "__version__", MSMON_PLUGIN_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
     }
-    /* `import IPCMonitor_C.monitor` and `from IPCMonitor_C.monitor import X` work too. */
-    PyObject *mods = PyImport_GetModuleDict();
-    if (PyDict_SetItemString(mods, "IPCMonitor_C.monitor", sub) < 0)
-        goto fail;
-    PyObject *dyn = ext_dynamic_create();
-    if (!dyn || PyModule_AddObject(m, "dynamic", dyn) < 0) {
-        Py_XDECREF(dyn);
-        goto fail;
-    }
-    if (PyDict_SetItemString(mods, "IPCMonitor_C.dynamic", dyn) < 0)
-        goto fail;
-    PyObject *fwd = ext_fwdhook_create();
-    if (!fwd || PyModule_AddObject(m, "fwdhook", fwd) < 0) {
-        Py_XDECREF(fwd);
-        goto fail;
-    }
-    if (PyDict_SetItemString(mods, "IPCMonitor_C.fwdhook", fwd) < 0)
-        goto fail;
-    PyObject *opt = ext_optstep_create();
-    if (!opt || PyModule_AddObject(m, "optstep", opt) < 0) {
-        Py_XDECREF(opt);
-        goto fail;
-    }
-    if (PyDict_SetItemString(mods, "IPCMonitor_C.optstep", opt) < 0)
-        goto fail;
-    if (PyModule_AddStringConstant(m, "__version__", MSMON_PLUGIN_VERSION) < 0)
-        goto fail;
     return m;
-fail:
-    Py_DECREF(m);
-    return NULL;
 }

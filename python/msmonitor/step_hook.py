@@ -122,9 +122,14 @@ def _install(torch):
 # frame (docs/benchmarks.md#the-always-on-cost-of-a-step). The Python code below serves when it
 # is not (tests of both). _USE_C (below, shared with the forward hook) chooses at install().
 
-def _optstep_c():
+def _ext(name):
+    """IPCMonitor_C.<name> when the extension is loaded and _USE_C, else None."""
     ext = sys.modules.get("IPCMonitor_C") if _USE_C else None
-    return getattr(ext, "optstep", None)
+    return getattr(ext, name, None)
+
+
+def _optstep_c():
+    return _ext("optstep")
 
 
 def _cb_warn(msg):
@@ -565,8 +570,7 @@ _USE_C = True
 
 
 def _fwdhook_c():
-    ext = sys.modules.get("IPCMonitor_C") if _USE_C else None
-    return getattr(ext, "fwdhook", None)
+    return _ext("fwdhook")
 
 
 def _fwd_warn(msg):
