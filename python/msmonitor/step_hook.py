@@ -13,7 +13,9 @@ Two strategies, chosen once per process:
   optimizer's `step` by an instance attribute; the schedulers' `step` hands it to us.
 Only one optimizer counts (the primary: the last one constructed after install(), else the
 first one that steps), so a GAN's two optimizers give one call per iteration; a subclass
-whose `step` calls super().step() counts once (a per-thread, per-optimizer nesting depth)."""
+whose `step` calls super().step() counts once (a per-thread, per-optimizer nesting depth).
+With the IPCMonitor_C extension loaded the wrapper, the nesting and the primary are C
+(IPCMonitor_C.optstep); the Python versions below serve without it."""
 import functools
 import importlib.util
 import os
