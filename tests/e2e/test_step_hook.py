@@ -197,6 +197,27 @@ def test_two_optimizers_count_once_per_iteration(v2, impl):
     assert c.n == 3
 
 
+def test_two_threads_inside_one_step_count_twice(impl):
+    """The nesting is per thread: a step of the primary on a second thread while the first
+    thread's step of it runs is a step of its own (each counts once, super() included)."""
+    import threading
+    sh, torch, c = load_step_hook(impl), fake_torch(False), Counter()
+    sh.install(c, torch_module=torch)
+    barrier = threading.Barrier(2)
+
+    class Synced(torch.optim.SGD):
+        def step(self, closure=None):
+            barrier.wait(timeout=30)                 # both threads are inside step() here
+            return super().step(closure)
+
+    o = Synced()
+    t = threading.Thread(target=o.step)
+    t.start()
+    o.step()
+    t.join(30)
+    assert not t.is_alive() and o.steps == 2 and c.n == 2
+
+
 def test_nested_optimizer_inner_primary_counted(impl):
     """A wrapper optimizer that builds its inner one last and steps it from its own step."""
     sh, torch, c = load_step_hook(impl), fake_torch(False), Counter()
