@@ -27,7 +27,7 @@ model = torch.nn.Linear(16, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)   # built before init(): still hooked
 assert dynamic_profile.init(), "dyno mode not active"
 x, y = torch.randn(32, 16), torch.randn(32, 1)
-print(f"torch {torch.__version__} hook {step_hook.mode()}", flush=True)
+print(f"torch {torch.__version__} hook {step_hook.mode()} impl {type(step_hook._state['c']).__name__}", flush=True)
 steps, t_end = 0, time.monotonic() + 90
 while not os.path.exists(stop) and time.monotonic() < t_end:
     if steps == 100:                                  # a new optimizer takes over the count
@@ -78,6 +78,7 @@ def test_plain_torch_loop_is_monitored(daemon, tmp_path):
         wait_until(ready.exists, 60, "20 training steps")
         log = job.log()
         assert " hook wrap" in log or " hook post_hook" in log, log
+        assert " impl Hook" in log, log      # init() installs the C hook (IPCMonitor_C.optstep)
         assert "optimizer step hook not installed" not in log, log
         wait_polling(daemon, run_dyno)
         # A config acts only after the whole second the rank started in (docs/design/ipc.md#ranks).
